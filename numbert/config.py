@@ -1,0 +1,84 @@
+"""The handful of numbers that define a BERT encoder, read from a checkpoint's config.json."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    """Hyper-parameters of a BERT encoder. The defaults are bert-base-uncased."""
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    layer_norm_eps: float = 1e-12
+    hidden_act: str = "gelu"
+    pad_token_id: int = 0
+    position_embedding_type: str = "absolute"
+
+    def __post_init__(self):
+        where = "BertConfig"
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.type == "int" and (not isinstance(value, int) or isinstance(value, bool)):
+                raise ValueError(f"{where}: {field.name} must be an integer, got {value!r}")
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{where}: {name} must be at least 1, got {getattr(self, name)}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"{where}: hidden_size {self.hidden_size} is not a multiple of "
+                             f"num_attention_heads {self.num_attention_heads}")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ValueError(f"{where}: unsupported hidden_act {self.hidden_act!r}; "
+                             f"numbert runs {', '.join(ACTIVATIONS)}")
+        if self.position_embedding_type != "absolute":
+            raise ValueError(f"{where}: unsupported position_embedding_type "
+                             f"{self.position_embedding_type!r}; numbert runs absolute positions only")
+        if not self.layer_norm_eps > 0:
+            raise ValueError(f"{where}: layer_norm_eps must be positive, got {self.layer_norm_eps!r}")
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "config") -> BertConfig:
+        """The config of a BERT-architecture checkpoint; other architectures are refused."""
+        model_type = d.get("model_type", "bert")
+        if model_type != "bert":
+            raise ValueError(f"{source}: model_type {model_type!r} is not BERT; numbert runs BERT encoders only")
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in d.items() if k in known}
+        if values.get("pad_token_id") is None:
+            values.pop("pad_token_id", None)
+        try:
+            return cls(**values)
+        except ValueError as e:
+            raise ValueError(str(e).replace("BertConfig", source, 1)) from None
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> BertConfig:
+        path = Path(path)
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no config.json at {path}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"{path} is not valid JSON: {e}") from None
+        if not isinstance(d, dict):
+            raise ValueError(f"{path} must hold a JSON object")
+        return cls.from_dict(d, source=str(path))
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self) | {"model_type": "bert", "architectures": ["BertModel"]}
