@@ -1,0 +1,33 @@
+"""numbert: BERT, the whole encoder, in NumPy.
+
+    >>> import numbert
+    >>> out = numbert.encode("Here is the sentence I want embeddings for.")
+    >>> out.hidden_states.shape        # (layers + 1, seq, hidden)
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+from .config import BertConfig
+from .model import Bert, Output, load
+from .tokenizer import Encoding, Tokenizer
+
+__all__ = ["Bert", "BertConfig", "Encoding", "Output", "Tokenizer", "encode", "load"]
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_model(name: str, revision: str | None, cache_dir: str | None) -> Bert:
+    return load(name, revision=revision, cache_dir=cache_dir)
+
+
+def encode(text: str | list[str], model: str | os.PathLike | Bert = "bert-base-uncased", *,
+           revision: str | None = None, cache_dir: str | os.PathLike | None = None, **kwargs) -> Output:
+    """Tokenize and run `text` through `model`, loading the model once and caching it by name.
+
+    Keyword arguments go to `Bert.__call__` (text_pair, output_attentions, max_length, truncation).
+    """
+    if not isinstance(model, Bert):
+        model = _cached_model(os.fspath(model), revision, None if cache_dir is None else os.fspath(cache_dir))
+    return model(text, **kwargs)

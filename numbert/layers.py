@@ -1,0 +1,147 @@
+"""The building blocks of a BERT layer, each a few lines of NumPy, float32 in and out.
+
+Shapes use `tokens` for any leading axes (batch, seq) and bert-base numbers as examples:
+hidden 768, 12 heads of size 64, intermediate 3072.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+f32 = np.float32
+
+
+class Linear(NamedTuple):
+    weight: np.ndarray  # (out, in), as torch stores it
+    bias: np.ndarray  # (out,)
+
+
+class Norm(NamedTuple):
+    weight: np.ndarray  # (hidden,) the gain, gamma
+    bias: np.ndarray  # (hidden,) the shift, beta
+
+
+def linear(x: np.ndarray, p: Linear) -> np.ndarray:
+    """y = x W^T + b over the last axis. (..., in) -> (..., out)
+
+    Flattened to one 2-D matmul so BLAS sees a single large GEMM instead of one per sequence.
+    """
+    y = x.reshape(-1, x.shape[-1]) @ p.weight.T
+    y += p.bias
+    return y.reshape(*x.shape[:-1], y.shape[-1])
+
+
+def layer_norm(x: np.ndarray, p: Norm, eps: float) -> np.ndarray:
+    """LayerNorm(x) = (x - mean) / sqrt(var + eps) * gamma + beta over the hidden axis; overwrites x.
+
+    BERT uses eps = 1e-12 (config `layer_norm_eps`). (tokens, hidden) -> (tokens, hidden)
+    """
+    x -= x.mean(axis=-1, keepdims=True)
+    var = np.square(x).mean(axis=-1, keepdims=True)
+    x *= 1 / np.sqrt(var + f32(eps))
+    x *= p.weight
+    x += p.bias
+    return x
+
+
+# erf(a) for 0 <= a < 1 is a + a * P(a^2): the leading term a stays exact, P is a small correction.
+_ERF_SMALL = tuple(map(f32, (0.12837915122509003, -0.3761260509490967, 0.11283430457115173,
+                             -0.02684859186410904, 0.005179749336093664, -0.000794235325884074,
+                             7.64710785006173e-05)))
+# erf(a) for 1 <= a <= 4 is 1 - erfc(a) with log erfc(a) = Q(a), a smooth polynomial; erf(4) = 1 in float32.
+_ERF_LARGE = tuple(map(f32, (-0.0003537107550073415, -1.1270400285720825, -0.6382256150245667,
+                             -0.10303742438554764, 0.02180534414947033, -0.0029396135360002518,
+                             0.00018557466682977974)))
+
+
+def polynomial(coefficients: tuple, x: np.ndarray) -> np.ndarray:
+    """c0 + c1 x + c2 x^2 + ... by Horner's rule."""
+    y = np.full_like(x, coefficients[-1])
+    for c in reversed(coefficients[:-1]):
+        y *= x
+        y += c
+    return y
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """The Gauss error function in float32, absolute error below 1e-7 (NumPy has no erf).
+
+    Two least-squares fits, each in a form that float32 evaluates without cancellation:
+    a + a P(a^2) below 1, and 1 - exp(Q(a)) above, where the exp carries erfc's fast decay.
+    """
+    a = np.minimum(np.abs(x), f32(4))
+    small = polynomial(_ERF_SMALL, a * a)
+    small *= a
+    small += a
+    large = np.exp(polynomial(_ERF_LARGE, a))
+    np.subtract(f32(1), large, out=large)
+    return np.copysign(np.where(a < 1, small, large), x)
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """GELU(x) = x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)), the exact form BERT uses ("gelu")."""
+    y = erf(x * f32(1 / np.sqrt(2)))
+    y += f32(1)
+    y *= x
+    y *= f32(0.5)
+    return y
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """The tanh approximation of GELU of Google's original code ("gelu_new", "gelu_pytorch_tanh")."""
+    y = np.tanh(f32(np.sqrt(2 / np.pi)) * (x + f32(0.044715) * x * x * x))
+    y += f32(1)
+    y *= x
+    y *= f32(0.5)
+    return y
+
+
+def relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, f32(0))
+
+
+ACTIVATIONS = {"gelu": gelu, "gelu_new": gelu_tanh, "gelu_pytorch_tanh": gelu_tanh, "relu": relu}
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    """softmax over the last axis, in place; subtracting the max keeps exp from overflowing."""
+    x -= x.max(axis=-1, keepdims=True)
+    np.exp(x, out=x)
+    x /= x.sum(axis=-1, keepdims=True)
+    return x
+
+
+def attention_mask_bias(attention_mask: np.ndarray) -> np.ndarray:
+    """The additive mask transformers uses: 0 where a token is real, float32's minimum on padding.
+
+    (batch, seq) of 1/0 -> (batch, 1, 1, seq), broadcast over heads and query positions.
+    """
+    bias = np.where(attention_mask[:, None, None, :] > 0, f32(0), np.finfo(np.float32).min)
+    return bias.astype(np.float32, copy=False)
+
+
+def split_heads(x: np.ndarray, heads: int) -> np.ndarray:
+    """(batch, seq, hidden) -> (batch, heads, seq, head_size)"""
+    batch, seq, hidden = x.shape
+    return x.reshape(batch, seq, heads, hidden // heads).transpose(0, 2, 1, 3)
+
+
+def merge_heads(x: np.ndarray) -> np.ndarray:
+    """(batch, heads, seq, head_size) -> (batch, seq, hidden)"""
+    batch, heads, seq, head_size = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(batch, seq, heads * head_size)
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask_bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Scaled dot-product attention: softmax(q k^T / sqrt(d) + mask) v, for every head at once.
+
+    q, k, v: (batch, heads, seq, head_size); mask_bias: (batch, 1, 1, seq).
+    Returns the context (batch, heads, seq, head_size) and the probabilities (batch, heads, seq, seq).
+    """
+    scores = q @ k.transpose(0, 1, 3, 2)
+    scores *= f32(1 / np.sqrt(q.shape[-1]))
+    scores += mask_bias
+    probs = softmax(scores)
+    return probs @ v, probs
