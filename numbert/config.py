@@ -32,6 +32,8 @@ class BertConfig:
             value = getattr(self, field.name)
             if field.type == "int" and (not isinstance(value, int) or isinstance(value, bool)):
                 raise ValueError(f"{where}: {field.name} must be an integer, got {value!r}")
+            if field.type == "float" and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+                raise ValueError(f"{where}: {field.name} must be a number, got {value!r}")
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "max_position_embeddings", "type_vocab_size"):
             if getattr(self, name) < 1:
@@ -58,6 +60,10 @@ class BertConfig:
         model_type = d.get("model_type", "bert")
         if model_type != "bert":
             raise ValueError(f"{source}: model_type {model_type!r} is not BERT; numbert runs BERT encoders only")
+        for flag in ("is_decoder", "add_cross_attention"):
+            if d.get(flag):
+                raise ValueError(f"{source}: {flag} is set; numbert runs BERT as a bidirectional encoder "
+                                 f"only (no causal mask, no cross-attention)")
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in d.items() if k in known}
         if values.get("pad_token_id") is None:
@@ -69,6 +75,7 @@ class BertConfig:
 
     @classmethod
     def from_json(cls, path: str | Path) -> BertConfig:
+        """The config in a checkpoint's config.json; every error names the file."""
         path = Path(path)
         try:
             d = json.loads(path.read_text(encoding="utf-8"))

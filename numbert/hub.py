@@ -26,7 +26,7 @@ def model_dir(
 ) -> Path:
     """A local directory holding the model's files: the path itself, or the hub id's snapshot.
 
-    With `weights=False` only the tokenizer files are fetched (enough for `Tokenizer`).
+    With `weights=False` only config.json and the tokenizer files are fetched (enough for `Tokenizer`).
     """
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise TypeError(f"a model name or path must be a str or path, not {type(name_or_path).__name__}")
@@ -34,14 +34,16 @@ def model_dir(
     if path.is_dir():
         return path
     name = str(name_or_path)
-    if path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1:
+    if path.exists():
+        raise FileNotFoundError(f"{name!r} is a file, not a model directory")
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise FileNotFoundError(f"{name!r} is not a model directory (no such directory)")
     return _download(name, weights, revision, cache_dir)
 
 
 def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> Path:
     """Fetch the files numbert needs from `repo_id` into the HF cache; return the snapshot directory."""
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import constants, hf_hub_download
     from huggingface_hub.errors import (
         EntryNotFoundError,
         HFValidationError,
@@ -54,12 +56,12 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
         """The cached file, or None when the repo has no such file."""
         try:
             return Path(hf_hub_download(repo_id, filename, revision=revision, cache_dir=cache_dir))
-        except EntryNotFoundError:
-            return None
-        except LocalEntryNotFoundError:
+        except LocalEntryNotFoundError:  # a subclass of EntryNotFoundError: catch it first
             if filename == "config.json":
                 raise
-            return None  # offline: a file that was never cached counts as absent
+            return None  # hub unreachable: a file that was never cached counts as absent
+        except EntryNotFoundError:
+            return None
 
     try:
         config = fetch("config.json")
@@ -69,7 +71,7 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
         raise OSError(
             f"cannot load model {repo_id!r}: it is not a local directory, it is not in the Hugging Face "
             f"cache, and the hub could not be reached"
-            + (" (HF_HUB_OFFLINE is set)" if _offline() else "")
+            + (" (HF_HUB_OFFLINE is set)" if constants.is_offline_mode() else "")
         ) from None
     except (RepositoryNotFoundError, RevisionNotFoundError) as e:
         raise OSError(f"cannot load model {repo_id!r}: {type(e).__name__}: {e}") from None
@@ -87,7 +89,3 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
     if weights and not any(fetch(f) for f in WEIGHT_FILES):
         raise FileNotFoundError(f"model {repo_id!r} has neither {' nor '.join(WEIGHT_FILES)}")
     return config.parent
-
-
-def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}

@@ -1,0 +1,154 @@
+"""model_dir: local directories, the Hugging Face cache offline (cache_dir and HF_HOME), and its refusals."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import huggingface_hub
+import huggingface_hub.constants
+import numpy as np
+import pytest
+from huggingface_hub.errors import EntryNotFoundError
+from safetensors.numpy import save
+
+from numbert.checkpoint import load_weights
+from numbert.config import BertConfig
+from numbert.hub import model_dir
+from numbert.testing import random_weights
+
+SMALL = BertConfig(vocab_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                   intermediate_size=32, max_position_embeddings=8)
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+VOCAB = "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s"]) + "\n"
+
+
+def model_files(weights: bool = True, weight_file: str = "model.safetensors") -> dict[str, bytes]:
+    files = {"config.json": json.dumps(SMALL.to_dict()).encode(), "vocab.txt": VOCAB.encode()}
+    if weights:
+        files[weight_file] = save(random_weights(SMALL))
+    return files
+
+
+def fake_hf_cache(cache, repo_id: str, files: dict[str, bytes], commit: str = COMMIT, ref: str = "main"):
+    """The layout huggingface_hub writes: blobs by hash, snapshot symlinks, and refs/<ref> holding the commit."""
+    repo = cache / f"models--{repo_id.replace('/', '--')}"
+    snapshot = repo / "snapshots" / commit
+    for name, data in files.items():
+        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(data)
+        link = snapshot / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / ref).write_text(commit)  # no newline, as huggingface_hub writes it
+    return snapshot
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    """HF_HUB_OFFLINE=1 for this test. huggingface_hub reads the variable once, at import, into
+    `constants.HF_HUB_OFFLINE`, and checks that constant before every request, so patch the constant."""
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+
+
+def test_local_directory_resolves_as_itself(tmp_path):
+    for name, data in model_files().items():
+        (tmp_path / name).write_bytes(data)
+    assert model_dir(tmp_path) == tmp_path
+    assert model_dir(str(tmp_path), weights=False) == tmp_path
+
+
+def test_hf_cache_resolves_offline_with_cache_dir(tmp_path, offline):
+    snapshot = fake_hf_cache(tmp_path, "org/name", model_files())
+    directory = model_dir("org/name", cache_dir=tmp_path)
+    assert directory == snapshot
+    weights = load_weights(directory, BertConfig.from_json(directory / "config.json"))
+    np.testing.assert_array_equal(weights["pooler.dense.weight"], random_weights(SMALL)["pooler.dense.weight"])
+
+
+def test_hf_cache_resolves_revisions_offline(tmp_path, offline):
+    snapshot = fake_hf_cache(tmp_path, "org/name", model_files(), ref="v1")
+    assert model_dir("org/name", revision="v1", cache_dir=tmp_path) == snapshot
+    assert model_dir("org/name", revision=COMMIT, cache_dir=tmp_path) == snapshot
+    with pytest.raises(OSError, match="could not be reached"):
+        model_dir("org/name", revision="v2", cache_dir=tmp_path)
+
+
+def test_hf_home_is_honoured_in_a_fresh_process(tmp_path):
+    """HF_HOME is read when huggingface_hub is imported, so only a fresh process tests it truthfully."""
+    snapshot = fake_hf_cache(tmp_path / "home" / "hub", "org/name", model_files())
+    env = os.environ | {"HF_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1"}
+    env.pop("HF_HUB_CACHE", None)
+    env.pop("HUGGINGFACE_HUB_CACHE", None)
+    result = subprocess.run([sys.executable, "-c", "from numbert.hub import model_dir; print(model_dir('org/name'))"],
+                            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(snapshot)
+
+
+def test_weights_false_needs_only_tokenizer_files(tmp_path, offline):
+    snapshot = fake_hf_cache(tmp_path, "org/name", model_files(weights=False))
+    assert model_dir("org/name", weights=False, cache_dir=tmp_path) == snapshot
+    with pytest.raises(FileNotFoundError, match="'org/name' has neither model.safetensors nor pytorch_model.bin"):
+        model_dir("org/name", cache_dir=tmp_path)
+
+
+def test_pytorch_model_bin_alone_is_enough(tmp_path, offline):
+    snapshot = fake_hf_cache(tmp_path, "org/name", model_files(weight_file="pytorch_model.bin"))
+    assert model_dir("org/name", cache_dir=tmp_path) == snapshot
+
+
+def test_unknown_hub_id_offline_names_the_id(tmp_path, offline):
+    with pytest.raises(OSError) as e:
+        model_dir("nobody/no-such-model", cache_dir=tmp_path)
+    assert "'nobody/no-such-model'" in str(e.value)
+    assert "the hub could not be reached" in str(e.value) and "HF_HUB_OFFLINE" in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["./no-such-dir", "/no/such/dir", "~/no-such-dir-numbert", "a/b/c"])
+def test_path_like_names_that_do_not_exist_are_not_hub_ids(name):
+    with pytest.raises(FileNotFoundError, match="not a model directory"):
+        model_dir(name)
+
+
+def test_a_file_is_not_a_model_directory(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(FileNotFoundError, match="is a file"):
+        model_dir(tmp_path / "config.json")
+
+
+def test_invalid_hub_id_and_wrong_type(offline):
+    with pytest.raises(ValueError, match="neither a model directory nor a valid hub id"):
+        model_dir("org/bad name!")
+    with pytest.raises(TypeError):
+        model_dir(42)
+
+
+def test_only_the_files_numbert_reads_are_downloaded(tmp_path, monkeypatch):
+    """A sentence-transformers repo: config, tokenizer, module configs, and ONE weight file."""
+    repo = {**model_files(), "pytorch_model.bin": b"", "tf_model.h5": b"", "onnx/model.onnx": b"",
+            "modules.json": json.dumps([{"path": ""}, {"path": "1_Pooling"}, {"path": "2_Normalize"}]).encode(),
+            "1_Pooling/config.json": b"{}", "tokenizer_config.json": b"{}"}
+    requested = []
+
+    def fake_download(repo_id, filename, revision=None, cache_dir=None):
+        requested.append(filename)
+        if filename not in repo:
+            raise EntryNotFoundError(f"{filename} is not in {repo_id}")
+        (tmp_path / filename).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / filename).write_bytes(repo[filename])
+        return str(tmp_path / filename)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    assert model_dir("org/st-model") == tmp_path
+    assert set(requested) == {"config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
+                              "modules.json", "sentence_bert_config.json", "1_Pooling/config.json",
+                              "2_Normalize/config.json", "model.safetensors"}
+    requested.clear()
+    model_dir("org/st-model", weights=False)
+    assert set(requested) == {"config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"}
