@@ -8,17 +8,21 @@ connection and LayerNorm; `pool` is the dense + tanh over [CLS] used for sentenc
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from .checkpoint import load_weights
+from . import recipes
 from .config import BertConfig
 from .hub import model_dir
 from .layers import (ACTIVATIONS, Linear, Norm, attention, attention_mask_bias, layer_norm, linear,
                      merge_heads, split_heads)
+from .sentence_config import SentenceConfig, read_sentence_config
 from .tokenizer import Tokenizer
 
 
@@ -58,6 +62,44 @@ class Output:
     def last_hidden_state(self) -> np.ndarray:
         """([batch,] seq, hidden)"""
         return self.hidden_states[-1]
+
+    # --- recipes: thin wrappers over numbert.recipes, where each recipe is defined ------------------
+
+    def token_vectors(self, layers: str | int | Sequence[int] = "sum_last_four",
+                      combine: str | None = None) -> np.ndarray:
+        """One vector per token. ([batch,] seq, dim); padding positions are zero.
+
+        `layers` is a strategy ("embeddings", "last", "second_to_last", "sum_last_four",
+        "concat_last_four", "sum_all"), a layer index, or a list of indices combined by
+        `combine` ("sum", "mean" or "concat").
+        """
+        return recipes.token_vectors(self.hidden_states, layers, combine, self.attention_mask)
+
+    def word_vectors(self, layers: str | int | Sequence[int] = "sum_last_four", combine: str | None = None,
+                     merge: str = "mean") -> list[recipes.Word] | list[list[recipes.Word]]:
+        """The token vectors merged back into words ("mean", "sum", "first" or "last" of the pieces).
+
+        One list of `Word(text, span, vector, tokens, segment)` per input, [CLS]/[SEP]/padding left out.
+        """
+        if self.encodings is None:
+            raise ValueError("word vectors need the tokenizer's word ids: call the model on text, not on ids")
+        vectors = self.token_vectors(layers, combine)
+        texts = [getattr(e, "texts", (None, None)) for e in self.encodings]
+        if vectors.ndim == 2:  # one input
+            return recipes.word_vectors(vectors, self.encodings[0], texts[0], merge)
+        return [recipes.word_vectors(v, e, t, merge) for v, e, t in zip(vectors, self.encodings, texts)]
+
+    def sentence_vector(self, pooling: str | Sequence[str] = "mean", layers: str | int | Sequence[int] = -2,
+                        combine: str | None = None) -> np.ndarray:
+        """One vector per input: `pooling` ("mean", "max", "mean_max", "cls", "sep", "pooler",
+        "mean_sqrt_len", "weighted_mean") of the token vectors of `layers`; padding never counts.
+        The default, the mean of the second-to-last layer, is bert-as-service's. ([batch,] dim)
+        """
+        if self.attention_mask.ndim == 1:  # one input: add the batch axis and take it away again
+            return recipes.sentence_vectors(self.hidden_states[:, None], self.attention_mask[None], pooling,
+                                            layers, combine, self.pooler_output[None])[0]
+        return recipes.sentence_vectors(self.hidden_states, self.attention_mask, pooling, layers, combine,
+                                        self.pooler_output)
 
 
 class Bert:
@@ -101,7 +143,9 @@ class Bert:
         config = BertConfig.from_json(directory / "config.json")
         weights = load_weights(directory, config)
         tokenizer = Tokenizer.from_pretrained(directory) if (directory / "vocab.txt").is_file() else None
-        return cls(config, weights, tokenizer, name=str(name_or_path))
+        model = cls(config, weights, tokenizer, name=str(name_or_path))
+        model.sentence_config = read_sentence_config(directory)  # None unless a sentence-transformers directory
+        return model
 
     # --- the forward pass -------------------------------------------------------------------
 
@@ -217,6 +261,210 @@ class Bert:
         c = self.config
         return (f"Bert({self.name!r}, layers={c.num_hidden_layers}, hidden={c.hidden_size}, "
                 f"heads={c.num_attention_heads}, vocab={c.vocab_size})")
+
+    # --- recipes: vectors people use, built on numbert.recipes ------------------------------------
+
+    sentence_config: SentenceConfig | None = None  # a sentence-transformers directory's recipe (from_pretrained)
+
+    def sentence_vectors(self, texts: str | Sequence[str], *, batch_size: int = 32,
+                         pooling: str | Sequence[str] | None = None, layers: str | int | Sequence[int] | None = None,
+                         combine: str | None = None, normalize: bool | None = None, max_length: int | None = None,
+                         long: str = "truncate", stride: int = 128, progress: bool | None = None) -> np.ndarray:
+        """Sentence vectors of many texts: (n, dim) float32 in the input order, (dim,) for one string.
+
+        Defaults: for a sentence-transformers directory its own recipe (its pooling of the last layer,
+        its Normalize, max_seq_length and lowercasing), so the vectors are SentenceTransformer.encode's;
+        for a plain BERT the mean of the second-to-last layer, bert-as-service's default.
+        Texts are sorted by token length and batched with their neighbours, so a batch is padded only
+        to its own longest text. Texts longer than max_length tokens are cut (long="truncate") or run
+        as windows sharing `stride` tokens, each token averaged over its windows (long="window").
+        A progress bar (tqdm, stderr) shows after 2 s; progress=True shows it at once, False never.
+        """
+        single = isinstance(texts, str)
+        texts = self._text_list([texts] if single else texts)
+        pooling, layers, combine, normalize = self._sentence_recipe(pooling, layers, combine, normalize)
+        limit = self._max_length(max_length)
+        if long not in ("truncate", "window"):
+            raise ValueError(f"long must be 'truncate' or 'window', got {long!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        tokenizer = self._require_tokenizer()
+        if self.sentence_config is not None and self.sentence_config.do_lower_case:
+            texts = [t.lower() for t in texts]
+        window = long == "window"
+        encodings = [tokenizer.encode(t, max_length=None if window else limit, truncation=not window) for t in texts]
+        vectors = np.empty((len(texts), self._sentence_dim(pooling, layers, combine)), np.float32)
+        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i]))  # longest first, as sentence-transformers
+        fitting = [i for i in order if len(encodings[i]) <= limit]
+        too_long = [i for i in order if len(encodings[i]) > limit]  # only with long="window"
+        from tqdm.auto import tqdm
+
+        with tqdm(total=len(texts), unit="text", disable=progress is False, delay=0 if progress else 2) as bar:
+            for start in range(0, len(fitting), batch_size):
+                batch = fitting[start:start + batch_size]
+                ids, mask = self._pad([encodings[i].ids for i in batch])
+                out = self.forward(ids, None, mask)
+                vectors[batch] = out.sentence_vector(pooling, layers, combine)
+                bar.update(len(batch))
+            for i in too_long:
+                vectors[i] = self._windowed(encodings[i], stride, limit, batch_size).sentence_vector(pooling, layers, combine)
+                bar.update(1)
+        if normalize:
+            vectors = recipes.normalize(vectors)
+        return vectors[0] if single else vectors
+
+    def windowed(self, text: str, *, stride: int = 128, max_length: int | None = None, batch_size: int = 32) -> Output:
+        """Run a text of any length as overlapping windows and stitch them into one Output.
+
+        Windows of max_length tokens (default: the model's positions, or a sentence-transformers
+        max_seq_length), [CLS] and [SEP] included, share `stride` tokens with their neighbour; each
+        token's hidden states are the average over the windows that contain it, so every token of a
+        long document gets a vector. seq may exceed 512; pooler_output pools the averaged [CLS].
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"windowed takes one text (str), not {type(text).__name__}")
+        encoding = self._require_tokenizer().encode(text, max_length=None, truncation=False)
+        return self._windowed(encoding, stride, self._max_length(max_length), batch_size)
+
+    def word_vectors(self, text: str, *, layers: str | int | Sequence[int] = "sum_last_four", combine: str | None = None,
+                     merge: str = "mean", long: str = "truncate", stride: int = 128) -> list[recipes.Word]:
+        """The words of `text`, each with its character span and the merged vector of its pieces.
+
+        >>> [(w.text, w.span) for w in model.word_vectors("Embeddings, please")]
+        [('Embeddings', (0, 10)), (',', (10, 11)), ('please', (12, 18))]
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"word_vectors takes one text (str), not {type(text).__name__}")
+        if long not in ("truncate", "window"):
+            raise ValueError(f"long must be 'truncate' or 'window', got {long!r}")
+        out = self.windowed(text, stride=stride) if long == "window" else self(text)
+        return recipes.word_vectors(out.token_vectors(layers, combine), out.encodings[0], (text,), merge)
+
+    def similarity(self, a: str, b: str, **options) -> float:
+        """The cosine similarity of two texts' sentence vectors (options as for sentence_vectors)."""
+        if not isinstance(a, str) or not isinstance(b, str):
+            raise TypeError(f"similarity takes two texts (str), not {type(a).__name__} and {type(b).__name__}")
+        u, v = self.sentence_vectors([a, b], **options)
+        return recipes.cosine(u, v)
+
+    def token_embedding(self, token: str | int | Sequence[str | int]) -> np.ndarray:
+        """Rows of the word-embedding matrix: no position, no segment, no LayerNorm.
+
+        A token is a vocabulary entry ("bank", "##ing") or its id; a word the tokenizer splits into
+        several pieces is refused (pass the pieces). (hidden,) for one token, (n, hidden) for a list.
+        """
+        if isinstance(token, (str, int, np.integer)) and not isinstance(token, bool):
+            return self.word_embeddings[self._token_id(token)].copy()
+        if isinstance(token, (Sequence, np.ndarray)) and not isinstance(token, bytes):
+            return self.word_embeddings[[self._token_id(t) for t in token]].reshape(-1, self.config.hidden_size)
+        raise TypeError(f"token must be a str, an int id or a list of them, not {type(token).__name__}")
+
+    def nearest_tokens(self, query: str | int | np.ndarray, k: int = 10) -> list[recipes.Neighbor]:
+        """The k vocabulary entries whose token embeddings are closest by cosine, best first.
+
+        `query` is a token (itself left out of the answer), an id, or a vector of hidden_size.
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be a positive integer, got {k!r}")
+        tokenizer = self._require_tokenizer()
+        if isinstance(query, (str, int, np.integer)) and not isinstance(query, bool):
+            exclude = [self._token_id(query)]
+            vector = self.word_embeddings[exclude[0]]
+        else:
+            exclude, vector = [], np.asarray(query, dtype=np.float32)
+            if vector.shape != (self.config.hidden_size,):
+                raise ValueError(f"a query vector must have shape ({self.config.hidden_size},), got {vector.shape}")
+        return [recipes.Neighbor(tokenizer.convert_ids_to_tokens(i), i, s)
+                for i, s in recipes.nearest(self._unit_word_embeddings, vector, k, exclude)]
+
+    @functools.cached_property
+    def _unit_word_embeddings(self) -> np.ndarray:
+        """The word-embedding rows scaled to unit length, computed once. (vocab, hidden)"""
+        return recipes.normalize(self.word_embeddings)
+
+    def _token_id(self, token: str | int) -> int:
+        """The id of a vocabulary entry, or a ValueError saying how the tokenizer splits it."""
+        if not isinstance(token, str):
+            if isinstance(token, bool) or not isinstance(token, (int, np.integer)):
+                raise TypeError(f"a token must be a str or an int id, not {type(token).__name__}")
+            if not 0 <= token < self.config.vocab_size:
+                raise ValueError(f"token id {token} is outside the vocabulary [0, {self.config.vocab_size})")
+            return int(token)
+        tokenizer = self._require_tokenizer()
+        if token in tokenizer.vocab:
+            return tokenizer.vocab[token]
+        pieces = tokenizer.encode(token, add_special_tokens=False).tokens
+        if len(pieces) != 1:
+            raise ValueError(f"{token!r} is not one vocabulary entry: the tokenizer splits it into {pieces}; "
+                             f"pass one of those pieces or its id")
+        return tokenizer.vocab[pieces[0]]
+
+    @staticmethod
+    def _text_list(texts) -> list[str]:
+        """The texts as a list of str, or a TypeError naming the first item that is not one."""
+        if isinstance(texts, (bytes, bytearray)) or not isinstance(texts, Iterable):
+            raise TypeError(f"texts must be a str or a list of str, not {type(texts).__name__}")
+        texts = list(texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"texts[{i}] is a {type(t).__name__}, not a str")
+        return texts
+
+    def _sentence_recipe(self, pooling, layers, combine, normalize) -> tuple:
+        """(pooling, layers, combine, normalize): the caller's choices, else the model's defaults."""
+        st = self.sentence_config
+        if st is None:
+            return pooling or "mean", -2 if layers is None else layers, combine, bool(normalize)
+        if pooling is None and st.unsupported:
+            raise ValueError(f"this sentence-transformers model has modules numbert does not run "
+                             f"({', '.join(st.unsupported)}), so its own sentence vectors cannot be computed; "
+                             f"pass pooling=... (and layers=...) to pool BERT's token vectors yourself")
+        return (pooling or st.pooling, -1 if layers is None else layers, combine,
+                st.normalize if normalize is None else bool(normalize))
+
+    def _sentence_dim(self, pooling, layers, combine) -> int:
+        """The width of a sentence vector, found by running the recipe on one zero token (validates it too)."""
+        c = self.config
+        zeros = np.zeros((c.num_hidden_layers + 1, 1, 1, c.hidden_size), np.float32)
+        mask, pooled = np.ones((1, 1), np.int64), np.zeros((1, c.hidden_size), np.float32)
+        return recipes.sentence_vectors(zeros, mask, pooling, layers, combine, pooled).shape[-1]
+
+    def _max_length(self, max_length: int | None) -> int:
+        """Tokens per input, [CLS] and [SEP] included: the caller's, a sentence-transformers max_seq_length, or all positions."""
+        positions = self.config.max_position_embeddings
+        if max_length is None:
+            st = self.sentence_config
+            return min(st.max_seq_length or positions, positions) if st else positions
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or not 3 <= max_length <= positions:
+            raise ValueError(f"max_length must be an integer between 3 and {positions}, got {max_length!r}")
+        return max_length
+
+    def _pad(self, rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Token-id rows of different lengths -> input_ids and attention_mask (batch, longest), right-padded."""
+        ids = np.full((len(rows), max(map(len, rows))), self.config.pad_token_id, np.int64)
+        mask = np.zeros(ids.shape, np.int64)
+        for r, row in enumerate(rows):
+            ids[r, :len(row)], mask[r, :len(row)] = row, 1
+        return ids, mask
+
+    def _windowed(self, encoding, stride: int, size: int, batch_size: int) -> Output:
+        """Run an untruncated single-text encoding ([CLS] content [SEP]) as windows of `size` tokens."""
+        cls, content, sep = encoding.ids[0], encoding.ids[1:-1], encoding.ids[-1]
+        spans = recipes.window_spans(len(content), size - 2, stride)
+
+        def window_states():  # (start, (layers + 1, window length, hidden)) per window, batch by batch
+            for b in range(0, len(spans), batch_size):
+                batch = spans[b:b + batch_size]
+                ids, mask = self._pad([[cls, *content[s:e], sep] for s, e in batch])
+                hidden_states = self.forward(ids, None, mask).hidden_states
+                for r, (s, e) in enumerate(batch):
+                    yield s, hidden_states[:, r, :e - s + 2]
+
+        hidden_states = recipes.average_windows(window_states(), len(content))  # (layers + 1, seq, hidden)
+        ids = np.asarray(encoding.ids, np.int64)
+        pooled = self.pool(hidden_states[-1][None])[0]
+        return Output(ids, np.zeros_like(ids), np.ones_like(ids), hidden_states, pooled,
+                      tokens=list(encoding.tokens), encodings=[encoding])
 
 
 def _int_array(name: str, a) -> np.ndarray:
