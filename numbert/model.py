@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
-from .checkpoint import load_weights
 from . import recipes
+from .checkpoint import load_weights
 from .config import BertConfig
 from .hub import model_dir
 from .layers import (ACTIVATIONS, Linear, Norm, attention, attention_mask_bias, layer_norm, linear,
@@ -80,14 +80,15 @@ class Output:
         """The token vectors merged back into words ("mean", "sum", "first" or "last" of the pieces).
 
         One list of `Word(text, span, vector, tokens, segment)` per input, [CLS]/[SEP]/padding left out.
+        The output does not keep the input text, so `Word.text` is spelled from the pieces (lowercase for
+        an uncased model); `Bert.word_vectors(text)` cuts it from the text instead.
         """
         if self.encodings is None:
             raise ValueError("word vectors need the tokenizer's word ids: call the model on text, not on ids")
         vectors = self.token_vectors(layers, combine)
-        texts = [getattr(e, "texts", (None, None)) for e in self.encodings]
         if vectors.ndim == 2:  # one input
-            return recipes.word_vectors(vectors, self.encodings[0], texts[0], merge)
-        return [recipes.word_vectors(v, e, t, merge) for v, e, t in zip(vectors, self.encodings, texts)]
+            return recipes.word_vectors(vectors, self.encodings[0], merge=merge)
+        return [recipes.word_vectors(v, e, merge=merge) for v, e in zip(vectors, self.encodings)]
 
     def sentence_vector(self, pooling: str | Sequence[str] = "mean", layers: str | int | Sequence[int] = -2,
                         combine: str | None = None) -> np.ndarray:
@@ -275,43 +276,69 @@ class Bert:
         Defaults: for a sentence-transformers directory its own recipe (its pooling of the last layer,
         its Normalize, max_seq_length and lowercasing), so the vectors are SentenceTransformer.encode's;
         for a plain BERT the mean of the second-to-last layer, bert-as-service's default.
-        Texts are sorted by token length and batched with their neighbours, so a batch is padded only
-        to its own longest text. Texts longer than max_length tokens are cut (long="truncate") or run
-        as windows sharing `stride` tokens, each token averaged over its windows (long="window").
-        A progress bar (tqdm, stderr) shows after 2 s; progress=True shows it at once, False never.
+        Batching, truncation and long texts as in `batches`. A progress bar (tqdm, on stderr) shows
+        once the job has run 2 s; progress=True shows it at once, progress=False never.
         """
         single = isinstance(texts, str)
         texts = self._text_list([texts] if single else texts)
         pooling, layers, combine, normalize = self._sentence_recipe(pooling, layers, combine, normalize)
-        limit = self._max_length(max_length)
+        vectors = np.empty((len(texts), self._sentence_dim(pooling, layers, combine)), np.float32)
+        from tqdm.auto import tqdm
+
+        with tqdm(total=len(texts), unit="text", disable=progress is False, delay=0 if progress else 2) as bar:
+            for positions, out in self.batches(texts, batch_size=batch_size, max_length=max_length, long=long,
+                                               stride=stride):
+                vectors[positions] = out.sentence_vector(pooling, layers, combine)
+                bar.update(len(positions))
+        if normalize:
+            vectors = recipes.normalize(vectors)
+        return vectors[0] if single else vectors
+
+    def batches(self, texts: Sequence[str], pairs: Sequence[str | None] | None = None, *, batch_size: int = 32,
+                max_length: int | None = None, long: str = "truncate",
+                stride: int = 128) -> Iterator[tuple[list[int], Output]]:
+        """Run many texts, yielding (positions in `texts`, Output) batch by batch, longest texts first.
+
+        Texts are sorted by token length and batched with their neighbours, so a batch is padded only
+        to its own longest text. Inputs longer than max_length tokens (default: a sentence-transformers
+        max_seq_length, else the model's positions) are cut (long="truncate"), or, with long="window",
+        run alone through `windowed`, their Output then having no batch axis. A sentence-transformers
+        model with do_lower_case sees lowercased text, as in sentence-transformers.
+        """
+        texts = self._text_list(texts)
+        pairs = [None] * len(texts) if pairs is None else self._text_list(pairs, none_ok=True)
+        if len(pairs) != len(texts):
+            raise ValueError(f"got {len(texts)} texts but {len(pairs)} pairs")
         if long not in ("truncate", "window"):
             raise ValueError(f"long must be 'truncate' or 'window', got {long!r}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        limit, window = self._max_length(max_length), long == "window"
         tokenizer = self._require_tokenizer()
         if self.sentence_config is not None and self.sentence_config.do_lower_case:
-            texts = [t.lower() for t in texts]
-        window = long == "window"
-        encodings = [tokenizer.encode(t, max_length=None if window else limit, truncation=not window) for t in texts]
-        vectors = np.empty((len(texts), self._sentence_dim(pooling, layers, combine)), np.float32)
-        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i]))  # longest first, as sentence-transformers
+            texts, pairs = [t.lower() for t in texts], [p and p.lower() for p in pairs]
+        encodings = [tokenizer.encode(t, p, max_length=None if window else limit, truncation=not window)
+                     for t, p in zip(texts, pairs)]
+        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i]))  # stable: ties keep input order
         fitting = [i for i in order if len(encodings[i]) <= limit]
-        too_long = [i for i in order if len(encodings[i]) > limit]  # only with long="window"
-        from tqdm.auto import tqdm
+        for start in range(0, len(fitting), batch_size):
+            positions = fitting[start:start + batch_size]
+            yield positions, self.forward_encodings([encodings[i] for i in positions])
+        for i in order[len(fitting):]:  # only with long="window"
+            if pairs[i] is not None:
+                raise ValueError(f"input {i} is a pair of {len(encodings[i])} tokens; long='window' runs single "
+                                 f"texts only (max_length is {limit})")
+            yield [i], self._windowed(encodings[i], stride, limit, batch_size)
 
-        with tqdm(total=len(texts), unit="text", disable=progress is False, delay=0 if progress else 2) as bar:
-            for start in range(0, len(fitting), batch_size):
-                batch = fitting[start:start + batch_size]
-                ids, mask = self._pad([encodings[i].ids for i in batch])
-                out = self.forward(ids, None, mask)
-                vectors[batch] = out.sentence_vector(pooling, layers, combine)
-                bar.update(len(batch))
-            for i in too_long:
-                vectors[i] = self._windowed(encodings[i], stride, limit, batch_size).sentence_vector(pooling, layers, combine)
-                bar.update(1)
-        if normalize:
-            vectors = recipes.normalize(vectors)
-        return vectors[0] if single else vectors
+    def forward_encodings(self, encodings: Sequence) -> Output:
+        """Run tokenizer Encodings of different lengths as one batch, right-padded to the longest."""
+        ids, mask = self._pad([e.ids for e in encodings], self.config.pad_token_id)
+        types, _ = self._pad([e.type_ids for e in encodings], 0)
+        out = self.forward(ids, types, mask)
+        pad = self._require_tokenizer().convert_ids_to_tokens(self.config.pad_token_id)
+        out.tokens = [e.tokens + [pad] * (ids.shape[1] - len(e)) for e in encodings]
+        out.encodings = list(encodings)
+        return out
 
     def windowed(self, text: str, *, stride: int = 128, max_length: int | None = None, batch_size: int = 32) -> Output:
         """Run a text of any length as overlapping windows and stitch them into one Output.
@@ -400,13 +427,13 @@ class Bert:
         return tokenizer.vocab[pieces[0]]
 
     @staticmethod
-    def _text_list(texts) -> list[str]:
+    def _text_list(texts, none_ok: bool = False) -> list[str]:
         """The texts as a list of str, or a TypeError naming the first item that is not one."""
-        if isinstance(texts, (bytes, bytearray)) or not isinstance(texts, Iterable):
-            raise TypeError(f"texts must be a str or a list of str, not {type(texts).__name__}")
+        if isinstance(texts, (str, bytes, bytearray)) or not isinstance(texts, Iterable):
+            raise TypeError(f"texts must be a list of str, not {type(texts).__name__}")
         texts = list(texts)
         for i, t in enumerate(texts):
-            if not isinstance(t, str):
+            if not isinstance(t, str) and not (none_ok and t is None):
                 raise TypeError(f"texts[{i}] is a {type(t).__name__}, not a str")
         return texts
 
@@ -439,13 +466,14 @@ class Bert:
             raise ValueError(f"max_length must be an integer between 3 and {positions}, got {max_length!r}")
         return max_length
 
-    def _pad(self, rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-        """Token-id rows of different lengths -> input_ids and attention_mask (batch, longest), right-padded."""
-        ids = np.full((len(rows), max(map(len, rows))), self.config.pad_token_id, np.int64)
-        mask = np.zeros(ids.shape, np.int64)
+    @staticmethod
+    def _pad(rows: Sequence[Sequence[int]], fill: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of different lengths -> (batch, longest) int64 array right-padded with `fill`, and its mask."""
+        array = np.full((len(rows), max(map(len, rows))), fill, np.int64)
+        mask = np.zeros(array.shape, np.int64)
         for r, row in enumerate(rows):
-            ids[r, :len(row)], mask[r, :len(row)] = row, 1
-        return ids, mask
+            array[r, :len(row)], mask[r, :len(row)] = row, 1
+        return array, mask
 
     def _windowed(self, encoding, stride: int, size: int, batch_size: int) -> Output:
         """Run an untruncated single-text encoding ([CLS] content [SEP]) as windows of `size` tokens."""
@@ -455,7 +483,7 @@ class Bert:
         def window_states():  # (start, (layers + 1, window length, hidden)) per window, batch by batch
             for b in range(0, len(spans), batch_size):
                 batch = spans[b:b + batch_size]
-                ids, mask = self._pad([[cls, *content[s:e], sep] for s, e in batch])
+                ids, mask = self._pad([[cls, *content[s:e], sep] for s, e in batch], self.config.pad_token_id)
                 hidden_states = self.forward(ids, None, mask).hidden_states
                 for r, (s, e) in enumerate(batch):
                     yield s, hidden_states[:, r, :e - s + 2]
