@@ -314,6 +314,8 @@ class Bert:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         limit, window = self._max_length(max_length), long == "window"
+        if window:
+            recipes.window_spans(0, limit - 2, stride)  # a bad stride fails now, not at the first long text
         tokenizer = self._require_tokenizer()
         if self.sentence_config is not None and self.sentence_config.do_lower_case:
             texts, pairs = [t.lower() for t in texts], [p and p.lower() for p in pairs]
