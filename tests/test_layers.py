@@ -1,0 +1,98 @@
+"""The building blocks, each checked against its definition computed independently in float64."""
+
+import math
+
+import numpy as np
+import pytest
+
+from numbert import layers
+from numbert.layers import Linear, Norm
+
+f32 = np.float32
+
+
+def test_erf_absolute_error_below_1e_7_on_a_dense_grid():
+    x = np.concatenate([np.linspace(-6, 6, 2_000_001, dtype=f32),
+                        np.random.default_rng(0).uniform(-4.5, 4.5, 1_000_000).astype(f32)])
+    expected = np.array([math.erf(v) for v in x.tolist()])
+    got = layers.erf(x)
+    assert got.dtype == np.float32
+    assert np.abs(got - expected).max() <= 1e-7
+
+
+def test_erf_special_values():
+    x = np.array([0.0, -0.0, 1.0, -1.0, 4.0, 10.0, -np.inf, np.inf, 1e-30], f32)
+    got = layers.erf(x)
+    np.testing.assert_allclose(got, [math.erf(v) for v in x.tolist()], atol=1e-7)
+    assert np.isnan(layers.erf(np.array([np.nan], f32)))[0]
+
+
+def test_gelu_is_x_times_normal_cdf():
+    x = np.linspace(-10, 10, 200_001, dtype=f32)
+    expected = np.array([v * 0.5 * (1 + math.erf(v / math.sqrt(2))) for v in x.tolist()])
+    got = layers.gelu(x)
+    assert got.dtype == np.float32
+    assert np.abs(got - expected).max() <= 2e-6  # float32 rounding of values up to 10
+
+
+def test_gelu_tanh_and_relu():
+    x = np.linspace(-6, 6, 10_001, dtype=f32)
+    x64 = x.astype(np.float64)
+    tanh_form = 0.5 * x64 * (1 + np.tanh(math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64**3)))
+    np.testing.assert_allclose(layers.gelu_tanh(x), tanh_form, atol=2e-6)
+    np.testing.assert_array_equal(layers.relu(x), np.maximum(x, 0))
+    assert set(layers.ACTIVATIONS) == {"gelu", "gelu_new", "gelu_pytorch_tanh", "relu"}
+
+
+def test_layer_norm_matches_the_formula():
+    rng = np.random.default_rng(1)
+    x = rng.normal(3, 2, (4, 5, 768)).astype(f32)
+    gamma, beta = rng.normal(1, 0.1, 768).astype(f32), rng.normal(0, 0.1, 768).astype(f32)
+    x64 = x.astype(np.float64)
+    mean, var = x64.mean(-1, keepdims=True), x64.var(-1, keepdims=True)
+    expected = (x64 - mean) / np.sqrt(var + 1e-12) * gamma + beta
+    got = layers.layer_norm(x.copy(), Norm(gamma, beta), 1e-12)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, atol=5e-6)
+
+
+def test_softmax_rows_sum_to_one_and_survive_large_and_masked_scores():
+    x = np.array([[1000.0, 1001.0, 1002.0], [0.0, np.finfo(f32).min, 0.0]], f32)
+    got = layers.softmax(x.copy())
+    np.testing.assert_allclose(got.sum(-1), 1, rtol=1e-6)
+    np.testing.assert_allclose(got[0], np.exp([-2, -1, 0]) / np.exp([-2, -1, 0]).sum(), rtol=1e-6)
+    assert got[1, 1] == 0 and got[1, 0] == pytest.approx(0.5)
+
+
+def test_linear_is_x_w_transpose_plus_b_on_any_leading_shape():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 3, 8), dtype=f32)
+    w, b = rng.standard_normal((5, 8), dtype=f32), rng.standard_normal(5, dtype=f32)
+    got = layers.linear(x, Linear(w, b))
+    assert got.shape == (2, 3, 5) and got.dtype == np.float32
+    np.testing.assert_allclose(got, np.einsum("bsi,oi->bso", x, w) + b, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_against_a_per_head_loop():
+    rng = np.random.default_rng(3)
+    batch, heads, seq, d = 2, 3, 5, 4
+    q, k, v = (rng.standard_normal((batch, heads, seq, d), dtype=f32) for _ in range(3))
+    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    context, probs = layers.attention(q, k, v, layers.attention_mask_bias(mask))
+    for b in range(batch):
+        n = mask[b].sum()
+        for h in range(heads):
+            s = q[b, h].astype(np.float64) @ k[b, h, :n].T.astype(np.float64) / math.sqrt(d)
+            p = np.exp(s - s.max(-1, keepdims=True))
+            p /= p.sum(-1, keepdims=True)
+            np.testing.assert_allclose(probs[b, h, :, :n], p, atol=1e-6)
+            assert not probs[b, h, :, n:].any()
+            np.testing.assert_allclose(context[b, h], p @ v[b, h, :n], atol=1e-5)
+
+
+def test_split_and_merge_heads_are_inverse():
+    x = np.arange(2 * 3 * 12, dtype=f32).reshape(2, 3, 12)
+    heads = layers.split_heads(x, 4)
+    assert heads.shape == (2, 4, 3, 3)
+    np.testing.assert_array_equal(heads[1, 2, 0], x[1, 0, 6:9])
+    np.testing.assert_array_equal(layers.merge_heads(heads), x)
