@@ -51,15 +51,15 @@ _ERF_SMALL = tuple(map(f32, (0.12837915122509003, -0.3761260509490967, 0.1128343
                              -0.02684859186410904, 0.005179749336093664, -0.000794235325884074,
                              7.64710785006173e-05)))
 # erf(a) for 1 <= a <= 4 is 1 - erfc(a) with log erfc(a) = Q(a), a smooth polynomial; erf(4) = 1 in float32.
-_ERF_LARGE = tuple(map(f32, (-0.0003537107550073415, -1.1270400285720825, -0.6382256150245667,
-                             -0.10303742438554764, 0.02180534414947033, -0.0029396135360002518,
-                             0.00018557466682977974)))
+_ERF_LARGE = tuple(map(f32, (-0.002671690657734871, -1.117438554763794, -0.6544889211654663,
+                             -0.08863420784473419, 0.014778129756450653, -0.0011504233116284013)))
 
 
 def polynomial(coefficients: tuple, x: np.ndarray) -> np.ndarray:
     """c0 + c1 x + c2 x^2 + ... by Horner's rule."""
-    y = np.full_like(x, coefficients[-1])
-    for c in reversed(coefficients[:-1]):
+    y = coefficients[-1] * x
+    y += coefficients[-2]
+    for c in reversed(coefficients[:-2]):
         y *= x
         y += c
     return y
@@ -134,14 +134,16 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
     return x.transpose(0, 2, 1, 3).reshape(batch, seq, heads * head_size)
 
 
-def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask_bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray,
+              mask_bias: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """Scaled dot-product attention: softmax(q k^T / sqrt(d) + mask) v, for every head at once.
 
-    q, k, v: (batch, heads, seq, head_size); mask_bias: (batch, 1, 1, seq).
+    q, k, v: (batch, heads, seq, head_size); mask_bias: (batch, 1, 1, seq), or None without padding.
     Returns the context (batch, heads, seq, head_size) and the probabilities (batch, heads, seq, seq).
     """
     scores = q @ k.transpose(0, 1, 3, 2)
     scores *= f32(1 / np.sqrt(q.shape[-1]))
-    scores += mask_bias
+    if mask_bias is not None:
+        scores += mask_bias
     probs = softmax(scores)
     return probs @ v, probs

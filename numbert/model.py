@@ -1,7 +1,7 @@
 """The BERT encoder: embeddings, a stack of attention + feed-forward layers, and the pooler.
 
 Read top to bottom, this is section 3 of the BERT paper (Devlin et al., 2018) in NumPy:
-`embed` sums the token, position and segment embeddings; each `encoder_layer` is multi-head
+`embeddings` sums the token, position and segment embeddings; each `encoder_layer` is multi-head
 self-attention followed by a position-wise feed-forward network, both wrapped in a residual
 connection and LayerNorm; `pool` is the dense + tanh over [CLS] used for sentence-level tasks.
 """
@@ -150,7 +150,7 @@ class Bert:
 
     # --- the forward pass -------------------------------------------------------------------
 
-    def embed(self, input_ids: np.ndarray, token_type_ids: np.ndarray) -> np.ndarray:
+    def embeddings(self, input_ids: np.ndarray, token_type_ids: np.ndarray) -> np.ndarray:
         """Token + position + segment embeddings, then LayerNorm. (batch, seq) -> (batch, seq, hidden)"""
         seq = input_ids.shape[1]
         x = self.word_embeddings[input_ids]
@@ -188,8 +188,8 @@ class Bert:
         hidden_states = np.empty((c.num_hidden_layers + 1, batch, seq, c.hidden_size), np.float32)
         attentions = (np.empty((c.num_hidden_layers, batch, c.num_attention_heads, seq, seq), np.float32)
                       if output_attentions else None)
-        mask_bias = attention_mask_bias(mask)
-        hidden_states[0] = self.embed(ids, types)
+        mask_bias = None if mask.all() else attention_mask_bias(mask)  # no padding: skip adding zeros
+        hidden_states[0] = self.embeddings(ids, types)
         for i, layer in enumerate(self.layers):
             hidden_states[i + 1], probs = self.encoder_layer(hidden_states[i], mask_bias, layer)
             if output_attentions:

@@ -150,10 +150,10 @@ def test_every_intermediate_is_float32(minilm, monkeypatch):
     for name in ("erf", "gelu", "softmax", "polynomial"):
         monkeypatch.setattr(layers, name, check(name, getattr(layers, name)))
     monkeypatch.setattr(minilm, "activation", check("activation", layers.gelu))
-    for method in ("embed", "encoder_layer", "pool"):
+    for method in ("embeddings", "encoder_layer", "pool"):
         monkeypatch.setattr(minilm, method, check(method, getattr(minilm, method)))
     out = minilm(["a batch of two", "sentences"], output_attentions=True)
-    assert {"linear", "layer_norm", "attention", "activation", "embed", "encoder_layer", "pool"} <= set(seen)
+    assert {"linear", "layer_norm", "attention", "activation", "embeddings", "encoder_layer", "pool"} <= set(seen)
     assert out.hidden_states.dtype == out.attentions.dtype == out.pooler_output.dtype == np.float32
 
 
