@@ -166,22 +166,29 @@ def output_file(path: str | None, format: str):
     """A binary file to write into, which becomes `path` only if the block succeeds.
 
     With a path, a temporary file in the same directory is renamed over it at the end (a failed run
-    leaves nothing at OUT). Without one, .npy/.npz are staged in a temporary file (their header
-    needs the row count) and copied to stdout at the end; JSON lines stream straight to stdout.
+    leaves nothing at OUT). To stdout or a special file (/dev/null, a pipe), .npy/.npz are staged in a
+    temporary file (their header needs the row count) and copied at the end; JSON lines stream.
     """
-    if path is None or path == "-":
-        if format == "jsonl":
-            yield sys.stdout.buffer
-        else:
-            with tempfile.TemporaryFile() as tmp:
-                yield tmp
-                tmp.seek(0)
-                shutil.copyfileobj(tmp, sys.stdout.buffer)
-        sys.stdout.buffer.flush()
-        return
-    target = Path(path)
-    if target.is_dir():
+    target = None if path in (None, "-") else Path(path)
+    if target is not None and target.is_dir():
         raise Failure(f"cannot write {path}: it is a directory")
+    if target is None or (target.exists() and not target.is_file()):
+        try:
+            sink = sys.stdout.buffer if target is None else open(target, "wb")
+        except OSError as e:
+            raise Failure(f"cannot write {path}: {e.strerror}") from None
+        with contextlib.ExitStack() as stack:
+            if target is not None:
+                stack.enter_context(sink)
+            if format == "jsonl":
+                yield sink
+            else:
+                with tempfile.TemporaryFile() as tmp:
+                    yield tmp
+                    tmp.seek(0)
+                    shutil.copyfileobj(tmp, sink, 1 << 20)
+            sink.flush()
+        return
     try:
         fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     except OSError as e:
