@@ -238,12 +238,12 @@ def write_sentence_vectors(model, chunks, out, args: argparse.Namespace, bar) ->
     """One float32 row per line, in input order: OUT.npy, or OUT.npz holding `vectors`."""
     options = dict(sentence_options(args), batch_size=args.batch_size, max_length=args.max_length, long=args.long,
                    stride=args.stride, progress=False)
-    dim = model.sentence_vectors([], **options).shape[1]  # also checks every option before any work
+    dim = model.embed([], **options).shape[1]  # also checks every option before any work
     with contextlib.ExitStack() as stack:
         npy = out if args.format == "npy" else stack.enter_context(tempfile.TemporaryFile())
         rows = NpyRows(npy, dim)
         for chunk in chunks:
-            rows.write(model.sentence_vectors(chunk, **options))
+            rows.write(model.embed(chunk, **options))
             bar.update(len(chunk))
         rows.finish()
         if args.format == "npz":  # the layout of np.savez: an uncompressed zip of vectors.npy

@@ -267,10 +267,10 @@ class Bert:
 
     sentence_config: SentenceConfig | None = None  # a sentence-transformers directory's recipe (from_pretrained)
 
-    def sentence_vectors(self, texts: str | Sequence[str], *, batch_size: int = 32,
-                         pooling: str | Sequence[str] | None = None, layers: str | int | Sequence[int] | None = None,
-                         combine: str | None = None, normalize: bool | None = None, max_length: int | None = None,
-                         long: str = "truncate", stride: int = 128, progress: bool | None = None) -> np.ndarray:
+    def embed(self, texts: str | Sequence[str], *, batch_size: int = 32, pooling: str | Sequence[str] | None = None,
+              layers: str | int | Sequence[int] | None = None, combine: str | None = None,
+              normalize: bool | None = None, max_length: int | None = None, long: str = "truncate",
+              stride: int = 128, progress: bool | None = None) -> np.ndarray:
         """Sentence vectors of many texts: (n, dim) float32 in the input order, (dim,) for one string.
 
         Defaults: for a sentence-transformers directory its own recipe (its pooling of the last layer,
@@ -370,10 +370,10 @@ class Bert:
         return recipes.word_vectors(out.token_vectors(layers, combine), out.encodings[0], (text,), merge)
 
     def similarity(self, a: str, b: str, **options) -> float:
-        """The cosine similarity of two texts' sentence vectors (options as for sentence_vectors)."""
+        """The cosine similarity of two texts' sentence vectors (options as for embed)."""
         if not isinstance(a, str) or not isinstance(b, str):
             raise TypeError(f"similarity takes two texts (str), not {type(a).__name__} and {type(b).__name__}")
-        u, v = self.sentence_vectors([a, b], **options)
+        u, v = self.embed([a, b], **options)
         return recipes.cosine(u, v)
 
     def token_embedding(self, token: str | int | Sequence[str | int]) -> np.ndarray:

@@ -59,7 +59,7 @@ def test_1000_lines_give_1000_vectors_in_order(tmp_path, minilm_dir, model, line
     vectors = np.load(out)
     assert vectors.shape == (1000, 384) and vectors.dtype == np.float32
     for i in [0, 1, 2, 97, 194, 500, 998, 999, *range(3, 1000, 83)]:  # each line alone, unbatched
-        want = model.sentence_vectors(lines[i])
+        want = model.embed(lines[i])
         assert np.dot(vectors[i], want) / np.linalg.norm(want) / np.linalg.norm(vectors[i]) > 0.99999, i
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "vectors.npy"]  # no temporary file left
 
@@ -70,12 +70,12 @@ def test_stdin_arguments_npz_and_options(tmp_path, minilm_dir, model):
     result = run("encode", "--format", "npz", "-o", npz, stdin="\n".join(texts).encode(), model=minilm_dir)
     assert result.returncode == 0, result.stderr.decode()
     from_stdin = np.load(npz)["vectors"]
-    np.testing.assert_allclose(from_stdin, model.sentence_vectors(texts), atol=1e-5)
+    np.testing.assert_allclose(from_stdin, model.embed(texts), atol=1e-5)
     result = run("encode", *texts, "--model", minilm_dir, "--layers", "-1,-2", "--combine", "concat",
                  "--pooling", "max", "--no-normalize")
     assert result.returncode == 0, result.stderr.decode()
     vectors = np.load(io.BytesIO(result.stdout))
-    want = model.sentence_vectors(texts, layers=[-1, -2], combine="concat", pooling="max", normalize=False)
+    want = model.embed(texts, layers=[-1, -2], combine="concat", pooling="max", normalize=False)
     assert vectors.shape == (4, 768)
     np.testing.assert_allclose(vectors, want, atol=1e-5)
 

@@ -195,56 +195,56 @@ def test_sentence_vector_defaults_and_pooler(model):
 
 # --- many texts at once -----------------------------------------------------------------------------
 
-def test_sentence_vectors_keep_the_input_order(plain_bert):
+def test_embed_keep_the_input_order(plain_bert):
     texts = [" ".join(["word"] * n) + f" {i}" for i, n in enumerate([1, 30, 4, 0, 12, 7, 30, 2, 19])]
-    vectors = plain_bert.sentence_vectors(texts, batch_size=3)
+    vectors = plain_bert.embed(texts, batch_size=3)
     assert vectors.shape == (len(texts), 32) and vectors.dtype == np.float32
     for text, vector in zip(texts, vectors):  # the default of a plain BERT: mean of layer -2
         hs = plain_bert(text).hidden_states
         np.testing.assert_allclose(vector, hs[-2].mean(0), rtol=1e-4, atol=1e-5)
 
 
-def test_sentence_vectors_batch_neighbours_by_length(plain_bert, monkeypatch):
+def test_embed_batch_neighbours_by_length(plain_bert, monkeypatch):
     widths = []
     forward = plain_bert.forward
     monkeypatch.setattr(plain_bert, "forward", lambda ids, *a, **k: widths.append(ids.shape) or forward(ids, *a, **k))
     lengths = [40, 3, 25, 3, 40, 25, 3, 40]
     texts = [" ".join(["a"] * (n - 2)) for n in lengths]  # n tokens with [CLS] and [SEP]
-    plain_bert.sentence_vectors(texts, batch_size=3)
+    plain_bert.embed(texts, batch_size=3)
     assert widths == [(3, 40), (3, 25), (2, 3)]  # longest first, each batch padded to its own longest
 
 
-def test_sentence_vectors_shapes_options_and_errors(plain_bert, model):
-    assert plain_bert.sentence_vectors([]).shape == (0, 32)
-    assert model.sentence_vectors([], pooling="mean_max").shape == (0, 768)
-    assert model.sentence_vectors([], layers="concat_last_four", pooling="mean").shape == (0, 1536)
-    one = plain_bert.sentence_vectors("Hello")
+def test_embed_shapes_options_and_errors(plain_bert, model):
+    assert plain_bert.embed([]).shape == (0, 32)
+    assert model.embed([], pooling="mean_max").shape == (0, 768)
+    assert model.embed([], layers="concat_last_four", pooling="mean").shape == (0, 1536)
+    one = plain_bert.embed("Hello")
     assert one.shape == (32,)
-    np.testing.assert_allclose(one, plain_bert.sentence_vectors(["Hello", "there"])[0], rtol=1e-4, atol=1e-5)
-    unit = plain_bert.sentence_vectors(TEXTS, normalize=True)
+    np.testing.assert_allclose(one, plain_bert.embed(["Hello", "there"])[0], rtol=1e-4, atol=1e-5)
+    unit = plain_bert.embed(TEXTS, normalize=True)
     np.testing.assert_allclose(np.linalg.norm(unit, axis=1), 1, rtol=1e-5)
     with pytest.raises(TypeError, match=r"texts\[1\] is a int, not a str"):
-        plain_bert.sentence_vectors(["ok", 3])
+        plain_bert.embed(["ok", 3])
     with pytest.raises(TypeError, match="not bytes"):
-        plain_bert.sentence_vectors(b"bytes")
+        plain_bert.embed(b"bytes")
     with pytest.raises(ValueError, match="batch_size must be a positive integer"):
-        plain_bert.sentence_vectors(["a"], batch_size=0)
+        plain_bert.embed(["a"], batch_size=0)
     with pytest.raises(ValueError, match="long must be 'truncate' or 'window'"):
-        plain_bert.sentence_vectors(["a"], long="split")
+        plain_bert.embed(["a"], long="split")
     with pytest.raises(ValueError, match="unknown pooling 'avg'"):
-        plain_bert.sentence_vectors([], pooling="avg")
+        plain_bert.embed([], pooling="avg")
 
 
 def test_progress_bar_goes_to_stderr(plain_bert, capsys):
-    plain_bert.sentence_vectors(["a", "b"], progress=True)
+    plain_bert.embed(["a", "b"], progress=True)
     assert "2/2" in capsys.readouterr().err
-    plain_bert.sentence_vectors(["a", "b"], progress=False)
+    plain_bert.embed(["a", "b"], progress=False)
     assert capsys.readouterr().err == ""
 
 
 def test_similarity(model):
     a, b = "A man is eating food.", "A man is eating a meal."
-    u, v = model.sentence_vectors([a, b])
+    u, v = model.embed([a, b])
     assert model.similarity(a, b) == pytest.approx(cos(u, v), abs=1e-6)
     assert model.similarity(a, b) > model.similarity(a, "The stock market fell sharply today.")
     assert recipes.cosine_matrix(np.stack([u, v]), np.stack([u, v])) == pytest.approx(
@@ -340,10 +340,10 @@ def test_windowed_averages_each_token_over_its_windows(model):
 
 def test_long_texts_truncate_or_window(plain_bert, model):
     long = " ".join(["river"] * 600)  # 602 tokens: more than the 512 positions
-    truncated = plain_bert.sentence_vectors(long)
+    truncated = plain_bert.embed(long)
     np.testing.assert_allclose(truncated, plain_bert(long).hidden_states[-2].mean(0), rtol=1e-4, atol=1e-5)
     assert plain_bert(long).hidden_states.shape[1] == 512
-    windowed = plain_bert.sentence_vectors(long, long="window", stride=64)
+    windowed = plain_bert.embed(long, long="window", stride=64)
     by_window = plain_bert.windowed(long, stride=64)
     assert by_window.hidden_states.shape[1] == 602
     np.testing.assert_allclose(windowed, by_window.hidden_states[-2].mean(0), rtol=1e-4, atol=1e-5)
@@ -351,6 +351,6 @@ def test_long_texts_truncate_or_window(plain_bert, model):
     # a sentence-transformers model cuts at its max_seq_length (256 for all-MiniLM-L6-v2)
     text = " ".join(["bank"] * 300)
     cut = model(text, max_length=256).hidden_states[-1].mean(0)
-    np.testing.assert_allclose(model.sentence_vectors(text, normalize=False), cut, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(model.embed(text, normalize=False), cut, rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="stride"):
-        model.sentence_vectors(["a"], long="window", stride=300)
+        model.embed(["a"], long="window", stride=300)

@@ -138,8 +138,8 @@ def test_a_module_numbert_does_not_run_is_refused_only_for_the_default(tmp_path,
     model = numbert.load(d)
     assert model.sentence_config.unsupported == ("3_Dense (Dense)",)
     with pytest.raises(ValueError, match=r"modules numbert does not run \(3_Dense \(Dense\)\)"):
-        model.sentence_vectors(["hello"])
-    assert model.sentence_vectors(["hello"], pooling="mean").shape == (1, 384)
+        model.embed(["hello"])
+    assert model.embed(["hello"], pooling="mean").shape == (1, 384)
 
 
 # --- parity with sentence-transformers ----------------------------------------------------------------
@@ -152,7 +152,7 @@ def SentenceTransformer(torch):
 @pytest.mark.parity
 def test_minilm_matches_sentence_transformers(minilm_dir, SentenceTransformer):
     want = SentenceTransformer(str(minilm_dir), device="cpu").encode(SENTENCES, batch_size=16)
-    got = numbert.load(minilm_dir).sentence_vectors(SENTENCES, batch_size=16)
+    got = numbert.load(minilm_dir).embed(SENTENCES, batch_size=16)
     assert got.shape == want.shape == (len(SENTENCES), 384) and got.dtype == np.float32
     c = cosines(got, want)
     assert c.min() >= 0.99999, [(SENTENCES[i][:40], c[i]) for i in np.argsort(c)[:3]]
@@ -171,7 +171,7 @@ def test_other_pooling_modes_match_sentence_transformers(tmp_path, minilm_dir, S
     d = write_st_dir(tmp_path, minilm_dir, pooling, normalize=normalize, max_seq_length=64)
     texts = SENTENCES[::3]
     want = SentenceTransformer(str(d), device="cpu").encode(texts)
-    got = numbert.load(d).sentence_vectors(texts)
+    got = numbert.load(d).embed(texts)
     assert got.shape == want.shape
     assert cosines(got, want).min() >= 0.99999
     np.testing.assert_allclose(got, want, atol=5e-4, rtol=1e-3)
