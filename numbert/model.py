@@ -326,7 +326,7 @@ class Bert:
         for start in range(0, len(fitting), batch_size):
             positions = fitting[start:start + batch_size]
             yield positions, self.forward_encodings([encodings[i] for i in positions])
-        for i in order[len(fitting):]:  # only with long="window"
+        for i in (i for i in order if len(encodings[i]) > limit):  # only with long="window"
             if pairs[i] is not None:
                 raise ValueError(f"input {i} is a pair of {len(encodings[i])} tokens; long='window' runs single "
                                  f"texts only (max_length is {limit})")

@@ -101,6 +101,10 @@ def test_jsonl_is_the_extract_features_layout(minilm_dir, model):
     assert records[2]["features"][6]["token"] == "[SEP]"  # the pair: [CLS] who was jim henson ? [SEP] jim ...
     one_layer = run("encode", "--format", "jsonl", "--layers", "0", "--model", minilm_dir, "hi")
     assert [layer["index"] for layer in json.loads(one_layer.stdout)["features"][0]["layers"]] == [0]
+    long = " ".join(["word"] * 300)  # over all-MiniLM-L6-v2's 256 tokens: windows give every token a vector
+    windowed = run("encode", "--format", "jsonl", "--long", "window", "--stride", "32", "--model", minilm_dir,
+                   long, "short")
+    assert [len(json.loads(line)["features"]) for line in windowed.stdout.splitlines()] == [302, 3]
 
 
 def test_a_bad_line_fails_cleanly_and_leaves_out_alone(tmp_path, minilm_dir):

@@ -348,6 +348,9 @@ def test_long_texts_truncate_or_window(plain_bert, model):
     assert by_window.hidden_states.shape[1] == 602
     np.testing.assert_allclose(windowed, by_window.hidden_states[-2].mean(0), rtol=1e-4, atol=1e-5)
     assert len(plain_bert.word_vectors(long, long="window", stride=64)) == 600  # every word gets a vector
+    mixed = [long, "short", long + " again", "x"]
+    np.testing.assert_allclose(plain_bert.embed(mixed, long="window", stride=64),
+                               [plain_bert.embed(t, long="window", stride=64) for t in mixed], rtol=1e-4, atol=1e-5)
     # a sentence-transformers model cuts at its max_seq_length (256 for all-MiniLM-L6-v2)
     text = " ".join(["bank"] * 300)
     cut = model(text, max_length=256).hidden_states[-1].mean(0)
