@@ -404,7 +404,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "them (default: truncate)")
     p.add_argument("--stride", type=non_negative_int, default=128, metavar="N",
                    help="tokens shared by neighbouring windows with --long window (default: 128)")
-    p.add_argument("--batch-size", type=positive_int, default=32, metavar="N", help="texts per forward pass (default: 32)")
+    p.add_argument("--batch-size", type=positive_int, default=32, metavar="N",
+                   help="texts per forward pass (default: 32)")
     p.set_defaults(run=encode)
 
     p = commands.add_parser("neighbors", help="the vocabulary entries nearest to a word",
