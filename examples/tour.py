@@ -1,0 +1,76 @@
+"""The README's tour as one script: from a sentence to tokens, hidden states, word and sentence vectors.
+
+    python examples/tour.py                      # bert-base-uncased from the hub
+    python examples/tour.py --model DIRECTORY    # any local BERT directory
+
+Each step names the code that does it; docs/bert-in-numpy.md explains the forward pass line by line.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+import numbert
+from numbert.recipes import cosine
+
+SENTENCE = "Here is the sentence I want embeddings for."
+BANK = ("After stealing money from the bank vault, the bank robber was seen "
+        "fishing on the Mississippi river bank.")
+
+
+def step(title: str) -> None:
+    print(f"\n== {title}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="A tour of BERT's computations in NumPy.")
+    parser.add_argument("--model", default="bert-base-uncased", help="a hub id or a local model directory")
+    model = numbert.load(parser.parse_args().model)
+    c = model.config
+    print(f"{model.name}: {c.num_hidden_layers} layers, hidden size {c.hidden_size}, "
+          f"{c.num_attention_heads} heads, {c.vocab_size} tokens in the vocabulary")
+
+    step("1. tokens and ids (numbert/tokenizer.py: Tokenizer.encode)")
+    out = model(SENTENCE)
+    for token, id_ in zip(out.tokens, out.input_ids):
+        print(f"{token:<12} {id_:>6}")
+
+    step("2. a pair of segments: [CLS] A [SEP] B [SEP], segment ids 0 then 1")
+    pair = model("How old are you?", "I am six.")
+    print(" ".join(pair.tokens))
+    print(" ".join(f"{t:>{len(tok)}}" for t, tok in zip(pair.token_type_ids, pair.tokens)))
+
+    step("3. hidden_states: the embedding layer's output, then one per encoder layer (numbert/model.py: Bert.forward)")
+    print(f"hidden_states {out.hidden_states.shape} = (layers + 1, tokens, hidden), {out.hidden_states.dtype}")
+    print(f"pooler_output {out.pooler_output.shape}")
+
+    step("4. token vectors by strategy (numbert/recipes.py: token_vectors)")
+    for strategy in ("last", "second_to_last", "sum_last_four", "concat_last_four"):
+        print(f"{strategy:<18} {out.token_vectors(strategy).shape}")
+
+    step("5. one sentence vector (numbert/recipes.py: sentence_vectors)")
+    print(f"mean of the second-to-last layer: {out.sentence_vector('mean', layers=-2).shape}")
+
+    step("6. three kinds of bank (word vectors, sum of the last four layers)")
+    vault, robber, river = [w.vector for w in model.word_vectors(BANK) if w.text == "bank"]
+    print(f"bank vault  ~ bank robber  {cosine(vault, robber):.3f}")
+    print(f"bank vault  ~ river bank   {cosine(vault, river):.3f}")
+    print(f"bank robber ~ river bank   {cosine(robber, river):.3f}")
+
+    step("7. a raw token-embedding row is not the layer-0 output")
+    world = model("hello, world!")
+    row = model.token_embedding("world")
+    print(f"|embedding row of 'world'| = {np.linalg.norm(row):.3f}, "
+          f"|hidden_states[0] at 'world'| = {np.linalg.norm(world.hidden_states[0, 3]):.3f}")
+    print(f"cosine of the two: {cosine(row, world.hidden_states[0, 3]):.3f} "
+          f"(position and segment embeddings added, then LayerNorm)")
+
+    step("8. nearest tokens of a word in the embedding matrix (Bert.nearest_tokens)")
+    for n in model.nearest_tokens("bank", k=5):
+        print(f"{n.token:<12} {n.similarity:.3f}")
+
+
+if __name__ == "__main__":
+    main()
