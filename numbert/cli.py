@@ -1,4 +1,4 @@
-"""The `numbert` command: tokenize, encode, neighbors and similarity, from the shell.
+"""The `numbert` command: tokenize, encode, neighbors, similarity (and plot, in numbert.plot), from the shell.
 
     numbert tokenize "Here is the sentence I want embeddings for."
     numbert encode --file sentences.txt --model ./all-MiniLM-L6-v2 -o vectors.npy
@@ -424,6 +424,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_model(p)
     add_sentence_options(p)
     p.set_defaults(run=similarity)
+
+    from . import plot
+
+    plot.add_commands(commands)  # numbert plot histogram | attention | pca (matplotlib, the [plot] extra)
     return parser
 
 
