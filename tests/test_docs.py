@@ -226,17 +226,27 @@ def links(path: Path) -> list[tuple[int, str, str]]:
     return found
 
 
+def anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown file: lowercase, punctuation dropped, spaces to '-'."""
+    text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.M | re.S)
+    return {re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            for m in re.finditer(r"^#+ (.+)$", text, re.M)}
+
+
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_links_point_at_files_and_names_that_exist(path):
     problems, checked = [], 0
     for number, text, target in links(path):
-        if re.match(r"^[a-z]+:", target) or target.startswith("#"):
-            continue  # a URL or an anchor
-        file = (path.parent / target.split("#")[0]).resolve()
+        if re.match(r"^[a-z]+:", target):
+            continue  # a URL
         where = f"{path.relative_to(ROOT)}:{number}"
+        file_part, _, anchor = target.partition("#")
+        file = (path.parent / file_part).resolve() if file_part else path
         if not file.exists():
             problems.append(f"{where}: {target} does not exist")
             continue
+        if anchor and file.suffix == ".md" and anchor not in anchors(file):
+            problems.append(f"{where}: {file.name} has no heading #{anchor}")
         name = NAME.match(text)
         if file.suffix == ".py" and name and name.group(1) != file.name:
             checked += 1
@@ -245,6 +255,11 @@ def test_links_point_at_files_and_names_that_exist(path):
     assert not problems, "\n".join(problems)
     if path.name == "bert-in-numpy.md":
         assert checked >= 15, "the line-by-line docs should link every step to its function"
+
+
+def test_anchors_are_githubs():
+    assert {"a-tour", "two-commands"} <= anchors(ROOT / "README.md")
+    assert "3-multi-head-self-attention" in anchors(ROOT / "docs" / "bert-in-numpy.md")
 
 
 def test_defined_names_reads_the_module():
