@@ -227,31 +227,32 @@ class Bert:
 
     def __call__(self, text: str | list[str], text_pair: str | list[str] | None = None, *,
                  output_attentions: bool = False, max_length: int | None = None,
-                 truncation: bool | str = True) -> Output:
+                 truncation: bool | str = True, long: str = "truncate", stride: int = 128) -> Output:
         """Tokenize `text` (one string or a list; optionally with a second segment) and run the encoder.
 
         Inputs are cut to `max_length` (default: the model's positions, 512 for BERT) unless
-        `truncation=False`, in which case a longer input raises a ValueError.
+        `truncation=False`, in which case a longer input raises a ValueError. A single text may
+        instead run as overlapping windows (`long="window"`, see `windowed`), so every token gets vectors.
         """
         tokenizer = self._require_tokenizer()
         limit = self.config.max_position_embeddings
         if max_length is not None and not 1 <= max_length <= limit:
             raise ValueError(f"max_length must be between 1 and {limit}, got {max_length}")
-        max_length = max_length or limit
+        if long == "window":
+            if not isinstance(text, str) or text_pair is not None or output_attentions:
+                raise ValueError("long='window' runs one text without a pair or attentions; "
+                                 "for many texts use model.embed(texts, long='window')")
+            return self.windowed(text, stride=stride, max_length=max_length)
+        if long != "truncate":
+            raise ValueError(f"long must be 'truncate' or 'window', got {long!r}")
+        cut = dict(max_length=(max_length or limit) if truncation else None, truncation=truncation)
         if isinstance(text, str):
-            enc = tokenizer.encode(text, text_pair, max_length=max_length if truncation else None,
-                                   truncation=truncation)
+            enc = tokenizer.encode(text, text_pair, **cut)
             out = self.forward(np.array(enc.ids), np.array(enc.type_ids), output_attentions=output_attentions)
             out.tokens, out.encodings = enc.tokens, [enc]
             return out
-        batch = tokenizer.encode_batch(text, text_pair, max_length=max_length if truncation else None,
-                                       truncation=truncation)
-        out = self.forward(batch.input_ids, batch.token_type_ids, batch.attention_mask,
-                           output_attentions=output_attentions)
-        width = batch.input_ids.shape[1]
-        out.tokens = [e.tokens + [tokenizer.convert_ids_to_tokens(tokenizer.pad_token_id)] * (width - len(e)) for e in batch.encodings]
-        out.encodings = batch.encodings
-        return out
+        encodings = tokenizer.encode_batch(text, text_pair, **cut).encodings
+        return self.forward_encodings(encodings, output_attentions=output_attentions)
 
     def _require_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
@@ -332,11 +333,11 @@ class Bert:
                                  f"texts only (max_length is {limit})")
             yield [i], self._windowed(encodings[i], stride, limit, batch_size)
 
-    def forward_encodings(self, encodings: Sequence) -> Output:
+    def forward_encodings(self, encodings: Sequence, *, output_attentions: bool = False) -> Output:
         """Run tokenizer Encodings of different lengths as one batch, right-padded to the longest."""
         ids, mask = self._pad([e.ids for e in encodings], self.config.pad_token_id)
         types, _ = self._pad([e.type_ids for e in encodings], 0)
-        out = self.forward(ids, types, mask)
+        out = self.forward(ids, types, mask, output_attentions=output_attentions)
         pad = self._require_tokenizer().convert_ids_to_tokens(self.config.pad_token_id)
         out.tokens = [e.tokens + [pad] * (ids.shape[1] - len(e)) for e in encodings]
         out.encodings = list(encodings)

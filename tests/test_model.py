@@ -189,3 +189,14 @@ def test_encode_caches_the_model_by_name(minilm_dir):
     b = numbert.encode(["dog", "cat"], model=str(minilm_dir))
     assert numbert._cached_model.cache_info().misses == 1
     np.testing.assert_allclose(a.hidden_states, b.hidden_states[:, 0, :3], atol=1e-5)
+
+
+def test_a_long_text_can_run_as_windows(minilm):
+    text = "the river bank " * 200  # 600 words, 602 tokens
+    out = minilm(text, long="window", stride=64)
+    assert out.hidden_states.shape == (7, 602, 384)
+    assert out.tokens[0] == "[CLS]" and out.tokens[-1] == "[SEP]"
+    with pytest.raises(ValueError, match="long must be"):
+        minilm(text, long="chunk")
+    with pytest.raises(ValueError, match="one text"):
+        minilm([text, text], long="window")
