@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 DEFAULT_MODEL = os.environ.get("NUMBERT_MODEL", "bert-base-uncased")
-CHUNK_LINES = {"npy": 2048, "npz": 2048, "jsonl": 256}  # lines embedded at a time (bounds the memory)
+CHUNK_LINES = {"npy": 2048, "npz": 2048, "text": 2048, "jsonl": 256}  # lines embedded at a time (bounds the memory)
 PAIR = re.compile(r"^(.*) \|\|\| (.*)$")  # extract_features.py's "text_a ||| text_b"
 
 
@@ -63,6 +63,8 @@ def encode(args: argparse.Namespace) -> None:
     with progress_bar(args) as bar, output_file(args.output, args.format) as out:
         if args.format == "jsonl":
             write_features(model, chunks, out, args, bar)
+        elif args.format == "text":
+            write_text_vectors(model, chunks, out, args, bar)
         else:
             write_sentence_vectors(model, chunks, out, args, bar)
 
@@ -84,7 +86,13 @@ def similarity(args: argparse.Namespace) -> None:
 
 # --- encode: input --------------------------------------------------------------------------------
 
+FORMAT_OF_SUFFIX = {".npy": "npy", ".npz": "npz", ".jsonl": "jsonl", ".txt": "text", ".tsv": "text"}
+
+
 def check_encode_options(args: argparse.Namespace) -> None:
+    if args.format is None:  # from OUT's suffix; readable text on a terminal; else .npy
+        suffix = Path(args.output).suffix.lower() if args.output not in (None, "-") else ""
+        args.format = FORMAT_OF_SUFFIX.get(suffix) or ("text" if args.output is None and sys.stdout.isatty() else "npy")
     if args.text and args.file is not None:
         raise Failure("give texts as arguments or --file, not both")
     if args.format == "jsonl":
@@ -94,7 +102,7 @@ def check_encode_options(args: argparse.Namespace) -> None:
                               f"the layers listed by --layers, as extract_features.py does")
         if args.normalize is not None:
             raise Failure("--normalize applies to sentence vectors (npy, npz), not to --format jsonl")
-    if args.output is None and args.format != "jsonl" and sys.stdout.isatty():
+    if args.output is None and args.format in ("npy", "npz") and sys.stdout.isatty():
         raise Failure(f"refusing to write binary .{args.format} data to a terminal; use -o OUT or a redirect")
 
 
@@ -234,11 +242,26 @@ class NpyRows:
         self.f.seek(0, os.SEEK_END)
 
 
-def write_sentence_vectors(model, chunks, out, args: argparse.Namespace, bar) -> None:
-    """One float32 row per line, in input order: OUT.npy, or OUT.npz holding `vectors`."""
+def embed_options(model, args: argparse.Namespace) -> dict:
+    """The keyword arguments of model.embed for these options, checked before any work is done."""
     options = dict(sentence_options(args), batch_size=args.batch_size, max_length=args.max_length, long=args.long,
                    stride=args.stride, progress=False)
-    dim = model.embed([], **options).shape[1]  # also checks every option before any work
+    model.embed([], **options)
+    return options
+
+
+def write_text_vectors(model, chunks, out, args: argparse.Namespace, bar) -> None:
+    """One line of space-separated values (6 decimals) per input line, in input order."""
+    options = embed_options(model, args)
+    for chunk in chunks:
+        np.savetxt(out, model.embed(chunk, **options), fmt="%.6f")
+        bar.update(len(chunk))
+
+
+def write_sentence_vectors(model, chunks, out, args: argparse.Namespace, bar) -> None:
+    """One float32 row per line, in input order: OUT.npy, or OUT.npz holding `vectors`."""
+    options = embed_options(model, args)
+    dim = model.embed([], **options).shape[1]
     with contextlib.ExitStack() as stack:
         npy = out if args.format == "npy" else stack.enter_context(tempfile.TemporaryFile())
         rows = NpyRows(npy, dim)
@@ -384,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Embed texts, one per input line, keeping their order and count exactly.\n\n"
                     "npy/npz: one float32 sentence vector per line, shape (lines, dim); npz holds it as 'vectors'.\n"
+                    "text: one line of values per input line (the default on a terminal).\n"
                     "jsonl: per-token hidden states in the layout of google-research/bert's extract_features.py\n"
                     "(linex_index, features -> token, layers -> index, values); a line 'A ||| B' is a pair.\n\n"
                     "Input is read and embedded a chunk at a time, so memory stays flat on any file.\n"
@@ -391,7 +415,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "a failed run never leaves a half-written OUT.")
     p.add_argument("text", nargs="*", metavar="TEXT", help="texts to embed (default: the lines of --file or stdin)")
     p.add_argument("--file", "-f", metavar="F", help="read one text per line from F ('-' for stdin)")
-    p.add_argument("--format", choices=("npy", "npz", "jsonl"), default="npy", help="output format (default: npy)")
+    p.add_argument("--format", choices=("npy", "npz", "text", "jsonl"),
+                   help="output format (default: from OUT's suffix, text on a terminal, else npy)")
     p.add_argument("--output", "-o", metavar="OUT", help="output file (default: stdout)")
     add_model(p)
     add_sentence_options(p)

@@ -159,3 +159,15 @@ def test_tokenize_neighbors_similarity(minilm_dir, model):
 def test_help_on_every_command(command):
     result = run(*command, "--help")
     assert result.returncode == 0 and result.stdout.decode().startswith("usage: numbert")
+
+
+def test_text_format_from_the_suffix_and_npy_into_a_pipe(tmp_path, minilm_dir, model):
+    texts = ["Here is the sentence I want embeddings for.", "a second line"]
+    out = tmp_path / "vectors.txt"
+    result = run("encode", *texts, "--model", minilm_dir, "-o", out)
+    assert result.returncode == 0, result.stderr.decode()
+    rows = np.loadtxt(out, dtype=np.float32)
+    assert rows.shape == (2, 384)
+    np.testing.assert_allclose(rows, model.embed(texts), atol=1e-6)
+    piped = run("encode", *texts, "--model", minilm_dir)  # stdout is a pipe here: .npy bytes
+    np.testing.assert_allclose(np.load(io.BytesIO(piped.stdout)), model.embed(texts), atol=1e-6)
