@@ -159,29 +159,29 @@ def lowercase(text: str) -> str:
     return "".join(_NEW_LOWERCASE.get(c) or c.lower() for c in text)
 
 
-def normalize_char(ch: str, *, lowercase_: bool, strip_accents_: bool, split_chinese: bool) -> str:
+def normalize_char(ch: str, *, lower: bool, strip: bool, split_chinese: bool) -> str:
     """What BERT's normalizer turns one character into: '' (deleted), ' ' (a space), or characters.
 
     The steps run in the Rust order: clean, space out CJK, strip accents, lowercase.
     """
     out = clean_char(ch, split_chinese)
-    if strip_accents_:
+    if strip:
         out = strip_accents(out)
-    return lowercase(out) if lowercase_ else out
+    return lowercase(out) if lower else out
 
 
 def canonical_order(chars: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     """NFD's canonical reordering of (character, payload) pairs: every run of combining marks
     (combining class > 0) sorted, stably, by combining class."""
+    by_class = lambda item: unicodedata.combining(item[0])  # noqa: E731
     out, run = [], []
-    for item in chars + [("", False)]:
-        if item[0] and unicodedata.combining(item[0]):
+    for item in chars:
+        if by_class(item):
             run.append(item)
-            continue
-        out += sorted(run, key=lambda it: unicodedata.combining(it[0]))
-        out.append(item)
-        run = []
-    return out[:-1]
+        else:
+            out += sorted(run, key=by_class) + [item]
+            run = []
+    return out + sorted(run, key=by_class)
 
 
 @functools.cache
@@ -305,12 +305,8 @@ def windows(length: int, max_len: int, stride: int) -> list[tuple[int, int]]:
     if stride >= max_len:
         raise ValueError(f"stride ({stride}) must be smaller than the window it overlaps ({max_len} tokens "
                          f"once the special tokens are taken out of max_length)")
-    spans = []
-    for start in range(0, length, max_len - stride):
-        spans.append((start, min(start + max_len, length)))
-        if start + max_len >= length:
-            return spans
-    return spans
+    step = max_len - stride
+    return [(start, min(start + max_len, length)) for start in range(0, length - max_len + step, step)]
 
 
 def truncated_lengths(len_a: int, len_b: int | None, budget: int, strategy: str) -> tuple[int, int | None]:
@@ -359,8 +355,8 @@ def load_vocab(path: str | os.PathLike) -> dict[str, int]:
 
 @contextlib.contextmanager
 def _gc_paused():
-    """Encodings hold no reference cycles, so the collector has nothing to find in a batch; left on,
-    it would walk every list already made, again and again, and halve the speed."""
+    """Encodings hold no reference cycles, so the collector has nothing to find while a batch is made;
+    left on, it walks every list already made, again and again (half the time of a large batch)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -426,8 +422,8 @@ class Tokenizer:
         self._longest_piece = max(map(len, self.vocab))
         # Memos of each character's normalization, each word's pieces and each whitespace-free chunk's
         # tokens: text repeats its words, so most have been seen before.
-        self._normalized = _Memo(functools.partial(normalize_char, lowercase_=do_lower_case,
-                                                   strip_accents_=self.strip_accents, split_chinese=tokenize_chinese_chars))
+        self._normalized = _Memo(functools.partial(normalize_char, lower=do_lower_case, strip=self.strip_accents,
+                                                   split_chinese=tokenize_chinese_chars))
         self._chunks = _Memo(self._tokenize_chunk)
         self._words = _Memo(self._tokenize_word)
         self._cls = _Segment([self.cls_token_id], [cls_token], [(0, 0)], [None])
@@ -487,11 +483,11 @@ class Tokenizer:
         """The WordPiece tokens of `text`, without [CLS]/[SEP]."""
         return self._segment(text).tokens
 
-    def _segment(self, text: str) -> _Segment:
+    def _segment(self, text: str, name: str = "text") -> _Segment:
         """Tokens, ids, offsets and word indices of one text, put together from its chunks' tokens.
         Special tokens are cut out of the raw text first and make chunks of their own."""
         if not isinstance(text, str):
-            raise TypeError(f"text must be a str, not {type(text).__name__}")
+            raise TypeError(f"{name} must be a str, not {type(text).__name__}")
         pieces, pos = [], 0  # (start in text, _Chunk)
         for special in self._special.finditer(text):
             pieces += self._chunks_between(text, pos, special.start())
@@ -517,8 +513,8 @@ class Tokenizer:
         """Both stages on a whitespace-free run of text: normalize, split into words, WordPiece."""
         text, origin = self.normalize(chunk)
         words = [(self._words[text[start:end]], start) for start, end in pre_tokenize(text)]
-        if len(words) == 1 and len(text) == len(chunk) and isinstance(origin, range):
-            return words[0][0]  # the chunk is one word, unchanged in length: its tokens as they are
+        if len(words) == 1 and isinstance(origin, range):
+            return words[0][0]  # one word, normalized character for character: its tokens as they are
         return _Chunk(ids=tuple(i for word, _ in words for i in word.ids),
                       tokens=tuple(t for word, _ in words for t in word.tokens),
                       spans=tuple((origin[start + s], origin[start + e - 1] + 1) for word, start in words
@@ -547,7 +543,7 @@ class Tokenizer:
         """
         strategy = self._strategy(truncation, max_length, stride)
         a = self._segment(text)
-        b = None if pair is None else self._segment(pair)
+        b = None if pair is None else self._segment(pair, "pair")
         windows_a, windows_b = [(0, len(a.ids))], [None if b is None else (0, len(b.ids))]
         if strategy != "do_not_truncate":
             n_special = (2 if b is None else 3) if add_special_tokens else 0
@@ -557,7 +553,8 @@ class Tokenizer:
             windows_a = windows(len(a.ids), len_a, stride)
             if b is not None:
                 windows_b = windows(len(b.ids), len_b, stride)
-        # The order of Rust's Encoding.merge_with: first window of A with each window of B, ...
+        # In Rust's order (Encoding.merge_with): the first windows of A and B, then each further window
+        # of A with every window of B, then the first window of A with each further window of B.
         combos = [(windows_a[0], windows_b[0])]
         combos += [(wa, wb) for wa in windows_a[1:] for wb in windows_b]
         combos += [(windows_a[0], wb) for wb in windows_b[1:]]
@@ -568,6 +565,7 @@ class Tokenizer:
 
     @staticmethod
     def _strategy(truncation: bool | str, max_length: int | None, stride: int) -> str:
+        """The truncation strategy's name, "do_not_truncate" without max_length; checks the arguments."""
         if truncation is True:
             truncation = "longest_first"
         elif truncation is False:
@@ -576,7 +574,11 @@ class Tokenizer:
             raise ValueError(f"unknown truncation {truncation!r}; use True, False or one of {', '.join(_STRATEGIES)}")
         if stride < 0:
             raise ValueError(f"stride must be >= 0, not {stride}")
-        return "do_not_truncate" if max_length is None else truncation
+        if max_length is None:
+            return "do_not_truncate"
+        if truncation != "do_not_truncate" and stride > max(0, max_length - 2):  # transformers' check: [CLS] A [SEP]
+            raise ValueError(f"stride ({stride}) may not exceed max_length minus [CLS] and [SEP] ({max_length - 2})")
+        return truncation
 
     def _template(self, a: _Segment, b: _Segment | None, add_special_tokens: bool) -> Encoding:
         """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`: type ids 0 up to the first [SEP], 1 after it."""

@@ -1,0 +1,390 @@
+"""The tokenizer without transformers: BERT tutorial facts, each stage on hand-made vocabularies,
+character classes, offsets, truncation, batches, bad input, and the committed fixture of Rust
+tokenizer outputs (tests/fixtures/tokenizer_expected.json, see tests/test_tokenizer_parity.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from numbert.tokenizer import (Batch, Encoding, Tokenizer, is_chinese_char, is_control, is_punctuation, is_whitespace,
+                               pre_tokenize, truncated_lengths, windows, wordpiece)
+
+FIXTURE = Path(__file__).parent / "fixtures" / "tokenizer_expected.json"
+TOY_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un", "runn", "##ing", ","]
+
+
+@pytest.fixture(scope="module")
+def bert(vocab_path) -> Tokenizer:
+    return Tokenizer(vocab_path)
+
+
+def write_vocab(directory: Path, tokens: list[str]) -> Path:
+    path = directory / "vocab.txt"
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def toy(tmp_path) -> Tokenizer:
+    return Tokenizer(write_vocab(tmp_path, TOY_VOCAB))
+
+
+# --- what the BERT tutorials say ---------------------------------------------------------------------
+
+
+def test_hello_world(bert):
+    enc = bert.encode("hello, world!")
+    assert enc.ids == [101, 7592, 1010, 2088, 999, 102]
+    assert enc.tokens == ["[CLS]", "hello", ",", "world", "!", "[SEP]"]
+
+
+def test_single_words(bert):
+    assert bert.convert_tokens_to_ids("dog") == 3899
+    assert bert.encode("dog").ids == [101, 3899, 102]
+    assert bert.tokenize("embeddings") == ["em", "##bed", "##ding", "##s"]
+
+
+def test_bank_sentence(bert):
+    text = "After stealing money from the bank vault, the bank robber was seen fishing on the Mississippi river bank."
+    expected = [("[CLS]", 101), ("after", 2044), ("stealing", 11065), ("money", 2769), ("from", 2013), ("the", 1996),
+                ("bank", 2924), ("vault", 11632), (",", 1010), ("the", 1996), ("bank", 2924), ("robber", 27307),
+                ("was", 2001), ("seen", 2464), ("fishing", 5645), ("on", 2006), ("the", 1996),
+                ("mississippi", 5900), ("river", 2314), ("bank", 2924), (".", 1012), ("[SEP]", 102)]
+    enc = bert.encode(text)
+    assert list(zip(enc.tokens, enc.ids)) == expected
+    assert bert.vocab_size == 30522
+    assert (bert.pad_token_id, bert.unk_token_id, bert.cls_token_id, bert.sep_token_id, bert.mask_token_id) == \
+        (0, 100, 101, 102, 103)
+
+
+# --- stage 2: WordPiece ------------------------------------------------------------------------------
+
+
+def test_wordpiece_greedy_longest_match():
+    vocab = set(TOY_VOCAB)
+    assert [p for p, _, _ in wordpiece("unwanted", vocab)] == ["un", "##want", "##ed"]
+    assert [p for p, _, _ in wordpiece("running", vocab)] == ["runn", "##ing"]
+    assert wordpiece("unwanted", vocab) == [("un", 0, 2), ("##want", 2, 6), ("##ed", 6, 8)]
+    assert wordpiece("want", vocab) == [("want", 0, 4)]  # the longest match, not "wa"
+    assert wordpiece("wa", vocab) == [("wa", 0, 2)]
+    assert wordpiece("unwantedx", vocab) == [("[UNK]", 0, 9)]  # one piece missing: the whole word is [UNK]
+    assert wordpiece("", vocab) == []
+    assert wordpiece("unwanted", vocab, longest_piece=4) == wordpiece("unwanted", vocab)
+
+
+def test_wordpiece_word_length_limit():
+    vocab = {"a", "##a"}
+    assert [p for p, _, _ in wordpiece("a" * 100, vocab)] == ["a"] + ["##a"] * 99
+    assert wordpiece("a" * 101, vocab) == [("[UNK]", 0, 101)]
+    assert wordpiece("aaa", vocab, max_input_chars_per_word=2, unk_token="<unk>") == [("<unk>", 0, 3)]
+
+
+def test_toy_tokenizer(toy):
+    assert toy.tokenize("unwanted running") == ["un", "##want", "##ed", "runn", "##ing"]
+    assert toy.tokenize("UNwantéd,running") == ["un", "##want", "##ed", ",", "runn", "##ing"]
+    assert toy.tokenize("unwantedX running") == ["[UNK]", "runn", "##ing"]
+    enc = toy.encode("unwanted running")
+    assert enc.ids == [1, 7, 4, 5, 8, 9, 2]
+    assert enc.word_ids == [None, 0, 0, 0, 1, 1, None]
+    assert enc.offsets == [(0, 0), (0, 2), (2, 6), (6, 8), (9, 13), (13, 16), (0, 0)]
+
+
+def test_special_tokens_missing_from_the_vocabulary_get_new_ids(toy):
+    assert (toy.pad_token_id, toy.mask_token_id) == (11, 12)  # as transformers adds them
+    assert toy.vocab_size == 13
+    assert toy.encode("[MASK] want").ids == [1, 12, 3, 2]
+
+
+# --- stage 1: character classes, normalization, pre-tokenization -------------------------------------
+
+
+def test_whitespace_class():
+    for ch in [" ", "\t", "\n", "\r", "\u00a0", "\u2002", "\u3000", "\u2028", "\u1680"]:
+        assert is_whitespace(ch), repr(ch)
+    for ch in ["A", "-", "\x00", "\x1c", "\x1f", "\u200b"]:
+        assert not is_whitespace(ch), repr(ch)
+
+
+def test_control_class():
+    for ch in ["\x00", "\x05", "\x0b", "\x0c", "\x7f", "\x85", "\u200b", "\u200d", "\ufeff", "\u00ad", "\ue000"]:
+        assert is_control(ch), repr(ch)
+    for ch in ["A", " ", "\t", "\n", "\r", "\u0378", "\u0890"]:  # U+0378 unassigned, U+0890 newer than Rust's tables
+        assert not is_control(ch), repr(ch)
+
+
+def test_punctuation_class():
+    for ch in "-$`.+^~!\"#%&'()*,/:;<=>?@[\\]_{|}¿¡«»—…、。「":
+        assert is_punctuation(ch), ch
+    for ch in "A z 5 é 中 € ∑ \u2e43".split() + [" "]:  # € and ∑ are symbols, U+2E43 newer than Rust's tables
+        assert not is_punctuation(ch), ch
+
+
+def test_chinese_class():
+    for ch in ["中", "豈", "\U00020000", "\U0002b920", "\U0002f800"]:
+        assert is_chinese_char(ch), repr(ch)
+    for ch in ["한", "あ", "ア", "a", "\U0002b820"]:  # U+2B820..2B91F: not in the Rust tables
+        assert not is_chinese_char(ch), repr(ch)
+
+
+def test_normalize_tracks_original_characters(bert):
+    assert bert.normalize("HeLLo") == ("hello", range(5))
+    text, origin = bert.normalize("a\x00bÉ\u200b中İ")
+    assert text == "abe 中 i"
+    assert list(origin) == [0, 2, 3, 5, 5, 5, 6]
+
+
+def test_lowercase_and_accent_options(vocab_path):
+    def basic(**options):
+        return Tokenizer(vocab_path, **options).normalize("Héllo ΟΔΟΣ İ")[0]
+
+    assert basic() == "hello οδοσ i"  # uncased: strip accents, lowercase per character (no final sigma)
+    assert basic(strip_accents=False) == "héllo οδοσ i\u0307"
+    assert basic(do_lower_case=False) == "Héllo ΟΔΟΣ İ"
+    assert basic(do_lower_case=False, strip_accents=True) == "Hello ΟΔΟΣ I"
+    assert Tokenizer(vocab_path, tokenize_chinese_chars=False).normalize("日本")[0] == "日本"
+
+
+def test_pre_tokenize():
+    spans = lambda text: [text[s:e] for s, e in pre_tokenize(text)]  # noqa: E731
+    assert spans("don't stop") == ["don", "'", "t", "stop"]
+    assert spans("$5+3^2=`x`") == ["$", "5", "+", "3", "^", "2", "=", "`", "x", "`"]
+    assert spans("a  b") == ["a", "b"]
+    assert spans("naïve—«x»") == ["naïve", "—", "«", "x", "»"]
+    assert spans("") == []
+
+
+# --- offsets and word ids ------------------------------------------------------------------------------
+
+
+def test_offsets_point_into_the_original_text(bert):
+    text = "Héllo\x00 wörld!! İstanbul 東京\u200b"
+    enc = bert.encode(text)
+    pieces = [text[s:e] for s, e in enc.offsets[1:-1]]
+    assert enc.tokens[1:-1] == ["hello", "world", "!", "!", "istanbul", "東", "京"]
+    assert pieces == ["Héllo", "wörld", "!", "!", "İstanbul", "東", "京"]
+    assert enc.word_ids == [None, 0, 1, 2, 3, 4, 5, 6, None]
+
+
+def test_special_tokens_in_the_text_stay_whole(bert):
+    enc = bert.encode("the [MASK] sat[SEP]on [mask]")
+    assert enc.tokens == ["[CLS]", "the", "[MASK]", "sat", "[SEP]", "on", "[", "mask", "]", "[SEP]"]
+    assert enc.offsets[2] == (4, 10) and enc.word_ids[2] == 1
+    assert enc.special_tokens_mask == [1, 0, 0, 0, 0, 0, 0, 0, 0, 1]  # only the template's own tokens
+
+
+def test_never_split(tmp_path):
+    tok = Tokenizer(write_vocab(tmp_path, TOY_VOCAB + ["<ent>"]), never_split=["<ent>"])
+    assert tok.tokenize("want<ent>running") == ["want", "<ent>", "runn", "##ing"]
+
+
+def test_pair_encoding(bert):
+    enc = bert.encode("hello world", "how are you?")
+    assert enc.tokens == ["[CLS]", "hello", "world", "[SEP]", "how", "are", "you", "?", "[SEP]"]
+    assert enc.type_ids == [0, 0, 0, 0, 1, 1, 1, 1, 1]
+    assert enc.sequence_ids == [None, 0, 0, None, 1, 1, 1, 1, None]
+    assert enc.word_ids == [None, 0, 1, None, 0, 1, 2, 3, None]
+    assert enc.offsets == [(0, 0), (0, 5), (6, 11), (0, 0), (0, 3), (4, 7), (8, 11), (11, 12), (0, 0)]
+    assert enc.special_tokens_mask == [1, 0, 0, 1, 0, 0, 0, 0, 1]
+    assert enc.attention_mask == [1] * 9 and len(enc) == 9
+    plain = bert.encode("hello world", "how are you?", add_special_tokens=False)
+    assert plain.tokens == ["hello", "world", "how", "are", "you", "?"] and plain.type_ids == [0, 0, 1, 1, 1, 1]
+
+
+# --- truncation ------------------------------------------------------------------------------------------
+
+WORDS = "one two three four five six seven eight nine ten"
+
+
+def test_truncation_single(bert):
+    enc = bert.encode(WORDS, max_length=6)
+    assert enc.tokens == ["[CLS]", "one", "two", "three", "four", "[SEP]"]
+    assert [e.tokens[1:-1] for e in enc.overflowing] == [["five", "six", "seven", "eight"], ["nine", "ten"]]
+    strided = bert.encode(WORDS, max_length=6, stride=2)
+    assert [e.word_ids[1:-1] for e in [strided, *strided.overflowing]] == [[0, 1, 2, 3], [2, 3, 4, 5], [4, 5, 6, 7],
+                                                                          [6, 7, 8, 9]]
+    assert bert.encode(WORDS, max_length=6, truncation=False).tokens == bert.encode(WORDS).tokens
+    assert len(bert.encode(WORDS, max_length=None)) == 12  # no max_length, no truncation
+
+
+def test_truncation_pairs(bert):
+    b = "alpha beta gamma delta"
+    assert bert.encode(WORDS, b, max_length=8).tokens == \
+        ["[CLS]", "one", "two", "three", "[SEP]", "alpha", "beta", "[SEP]"]  # longest first: 3 + 2 of 5
+    assert bert.encode(WORDS, b, max_length=10, truncation="only_first").tokens[1:4] == ["one", "two", "three"]
+    assert bert.encode(b, WORDS, max_length=10, truncation="only_second").tokens[-4:] == ["one", "two", "three", "[SEP]"]
+    windows_ = bert.encode(WORDS, b, max_length=12, truncation="only_first", stride=2)
+    assert [e.word_ids[1:6] for e in [windows_, *windows_.overflowing]] == [[0, 1, 2, 3, 4], [3, 4, 5, 6, 7],
+                                                                           [6, 7, 8, 9, None]]
+
+
+def test_truncation_arithmetic():
+    assert truncated_lengths(10, None, 5, "longest_first") == (5, None)
+    assert truncated_lengths(10, 4, 5, "longest_first") == (3, 2)
+    assert truncated_lengths(10, 2, 5, "longest_first") == (3, 2)
+    assert truncated_lengths(3, 3, 10, "only_first") == (3, 3)
+    with pytest.raises(ValueError, match="only_second"):
+        truncated_lengths(10, 4, 8, "only_second")
+    with pytest.raises(ValueError, match="second sequence"):
+        truncated_lengths(10, None, 8, "only_second")
+    assert windows(10, 4, 1) == [(0, 4), (3, 7), (6, 10)]
+    assert windows(3, 4, 1) == [(0, 3)]
+    assert windows(5, 0, 0) == [(0, 0), (0, 5)]  # as Rust: an empty window, then everything
+    with pytest.raises(ValueError, match="stride"):
+        windows(10, 2, 2)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"max_length": 8, "truncation": "shortest_first"}, "unknown truncation"),
+    ({"max_length": 1}, "no room"),
+    ({"max_length": 8, "stride": 7}, "stride"),
+    ({"max_length": 8, "stride": -1}, "stride"),
+    ({"max_length": 8, "truncation": "only_second"}, "second sequence"),
+])
+def test_bad_truncation_arguments(bert, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        bert.encode(WORDS, **kwargs)
+
+
+# --- batches ---------------------------------------------------------------------------------------------
+
+
+def test_encode_batch_pads(bert):
+    batch = bert.encode_batch(["hello world", "a much longer sentence than the first", ""])
+    assert isinstance(batch, Batch) and all(isinstance(e, Encoding) for e in batch.encodings)
+    assert batch.input_ids.shape == batch.token_type_ids.shape == batch.attention_mask.shape == (3, 9)
+    assert batch.input_ids.dtype == np.int64
+    assert batch.input_ids[0].tolist() == [101, 7592, 2088, 102, 0, 0, 0, 0, 0]
+    assert batch.attention_mask.sum(axis=1).tolist() == [4, 9, 2]
+    assert [len(e) for e in batch.encodings] == [4, 9, 2]
+    fixed = bert.encode_batch(["hello world", "hi"], padding="max_length", max_length=6)
+    assert fixed.input_ids.shape == (2, 6)
+    pairs = bert.encode_batch(["what", "why"], ["answer one", "answer"])
+    assert pairs.token_type_ids.tolist() == [[0, 0, 0, 1, 1, 1], [0, 0, 0, 1, 1, 0]]
+    same = bert.encode_batch(["one two", "three four"], padding=False)
+    assert same.input_ids.shape == (2, 4)
+    assert bert.encode_batch([]).input_ids.shape == (0, 0)
+
+
+def test_encode_batch_bad_arguments(bert):
+    with pytest.raises(TypeError, match="str"):
+        bert.encode_batch("a single string")
+    with pytest.raises(TypeError, match="int"):
+        bert.encode_batch(42)
+    with pytest.raises(TypeError, match="bytes"):
+        bert.encode_batch(["fine", b"bytes"])
+    with pytest.raises(ValueError, match="pairs"):
+        bert.encode_batch(["a", "b"], ["only one"])
+    with pytest.raises(ValueError, match="padding"):
+        bert.encode_batch(["a"], padding="left")
+    with pytest.raises(ValueError, match="max_length"):
+        bert.encode_batch(["a"], padding="max_length")
+    with pytest.raises(ValueError, match="one length"):
+        bert.encode_batch(["a", "a b c"], padding=False)
+    with pytest.raises(ValueError, match="truncation"):
+        bert.encode_batch(["a b c d e f"], padding="max_length", max_length=4, truncation=False)
+
+
+# --- ids back to text ------------------------------------------------------------------------------------
+
+
+def test_decode(bert):
+    ids = bert.encode("Hello, world! Embeddings aren't [MASK] magic.").ids
+    assert bert.decode(ids) == "hello, world! embeddings aren ' t magic."
+    assert bert.decode(ids, skip_special_tokens=False) == "[CLS] hello, world! embeddings aren ' t [MASK] magic. [SEP]"
+    assert bert.decode(np.array(ids)) == bert.decode(ids)
+    assert bert.decode([]) == ""
+
+
+def test_convert_tokens_and_ids(bert):
+    assert bert.convert_tokens_to_ids("hello") == 7592
+    assert bert.convert_tokens_to_ids(["hello", "no-such-token"]) == [7592, 100]
+    assert bert.convert_ids_to_tokens(7592) == "hello"
+    assert bert.convert_ids_to_tokens(np.int64(101)) == "[CLS]"
+    assert bert.convert_ids_to_tokens([101, 102, 10**9]) == ["[CLS]", "[SEP]", "[UNK]"]
+    assert bert.vocab["hello"] == 7592
+
+
+# --- bad input -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [None, 42, b"bytes", ["a list"]])
+def test_non_str_text_raises_type_error(bert, bad):
+    with pytest.raises(TypeError, match=type(bad).__name__):
+        bert.encode(bad)
+    with pytest.raises(TypeError, match=type(bad).__name__):
+        bert.tokenize(bad)
+    if bad is not None:  # a None pair is no pair
+        with pytest.raises(TypeError, match=f"pair must be a str, not {type(bad).__name__}"):
+            bert.encode("fine", bad)
+
+
+@pytest.mark.parametrize("text", ["", " ", "\t\n  \u3000", "\x00\u200b", "\u0301"])
+def test_empty_text(bert, text):
+    assert bert.tokenize(text) == []
+    enc = bert.encode(text)
+    assert enc.tokens == ["[CLS]", "[SEP]"] and enc.offsets == [(0, 0), (0, 0)] and enc.word_ids == [None, None]
+    assert bert.encode(text, add_special_tokens=False).ids == []
+
+
+def test_unknown_tokens_never_raise(bert):
+    assert bert.tokenize("🤖 \U0010ffff \ue000x") == ["[UNK]", "[UNK]", "x"]
+    assert bert.encode("x" * 1000).tokens == ["[CLS]", "[UNK]", "[SEP]"]
+
+
+def test_missing_or_empty_vocab(tmp_path):
+    missing = tmp_path / "nope" / "vocab.txt"
+    with pytest.raises(FileNotFoundError, match=str(missing)):
+        Tokenizer(missing)
+    empty = tmp_path / "vocab.txt"
+    empty.write_text("", encoding="utf-8")
+    with pytest.raises(ValueError, match=str(empty)):
+        Tokenizer(empty)
+
+
+# --- loading a model directory ---------------------------------------------------------------------------
+
+
+def test_from_pretrained_reads_the_configs(minilm_dir):
+    tok = Tokenizer.from_pretrained(minilm_dir)
+    assert tok.do_lower_case and tok.model_max_length == 512 and tok.vocab_size == 30522
+    assert tok.encode("hello, world!").ids == [101, 7592, 1010, 2088, 999, 102]
+
+
+def test_from_pretrained_options(tmp_path, vocab_path):
+    (tmp_path / "vocab.txt").write_bytes(vocab_path.read_bytes() + "Hello\n".encode())
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({
+        "do_lower_case": False, "model_max_length": 1000000000000000019884624838656, "strip_accents": None,
+        "mask_token": {"content": "[MASK]", "lstrip": False}, "additional_special_tokens": ["[unused0]"]}))
+    (tmp_path / "special_tokens_map.json").write_text(json.dumps({"unk_token": "[UNK]"}))
+    tok = Tokenizer.from_pretrained(tmp_path)
+    assert not tok.do_lower_case and tok.model_max_length is None
+    assert tok.tokenize("Hello hello Héllo[unused0]") == ["Hello", "hello", "[UNK]", "[unused0]"]
+
+
+def test_from_pretrained_without_vocab(tmp_path):
+    with pytest.raises(FileNotFoundError, match="vocab.txt"):
+        Tokenizer.from_pretrained(tmp_path)
+
+
+# --- the committed fixture of Rust tokenizer outputs -----------------------------------------------------
+
+
+def test_fixture_of_rust_outputs(vocab_path):
+    """Ids, tokens, type ids, offsets and word ids of every window, as transformers' Rust tokenizer
+    gave them (regenerate with `python tests/test_tokenizer_parity.py --regenerate`)."""
+    cases = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    assert len(cases) > 80
+    tokenizers = {}
+    for case in cases:
+        options = case.get("options", {})
+        key = json.dumps(options, sort_keys=True)
+        tok = tokenizers.setdefault(key, Tokenizer(vocab_path, **options))
+        kwargs = {k: case[k] for k in ("max_length", "truncation", "stride") if k in case}
+        enc = tok.encode(case["text"], case.get("pair"), **kwargs)
+        got = [{"ids": e.ids, "tokens": e.tokens, "type_ids": e.type_ids, "offsets": [list(o) for o in e.offsets],
+                "word_ids": e.word_ids} for e in [enc, *enc.overflowing]]
+        assert got == case["expected"], case["text"][:80]
