@@ -512,24 +512,24 @@ class Tokenizer:
     def _tokenize_chunk(self, chunk: str) -> _Chunk:
         """Both stages on a whitespace-free run of text: normalize, split into words, WordPiece."""
         text, origin = self.normalize(chunk)
-        words = [(self._words[text[start:end]], start) for start, end in pre_tokenize(text)]
-        if len(words) == 1 and isinstance(origin, range):
-            return words[0][0]  # one word, normalized character for character: its tokens as they are
-        return _Chunk(ids=tuple(i for word, _ in words for i in word.ids),
-                      tokens=tuple(t for word, _ in words for t in word.tokens),
-                      spans=tuple((origin[start + s], origin[start + e - 1] + 1) for word, start in words
-                                  for s, e in word.spans),
-                      words=tuple(w for w, (word, _) in enumerate(words) for _ in word.ids),
-                      n_words=len(words))
+        spans = pre_tokenize(text)
+        if len(spans) == 1 and isinstance(origin, range):
+            return self._words[text]  # one word, normalized character for character: its tokens as they are
+        ids, tokens, offsets, words = [], [], [], []
+        for w, (start, end) in enumerate(spans):
+            word = self._words[text[start:end]]
+            ids += word.ids
+            tokens += word.tokens
+            offsets += [(origin[start + s], origin[start + e - 1] + 1) for s, e in word.spans]
+            words += [w] * len(word.ids)
+        return _Chunk(tuple(ids), tuple(tokens), tuple(offsets), tuple(words), len(spans))
 
     def _tokenize_word(self, word: str) -> _Chunk:
         """Stage 2 on one word, as a chunk of one word."""
         pieces = wordpiece(word, self.vocab, unk_token=self.unk_token, longest_piece=self._longest_piece,
                            max_input_chars_per_word=self.max_input_chars_per_word)
-        return _Chunk(ids=tuple(self.vocab[token] for token, _, _ in pieces),
-                      tokens=tuple(token for token, _, _ in pieces),
-                      spans=tuple((start, end) for _, start, end in pieces),
-                      words=(0,) * len(pieces), n_words=1)
+        tokens, starts, ends = zip(*pieces) if pieces else ((), (), ())
+        return _Chunk(tuple(map(self.vocab.__getitem__, tokens)), tokens, tuple(zip(starts, ends)), (0,) * len(tokens), 1)
 
     # -- encoding ------------------------------------------------------------------------------------
 

