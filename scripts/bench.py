@@ -66,6 +66,49 @@ def log(*args):
     print(*args, file=sys.stderr, flush=True)
 
 
+class OtherLoad:
+    """CPU cores' worth of work that OTHER processes did while a block ran (Linux; None elsewhere).
+
+    All CPU time the kernel counted as busy (/proc/stat), less this process's own (all its threads and
+    finished children), per second of wall time. Near 0 means the machine was ours; 1.0 means another
+    process held a core all along.
+    """
+
+    def __enter__(self):
+        self.start = self._sample()
+        return self
+
+    def __exit__(self, *exc):
+        end = self._sample()
+        self.cores = (None if end is None or self.start is None else
+                      max(0.0, (end[0] - self.start[0]) - (end[1] - self.start[1])) / (end[2] - self.start[2]))
+
+    @staticmethod
+    def _sample() -> tuple[float, float, float] | None:
+        import resource
+
+        try:
+            fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        except (OSError, ValueError):
+            return None
+        busy = sum(fields[:3]) + sum(fields[5:7])  # user nice system (idle iowait) irq softirq
+        own = sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage, (resource.RUSAGE_SELF,
+                                                                             resource.RUSAGE_CHILDREN)))
+        return busy / os.sysconf("SC_CLK_TCK"), own, time.perf_counter()
+
+
+def wait_for_idle(max_wait: float, threshold: float = 0.15) -> float | None:
+    """Wait (up to max_wait seconds) until other processes use less than `threshold` cores; their last load."""
+    deadline, cores = time.monotonic() + max_wait, None
+    while True:
+        with OtherLoad() as load:
+            time.sleep(1.0)
+        cores = load.cores
+        if cores is None or cores < threshold or time.monotonic() >= deadline:
+            return cores
+        log(f"    other processes use {cores:.1f} cores; waiting for the machine to be idle")
+
+
 # =====================================================================================================
 # The two BLAS settings, each run in a fresh process
 # =====================================================================================================
@@ -341,14 +384,16 @@ def time_row(systems: dict, bert, batch: int, seq: int, args) -> dict:
 
     log(f"  {batch}x{seq}: {rounds} rounds of {', '.join(names)}, GEMM shapes (~{per_round * rounds:.0f} s)")
     times = {n: [] for n in names}
-    for _ in range(rounds):
-        for n in names:
-            time.sleep(args.gap)  # let the previous system's spinning threads go to sleep
-            start = time.perf_counter()
-            systems[n](ids, mask, types)
-            times[n].append(time.perf_counter() - start)
-        time.sleep(args.gap)
-        timer.round()
+    wait_for_idle(args.wait_idle)
+    with OtherLoad() as others:
+        for _ in range(rounds):
+            for n in names:
+                time.sleep(args.gap)  # let the previous system's spinning threads go to sleep
+                start = time.perf_counter()
+                systems[n](ids, mask, types)
+                times[n].append(time.perf_counter() - start)
+            time.sleep(args.gap)
+            timer.round()
 
     flops = sum(g["flops"] for g in gemms)
     median = {n: statistics.median(t) for n, t in times.items()}
@@ -362,7 +407,7 @@ def time_row(systems: dict, bert, batch: int, seq: int, args) -> dict:
         "ratio_torch": median["numbert"] / torch_best,
         "torch_best": "eager" if median["torch eager"] <= median["torch sdpa"] else "sdpa",
         "ratio_ort": median["numbert"] / median["ORT"] if "ORT" in median else None,
-        "share_of_bound": bound / median["numbert"], "max_abs_diff_vs_sdpa": max_diff,
+        "share_of_bound": bound / median["numbert"], "max_abs_diff_vs_sdpa": max_diff, "others_cores": others.cores,
     }
 
 
@@ -370,7 +415,7 @@ def forward_table(rows: list[dict]) -> str:
     has_ort = rows and "ORT" in rows[0]["ms"]
     head = ["batch x seq", "rounds", "numbert ms", "torch eager ms", "torch sdpa ms"] + (["ORT ms"] if has_ort else [])
     head += ["GEMM bound ms", "numbert / torch best", *(["numbert / ORT"] if has_ort else []),
-             "numbert GFLOP/s", "share of GEMM bound"]
+             "numbert GFLOP/s", "share of GEMM bound", "others' CPU"]
     body = []
     for r in rows:
         ms = r["ms"]
@@ -378,9 +423,14 @@ def forward_table(rows: list[dict]) -> str:
                 f"{ms['torch sdpa']:.1f}"] + ([f"{ms['ORT']:.1f}"] if has_ort else [])
         line += [f"{r['gemm_bound_ms']:.1f}", f"{r['ratio_torch']:.2f} ({r['torch_best']})"]
         line += [f"{r['ratio_ort']:.2f}"] if has_ort else []
-        line += [f"{r['numbert_gflops']:.0f}", f"{100 * r['share_of_bound']:.0f} %"]
+        line += [f"{r['numbert_gflops']:.0f}", f"{100 * r['share_of_bound']:.0f} %", cores(r["others_cores"])]
         body.append(line)
-    return markdown(head, body)
+    return markdown(head, body) + ("\n\nothers' CPU: cores used by other processes during the row's rounds "
+                                   "(0.0 = the machine was ours).")
+
+
+def cores(value: float | None) -> str:
+    return "?" if value is None else f"{value:.2f}"
 
 
 def profile_row(bert, batch: int, seq: int, repeats: int = 3) -> dict:
@@ -541,13 +591,16 @@ def time_corpus(bert, model_dir: Path, args) -> dict:
     slices = [corpus[i::args.corpus_slices] for i in range(args.corpus_slices)]  # each slice: all lengths
     slice_lengths = [lengths[i::args.corpus_slices] for i in range(args.corpus_slices)]
     log(f"  corpus: {len(corpus)} sentences in {len(slices)} interleaved slices, {', '.join(funcs)}")
-    seconds = {n: 0.0 for n in funcs}
+    seconds, others = {n: 0.0 for n in funcs}, []
     for part in slices:
-        for n, f in funcs.items():
-            time.sleep(args.gap)
-            start = time.perf_counter()
-            f(part)
-            seconds[n] += time.perf_counter() - start
+        wait_for_idle(args.wait_idle)
+        with OtherLoad() as load:
+            for n, f in funcs.items():
+                time.sleep(args.gap)
+                start = time.perf_counter()
+                f(part)
+                seconds[n] += time.perf_counter() - start
+        others.append(load.cores)
     rate = {n: len(corpus) / s for n, s in seconds.items()}
     padded = lambda order: (sum(padding_overhead(order(ls), args.batch_size) * sum(ls) for ls in slice_lengths)
                             / sum(lengths))
@@ -556,6 +609,7 @@ def time_corpus(bert, model_dir: Path, args) -> dict:
         "max_tokens": max(lengths), "min_tokens": min(lengths), "batch_size": args.batch_size,
         "padding_input_order": padded(list), "padding_sorted": padded(sorted),  # as run, slice by slice
         "sentences_per_s": rate, "seconds": seconds, "min_cosine_vs_transformers": agreement,
+        "others_cores": None if None in others else max(others),
         "ratio_transformers": rate["numbert"] / rate["transformers padded"],
         "ratio_st": rate["numbert"] / rate["sentence-transformers"] if "sentence-transformers" in rate else None,
     }
@@ -567,7 +621,8 @@ def corpus_table(c: dict) -> str:
     return (f"{c['sentences']} sentences, {c['tokens']} tokens with [CLS]/[SEP]: median {c['median_tokens']:g}, "
             f"max {c['max_tokens']} tokens per sentence. Padding (computed / real tokens) in batches of "
             f"{c['batch_size']}: {c['padding_input_order']:.2f} in input order, "
-            f"{c['padding_sorted']:.2f} sorted by length.\n\n"
+            f"{c['padding_sorted']:.2f} sorted by length. Other processes used up to "
+            f"{cores(c['others_cores'])} cores during the slices.\n\n"
             + markdown(["system", "sentences/s", "seconds", "numbert speed-up"], body))
 
 
@@ -626,10 +681,13 @@ def cold_start(model_dir: Path, args) -> dict:
         log(f"  cold start: 1 warm-up + {args.cold_runs} runs each of {', '.join(commands)}")
         for cmd in commands.values():
             run_measured(cmd, env)
-        runs = {n: [] for n in commands}
+        runs, others = {n: [] for n in commands}, []
         for _ in range(args.cold_runs):
-            for n, cmd in commands.items():
-                runs[n].append(run_measured(cmd, env))
+            wait_for_idle(args.wait_idle)
+            with OtherLoad() as load:
+                for n, cmd in commands.items():
+                    runs[n].append(run_measured(cmd, env))
+            others.append(load.cores)
         import numpy as np
 
         vectors = [np.load(f"{tmp}/{n}.npy") for n in ("numbert", "transformers")]
@@ -638,6 +696,7 @@ def cold_start(model_dir: Path, args) -> dict:
     wall = {n: statistics.median(w for w, _ in r) for n, r in runs.items()}
     rss = {n: statistics.median(m for _, m in r) for n, r in runs.items()}
     return {"runs": args.cold_runs, "wall_s": wall, "peak_rss_mb": rss, "output_shape": list(vectors[0].shape),
+            "others_cores": None if None in others else max(others),
             "ratio_wall": wall["numbert encode"] / wall["transformers"],
             "ratio_rss": rss["numbert encode"] / rss["transformers"]}
 
@@ -662,7 +721,8 @@ def cold_table(c: dict) -> str:
     body.append(["numbert / transformers", f"{c['ratio_wall']:.2f}", f"{c['ratio_rss']:.2f}"])
     return (markdown(["process start -> vectors written", "wall s", "peak RSS MB"], body)
             + f"\n\nMedian of {c['runs']} runs each after one warm-up; weights memory-mapped by numbert.load: "
-              f"{c['mapped'][0]} of {c['mapped'][1]} arrays.")
+              f"{c['mapped'][0]} of {c['mapped'][1]} arrays. Other processes used up to {cores(c['others_cores'])} "
+              f"cores during the runs.")
 
 
 # =====================================================================================================
@@ -797,6 +857,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--max-rounds", type=int, default=None, help="at most this many rounds per row (default 50)")
     p.add_argument("--gap", type=float, default=0.1,
                    help="seconds of pause before each timed call, so no system runs beside another's spinning threads")
+    p.add_argument("--wait-idle", type=float, default=0, metavar="SECONDS",
+                   help="before each row / corpus slice / cold-start run, wait up to this long for other processes "
+                        "to leave the CPUs (default 0: don't wait; every table shows how busy they were)")
     p.add_argument("--corpus-size", type=int, default=None, help="sentences in the corpus (default 2000)")
     p.add_argument("--corpus-slices", type=int, default=4, help="interleaved slices of the corpus (default 4)")
     p.add_argument("--batch-size", type=int, default=32, help="corpus batch size for every system (default 32)")
