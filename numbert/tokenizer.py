@@ -25,6 +25,7 @@ import functools
 import gc
 import itertools
 import json
+import operator
 import os
 import re
 import unicodedata
@@ -504,9 +505,9 @@ class Tokenizer:
         """(start, tokens) of each whitespace-free run of text[pos:end]."""
         part = text[pos:end]
         if part.isprintable():  # fast path: no whitespace but ' ', no control characters
-            runs = part.split(" ")
-            starts = itertools.accumulate(map(len, runs), initial=0)  # plus one space per run before
-            return [(pos + start + k, self._chunks[run]) for k, (run, start) in enumerate(zip(runs, starts)) if run]
+            runs = part.split(" ")  # '' between two spaces: a chunk without tokens
+            starts = map(operator.add, itertools.accumulate(map(len, runs), initial=0), itertools.count(pos))
+            return list(zip(starts, map(self._chunks.__getitem__, runs)))
         return [(pos + m.start(), self._chunks[m.group()]) for m in _CHUNKS.finditer(part)]
 
     def _tokenize_chunk(self, chunk: str) -> _Chunk:
