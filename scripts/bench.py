@@ -97,16 +97,35 @@ class OtherLoad:
         return busy / os.sysconf("SC_CLK_TCK"), own, time.perf_counter()
 
 
-def wait_for_idle(max_wait: float, threshold: float = 0.15) -> float | None:
-    """Wait (up to max_wait seconds) until other processes use less than `threshold` cores; their last load."""
-    deadline, cores = time.monotonic() + max_wait, None
-    while True:
+IDLE = 0.15  # cores: other processes using less than this leave the machine to us
+
+
+def wait_for_idle(max_wait: float) -> None:
+    """Wait (up to max_wait seconds) until other processes use less than IDLE cores for a second."""
+    start = time.monotonic()
+    while time.monotonic() - start < max_wait:
         with OtherLoad() as load:
             time.sleep(1.0)
-        cores = load.cores
-        if cores is None or cores < threshold or time.monotonic() >= deadline:
-            return cores
-        log(f"    other processes use {cores:.1f} cores; waiting for the machine to be idle")
+        if load.cores is None or load.cores < IDLE:
+            break
+        if time.monotonic() - start < 1.5:
+            log(f"    other processes use {load.cores:.1f} cores: waiting up to {max_wait:.0f} s for an idle machine")
+    else:
+        log(f"    the machine stayed busy for {max_wait:.0f} s: measuring anyway")
+
+
+def clean_run(block, args, what: str, redo: int = 3):
+    """(block(), other processes' cores while it ran). With --wait-idle, the machine is let go idle
+    first, and a block during which other processes took more than IDLE cores is run again
+    (up to `redo` times): on a shared machine only undisturbed rounds count."""
+    for attempt in range(redo + 1):
+        if args.wait_idle:
+            wait_for_idle(args.wait_idle)
+        with OtherLoad() as load:
+            result = block()
+        if not args.wait_idle or load.cores is None or load.cores < IDLE or attempt == redo:
+            return result, load.cores
+        log(f"    {what}: other processes took {load.cores:.2f} cores meanwhile; measuring again")
 
 
 # =====================================================================================================
@@ -330,7 +349,7 @@ class GemmBound:
                                                                          + (a.shape[-2], b.shape[-1]), np.float32))
             self.calls.append((group, lambda: np.matmul(a, b, out=out)))
 
-        self.calls, self.rounds = [], []
+        self.calls = []
         for i in range(c.num_hidden_layers):
             layer = lambda name: w[f"encoder.layer.{i}.{name}.weight"].T  # x @ W.T, W (out, in) as torch stores it
             for name in ("attention.self.query", "attention.self.key", "attention.self.value"):
@@ -342,20 +361,14 @@ class GemmBound:
             product("FFN down", up, layer("output.dense"))
         product("pooler", x[:batch], w["pooler.dense.weight"].T)
 
-    def round(self):
+    def round(self) -> dict[str, float]:
+        """Seconds per group of products, one forward's worth."""
         times = {}
         for group, call in self.calls:
             start = time.perf_counter()
             call()
             times[group] = times.get(group, 0.0) + time.perf_counter() - start
-        self.rounds.append(times)
-
-    def bound(self) -> float:
-        """Seconds of the median round."""
-        return statistics.median(sum(r.values()) for r in self.rounds)
-
-    def groups(self) -> dict[str, float]:
-        return {g: statistics.median(r[g] for r in self.rounds) for g in self.rounds[0]}
+        return times
 
 
 def time_row(systems: dict, bert, batch: int, seq: int, args) -> dict:
@@ -378,36 +391,40 @@ def time_row(systems: dict, bert, batch: int, seq: int, args) -> dict:
     per_round = time.perf_counter() - start + args.gap * len(names)
     rounds = max(args.min_rounds, min(args.max_rounds, int(args.budget / per_round)))
     gemms = forward_gemms(batch, seq)
-    timer = GemmBound(bert, batch, seq)
-    timer.round()  # warm-up
-    timer.rounds.clear()
+    gemm_bound = GemmBound(bert, batch, seq)
+    gemm_bound.round()  # warm-up
 
-    log(f"  {batch}x{seq}: {rounds} rounds of {', '.join(names)}, GEMM shapes (~{per_round * rounds:.0f} s)")
-    times = {n: [] for n in names}
-    wait_for_idle(args.wait_idle)
-    with OtherLoad() as others:
-        for _ in range(rounds):
-            for n in names:
-                time.sleep(args.gap)  # let the previous system's spinning threads go to sleep
-                start = time.perf_counter()
-                systems[n](ids, mask, types)
-                times[n].append(time.perf_counter() - start)
-            time.sleep(args.gap)
-            timer.round()
+    def one_round() -> dict[str, float]:
+        times = {}
+        for n in names:
+            time.sleep(args.gap)  # let the previous system's spinning threads go to sleep
+            start = time.perf_counter()
+            systems[n](ids, mask, types)
+            times[n] = time.perf_counter() - start
+        time.sleep(args.gap)
+        gemm = gemm_bound.round()
+        return times | {"GEMM bound": sum(gemm.values())} | {f"GEMM {g}": t for g, t in gemm.items()}
+
+    log(f"  {batch}x{seq}: {rounds} rounds of {', '.join(names)}, GEMM bound (~{per_round * rounds:.0f} s)")
+    runs = [clean_run(one_round, args, f"{batch}x{seq} round") for _ in range(rounds)]
+    times = {n: [r[n] for r, _ in runs] for n in runs[0][0]}
+    others = [cores for _, cores in runs]
 
     flops = sum(g["flops"] for g in gemms)
     median = {n: statistics.median(t) for n, t in times.items()}
     torch_best = min(median["torch eager"], median["torch sdpa"])
-    bound = timer.bound()
+    bound = median.pop("GEMM bound")
+    gemm_ms = {n.removeprefix("GEMM "): 1e3 * median.pop(n) for n in list(median) if n.startswith("GEMM ")}
     return {
         "batch": batch, "seq": seq, "rounds": rounds, "ms": {n: 1e3 * m for n, m in median.items()},
-        "ms_spread": {n: [1e3 * min(t), 1e3 * max(t)] for n, t in times.items()},
-        "gemm_bound_ms": 1e3 * bound, "gemm_ms": {g: 1e3 * t for g, t in timer.groups().items()},
+        "ms_spread": {n: [1e3 * min(times[n]), 1e3 * max(times[n])] for n in names},
+        "gemm_bound_ms": 1e3 * bound, "gemm_ms": gemm_ms,
         "gflop": flops / 1e9, "numbert_gflops": flops / median["numbert"] / 1e9, "gemm_gflops": flops / bound / 1e9,
         "ratio_torch": median["numbert"] / torch_best,
         "torch_best": "eager" if median["torch eager"] <= median["torch sdpa"] else "sdpa",
         "ratio_ort": median["numbert"] / median["ORT"] if "ORT" in median else None,
-        "share_of_bound": bound / median["numbert"], "max_abs_diff_vs_sdpa": max_diff, "others_cores": others.cores,
+        "share_of_bound": bound / median["numbert"], "max_abs_diff_vs_sdpa": max_diff,
+        "others_cores": None if None in others else statistics.mean(others),
     }
 
 
@@ -425,15 +442,15 @@ def forward_table(rows: list[dict]) -> str:
         line += [f"{r['ratio_ort']:.2f}"] if has_ort else []
         line += [f"{r['numbert_gflops']:.0f}", f"{100 * r['share_of_bound']:.0f} %", cores(r["others_cores"])]
         body.append(line)
-    return markdown(head, body) + ("\n\nothers' CPU: cores used by other processes during the row's rounds "
-                                   "(0.0 = the machine was ours).")
+    return markdown(head, body) + ("\n\nothers' CPU: cores used by other processes during the row's rounds, "
+                                   "on average (0.00 = the machine was ours).")
 
 
 def cores(value: float | None) -> str:
     return "?" if value is None else f"{value:.2f}"
 
 
-def profile_row(bert, batch: int, seq: int, repeats: int = 3) -> dict:
+def profile_row(bert, batch: int, seq: int, args, repeats: int = 3) -> dict:
     """numbert's forward under cProfile: each numbert function's time, less the numbert functions it calls.
 
     NumPy's work is counted in the numbert function that asked for it, so `linear` is its matmul plus
@@ -447,13 +464,17 @@ def profile_row(bert, batch: int, seq: int, repeats: int = 3) -> dict:
     ids = np.random.default_rng(SEED).integers(1000, 30000, size=(batch, seq), dtype=np.int64)
     types, mask = np.zeros_like(ids), np.ones_like(ids)
     bert.forward(ids, types, mask)
-    profiler = cProfile.Profile()
-    start = time.perf_counter()
-    profiler.enable()
-    for _ in range(repeats):
-        bert.forward(ids, types, mask)
-    profiler.disable()
-    total = (time.perf_counter() - start) / repeats
+
+    def profiled():
+        profiler = cProfile.Profile()
+        start = time.perf_counter()
+        profiler.enable()
+        for _ in range(repeats):
+            bert.forward(ids, types, mask)
+        profiler.disable()
+        return profiler, (time.perf_counter() - start) / repeats
+
+    (profiler, total), others = clean_run(profiled, args, f"{batch}x{seq} profile")
     package = str(Path(sys.modules["numbert"].__file__).parent)
     ours = lambda key: key[0].startswith(package)
     name = lambda key: f"{Path(key[0]).stem}.{key[2]}"
@@ -464,7 +485,7 @@ def profile_row(bert, batch: int, seq: int, repeats: int = 3) -> dict:
             for caller, (_, _, _, via_caller) in callers.items():  # time spent in us is not the caller's own
                 if ours(caller):
                     own[name(caller)] = own.get(name(caller), 0.0) - via_caller
-    return {"batch": batch, "seq": seq, "forward_ms": 1e3 * total,
+    return {"batch": batch, "seq": seq, "forward_ms": 1e3 * total, "others_cores": others,
             "share": {n: t / repeats / total for n, t in sorted(own.items(), key=lambda kv: -kv[1])}}
 
 
@@ -478,8 +499,9 @@ def profile_table(profiles: list[dict], columns: int = 9) -> str:
     for p in profiles:
         rest = 1 - sum(p["share"].get(n, 0.0) for n in top)
         body.append([f"{p['batch']}x{p['seq']}", f"{p['forward_ms']:.1f}"]
-                    + [f"{100 * p['share'].get(n, 0.0):.1f}" for n in top] + [f"{100 * rest:.1f}"])
-    return (markdown(["batch x seq", "forward ms"] + top + ["rest"], body)
+                    + [f"{100 * p['share'].get(n, 0.0):.1f}" for n in top]
+                    + [f"{100 * rest:.1f}", cores(p["others_cores"])])
+    return (markdown(["batch x seq", "forward ms"] + top + ["rest", "others' CPU"], body)
             + "\n\nEach numbert function's time less the numbert functions it calls; NumPy work counts where it "
               "is asked for (linear = matmul + bias add). Compare linear with the share of the GEMM bound above.")
 
@@ -591,16 +613,18 @@ def time_corpus(bert, model_dir: Path, args) -> dict:
     slices = [corpus[i::args.corpus_slices] for i in range(args.corpus_slices)]  # each slice: all lengths
     slice_lengths = [lengths[i::args.corpus_slices] for i in range(args.corpus_slices)]
     log(f"  corpus: {len(corpus)} sentences in {len(slices)} interleaved slices, {', '.join(funcs)}")
+    def timed(f, part) -> float:
+        time.sleep(args.gap)
+        start = time.perf_counter()
+        f(part)
+        return time.perf_counter() - start
+
     seconds, others = {n: 0.0 for n in funcs}, []
-    for part in slices:
-        wait_for_idle(args.wait_idle)
-        with OtherLoad() as load:
-            for n, f in funcs.items():
-                time.sleep(args.gap)
-                start = time.perf_counter()
-                f(part)
-                seconds[n] += time.perf_counter() - start
-        others.append(load.cores)
+    for i, part in enumerate(slices):
+        for n, f in funcs.items():
+            t, cores = clean_run(lambda: timed(f, part), args, f"corpus slice {i + 1}, {n}")
+            seconds[n] += t
+            others.append(cores)
     rate = {n: len(corpus) / s for n, s in seconds.items()}
     padded = lambda order: (sum(padding_overhead(order(ls), args.batch_size) * sum(ls) for ls in slice_lengths)
                             / sum(lengths))
@@ -609,7 +633,7 @@ def time_corpus(bert, model_dir: Path, args) -> dict:
         "max_tokens": max(lengths), "min_tokens": min(lengths), "batch_size": args.batch_size,
         "padding_input_order": padded(list), "padding_sorted": padded(sorted),  # as run, slice by slice
         "sentences_per_s": rate, "seconds": seconds, "min_cosine_vs_transformers": agreement,
-        "others_cores": None if None in others else max(others),
+        "others_cores": None if None in others else statistics.mean(others),
         "ratio_transformers": rate["numbert"] / rate["transformers padded"],
         "ratio_st": rate["numbert"] / rate["sentence-transformers"] if "sentence-transformers" in rate else None,
     }
@@ -621,8 +645,8 @@ def corpus_table(c: dict) -> str:
     return (f"{c['sentences']} sentences, {c['tokens']} tokens with [CLS]/[SEP]: median {c['median_tokens']:g}, "
             f"max {c['max_tokens']} tokens per sentence. Padding (computed / real tokens) in batches of "
             f"{c['batch_size']}: {c['padding_input_order']:.2f} in input order, "
-            f"{c['padding_sorted']:.2f} sorted by length. Other processes used up to "
-            f"{cores(c['others_cores'])} cores during the slices.\n\n"
+            f"{c['padding_sorted']:.2f} sorted by length. Other processes used "
+            f"{cores(c['others_cores'])} cores on average meanwhile.\n\n"
             + markdown(["system", "sentences/s", "seconds", "numbert speed-up"], body))
 
 
@@ -683,11 +707,10 @@ def cold_start(model_dir: Path, args) -> dict:
             run_measured(cmd, env)
         runs, others = {n: [] for n in commands}, []
         for _ in range(args.cold_runs):
-            wait_for_idle(args.wait_idle)
-            with OtherLoad() as load:
-                for n, cmd in commands.items():
-                    runs[n].append(run_measured(cmd, env))
-            others.append(load.cores)
+            for n, cmd in commands.items():
+                measured, cores = clean_run(lambda: run_measured(cmd, env), args, f"cold start, {n}")
+                runs[n].append(measured)
+                others.append(cores)
         import numpy as np
 
         vectors = [np.load(f"{tmp}/{n}.npy") for n in ("numbert", "transformers")]
@@ -696,7 +719,7 @@ def cold_start(model_dir: Path, args) -> dict:
     wall = {n: statistics.median(w for w, _ in r) for n, r in runs.items()}
     rss = {n: statistics.median(m for _, m in r) for n, r in runs.items()}
     return {"runs": args.cold_runs, "wall_s": wall, "peak_rss_mb": rss, "output_shape": list(vectors[0].shape),
-            "others_cores": None if None in others else max(others),
+            "others_cores": None if None in others else statistics.mean(others),
             "ratio_wall": wall["numbert encode"] / wall["transformers"],
             "ratio_rss": rss["numbert encode"] / rss["transformers"]}
 
@@ -721,8 +744,8 @@ def cold_table(c: dict) -> str:
     body.append(["numbert / transformers", f"{c['ratio_wall']:.2f}", f"{c['ratio_rss']:.2f}"])
     return (markdown(["process start -> vectors written", "wall s", "peak RSS MB"], body)
             + f"\n\nMedian of {c['runs']} runs each after one warm-up; weights memory-mapped by numbert.load: "
-              f"{c['mapped'][0]} of {c['mapped'][1]} arrays. Other processes used up to {cores(c['others_cores'])} "
-              f"cores during the runs.")
+              f"{c['mapped'][0]} of {c['mapped'][1]} arrays. Other processes used {cores(c['others_cores'])} "
+              f"cores on average meanwhile.")
 
 
 # =====================================================================================================
@@ -771,7 +794,7 @@ def run_child(args) -> dict:
               f"{', '.join(f'{n} {d:.1e}' for n, d in diffs.items())}.", flush=True)
     if "profile" in sections:
         log(f"[{args.child_label}] profile")
-        result["profile"] = [profile_row(bert, b, s) for b, s in parse_rows(args.rows)]
+        result["profile"] = [profile_row(bert, b, s, args) for b, s in parse_rows(args.rows)]
         print("\n### Where numbert's forward spends its time (cProfile, % of the forward)\n")
         print(profile_table(result["profile"]), flush=True)
     if "corpus" in sections:
@@ -858,8 +881,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--gap", type=float, default=0.1,
                    help="seconds of pause before each timed call, so no system runs beside another's spinning threads")
     p.add_argument("--wait-idle", type=float, default=0, metavar="SECONDS",
-                   help="before each row / corpus slice / cold-start run, wait up to this long for other processes "
-                        "to leave the CPUs (default 0: don't wait; every table shows how busy they were)")
+                   help="for shared machines: before each timed round, wait up to this long for other processes "
+                        "to leave the CPUs, and time again (up to 3 times) a round they disturbed (default 0: "
+                        "never; every table shows how busy they were)")
     p.add_argument("--corpus-size", type=int, default=None, help="sentences in the corpus (default 2000)")
     p.add_argument("--corpus-slices", type=int, default=4, help="interleaved slices of the corpus (default 4)")
     p.add_argument("--batch-size", type=int, default=32, help="corpus batch size for every system (default 32)")
