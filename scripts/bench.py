@@ -100,30 +100,38 @@ class OtherLoad:
 IDLE = 0.15  # cores: other processes using less than this leave the machine to us
 
 
-def wait_for_idle(max_wait: float) -> None:
-    """Wait (up to max_wait seconds) until other processes use less than IDLE cores for a second."""
-    start = time.monotonic()
-    while time.monotonic() - start < max_wait:
-        with OtherLoad() as load:
-            time.sleep(1.0)
-        if load.cores is None or load.cores < IDLE:
-            break
-        if time.monotonic() - start < 1.5:
-            log(f"    other processes use {load.cores:.1f} cores: waiting up to {max_wait:.0f} s for an idle machine")
-    else:
-        log(f"    the machine stayed busy for {max_wait:.0f} s: measuring anyway")
+class Patience:
+    """Seconds one measurement (a forward row, the corpus, the cold start) may spend waiting for an idle machine."""
+
+    def __init__(self, seconds: float):
+        self.left = seconds
+
+    def wait_for_idle(self) -> None:
+        """Wait while other processes use IDLE cores or more, as long as patience lasts."""
+        if self.left <= 0:
+            return
+        while self.left > 0:
+            start = time.monotonic()
+            with OtherLoad() as load:
+                time.sleep(1.0)
+            self.left -= time.monotonic() - start
+            if load.cores is None or load.cores < IDLE:
+                return
+        log("    the machine stays busy: measuring on without waiting")
 
 
-def clean_run(block, args, what: str, redo: int = 3):
-    """(block(), other processes' cores while it ran). With --wait-idle, the machine is let go idle
-    first, and a block during which other processes took more than IDLE cores is run again
-    (up to `redo` times): on a shared machine only undisturbed rounds count."""
+def clean_run(block, patience: Patience, what: str, redo: int = 3):
+    """(block(), other processes' cores while it ran).
+
+    While `patience` lasts (--wait-idle), the machine is first let go idle, and a block during which
+    other processes took IDLE cores or more is run again (up to `redo` times). On a shared machine
+    that keeps the disturbed rounds out of the medians; every table still says how busy others were.
+    """
     for attempt in range(redo + 1):
-        if args.wait_idle:
-            wait_for_idle(args.wait_idle)
+        patience.wait_for_idle()
         with OtherLoad() as load:
             result = block()
-        if not args.wait_idle or load.cores is None or load.cores < IDLE or attempt == redo:
+        if load.cores is None or load.cores < IDLE or patience.left <= 0 or attempt == redo:
             return result, load.cores
         log(f"    {what}: other processes took {load.cores:.2f} cores meanwhile; measuring again")
 
@@ -406,7 +414,8 @@ def time_row(systems: dict, bert, batch: int, seq: int, args) -> dict:
         return times | {"GEMM bound": sum(gemm.values())} | {f"GEMM {g}": t for g, t in gemm.items()}
 
     log(f"  {batch}x{seq}: {rounds} rounds of {', '.join(names)}, GEMM bound (~{per_round * rounds:.0f} s)")
-    runs = [clean_run(one_round, args, f"{batch}x{seq} round") for _ in range(rounds)]
+    patience = Patience(args.wait_idle)
+    runs = [clean_run(one_round, patience, f"{batch}x{seq} round") for _ in range(rounds)]
     times = {n: [r[n] for r, _ in runs] for n in runs[0][0]}
     others = [cores for _, cores in runs]
 
@@ -474,7 +483,7 @@ def profile_row(bert, batch: int, seq: int, args, repeats: int = 3) -> dict:
         profiler.disable()
         return profiler, (time.perf_counter() - start) / repeats
 
-    (profiler, total), others = clean_run(profiled, args, f"{batch}x{seq} profile")
+    (profiler, total), others = clean_run(profiled, Patience(args.wait_idle), f"{batch}x{seq} profile")
     package = str(Path(sys.modules["numbert"].__file__).parent)
     ours = lambda key: key[0].startswith(package)
     name = lambda key: f"{Path(key[0]).stem}.{key[2]}"
@@ -619,10 +628,10 @@ def time_corpus(bert, model_dir: Path, args) -> dict:
         f(part)
         return time.perf_counter() - start
 
-    seconds, others = {n: 0.0 for n in funcs}, []
+    seconds, others, patience = {n: 0.0 for n in funcs}, [], Patience(args.wait_idle)
     for i, part in enumerate(slices):
         for n, f in funcs.items():
-            t, cores = clean_run(lambda: timed(f, part), args, f"corpus slice {i + 1}, {n}")
+            t, cores = clean_run(lambda: timed(f, part), patience, f"corpus slice {i + 1}, {n}")
             seconds[n] += t
             others.append(cores)
     rate = {n: len(corpus) / s for n, s in seconds.items()}
@@ -705,10 +714,10 @@ def cold_start(model_dir: Path, args) -> dict:
         log(f"  cold start: 1 warm-up + {args.cold_runs} runs each of {', '.join(commands)}")
         for cmd in commands.values():
             run_measured(cmd, env)
-        runs, others = {n: [] for n in commands}, []
+        runs, others, patience = {n: [] for n in commands}, [], Patience(args.wait_idle)
         for _ in range(args.cold_runs):
             for n, cmd in commands.items():
-                measured, cores = clean_run(lambda: run_measured(cmd, env), args, f"cold start, {n}")
+                measured, cores = clean_run(lambda: run_measured(cmd, env), patience, f"cold start, {n}")
                 runs[n].append(measured)
                 others.append(cores)
         import numpy as np
@@ -881,9 +890,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--gap", type=float, default=0.1,
                    help="seconds of pause before each timed call, so no system runs beside another's spinning threads")
     p.add_argument("--wait-idle", type=float, default=0, metavar="SECONDS",
-                   help="for shared machines: before each timed round, wait up to this long for other processes "
-                        "to leave the CPUs, and time again (up to 3 times) a round they disturbed (default 0: "
-                        "never; every table shows how busy they were)")
+                   help="for shared machines: per forward row, corpus and cold start, spend up to this long "
+                        "waiting for other processes to leave the CPUs before each round, and time again (up to 3 "
+                        "times) the rounds they disturbed (default 0: never; every table says how busy they were)")
     p.add_argument("--corpus-size", type=int, default=None, help="sentences in the corpus (default 2000)")
     p.add_argument("--corpus-slices", type=int, default=4, help="interleaved slices of the corpus (default 4)")
     p.add_argument("--batch-size", type=int, default=32, help="corpus batch size for every system (default 32)")
