@@ -10,6 +10,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .parallel import by_rows
+
 f32 = np.float32
 
 
@@ -102,6 +104,14 @@ def relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, f32(0))
 
 
+def feed_forward(x: np.ndarray, up: Linear, down: Linear, activation) -> np.ndarray:
+    """FFN(x) = activation(x W1^T + b1) W2^T + b2, the same two-layer network at every position.
+
+    (tokens, hidden) -> (tokens, intermediate) -> (tokens, hidden); 768 -> 3072 -> 768 for bert-base.
+    """
+    return linear(by_rows(activation, linear(x, up)), down)  # by_rows: in cache-sized blocks, on every core
+
+
 ACTIVATIONS = {"gelu": gelu, "gelu_new": gelu_tanh, "gelu_pytorch_tanh": gelu_tanh, "relu": relu}
 
 
@@ -145,5 +155,5 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     scores *= f32(1 / np.sqrt(q.shape[-1]))
     if mask_bias is not None:
         scores += mask_bias
-    probs = softmax(scores)
+    probs = by_rows(softmax, scores)  # in cache-sized blocks, on every core
     return probs @ v, probs

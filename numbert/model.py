@@ -20,7 +20,7 @@ from . import recipes
 from .checkpoint import load_weights
 from .config import BertConfig
 from .hub import model_dir
-from .layers import (ACTIVATIONS, Linear, Norm, attention, attention_mask_bias, layer_norm, linear,
+from .layers import (ACTIVATIONS, Linear, Norm, attention, attention_mask_bias, feed_forward, layer_norm, linear,
                      merge_heads, split_heads)
 from .sentence_config import SentenceConfig, read_sentence_config
 from .tokenizer import Tokenizer
@@ -168,7 +168,7 @@ class Bert:
         h += x
         h = layer_norm(h, layer.attention_norm, eps)
         # Position-wise feed-forward network, then Add & Norm.
-        f = linear(self.activation(linear(h, layer.intermediate)), layer.output)
+        f = feed_forward(h, layer.intermediate, layer.output, self.activation)
         f += h
         return layer_norm(f, layer.output_norm, eps), probs
 
