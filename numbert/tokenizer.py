@@ -16,6 +16,9 @@ reports for every token its character span in the original text and the word it 
 The reference is transformers' Rust-backed `BertTokenizer` (the `tokenizers` crate). Normalisation
 works character by character there, so every normalised character remembers the original character
 it came from; that is how offsets stay exact when accents vanish or 'İ' lowercases to two characters.
+
+For speed, each word's tokens are memoized (text repeats its words), and ASCII text, which
+normalizes character for character, takes a fast path that runs both stages on the whole string.
 """
 
 from __future__ import annotations
@@ -280,7 +283,7 @@ class Batch:
     encodings: list[Encoding]  # unpadded, one per input, in input order
 
 
-@dataclass
+@dataclass(slots=True)
 class _Segment:
     """The tokens of one text before the template adds [CLS]/[SEP]."""
 
@@ -294,6 +297,19 @@ class _Segment:
             return self
         s = slice(*window)
         return _Segment(self.ids[s], self.tokens[s], self.offsets[s], self.words[s])
+
+    @staticmethod
+    def join(parts: list[_Segment]) -> _Segment:
+        """Consecutive parts of one text as one segment: word indices run on from part to part."""
+        if len(parts) == 1:
+            return parts[0]
+        first_words = itertools.accumulate((part.words[-1] + 1 if part.words else 0 for part in parts), initial=0)
+        return _Segment(ids=[i for part in parts for i in part.ids], tokens=[t for part in parts for t in part.tokens],
+                        offsets=[o for part in parts for o in part.offsets],
+                        words=[first + w for first, part in zip(first_words, parts) for w in part.words])
+
+
+_NO_TOKENS = _Segment([], [], [], [])
 
 
 def windows(length: int, max_len: int, stride: int) -> list[tuple[int, int]]:
@@ -382,13 +398,44 @@ class _Memo(dict):
 
 
 class _Chunk(NamedTuple):
-    """The tokens of a whitespace-free run of text; spans and word indices are relative to it."""
+    """The token ids of a whitespace-free run of text; spans and word indices are relative to it."""
 
     ids: tuple[int, ...]
-    tokens: tuple[str, ...]
     spans: tuple[tuple[int, int], ...]
     words: tuple[int, ...]
     n_words: int
+
+
+# Stage 2's memo maps a word (on the fast path, with the whitespace before it) to its tokens as one
+# flat tuple of _FIELDS values per token: its id, its string, 1 if it starts the word (else 0), the
+# characters from the previous token's end (or the word's start) to its start, and its length.
+# One object per word for the collector to count; and on the fast path, where the words tile the
+# text, a text's tokens are one list that slices apart into ids and strings, whose word starts add
+# up to word indices, and whose gaps and lengths add up to spans.
+_FIELDS = 5
+_flat = itertools.chain.from_iterable
+
+
+def _spans_of(fields: list, start: int = 0) -> list[tuple[int, int]]:
+    """The character spans of consecutive tokens, from their fields, counting from `start`.
+    Empties `fields` of all but the gaps and lengths."""
+    del fields[0::_FIELDS], fields[0::_FIELDS - 1], fields[0::_FIELDS - 2]  # ids, strings, word starts
+    bounds = itertools.accumulate(fields, initial=start)
+    next(bounds)  # start itself; then the start and end of each token in turn
+    return list(zip(bounds, bounds))
+
+
+# The fast path's text: ASCII that normalizes character for character, printable or the whitespace
+# \t \n \r (which becomes a space); lowercased if at all. Its words, each with the whitespace before
+# it, tile it: "a  (b)" -> "a", "  (", "b", ")".
+_ASCII_SPACES = " \t\n\r"
+_PLAIN_ASCII = re.compile(r"[ -~\t\n\r]*")
+_SPACED_ASCII_WORDS = re.compile(r"[ \t\n\r]*(?:[A-Za-z0-9]+|[^A-Za-z0-9 \t\n\r])")
+
+
+def _is_plain_ascii(text: str) -> bool:
+    """Whether `text` is the fast path's."""
+    return text.isascii() and (text.isprintable() or _PLAIN_ASCII.fullmatch(text) is not None)
 
 
 class Tokenizer:
@@ -429,7 +476,6 @@ class Tokenizer:
         self._words = _Memo(self._tokenize_word)
         self._cls = _Segment([self.cls_token_id], [cls_token], [(0, 0)], [None])
         self._sep = _Segment([self.sep_token_id], [sep_token], [(0, 0)], [None])
-        self._special_chunks = {t: _Chunk((self.vocab[t],), (t,), ((0, len(t)),), (0,), 1) for t in self.special_tokens}
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, *, revision: str | None = None,
@@ -485,52 +531,73 @@ class Tokenizer:
         return self._segment(text).tokens
 
     def _segment(self, text: str, name: str = "text") -> _Segment:
-        """Tokens, ids, offsets and word indices of one text, put together from its chunks' tokens.
-        Special tokens are cut out of the raw text first and make chunks of their own."""
+        """Tokens, ids, offsets and word indices of one text. Special tokens are cut out of the raw
+        text first and make words of their own."""
         if not isinstance(text, str):
             raise TypeError(f"{name} must be a str, not {type(text).__name__}")
-        pieces, pos = [], 0  # (start in text, _Chunk)
+        parts, pos = [], 0
         for special in self._special.finditer(text):
-            pieces += self._chunks_between(text, pos, special.start())
-            pieces.append((special.start(), self._special_chunks[special.group()]))
+            token = special.group()
+            parts += [self._tokenize_between(text, pos, special.start()),
+                      _Segment([self.vocab[token]], [token], [special.span()], [0])]
             pos = special.end()
-        pieces += self._chunks_between(text, pos, len(text))
-        first_words = itertools.accumulate((c.n_words for _, c in pieces), initial=0)
-        return _Segment(ids=[i for _, c in pieces for i in c.ids],
-                        tokens=[t for _, c in pieces for t in c.tokens],
-                        offsets=[(start + s, start + e) for start, c in pieces for s, e in c.spans],
-                        words=[first + w for (_, c), first in zip(pieces, first_words) for w in c.words])
+        parts.append(self._tokenize_between(text, pos, len(text)))
+        return _Segment.join(parts)
 
-    def _chunks_between(self, text: str, pos: int, end: int) -> list[tuple[int, _Chunk]]:
-        """(start, tokens) of each whitespace-free run of text[pos:end]."""
+    def _tokenize_between(self, text: str, pos: int, end: int) -> _Segment:
+        """Both stages on text[pos:end], which holds no special token: at once on plain ASCII (the fast
+        path), else whitespace-free chunk by chunk, each memoized."""
         part = text[pos:end]
-        if part.isprintable():  # fast path: no whitespace but ' ', no control characters
+        if _is_plain_ascii(part):
+            return self._tokenize_ascii(part, pos)
+        if part.isprintable():  # no whitespace but ' ', no control characters
             runs = part.split(" ")  # '' between two spaces: a chunk without tokens
             starts = map(operator.add, itertools.accumulate(map(len, runs), initial=0), itertools.count(pos))
-            return list(zip(starts, map(self._chunks.__getitem__, runs)))
-        return [(pos + m.start(), self._chunks[m.group()]) for m in _CHUNKS.finditer(part)]
+            chunks = list(zip(starts, map(self._chunks.__getitem__, runs)))
+        else:
+            chunks = [(pos + m.start(), self._chunks[m.group()]) for m in _CHUNKS.finditer(part)]
+        first_words = itertools.accumulate((chunk.n_words for _, chunk in chunks), initial=0)
+        ids = [i for _, chunk in chunks for i in chunk.ids]
+        return _Segment(ids, [self._id_to_token[i] for i in ids],
+                        offsets=[(start + s, start + e) for start, chunk in chunks for s, e in chunk.spans],
+                        words=[first + w for (_, chunk), first in zip(chunks, first_words) for w in chunk.words])
+
+    def _tokenize_ascii(self, text: str, pos: int) -> _Segment:
+        """Fast path: both stages at once on ASCII that normalizes character for character. Its words,
+        each with the whitespace before it, tile the text, so their memoized tokens join up without a
+        Python step per token."""
+        text = text.lower() if self.do_lower_case else text
+        fields = list(_flat(map(self._words.__getitem__, _SPACED_ASCII_WORDS.findall(text))))
+        ids, tokens, word_starts = fields[0::_FIELDS], fields[1::_FIELDS], fields[2::_FIELDS]
+        words = list(itertools.accumulate(word_starts, initial=-1))  # each token's word: word starts so far - 1
+        del words[0]
+        return _Segment(ids, tokens, _spans_of(fields, pos), words)
 
     def _tokenize_chunk(self, chunk: str) -> _Chunk:
         """Both stages on a whitespace-free run of text: normalize, split into words, WordPiece."""
+        if _is_plain_ascii(chunk):  # (in text that is not all plain ASCII)
+            seg = self._tokenize_ascii(chunk, 0)
+            return _Chunk(tuple(seg.ids), tuple(seg.offsets), tuple(seg.words), seg.words[-1] + 1 if seg.words else 0)
         text, origin = self.normalize(chunk)
         spans = pre_tokenize(text)
-        if len(spans) == 1 and isinstance(origin, range):
-            return self._words[text]  # one word, normalized character for character: its tokens as they are
-        ids, tokens, offsets, words = [], [], [], []
+        ids, offsets, words = [], [], []
         for w, (start, end) in enumerate(spans):
-            word = self._words[text[start:end]]
-            ids += word.ids
-            tokens += word.tokens
-            offsets += [(origin[start + s], origin[start + e - 1] + 1) for s, e in word.spans]
-            words += [w] * len(word.ids)
-        return _Chunk(tuple(ids), tuple(tokens), tuple(offsets), tuple(words), len(spans))
+            fields = self._words[text[start:end]]
+            ids += fields[0::_FIELDS]
+            offsets += [(origin[s], origin[e - 1] + 1) for s, e in _spans_of(list(fields), start)]
+            words += [w] * (len(fields) // _FIELDS)
+        return _Chunk(tuple(ids), tuple(offsets), tuple(words), len(spans))
 
-    def _tokenize_word(self, word: str) -> _Chunk:
-        """Stage 2 on one word, as a chunk of one word."""
+    def _tokenize_word(self, word: str) -> tuple:
+        """Stage 2 on one word: its tokens' fields (see _FIELDS). Whitespace before the word (on the
+        fast path) only puts its first token further."""
+        bare = word.lstrip(_ASCII_SPACES)
+        if bare != word:
+            fields = self._words[bare]
+            return (*fields[:3], fields[3] + len(word) - len(bare), *fields[4:])
         pieces = wordpiece(word, self.vocab, unk_token=self.unk_token, longest_piece=self._longest_piece,
                            max_input_chars_per_word=self.max_input_chars_per_word)
-        tokens, starts, ends = zip(*pieces) if pieces else ((), (), ())
-        return _Chunk(tuple(map(self.vocab.__getitem__, tokens)), tokens, tuple(zip(starts, ends)), (0,) * len(tokens), 1)
+        return tuple(_flat((self.vocab[piece], piece, int(start == 0), 0, end - start) for piece, start, end in pieces))
 
     # -- encoding ------------------------------------------------------------------------------------
 
@@ -545,15 +612,16 @@ class Tokenizer:
         strategy = self._strategy(truncation, max_length, stride)
         a = self._segment(text)
         b = None if pair is None else self._segment(pair, "pair")
+        if strategy == "do_not_truncate":
+            return self._template(a, b, add_special_tokens)
         windows_a, windows_b = [(0, len(a.ids))], [None if b is None else (0, len(b.ids))]
-        if strategy != "do_not_truncate":
-            n_special = (2 if b is None else 3) if add_special_tokens else 0
-            if max_length < n_special:
-                raise ValueError(f"max_length={max_length} leaves no room for the {n_special} special tokens")
-            len_a, len_b = truncated_lengths(len(a.ids), b and len(b.ids), max_length - n_special, strategy)
-            windows_a = windows(len(a.ids), len_a, stride)
-            if b is not None:
-                windows_b = windows(len(b.ids), len_b, stride)
+        n_special = (2 if b is None else 3) if add_special_tokens else 0
+        if max_length < n_special:
+            raise ValueError(f"max_length={max_length} leaves no room for the {n_special} special tokens")
+        len_a, len_b = truncated_lengths(len(a.ids), b and len(b.ids), max_length - n_special, strategy)
+        windows_a = windows(len(a.ids), len_a, stride)
+        if b is not None:
+            windows_b = windows(len(b.ids), len_b, stride)
         # In Rust's order (Encoding.merge_with): the first windows of A and B, then each further window
         # of A with every window of B, then the first window of A with each further window of B.
         combos = [(windows_a[0], windows_b[0])]
@@ -582,22 +650,19 @@ class Tokenizer:
         return truncation
 
     def _template(self, a: _Segment, b: _Segment | None, add_special_tokens: bool) -> Encoding:
-        """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`: type ids 0 up to the first [SEP], 1 after it."""
-        parts = [(a, 0, 0)] if b is None else [(a, 0, 0), (b, 1, 1)]  # (segment, type id, sequence id)
-        if add_special_tokens:  # the template's own tokens have sequence id None
-            parts = [(self._cls, 0, None)] + [part for seg, t, s in parts for part in ((seg, t, s), (self._sep, t, None))]
-        enc = Encoding([], [], [], [], [], [], [], [])
-        for seg, type_id, sequence_id in parts:
-            n = len(seg.ids)
-            enc.ids += seg.ids
-            enc.tokens += seg.tokens
-            enc.type_ids += [type_id] * n
-            enc.offsets += seg.offsets
-            enc.word_ids += seg.words
-            enc.sequence_ids += [sequence_id] * n
-            enc.special_tokens_mask += [int(sequence_id is None)] * n
-        enc.attention_mask = [1] * len(enc.ids)
-        return enc
+        """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`: type ids 0 up to the first [SEP], 1 after it;
+        sequence ids None for the template's own tokens."""
+        cls, sep = (self._cls, self._sep) if add_special_tokens else (_NO_TOKENS, _NO_TOKENS)
+        b, sep_b = (_NO_TOKENS, _NO_TOKENS) if b is None else (b, sep)
+        n_cls, n_a, n_sep, n_b, n_sep_b = len(cls.ids), len(a.ids), len(sep.ids), len(b.ids), len(sep_b.ids)
+        return Encoding(ids=[*cls.ids, *a.ids, *sep.ids, *b.ids, *sep_b.ids],
+                        tokens=[*cls.tokens, *a.tokens, *sep.tokens, *b.tokens, *sep_b.tokens],
+                        type_ids=[0] * (n_cls + n_a + n_sep) + [1] * (n_b + n_sep_b),
+                        attention_mask=[1] * (n_cls + n_a + n_sep + n_b + n_sep_b),
+                        offsets=[*cls.offsets, *a.offsets, *sep.offsets, *b.offsets, *sep_b.offsets],
+                        word_ids=[*cls.words, *a.words, *sep.words, *b.words, *sep_b.words],
+                        sequence_ids=[*[None] * n_cls, *[0] * n_a, *[None] * n_sep, *[1] * n_b, *[None] * n_sep_b],
+                        special_tokens_mask=[*[1] * n_cls, *[0] * n_a, *[1] * n_sep, *[0] * n_b, *[1] * n_sep_b])
 
     def encode_batch(self, texts: Sequence[str], pairs: Sequence[str] | None = None, *,
                      add_special_tokens: bool = True, max_length: int | None = None, truncation: bool | str = True,

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from numbert.tokenizer import (Batch, Encoding, Tokenizer, is_chinese_char, is_control, is_punctuation, is_whitespace,
                                pre_tokenize, truncated_lengths, windows, wordpiece)
@@ -167,6 +169,23 @@ def test_offsets_point_into_the_original_text(bert):
     assert enc.tokens[1:-1] == ["hello", "world", "!", "!", "istanbul", "東", "京"]
     assert pieces == ["Héllo", "wörld", "!", "!", "İstanbul", "東", "京"]
     assert enc.word_ids == [None, 0, 1, 2, 3, 4, 5, 6, None]
+
+
+ASCII_EXAMPLES = ["hello, world!", "  leading,\ttabs\nand\r\nnewlines  ", "a" * 100 + " " + "b" * 101 + " c",
+                  "embeddings don't $5+^`~|_", "UPPER lower MiXeD", "x\x0bdeleted\x7fcontrols", "", " \n "]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(st.sampled_from(ASCII_EXAMPLES), st.text(st.characters(max_codepoint=127), max_size=60),
+                      st.lists(st.sampled_from(["the", "bank", "##s", "un", "x" * 101, " ", "  ", "\n", ",", "'"]),
+                               max_size=20).map("".join)))
+def test_ascii_fast_path_agrees_with_the_general_path(bert, text):
+    """Plain ASCII takes a fast path. With a zero-width space (deleted) after every character, the
+    same text goes the general way, character by character, and must come to the same tokens."""
+    fast = bert.encode(text)
+    general = bert.encode("".join(c + "\u200b" for c in text))
+    assert general.tokens == fast.tokens and general.word_ids == fast.word_ids
+    assert general.offsets == [(2 * s, 2 * e - 1) if e else (0, 0) for s, e in fast.offsets]
 
 
 def test_special_tokens_in_the_text_stay_whole(bert):

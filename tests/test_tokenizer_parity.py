@@ -383,6 +383,9 @@ unicode_text = st.one_of(
     st.text(st.characters(codec="utf-8"), max_size=60),
     st.lists(st.one_of(interesting_chars, st.characters(codec="utf-8"), st.sampled_from(["the", "bank", "##s", "un"])),
              max_size=40).map("".join),
+    # ASCII, which takes the tokenizer's fast path when it holds no control character but \t \n \r
+    st.lists(st.one_of(st.characters(max_codepoint=127),
+                       st.sampled_from(["the", "bank", "##s", "un", " ", "\n", "x" * 101])), max_size=40).map("".join),
 )
 
 
