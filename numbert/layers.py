@@ -73,13 +73,15 @@ def erf(x: np.ndarray) -> np.ndarray:
     Two least-squares fits, each in a form that float32 evaluates without cancellation:
     a + a P(a^2) below 1, and 1 - exp(Q(a)) above, where the exp carries erfc's fast decay.
     """
-    a = np.minimum(np.abs(x), f32(4))
-    small = polynomial(_ERF_SMALL, a * a)
-    small *= a
-    small += a
-    large = np.exp(polynomial(_ERF_LARGE, a))
-    np.subtract(f32(1), large, out=large)
-    return np.copysign(np.where(a < 1, small, large), x)
+    a = np.minimum(np.abs(x), f32(4), order="C")  # C order: ravel() below must be a view
+    y = polynomial(_ERF_SMALL, a * a)
+    y *= a
+    y += a
+    tail = np.flatnonzero(a >= 1)  # usually few: the second fit runs on those elements only
+    if tail.size:
+        at = a.ravel()[tail]
+        y.ravel()[tail] = f32(1) - np.exp(polynomial(_ERF_LARGE, at))
+    return np.copysign(y, x)
 
 
 def gelu(x: np.ndarray) -> np.ndarray:

@@ -96,3 +96,10 @@ def test_split_and_merge_heads_are_inverse():
     assert heads.shape == (2, 4, 3, 3)
     np.testing.assert_array_equal(heads[1, 2, 0], x[1, 0, 6:9])
     np.testing.assert_array_equal(layers.merge_heads(heads), x)
+
+
+def test_erf_on_strided_and_fortran_arrays():
+    x = np.linspace(-5, 5, 6000, dtype=f32).reshape(60, 100)
+    for view in (x.T, x[:, ::3], np.asfortranarray(x)):
+        np.testing.assert_array_equal(layers.erf(view), layers.erf(np.ascontiguousarray(view)))
+        np.testing.assert_allclose(layers.erf(view), [[math.erf(v) for v in row] for row in view.tolist()], atol=1e-7)
