@@ -777,6 +777,9 @@ def run_child(args) -> dict:
                                            and k not in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS")},
               "torch": torch.__version__, "torch_blas": "MKL" if torch.backends.mkl.is_available() else "its own",
               "load_average": [os.getloadavg()]}
+    with OtherLoad() as others:
+        time.sleep(1.0)
+    result["others_cores_at_start"] = others.cores
     bert = numbert.load(model_dir)
     result["mapped"] = memory_mapped(bert)
     print_section(result, "header")
@@ -817,9 +820,10 @@ def print_section(result: dict, section: str) -> None:
         if result.get("other_openblas_variables"):
             print("Other OpenBLAS variables in the environment: "
                   + ", ".join(f"{k}={v}" for k, v in result["other_openblas_variables"].items()) + ".")
-        if load[0] > 0.5:
-            print(f"\n**Warning**: other processes were using the CPUs (1-minute load average {load[0]:.2f}); "
-                  f"timings from a busy machine are unreliable, OpenBLAS's spinning threads suffer most.")
+        busy = result.get("others_cores_at_start")
+        if busy is not None and busy >= IDLE:
+            print(f"\n**Warning**: other processes were using {busy:.2f} cores at the start; timings from a busy "
+                  f"machine are unreliable (OpenBLAS's spinning threads suffer most): see the others' CPU columns.")
     elif section == "forward":
         rows = result["forward"]
         print("\n### Forward pass (median ms per call)\n")
