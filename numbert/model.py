@@ -123,16 +123,16 @@ class Bert:
 
     def _layer(self, prefix: str) -> EncoderLayer:
         w = self.weights
-        linear_ = lambda name: Linear(w[prefix + name + ".weight"], w[prefix + name + ".bias"])
+        dense = lambda name: Linear(w[prefix + name + ".weight"], w[prefix + name + ".bias"])
         norm = lambda name: Norm(w[prefix + name + ".weight"], w[prefix + name + ".bias"])
         return EncoderLayer(
-            query=linear_("attention.self.query"),
-            key=linear_("attention.self.key"),
-            value=linear_("attention.self.value"),
-            attention_output=linear_("attention.output.dense"),
+            query=dense("attention.self.query"),
+            key=dense("attention.self.key"),
+            value=dense("attention.self.value"),
+            attention_output=dense("attention.output.dense"),
             attention_norm=norm("attention.output.LayerNorm"),
-            intermediate=linear_("intermediate.dense"),
-            output=linear_("output.dense"),
+            intermediate=dense("intermediate.dense"),
+            output=dense("output.dense"),
             output_norm=norm("output.LayerNorm"),
         )
 
@@ -335,12 +335,13 @@ class Bert:
 
     def forward_encodings(self, encodings: Sequence, *, output_attentions: bool = False) -> Output:
         """Run tokenizer Encodings of different lengths as one batch, right-padded to the longest."""
-        ids, mask = self._pad([e.ids for e in encodings], self.config.pad_token_id)
-        types, _ = self._pad([e.type_ids for e in encodings], 0)
-        out = self.forward(ids, types, mask, output_attentions=output_attentions)
-        pad = self._require_tokenizer().convert_ids_to_tokens(self.config.pad_token_id)
-        out.tokens = [e.tokens + [pad] * (ids.shape[1] - len(e)) for e in encodings]
-        out.encodings = list(encodings)
+        tokenizer = self._require_tokenizer()
+        batch = tokenizer.pad(encodings)
+        out = self.forward(batch.input_ids, batch.token_type_ids, batch.attention_mask,
+                           output_attentions=output_attentions)
+        width = batch.input_ids.shape[1]
+        out.tokens = [e.tokens + [tokenizer.pad_token] * (width - len(e)) for e in encodings]
+        out.encodings = batch.encodings
         return out
 
     def windowed(self, text: str, *, stride: int = 128, max_length: int | None = None, batch_size: int = 32) -> Output:

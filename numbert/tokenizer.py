@@ -694,14 +694,20 @@ class Tokenizer:
             width = max_length
         elif padding is False and len(set(lengths)) > 1:
             raise ValueError(f"padding=False needs encodings of one length, got lengths {sorted(set(lengths))}")
+        return self.pad(encodings, width)
+
+    def pad(self, encodings: Sequence[Encoding], width: int | None = None) -> Batch:
+        """Encodings right-padded with [PAD] to `width` (default: the longest) as (batch, seq) int64 arrays."""
+        width = max((len(e) for e in encodings), default=0) if width is None else width
         input_ids = np.full((len(encodings), width), self.pad_token_id, dtype=np.int64)
         token_type_ids = np.zeros((len(encodings), width), dtype=np.int64)
         attention_mask = np.zeros((len(encodings), width), dtype=np.int64)
-        for row, (enc, n) in enumerate(zip(encodings, lengths)):
+        for row, enc in enumerate(encodings):
+            n = len(enc)
             input_ids[row, :n] = enc.ids
             token_type_ids[row, :n] = enc.type_ids
             attention_mask[row, :n] = 1
-        return Batch(input_ids, token_type_ids, attention_mask, encodings)
+        return Batch(input_ids, token_type_ids, attention_mask, list(encodings))
 
     # -- ids back to text ----------------------------------------------------------------------------
 
