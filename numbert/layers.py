@@ -59,52 +59,51 @@ def layer_norm(x: np.ndarray, p: Norm, eps: float) -> np.ndarray:
     return x
 
 
-# artanh(erf(x)) is odd, smooth and grows like x^2: erf(x) = tanh(x P(x^2)) with P of degree 9,
-# fitted (minimax, weighted by tanh's slope) on |x| <= 3.92; beyond, erf is +-1 in float32.
-_ERF = tuple(map(f32, (1.128379225730896, 0.10277145355939865, -0.00020455803314689547, -0.000597895763348788,
-                       7.092004670994356e-05, 7.886662842793157e-07, -1.187444468087051e-06,
-                       1.4557555516603315e-07, -7.909346955159435e-09, 1.6722918882994264e-10)))
-_ERF_CLAMP = f32(3.92)
-
-
 def polynomial(coefficients: tuple, x: np.ndarray) -> np.ndarray:
-    """c0 + c1 x + c2 x^2 + ... by Horner's rule."""
-    y = coefficients[-1] * x
-    y += coefficients[-2]
-    for c in reversed(coefficients[:-2]):
+    """c0 + c1 x + c2 x^2 + ... by Horner's rule, in x's precision."""
+    c = [f32(v) for v in coefficients]
+    y = c[-1] * x
+    y += c[-2]
+    for v in reversed(c[:-2]):
         y *= x
-        y += c
+        y += v
     return y
 
 
-def erf(x: np.ndarray) -> np.ndarray:
-    """The Gauss error function in float32, absolute error below 1e-7 (NumPy has no erf).
+def logistic_gelu(x: np.ndarray, logit: tuple, clip: float) -> np.ndarray:
+    """x * sigmoid(x Q(x^2)): GELU written as x times a logistic curve, with Q's coefficients `logit`.
 
-    In the form tanh(x P(x^2)): only multiplications, additions and one tanh, no branches, and tanh
-    saturates exactly where erf does, so large |x| cost nothing extra.
+    x is clipped to +-clip inside the sigmoid only, where the curve is 0 or 1 in float32 already.
+    Evaluated as x / (1 + exp(-x Q(x^2))): 19 NumPy passes over the array, no branches.
     """
-    a = np.clip(x, -_ERF_CLAMP, _ERF_CLAMP)
-    y = polynomial(_ERF, a * a)
+    a = np.clip(x, f32(-clip), f32(clip))
+    y = polynomial([-c for c in logit], a * a)
     y *= a
-    return np.tanh(y, out=y)
+    np.exp(y, out=y)
+    y += f32(1)
+    return np.divide(x, y, out=y)
+
+
+# The logit of the normal CDF, log(Phi / (1 - Phi)), is odd, smooth and grows like x^2 / 2, so
+# Phi(x) = sigmoid(x Q(x^2)) with Q of degree 6, fitted (minimax over |x| <= 5.5) to the exact Phi.
+# Its leading terms are those of the tanh approximation, 2 sqrt(2/pi) (x + 0.044715 x^3) ~ 1.5958 x + 0.0714 x^3.
+_NORMAL_CDF_LOGIT = (1.595770615308214, 0.07266412913352453, -6.348237037045421e-05, -0.00011120814393571492,
+                     8.025247292869388e-06, -2.714646412139976e-07, 3.6934339475713784e-09)
+_TANH_APPROXIMATION_LOGIT = (2 * np.sqrt(2 / np.pi), 2 * np.sqrt(2 / np.pi) * 0.044715)
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
-    """GELU(x) = x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)), the exact form BERT uses ("gelu")."""
-    y = erf(x * f32(1 / np.sqrt(2)))
-    y += f32(1)
-    y *= x
-    y *= f32(0.5)
-    return y
+    """GELU(x) = x * Phi(x), Phi the standard normal CDF: the exact form BERT uses ("gelu").
+
+    Error below 1.5e-7 * max(1, |x|) (NumPy has no erf to write Phi = (1 + erf(x / sqrt 2)) / 2 with).
+    """
+    return logistic_gelu(x, _NORMAL_CDF_LOGIT, 5.5)
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
-    """The tanh approximation of GELU of Google's original code ("gelu_new", "gelu_pytorch_tanh")."""
-    y = np.tanh(f32(np.sqrt(2 / np.pi)) * (x + f32(0.044715) * x * x * x))
-    y += f32(1)
-    y *= x
-    y *= f32(0.5)
-    return y
+    """x/2 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the approximation of Google's original code
+    ("gelu_new", "gelu_pytorch_tanh"); (1 + tanh u) / 2 = sigmoid(2u)."""
+    return logistic_gelu(x, _TANH_APPROXIMATION_LOGIT, 10)
 
 
 def relu(x: np.ndarray) -> np.ndarray:

@@ -145,9 +145,10 @@ def test_every_intermediate_is_float32(minilm, monkeypatch):
         return wrapped
 
     import numbert.model as model_module
-    for name in ("linear", "layer_norm", "attention", "split_heads", "merge_heads", "attention_mask_bias"):
+    for name in ("linear", "layer_norm", "attention", "feed_forward", "split_heads", "merge_heads",
+                 "attention_mask_bias"):
         monkeypatch.setattr(model_module, name, check(name, getattr(layers, name)))
-    for name in ("erf", "gelu", "softmax", "polynomial"):
+    for name in ("matmul_weight", "logistic_gelu", "gelu", "softmax", "polynomial"):
         monkeypatch.setattr(layers, name, check(name, getattr(layers, name)))
     monkeypatch.setattr(minilm, "activation", check("activation", layers.gelu))
     for method in ("embeddings", "encoder_layer", "pool"):
