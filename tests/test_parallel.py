@@ -1,4 +1,4 @@
-"""by_rows gives exactly what the function gives on the whole array, on any number of threads."""
+"""by_rows gives exactly what the function gives on the whole array, on any number of threads, written over its input."""
 
 import os
 
@@ -13,8 +13,17 @@ from numbert import layers, parallel
 def test_by_rows_equals_the_whole_array_result(monkeypatch, threads, shape):
     monkeypatch.setenv("OMP_NUM_THREADS", threads)
     x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
-    np.testing.assert_array_equal(parallel.by_rows(layers.gelu, x), layers.gelu(x))
+    expected = layers.gelu(x)
+    work = x.copy()
+    got = parallel.by_rows(layers.gelu, work)
+    np.testing.assert_array_equal(got, expected)
+    assert got is work  # written over the input, no new array
     np.testing.assert_array_equal(parallel.by_rows(layers.softmax, x.copy()), layers.softmax(x.copy()))
+
+
+def test_by_rows_on_a_non_contiguous_array():
+    x = np.random.default_rng(2).standard_normal((40, 3072), dtype=np.float32)
+    np.testing.assert_array_equal(parallel.by_rows(layers.gelu, x.T.copy().T), layers.gelu(x))
 
 
 def test_thread_count_follows_the_users_variables(monkeypatch):
@@ -32,9 +41,9 @@ def test_a_forked_child_gets_its_own_pool(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     x = np.random.default_rng(1).standard_normal((400, 3072), dtype=np.float32)
     expected = layers.gelu(x)
-    parallel.by_rows(layers.gelu, x)  # the parent's pool exists before the fork
+    parallel.by_rows(layers.gelu, x.copy())  # the parent's pool exists before the fork
     pid = os.fork()
     if pid == 0:
-        os._exit(0 if np.array_equal(parallel.by_rows(layers.gelu, x), expected) else 1)
+        os._exit(0 if np.array_equal(parallel.by_rows(layers.gelu, x.copy()), expected) else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
