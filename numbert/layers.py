@@ -167,4 +167,6 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray,
         scores += mask_bias
     scale = 1 / np.sqrt(q.shape[-1])  # softmax(scale * (qk + mask)) = softmax(scale * qk + mask): the mask is -inf-like
     probs = by_rows(lambda rows: softmax(rows, scale), scores)  # in cache-sized blocks, on every core
-    return probs @ v, probs
+    batch, heads, seq, head_size = q.shape
+    context = np.empty((batch, seq, heads, head_size), np.float32).transpose(0, 2, 1, 3)  # merge_heads: a free view
+    return np.matmul(probs, v, out=context), probs
