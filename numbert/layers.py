@@ -6,11 +6,10 @@ hidden 768, 12 heads of size 64, intermediate 3072.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
-
-from .parallel import by_rows
 
 f32 = np.float32
 
@@ -111,12 +110,31 @@ def relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, f32(0))
 
 
+BLOCK_BYTES = 256 << 10  # a block of rows plus the few temporaries a function makes of it fit in a 1 MiB L2 cache
+
+
+def by_rows(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
+    """f(x) for an f that treats each row (last axis) on its own, such as GELU or softmax, in blocks.
+
+    GELU and softmax are a dozen or more NumPy passes each; on blocks of rows that stay in the CPU
+    cache, every pass after the first reads from the cache instead of memory. (Threads gain nothing
+    here: after each matmul OpenBLAS's idle workers keep spinning on the other cores for a while.)
+    (..., n) -> (..., n), float32, written over x (a temporary wherever it is used) and returned.
+    """
+    x = np.ascontiguousarray(x)
+    rows = x.reshape(-1, x.shape[-1])
+    step = max(1, BLOCK_BYTES // rows[0].nbytes)
+    for i in range(0, len(rows), step):
+        rows[i:i + step] = f(rows[i:i + step])  # NumPy skips the copy when f worked in place (softmax)
+    return x
+
+
 def feed_forward(x: np.ndarray, up: Linear, down: Linear, activation) -> np.ndarray:
     """FFN(x) = activation(x W1^T + b1) W2^T + b2, the same two-layer network at every position.
 
     (tokens, hidden) -> (tokens, intermediate) -> (tokens, hidden); 768 -> 3072 -> 768 for bert-base.
     """
-    # by_rows: the bias and the activation in cache-sized blocks, on every core
+    # the bias and the activation in cache-sized blocks
     h = by_rows(lambda rows: activation(rows + up.bias), matmul_weight(x, up.weight))
     return linear(h, down)
 
@@ -166,7 +184,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     if mask_bias is not None:
         scores += mask_bias
     scale = 1 / np.sqrt(q.shape[-1])  # softmax(scale * (qk + mask)) = softmax(scale * qk + mask): the mask is -inf-like
-    probs = by_rows(lambda rows: softmax(rows, scale), scores)  # in cache-sized blocks, on every core
+    probs = by_rows(lambda rows: softmax(rows, scale), scores)  # in cache-sized blocks
     batch, heads, seq, head_size = q.shape
     context = np.empty((batch, seq, heads, head_size), np.float32).transpose(0, 2, 1, 3)  # merge_heads: a free view
     return np.matmul(probs, v, out=context), probs

@@ -97,3 +97,19 @@ def test_gelu_on_strided_and_fortran_arrays():
     x = np.linspace(-5, 5, 6000, dtype=f32).reshape(60, 100)
     for view in (x.T, x[:, ::3], np.asfortranarray(x)):
         np.testing.assert_array_equal(layers.gelu(view), layers.gelu(np.ascontiguousarray(view)))
+
+
+@pytest.mark.parametrize("shape", [(1, 5), (7, 3072), (300, 3072), (2, 12, 128, 128)])
+def test_by_rows_equals_the_whole_array_result_written_over_its_input(shape):
+    x = np.random.default_rng(0).standard_normal(shape, dtype=f32)
+    expected = layers.gelu(x)
+    work = x.copy()
+    got = layers.by_rows(layers.gelu, work)
+    np.testing.assert_array_equal(got, expected)
+    assert got is work
+    np.testing.assert_array_equal(layers.by_rows(layers.softmax, x.copy()), layers.softmax(x.copy()))
+
+
+def test_by_rows_on_a_non_contiguous_array():
+    x = np.random.default_rng(2).standard_normal((40, 3072), dtype=f32)
+    np.testing.assert_array_equal(layers.by_rows(layers.gelu, np.asfortranarray(x)), layers.gelu(x))
