@@ -143,10 +143,16 @@ ACTIVATIONS = {"gelu": gelu, "gelu_new": gelu_tanh, "gelu_pytorch_tanh": gelu_ta
 
 
 def softmax(x: np.ndarray, scale: float = 1.0) -> np.ndarray:
-    """softmax(scale * x) over the last axis, in place; subtracting the max keeps exp from overflowing."""
-    x -= np.fmax.reduce(x, axis=-1, keepdims=True)  # fmax: NumPy's faster row maximum (max also checks for NaN)
+    """softmax(scale * x) over the last axis, in place.
+
+    Dividing by the sum cancels any shift of a row; the textbook shift, subtracting each row's max,
+    only keeps exp from overflowing. Where every value lies within +-64, exp can neither overflow
+    nor underflow, so the row maxima (NumPy's slowest reduction here) and the shift are skipped.
+    """
     if scale != 1:
         x *= f32(scale)
+    if not -64 <= x.min() <= x.max() <= 64:  # also true for NaN
+        x -= np.fmax.reduce(x, axis=-1, keepdims=True)  # fmax: the faster row maximum (max also checks for NaN)
     np.exp(x, out=x)
     x /= np.einsum("...i->...", x)[..., None]
     return x

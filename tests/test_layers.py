@@ -59,6 +59,21 @@ def test_softmax_rows_sum_to_one_and_survive_large_and_masked_scores():
     assert got[1, 1] == 0 and got[1, 0] == pytest.approx(0.5)
 
 
+@pytest.mark.parametrize("spread", [10, 500, 520, 5000])  # x / 8 within +-64: no shift; beyond: the row max
+def test_softmax_matches_float64_with_and_without_the_shift(spread):
+    x = np.random.default_rng(3).uniform(-spread, spread, (64, 128)).astype(f32)
+    x64 = x.astype(np.float64) * 0.125
+    expected = np.exp(x64 - x64.max(-1, keepdims=True))
+    expected /= expected.sum(-1, keepdims=True)
+    np.testing.assert_allclose(layers.softmax(x.copy(), 0.125), expected, rtol=2e-6, atol=1e-9)
+    np.testing.assert_allclose(layers.softmax(x * f32(0.125)), expected, rtol=2e-6, atol=1e-9)
+
+
+def test_a_fully_masked_row_gets_uniform_weights_as_in_transformers():
+    x = np.full((1, 4), np.finfo(f32).min, f32)
+    np.testing.assert_allclose(layers.softmax(x, 0.125), 0.25)
+
+
 def test_linear_is_x_w_transpose_plus_b_on_any_leading_shape():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((2, 3, 8), dtype=f32)
