@@ -6,7 +6,7 @@ hidden 768, 12 heads of size 64, intermediate 3072.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -59,7 +59,7 @@ def layer_norm(x: np.ndarray, p: Norm, eps: float) -> np.ndarray:
     return x
 
 
-def polynomial(coefficients: tuple, x: np.ndarray) -> np.ndarray:
+def polynomial(coefficients: Sequence[float], x: np.ndarray) -> np.ndarray:
     """c0 + c1 x + c2 x^2 + ... by Horner's rule, in x's precision."""
     c = [f32(v) for v in coefficients]
     y = c[-1] * x
@@ -70,11 +70,12 @@ def polynomial(coefficients: tuple, x: np.ndarray) -> np.ndarray:
     return y
 
 
-def logistic_gelu(x: np.ndarray, logit: tuple, clip: float) -> np.ndarray:
+def logistic_gelu(x: np.ndarray, logit: Sequence[float], clip: float) -> np.ndarray:
     """x * sigmoid(x Q(x^2)): GELU written as x times a logistic curve, with Q's coefficients `logit`.
 
     x is clipped to +-clip inside the sigmoid only, where the curve is 0 or 1 in float32 already.
-    Evaluated as x / (1 + exp(-x Q(x^2))): 19 NumPy passes over the array, no branches.
+    Evaluated as x / (1 + exp(-x Q(x^2))): one NumPy pass per operation, no branches; 18 passes for
+    GELU's Q of degree 6.
     """
     a = np.clip(x, f32(-clip), f32(clip))
     y = polynomial([-c for c in logit], a * a)

@@ -513,8 +513,8 @@ def profile_table(profiles: list[dict], columns: int = 9) -> str:
                     + [f"{100 * rest:.1f}", cores(p["others_cores"])])
     return (markdown(["batch x seq", "forward ms"] + top + ["rest", "others' CPU"], body)
             + "\n\nEach numbert function's time less the numbert functions it calls; NumPy work counts where it "
-              "is asked for (linear = matmul + bias add; work handed to a thread pool counts in the function that "
-              "waits for it). Compare linear with the share of the GEMM bound above.")
+              "is asked for (matmul_weight = the linear layers' matrix products, linear = their bias additions, "
+              "attention = its two batched products and the mask). Compare with the share of the GEMM bound above.")
 
 
 # =====================================================================================================
