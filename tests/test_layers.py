@@ -100,6 +100,15 @@ def test_attention_against_a_per_head_loop():
             np.testing.assert_allclose(context[b, h], p @ v[b, h, :n], atol=1e-5)
 
 
+@pytest.mark.parametrize("tokens", [1, layers.FEW_ROWS, layers.FEW_ROWS + 1])  # (W x^T)^T up to FEW_ROWS, then x W^T
+def test_matmul_weight_is_x_w_transpose_either_way_round(tokens):
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((tokens, 96), dtype=f32), rng.standard_normal((40, 96), dtype=f32)
+    got = layers.matmul_weight(x, w)
+    assert got.flags.c_contiguous and got.dtype == np.float32
+    np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
 def test_split_and_merge_heads_are_inverse():
     x = np.arange(2 * 3 * 12, dtype=f32).reshape(2, 3, 12)
     heads = layers.split_heads(x, 4)
