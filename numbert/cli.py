@@ -41,10 +41,9 @@ class Failure(Exception):
 
 def tokenize(args: argparse.Namespace) -> None:
     """Print the tokens and their ids, one per line, as the tutorials do (or JSON with --json)."""
-    from .hub import model_dir
     from .tokenizer import Tokenizer
 
-    tokenizer = Tokenizer.from_pretrained(model_dir(args.model, weights=False))
+    tokenizer = Tokenizer.from_pretrained(args.model)
     enc = tokenizer.encode(args.text, args.pair)
     if args.json:
         print(json.dumps({"tokens": enc.tokens, "ids": enc.ids, "type_ids": enc.type_ids,
@@ -242,17 +241,17 @@ class NpyRows:
         self.f.seek(0, os.SEEK_END)
 
 
-def embed_options(model, args: argparse.Namespace) -> dict:
-    """The keyword arguments of model.embed for these options, checked before any work is done."""
+def embed_options(model, args: argparse.Namespace) -> tuple[dict, int]:
+    """The keyword arguments of model.embed for these options, checked before any work is done, and
+    the width of the vectors they give."""
     options = dict(sentence_options(args), batch_size=args.batch_size, max_length=args.max_length, long=args.long,
                    stride=args.stride, progress=False)
-    model.embed([], **options)
-    return options
+    return options, model.embed([], **options).shape[1]
 
 
 def write_text_vectors(model, chunks, out, args: argparse.Namespace, bar) -> None:
     """One line of space-separated values (6 decimals) per input line, in input order."""
-    options = embed_options(model, args)
+    options, _ = embed_options(model, args)
     for chunk in chunks:
         np.savetxt(out, model.embed(chunk, **options), fmt="%.6f")
         bar.update(len(chunk))
@@ -260,8 +259,7 @@ def write_text_vectors(model, chunks, out, args: argparse.Namespace, bar) -> Non
 
 def write_sentence_vectors(model, chunks, out, args: argparse.Namespace, bar) -> None:
     """One float32 row per line, in input order: OUT.npy, or OUT.npz holding `vectors`."""
-    options = embed_options(model, args)
-    dim = model.embed([], **options).shape[1]
+    options, dim = embed_options(model, args)
     with contextlib.ExitStack() as stack:
         npy = out if args.format == "npy" else stack.enter_context(tempfile.TemporaryFile())
         rows = NpyRows(npy, dim)

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
-MODEL_FILES = ("config.json", "modules.json", "sentence_bert_config.json")
+MODEL_FILES = ("modules.json", "sentence_bert_config.json")  # besides config.json, fetched first
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
@@ -56,18 +56,14 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
         """The cached file, or None when the repo has no such file."""
         try:
             return Path(hf_hub_download(repo_id, filename, revision=revision, cache_dir=cache_dir))
-        except LocalEntryNotFoundError:  # a subclass of EntryNotFoundError: catch it first
-            if filename == "config.json":
-                raise
-            return None  # hub unreachable: a file that was never cached counts as absent
-        except EntryNotFoundError:
+        except EntryNotFoundError:  # also LocalEntryNotFoundError: offline, a file never cached counts as absent
             return None
 
     try:
-        config = fetch("config.json")
+        config = Path(hf_hub_download(repo_id, "config.json", revision=revision, cache_dir=cache_dir))
     except HFValidationError as e:
         raise ValueError(f"{repo_id!r} is neither a model directory nor a valid hub id: {e}") from None
-    except LocalEntryNotFoundError:
+    except LocalEntryNotFoundError:  # a subclass of EntryNotFoundError: caught first
         raise OSError(
             f"cannot load model {repo_id!r}: it is not a local directory, it is not in the Hugging Face "
             f"cache, and the hub could not be reached"
@@ -75,8 +71,8 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
         ) from None
     except (RepositoryNotFoundError, RevisionNotFoundError) as e:
         raise OSError(f"cannot load model {repo_id!r}: {type(e).__name__}: {e}") from None
-    if config is None:
-        raise FileNotFoundError(f"model {repo_id!r} on the hub has no config.json")
+    except EntryNotFoundError:
+        raise FileNotFoundError(f"model {repo_id!r} on the hub has no config.json") from None
 
     files = [*TOKENIZER_FILES, *MODEL_FILES] if weights else list(TOKENIZER_FILES)
     for filename in files:

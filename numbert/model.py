@@ -238,13 +238,12 @@ class Bert:
         limit = self.config.max_position_embeddings
         if max_length is not None and not 1 <= max_length <= limit:
             raise ValueError(f"max_length must be between 1 and {limit}, got {max_length}")
+        _check_long(long)
         if long == "window":
             if not isinstance(text, str) or text_pair is not None or output_attentions:
                 raise ValueError("long='window' runs one text without a pair or attentions; "
                                  "for many texts use model.embed(texts, long='window')")
             return self.windowed(text, stride=stride, max_length=max_length)
-        if long != "truncate":
-            raise ValueError(f"long must be 'truncate' or 'window', got {long!r}")
         cut = dict(max_length=(max_length or limit) if truncation else None, truncation=truncation)
         if isinstance(text, str):
             enc = tokenizer.encode(text, text_pair, **cut)
@@ -310,8 +309,7 @@ class Bert:
         pairs = [None] * len(texts) if pairs is None else self._text_list(pairs, none_ok=True)
         if len(pairs) != len(texts):
             raise ValueError(f"got {len(texts)} texts but {len(pairs)} pairs")
-        if long not in ("truncate", "window"):
-            raise ValueError(f"long must be 'truncate' or 'window', got {long!r}")
+        _check_long(long)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         limit, window = self._max_length(max_length), long == "window"
@@ -366,8 +364,7 @@ class Bert:
         """
         if not isinstance(text, str):
             raise TypeError(f"word_vectors takes one text (str), not {type(text).__name__}")
-        if long not in ("truncate", "window"):
-            raise ValueError(f"long must be 'truncate' or 'window', got {long!r}")
+        _check_long(long)
         out = self.windowed(text, stride=stride) if long == "window" else self(text)
         return recipes.word_vectors(out.token_vectors(layers, combine), out.encodings[0], (text,), merge)
 
@@ -497,6 +494,11 @@ class Bert:
         pooled = self.pool(hidden_states[-1][None])[0]
         return Output(ids, np.zeros_like(ids), np.ones_like(ids), hidden_states, pooled,
                       tokens=list(encoding.tokens), encodings=[encoding])
+
+
+def _check_long(long: str) -> None:
+    if long not in ("truncate", "window"):
+        raise ValueError(f"long must be 'truncate' or 'window', got {long!r}")
 
 
 def _int_array(name: str, a) -> np.ndarray:

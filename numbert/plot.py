@@ -28,6 +28,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .cli import add_model, load_model
+
 INSTALL_HINT = 'numbert plots need matplotlib: pip install "numbert[plot]"'
 DPI = 100
 FIGSIZE = {"histogram": (6.4, 4.0), "attention": (6.4, 6.4), "pca": (6.4, 4.8)}  # inches; × DPI = pixels
@@ -184,12 +186,6 @@ def pca_scatter(vectors: np.ndarray, labels: Sequence[str], *, title: str | None
 
 # --- the `numbert plot` commands ------------------------------------------------------------------
 
-def _load(args: argparse.Namespace):
-    from .model import load
-
-    return load(args.model)
-
-
 def _saved(fig, args: argparse.Namespace) -> None:
     save_png(fig, args.output)
     width, height = (round(v) for v in fig.get_size_inches() * fig.dpi)
@@ -206,14 +202,14 @@ def _needs_matplotlib() -> None:
 
 def plot_histogram(args: argparse.Namespace) -> None:
     _needs_matplotlib()
-    out = _load(args)(args.text)
+    out = load_model(args.model)(args.text)
     token = int(args.token) if args.token.lstrip("-").isdigit() else args.token
     _saved(histogram(out, args.layer, token, bins=args.bins), args)
 
 
 def plot_attention(args: argparse.Namespace) -> None:
     _needs_matplotlib()
-    out = _load(args)(args.text, output_attentions=True)
+    out = load_model(args.model)(args.text, output_attentions=True)
     _saved(attention_map(out, args.layer, args.head), args)
 
 
@@ -225,7 +221,7 @@ def plot_pca(args: argparse.Namespace) -> None:
             texts += [line.rstrip("\n") for line in f if line.strip()]
     if not texts:
         raise ValueError("give texts as arguments or with --file")
-    model = _load(args)
+    model = load_model(args.model)
     if args.words:
         words = [w for text in texts for w in model.word_vectors(text)]
         vectors, labels = np.stack([w.vector for w in words]), [w.text for w in words]
@@ -245,9 +241,7 @@ def add_commands(subparsers) -> None:
 
     def common(q: argparse.ArgumentParser) -> None:
         q.add_argument("--output", "-o", required=True, metavar="OUT", help="the PNG file to write")
-        q.add_argument("--model", "-m", default=os.environ.get("NUMBERT_MODEL", "bert-base-uncased"), metavar="M",
-                       help="a local model directory or a Hugging Face hub id (default: %(default)s; "
-                            "set NUMBERT_MODEL to change it)")
+        add_model(q)
 
     q = kinds.add_parser("histogram", help="the values of one token at one layer",
                          description="Histogram of hidden_states[LAYER][TOKEN]: one token's values at one layer.")

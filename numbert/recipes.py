@@ -118,7 +118,6 @@ def pool(x: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
     mean_sqrt_len divides the sum by sqrt(length) and weighted_mean weights token i by i + 1,
     both as sentence-transformers does; sep takes the last real token ([SEP] for BERT).
     """
-    m = mask.astype(f32)
     if pooling == "mean":
         return masked_mean(x, mask)
     if pooling == "max":
@@ -131,10 +130,10 @@ def pool(x: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
         last = np.maximum(mask.sum(axis=-1) - 1, 0)  # (batch,)
         return x[np.arange(x.shape[0]), last]
     if pooling == "mean_sqrt_len":
+        m = mask.astype(f32)
         return (x * m[..., None]).sum(axis=-2) / np.sqrt(np.maximum(m.sum(axis=-1, keepdims=True), f32(1e-9)))
     if pooling == "weighted_mean":
-        w = m * np.arange(1, x.shape[-2] + 1, dtype=f32)  # (batch, seq)
-        return (x * w[..., None]).sum(axis=-2) / np.maximum(w.sum(axis=-1, keepdims=True), f32(1e-9))
+        return masked_mean(x, mask * np.arange(1, x.shape[-2] + 1, dtype=f32))  # token i weighs i + 1
     raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
 
 

@@ -141,7 +141,7 @@ def is_nonspacing_mark(ch: str) -> bool:
 def clean_char(ch: str, split_chinese: bool) -> str:
     """Cleaning: '' for a control character (deleted), ' ' for whitespace, ' 中 ' for a CJK
     ideograph (when `split_chinese`), else the character itself."""
-    if ch == "\0" or ch == "\ufffd" or is_control(ch):
+    if ch == "\ufffd" or is_control(ch):
         return ""
     if is_whitespace(ch):
         return " "
@@ -459,8 +459,10 @@ class Tokenizer:
         # transformers, a special token missing from the vocabulary gets the next free id.
         self.special_tokens = list(dict.fromkeys([unk_token, sep_token, pad_token, cls_token, mask_token,
                                                   *(never_split or ())]))
+        next_id = max(self.vocab.values()) + 1
         for token in self.special_tokens:
-            self.vocab.setdefault(token, max(self.vocab.values()) + 1)
+            if token not in self.vocab:
+                self.vocab[token], next_id = next_id, next_id + 1
         self.vocab_size = len(self.vocab)
         self.unk_token_id, self.sep_token_id, self.pad_token_id = (self.vocab[t] for t in (unk_token, sep_token, pad_token))
         self.cls_token_id, self.mask_token_id = self.vocab[cls_token], self.vocab[mask_token]
@@ -614,14 +616,13 @@ class Tokenizer:
         b = None if pair is None else self._segment(pair, "pair")
         if strategy == "do_not_truncate":
             return self._template(a, b, add_special_tokens)
-        windows_a, windows_b = [(0, len(a.ids))], [None if b is None else (0, len(b.ids))]
         n_special = (2 if b is None else 3) if add_special_tokens else 0
         if max_length < n_special:
             raise ValueError(f"max_length={max_length} leaves no room for the {n_special} special tokens")
-        len_a, len_b = truncated_lengths(len(a.ids), b and len(b.ids), max_length - n_special, strategy)
+        len_a, len_b = truncated_lengths(len(a.ids), None if b is None else len(b.ids), max_length - n_special,
+                                         strategy)
         windows_a = windows(len(a.ids), len_a, stride)
-        if b is not None:
-            windows_b = windows(len(b.ids), len_b, stride)
+        windows_b = [None] if b is None else windows(len(b.ids), len_b, stride)
         # In Rust's order (Encoding.merge_with): the first windows of A and B, then each further window
         # of A with every window of B, then the first window of A with each further window of B.
         combos = [(windows_a[0], windows_b[0])]
