@@ -45,13 +45,18 @@ def matmul_weight(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
     return y.reshape(*x.shape[:-1], y.shape[-1])
 
 
+def row_sums(x: np.ndarray) -> np.ndarray:
+    """Sums over the last axis, kept as a length-1 axis to divide by. (..., n) -> (..., 1)"""
+    return np.einsum("...i->...", x)[..., None]  # einsum: no temporary array, faster than sum
+
+
 def layer_norm(x: np.ndarray, p: Norm, eps: float) -> np.ndarray:
     """LayerNorm(x) = (x - mean) / sqrt(var + eps) * gamma + beta over the hidden axis; overwrites x.
 
     BERT uses eps = 1e-12 (config `layer_norm_eps`). (tokens, hidden) -> (tokens, hidden)
     """
     n = f32(x.shape[-1])
-    x -= (np.einsum("...i->...", x) / n)[..., None]  # einsum: row sums in one pass, no temporary array
+    x -= row_sums(x) / n
     var = np.einsum("...i,...i->...", x, x) / n
     x *= (1 / np.sqrt(var + f32(eps)))[..., None]
     x *= p.weight
@@ -143,20 +148,16 @@ def feed_forward(x: np.ndarray, up: Linear, down: Linear, activation) -> np.ndar
 ACTIVATIONS = {"gelu": gelu, "gelu_new": gelu_tanh, "gelu_pytorch_tanh": gelu_tanh, "relu": relu}
 
 
-def softmax(x: np.ndarray, scale: float = 1.0) -> np.ndarray:
-    """softmax(scale * x) over the last axis, in place.
+def exp_shifted(x: np.ndarray) -> np.ndarray:
+    """exp(x - shift) over the last axis, in place: softmax(x) is this divided by its row sums.
 
     Dividing by the sum cancels any shift of a row; the textbook shift, subtracting each row's max,
     only keeps exp from overflowing. Where every value lies within +-64, exp can neither overflow
     nor underflow, so the row maxima (NumPy's slowest reduction here) and the shift are skipped.
     """
-    if scale != 1:
-        x *= f32(scale)
     if not -64 <= x.min() <= x.max() <= 64:  # also true for NaN
         x -= np.fmax.reduce(x, axis=-1, keepdims=True)  # fmax: the faster row maximum (max also checks for NaN)
-    np.exp(x, out=x)
-    x /= np.einsum("...i->...", x)[..., None]
-    return x
+    return np.exp(x, out=x)
 
 
 def attention_mask_bias(attention_mask: np.ndarray) -> np.ndarray:
@@ -180,18 +181,21 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
     return x.transpose(0, 2, 1, 3).reshape(batch, seq, heads * head_size)
 
 
-def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray,
-              mask_bias: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask_bias: np.ndarray | None,
+              output_probs: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """Scaled dot-product attention: softmax(q k^T / sqrt(d) + mask) v, for every head at once.
 
     q, k, v: (batch, heads, seq, head_size); mask_bias: (batch, 1, 1, seq), or None without padding.
-    Returns the context (batch, heads, seq, head_size) and the probabilities (batch, heads, seq, seq).
+    Returns the context (batch, heads, seq, head_size) and, if asked for, the probabilities
+    (batch, heads, seq, seq).
     """
-    scores = q @ k.transpose(0, 1, 3, 2)
+    batch, heads, seq, head_size = q.shape
+    scores = (q * f32(1 / np.sqrt(head_size))) @ k.transpose(0, 1, 3, 2)  # scaling q: fewer numbers than scores
     if mask_bias is not None:
         scores += mask_bias
-    scale = 1 / np.sqrt(q.shape[-1])  # softmax(scale * (qk + mask)) = softmax(scale * qk + mask): the mask is -inf-like
-    probs = by_rows(lambda rows: softmax(rows, scale), scores)  # in cache-sized blocks
-    batch, heads, seq, head_size = q.shape
+    weights = by_rows(exp_shifted, scores)  # softmax = weights / total, in cache-sized blocks
+    total = row_sums(weights)  # (batch, heads, seq, 1)
     context = np.empty((batch, seq, heads, head_size), np.float32).transpose(0, 2, 1, 3)  # merge_heads: a free view
-    return np.matmul(probs, v, out=context), probs
+    np.matmul(weights, v, out=context)
+    context /= total  # (weights / total) v: dividing seq x head_size numbers per head instead of seq x seq
+    return context, (np.divide(weights, total, out=weights) if output_probs else None)

@@ -158,12 +158,13 @@ class Bert:
         x += self.token_type_embeddings[token_type_ids]
         return layer_norm(x, self.embedding_norm, self.config.layer_norm_eps)
 
-    def encoder_layer(self, x: np.ndarray, mask_bias: np.ndarray, layer: EncoderLayer) -> tuple[np.ndarray, np.ndarray]:
-        """One transformer layer. x: (batch, seq, hidden) -> (batch, seq, hidden), probs (batch, heads, seq, seq)"""
+    def encoder_layer(self, x: np.ndarray, mask_bias: np.ndarray | None, layer: EncoderLayer,
+                      output_probs: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+        """One transformer layer. x: (batch, seq, hidden) -> (batch, seq, hidden), probs (batch, heads, seq, seq) or None"""
         eps, heads = self.config.layer_norm_eps, self.config.num_attention_heads
         # Multi-head self-attention, then Add & Norm.
         q, k, v = (split_heads(linear(x, p), heads) for p in (layer.query, layer.key, layer.value))
-        context, probs = attention(q, k, v, mask_bias)
+        context, probs = attention(q, k, v, mask_bias, output_probs)
         h = linear(merge_heads(context), layer.attention_output)
         h += x
         h = layer_norm(h, layer.attention_norm, eps)
@@ -191,7 +192,7 @@ class Bert:
         mask_bias = None if mask.all() else attention_mask_bias(mask)  # no padding: skip adding zeros
         hidden_states[0] = self.embeddings(ids, types)
         for i, layer in enumerate(self.layers):
-            hidden_states[i + 1], probs = self.encoder_layer(hidden_states[i], mask_bias, layer)
+            hidden_states[i + 1], probs = self.encoder_layer(hidden_states[i], mask_bias, layer, output_attentions)
             if output_attentions:
                 attentions[i] = probs
         pooled = self.pool(hidden_states[-1])

@@ -51,9 +51,15 @@ def test_layer_norm_matches_the_formula():
     np.testing.assert_allclose(got, expected, atol=5e-6)
 
 
+def softmax(x):
+    """softmax as attention computes it: exp_shifted over its row sums."""
+    e = layers.exp_shifted(x)
+    return e / layers.row_sums(e)
+
+
 def test_softmax_rows_sum_to_one_and_survive_large_and_masked_scores():
     x = np.array([[1000.0, 1001.0, 1002.0], [0.0, np.finfo(f32).min, 0.0]], f32)
-    got = layers.softmax(x.copy())
+    got = softmax(x.copy())
     np.testing.assert_allclose(got.sum(-1), 1, rtol=1e-6)
     np.testing.assert_allclose(got[0], np.exp([-2, -1, 0]) / np.exp([-2, -1, 0]).sum(), rtol=1e-6)
     assert got[1, 1] == 0 and got[1, 0] == pytest.approx(0.5)
@@ -65,13 +71,12 @@ def test_softmax_matches_float64_with_and_without_the_shift(spread):
     x64 = x.astype(np.float64) * 0.125
     expected = np.exp(x64 - x64.max(-1, keepdims=True))
     expected /= expected.sum(-1, keepdims=True)
-    np.testing.assert_allclose(layers.softmax(x.copy(), 0.125), expected, rtol=2e-6, atol=1e-9)
-    np.testing.assert_allclose(layers.softmax(x * f32(0.125)), expected, rtol=2e-6, atol=1e-9)
+    np.testing.assert_allclose(softmax(x * f32(0.125)), expected, rtol=2e-6, atol=1e-9)
 
 
 def test_a_fully_masked_row_gets_uniform_weights_as_in_transformers():
     x = np.full((1, 4), np.finfo(f32).min, f32)
-    np.testing.assert_allclose(layers.softmax(x, 0.125), 0.25)
+    np.testing.assert_allclose(softmax(x * f32(0.125)), 0.25)
 
 
 def test_linear_is_x_w_transpose_plus_b_on_any_leading_shape():
@@ -88,7 +93,10 @@ def test_attention_against_a_per_head_loop():
     batch, heads, seq, d = 2, 3, 5, 4
     q, k, v = (rng.standard_normal((batch, heads, seq, d), dtype=f32) for _ in range(3))
     mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
-    context, probs = layers.attention(q, k, v, layers.attention_mask_bias(mask))
+    context, probs = layers.attention(q, k, v, layers.attention_mask_bias(mask), output_probs=True)
+    without_probs = layers.attention(q, k, v, layers.attention_mask_bias(mask))
+    assert without_probs[1] is None
+    np.testing.assert_allclose(without_probs[0], context, rtol=1e-6, atol=1e-7)
     for b in range(batch):
         n = mask[b].sum()
         for h in range(heads):
@@ -131,7 +139,7 @@ def test_by_rows_equals_the_whole_array_result_written_over_its_input(shape):
     got = layers.by_rows(layers.gelu, work)
     np.testing.assert_array_equal(got, expected)
     assert got is work
-    np.testing.assert_array_equal(layers.by_rows(layers.softmax, x.copy()), layers.softmax(x.copy()))
+    np.testing.assert_array_equal(layers.by_rows(layers.exp_shifted, x.copy()), layers.exp_shifted(x.copy()))
 
 
 def test_by_rows_on_a_non_contiguous_array():
