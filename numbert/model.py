@@ -20,7 +20,7 @@ from . import recipes
 from .checkpoint import load_weights
 from .config import BertConfig
 from .hub import model_dir
-from .layers import (ACTIVATIONS, Linear, Norm, attention, attention_mask_bias, feed_forward, layer_norm, linear,
+from .layers import (ACTIVATIONS, Linear, Norm, Scratch, attention, attention_mask_bias, feed_forward, layer_norm, linear,
                      merge_heads, split_heads)
 from .sentence_config import SentenceConfig, read_sentence_config
 from .tokenizer import Tokenizer
@@ -191,10 +191,12 @@ class Bert:
                       if output_attentions else None)
         mask_bias = None if mask.all() else attention_mask_bias(mask)  # no padding: skip adding zeros
         hidden_states[0] = self.embeddings(ids, types)
+        scratch = Scratch()  # each layer's temporary arrays, reused by the next
         for i, layer in enumerate(self.layers):
-            hidden_states[i + 1], probs = self.encoder_layer(hidden_states[i], mask_bias, layer, output_attentions)
-            if output_attentions:
-                attentions[i] = probs
+            with scratch:
+                hidden_states[i + 1], probs = self.encoder_layer(hidden_states[i], mask_bias, layer, output_attentions)
+                if output_attentions:
+                    attentions[i] = probs
         pooled = self.pool(hidden_states[-1])
         if single:
             hidden_states, pooled = hidden_states[:, 0], pooled[0]

@@ -145,3 +145,18 @@ def test_by_rows_equals_the_whole_array_result_written_over_its_input(shape):
 def test_by_rows_on_a_non_contiguous_array():
     x = np.random.default_rng(2).standard_normal((40, 3072), dtype=f32)
     np.testing.assert_array_equal(layers.by_rows(layers.gelu, np.asfortranarray(x)), layers.gelu(x))
+
+
+def test_scratch_hands_each_layer_the_arrays_the_layer_before_made():
+    scratch = layers.Scratch()
+    with scratch:
+        a, b = layers.empty(2, 3), layers.empty(4)
+    with scratch:
+        c, d, e = layers.empty(2, 3), layers.empty(5), layers.empty(4)
+    assert c is a and d is not b and e is not b  # same place and shape: the same array, else a new one
+    assert d.shape == (5,) and e.shape == (4,) and c.dtype == np.float32
+    assert layers.empty(2, 3) is not a  # outside `with scratch:` every array is new
+    with scratch:
+        with layers.Scratch():
+            assert layers.empty(2, 3) is not a
+        assert layers.empty(2, 3) is a  # the outer scratch is back

@@ -114,6 +114,18 @@ def test_padded_batch_equals_each_sentence_alone(minilm):
         assert not batch.attentions[:, i, :, :, n:].any()  # nothing attends to padding
 
 
+@pytest.mark.parametrize("texts", [["the river bank"], ["short", "a somewhat longer sentence about the river bank"]])
+def test_forward_reusing_memory_equals_the_layers_run_one_by_one(minilm, texts):
+    """forward hands each layer's temporary arrays on to the next (Scratch): the numbers must not change."""
+    out = minilm(texts, output_attentions=True)
+    mask_bias = layers.attention_mask_bias(out.attention_mask) if not out.attention_mask.all() else None
+    x = minilm.embeddings(out.input_ids, out.token_type_ids)
+    for i, layer in enumerate(minilm.layers):
+        x, probs = minilm.encoder_layer(x, mask_bias, layer, output_probs=True)
+        np.testing.assert_array_equal(out.hidden_states[i + 1], x)
+        np.testing.assert_array_equal(out.attentions[i], probs)
+
+
 def test_output_shapes_and_dtypes(bert_base):
     out = numbert.encode("Here is the sentence I want embeddings for.", model=bert_base, output_attentions=True)
     assert out.tokens[0] == "[CLS]" and out.tokens[-1] == "[SEP]"
