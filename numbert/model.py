@@ -20,8 +20,8 @@ from . import recipes
 from .checkpoint import load_weights
 from .config import BertConfig
 from .hub import model_dir
-from .layers import (ACTIVATIONS, Linear, Norm, Scratch, attention, attention_mask_bias, feed_forward, layer_norm, linear,
-                     merge_heads, split_heads)
+from .layers import (ACTIVATIONS, Linear, Norm, Scratch, attention, attention_mask_bias, feed_forward, layer_norm,
+                     linear, merge_heads, split_heads)
 from .sentence_config import SentenceConfig, read_sentence_config
 from .tokenizer import Tokenizer
 
@@ -160,7 +160,8 @@ class Bert:
 
     def encoder_layer(self, x: np.ndarray, mask_bias: np.ndarray | None, layer: EncoderLayer,
                       output_probs: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-        """One transformer layer. x: (batch, seq, hidden) -> (batch, seq, hidden), probs (batch, heads, seq, seq) or None"""
+        """One transformer layer. x: (batch, seq, hidden) -> (batch, seq, hidden), and the attention
+        probabilities (batch, heads, seq, seq) if output_probs, else None."""
         eps, heads = self.config.layer_norm_eps, self.config.num_attention_heads
         # Multi-head self-attention, then Add & Norm.
         q, k, v = (split_heads(linear(x, p), heads) for p in (layer.query, layer.key, layer.value))
