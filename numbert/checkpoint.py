@@ -39,6 +39,7 @@ TORCH_STORAGES = {
     "LongStorage": "I64", "IntStorage": "I32", "ShortStorage": "I16", "CharStorage": "I8",
     "ByteStorage": "U8", "BoolStorage": "BOOL",
 }
+POOLER = ("pooler.dense.weight", "pooler.dense.bias")  # absent where the model was built without it (BertForMaskedLM)
 HEAD_PREFIXES = ("cls.",)  # pre-training heads of BertForPreTraining / BertForMaskedLM
 BUFFER_SUFFIXES = ("position_ids", "token_type_ids")  # index buffers some checkpoints save
 
@@ -84,8 +85,9 @@ def load_weights(directory: str | Path, config: BertConfig) -> dict[str, np.ndar
     """Weights of the BERT encoder in `directory`, by bare `BertModel` name, float32, read-only.
 
     Reads model.safetensors, else pytorch_model.bin. The keys are exactly those of
-    `tensor_shapes(config)`; each tensor is checked for presence and shape first, so a checkpoint
-    that disagrees with its config.json fails here, naming the tensor, rather than mid-forward.
+    `tensor_shapes(config)`, less the pooler's if the checkpoint has neither of them; each tensor is
+    checked for presence and shape first, so a checkpoint that disagrees with its config.json fails
+    here, naming the tensor, rather than mid-forward.
     """
     path = weight_file(directory)
     raw = read_safetensors(path) if path.name.endswith(".safetensors") else read_torch_bin(path)
@@ -129,6 +131,8 @@ def _check_weights(weights: dict[str, np.ndarray], config: BertConfig, path: Pat
     if not any(name in weights for name in expected):
         raise ValueError(f"{path} holds none of the BERT encoder tensors numbert expects "
                          f"(such as 'embeddings.word_embeddings.weight'); {_naming_of(raw_names)}")
+    if not any(name in weights for name in POOLER):
+        expected = {name: shape for name, shape in expected.items() if name not in POOLER}
     missing = [name for name in expected if name not in weights]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""

@@ -45,7 +45,8 @@ class Output:
 
     hidden_states: (layers + 1, [batch,] seq, hidden); index 0 is the embedding layer's output,
         index i the output of layer i, as transformers' `hidden_states`.
-    pooler_output: ([batch,] hidden), tanh(W h_[CLS] + b) over the last layer.
+    pooler_output: ([batch,] hidden), tanh(W h_[CLS] + b) over the last layer, or None if the
+        checkpoint has no pooler (one saved from BertForMaskedLM, say).
     attentions: (layers, [batch,] heads, seq, seq), the softmax probabilities, or None.
     """
 
@@ -53,7 +54,7 @@ class Output:
     token_type_ids: np.ndarray
     attention_mask: np.ndarray
     hidden_states: np.ndarray
-    pooler_output: np.ndarray
+    pooler_output: np.ndarray | None
     attentions: np.ndarray | None = None
     tokens: list | None = None  # list[str], or one list per batch row (padding shows as [PAD])
     encodings: list | None = None  # the tokenizer's Encoding per input (offsets, word ids)
@@ -97,8 +98,9 @@ class Output:
         The default, the mean of the second-to-last layer, is bert-as-service's. ([batch,] dim)
         """
         if self.attention_mask.ndim == 1:  # one input: add the batch axis and take it away again
+            pooled = None if self.pooler_output is None else self.pooler_output[None]
             return recipes.sentence_vectors(self.hidden_states[:, None], self.attention_mask[None], pooling,
-                                            layers, combine, self.pooler_output[None])[0]
+                                            layers, combine, pooled)[0]
         return recipes.sentence_vectors(self.hidden_states, self.attention_mask, pooling, layers, combine,
                                         self.pooler_output)
 
@@ -118,7 +120,7 @@ class Bert:
         self.token_type_embeddings = w["embeddings.token_type_embeddings.weight"]  # (type_vocab, hidden)
         self.embedding_norm = Norm(w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
         self.layers = [self._layer(f"encoder.layer.{i}.") for i in range(config.num_hidden_layers)]
-        self.pooler = Linear(w["pooler.dense.weight"], w["pooler.dense.bias"])
+        self.pooler = Linear(w["pooler.dense.weight"], w["pooler.dense.bias"]) if "pooler.dense.weight" in w else None
         self.activation = ACTIVATIONS[config.hidden_act]
 
     def _layer(self, prefix: str) -> EncoderLayer:
@@ -174,9 +176,9 @@ class Bert:
         f += h
         return layer_norm(f, layer.output_norm, eps), probs
 
-    def pool(self, last_hidden_state: np.ndarray) -> np.ndarray:
-        """The pooler: tanh(W h_[CLS] + b). (batch, seq, hidden) -> (batch, hidden)"""
-        return np.tanh(linear(last_hidden_state[:, 0], self.pooler))
+    def pool(self, last_hidden_state: np.ndarray) -> np.ndarray | None:
+        """The pooler: tanh(W h_[CLS] + b). ([batch,] seq, hidden) -> ([batch,] hidden); None without a pooler."""
+        return None if self.pooler is None else np.tanh(linear(last_hidden_state[..., 0, :], self.pooler))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, *,
                 output_attentions: bool = False) -> Output:
@@ -198,12 +200,11 @@ class Bert:
                 hidden_states[i + 1], probs = self.encoder_layer(hidden_states[i], mask_bias, layer, output_attentions)
                 if output_attentions:
                     attentions[i] = probs
-        pooled = self.pool(hidden_states[-1])
         if single:
-            hidden_states, pooled = hidden_states[:, 0], pooled[0]
+            hidden_states = hidden_states[:, 0]
             attentions = attentions[:, 0] if output_attentions else None
             ids, types, mask = ids[0], types[0], mask[0]
-        return Output(ids, types, mask, hidden_states, pooled, attentions)
+        return Output(ids, types, mask, hidden_states, self.pool(hidden_states[-1]), attentions)
 
     def _check_inputs(self, input_ids, token_type_ids, attention_mask):
         """Validate the id arrays at the public boundary; return them as (batch, seq) int64 arrays."""
@@ -458,7 +459,7 @@ class Bert:
         """The width of a sentence vector, found by running the recipe on one zero token (validates it too)."""
         c = self.config
         zeros = np.zeros((c.num_hidden_layers + 1, 1, 1, c.hidden_size), np.float32)
-        mask, pooled = np.ones((1, 1), np.int64), np.zeros((1, c.hidden_size), np.float32)
+        mask, pooled = np.ones((1, 1), np.int64), self.pool(zeros[-1])  # None without a pooler
         return recipes.sentence_vectors(zeros, mask, pooling, layers, combine, pooled).shape[-1]
 
     def _max_length(self, max_length: int | None) -> int:
@@ -495,8 +496,7 @@ class Bert:
 
         hidden_states = recipes.average_windows(window_states(), len(content))  # (layers + 1, seq, hidden)
         ids = np.asarray(encoding.ids, np.int64)
-        pooled = self.pool(hidden_states[-1][None])[0]
-        return Output(ids, np.zeros_like(ids), np.ones_like(ids), hidden_states, pooled,
+        return Output(ids, np.zeros_like(ids), np.ones_like(ids), hidden_states, self.pool(hidden_states[-1]),
                       tokens=list(encoding.tokens), encodings=[encoding])
 
 

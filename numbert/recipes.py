@@ -151,7 +151,8 @@ def sentence_vectors(hidden_states: np.ndarray, attention_mask: np.ndarray,
     if unknown or not poolings:
         raise ValueError(f"unknown pooling {unknown[0] if unknown else pooling!r}; choose one of {', '.join(POOLINGS)}")
     if "pooler" in poolings and pooler_output is None:
-        raise ValueError("pooling='pooler' needs the pooler output, which this output does not have")
+        raise ValueError("pooling='pooler' needs pooler_output, and there is none (a checkpoint saved without "
+                         "BERT's pooler, as from BertForMaskedLM, has none); pool the tokens instead, e.g. 'cls'")
     x = None
     if any(p != "pooler" for p in poolings):
         x = token_vectors(hidden_states, -2 if layers is None else layers, combine)  # (batch, seq, dim)

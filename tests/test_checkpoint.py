@@ -208,6 +208,14 @@ def test_missing_tensor_is_named_with_its_expected_shape(tmp_path):
     assert str(e.value) == f"{directory / 'model.safetensors'} is missing tensor 'pooler.dense.bias' (expected shape (32,))"
 
 
+def test_a_checkpoint_without_the_pooler_loads_without_it(tmp_path):
+    """BertForMaskedLM builds BERT without its pooler, so its checkpoints hold none; one of the two is an error."""
+    weights = random_weights(SMALL)
+    del weights["pooler.dense.weight"], weights["pooler.dense.bias"]
+    loaded = load_weights(write_checkpoint(tmp_path, weights), SMALL)
+    assert set(loaded) == set(tensor_shapes(SMALL)) - {"pooler.dense.weight", "pooler.dense.bias"}
+
+
 def test_wrong_shape_names_tensor_found_and_expected_shapes(tmp_path):
     directory = write_checkpoint(tmp_path, random_weights(BertConfig(**{**SMALL.__dict__, "intermediate_size": 60})))
     with pytest.raises(ValueError) as e:

@@ -204,6 +204,29 @@ def test_encode_caches_the_model_by_name(minilm_dir):
     np.testing.assert_allclose(a.hidden_states, b.hidden_states[:, 0, :3], atol=1e-5)
 
 
+@pytest.mark.parity
+def test_a_checkpoint_saved_from_bert_for_masked_lm_has_no_pooler(tmp_path, minilm_dir, transformers, torch):
+    """BertForMaskedLM leaves the pooler out: numbert runs the encoder and says so if the pooler is asked for."""
+    theirs = transformers.BertForMaskedLM.from_pretrained(minilm_dir, attn_implementation="eager").eval()
+    theirs.save_pretrained(tmp_path)
+    (tmp_path / "vocab.txt").write_bytes((minilm_dir / "vocab.txt").read_bytes())
+    ours = numbert.load(tmp_path)
+    assert ours.pooler is None
+    text = "The bank vault was robbed."
+    out = ours(text, output_attentions=True)
+    ids = torch.from_numpy(out.input_ids[None])
+    with torch.no_grad():
+        expected = theirs.bert(input_ids=ids, output_hidden_states=True, output_attentions=True)
+    assert np.abs(out.hidden_states - torch.stack(expected.hidden_states)[:, 0].numpy()).max() <= TOLERANCE
+    assert np.abs(out.attentions - torch.stack(expected.attentions)[:, 0].numpy()).max() <= TOLERANCE
+    assert out.pooler_output is None and ours([text, "a river bank"]).pooler_output is None
+    assert ours(text * 100, long="window").pooler_output is None
+    assert out.sentence_vector("cls").shape == (384,)
+    for call in (lambda: out.sentence_vector("pooler"), lambda: ours.embed([text], pooling="pooler")):
+        with pytest.raises(ValueError, match="pooler_output, and there is none"):
+            call()
+
+
 def test_a_long_text_can_run_as_windows(minilm):
     text = "the river bank " * 200  # 600 words, 602 tokens
     out = minilm(text, long="window", stride=64)
