@@ -224,6 +224,12 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
     return x.transpose(0, 2, 1, 3).reshape(batch, seq, heads * head_size)
 
 
+def empty_heads(batch: int, heads: int, seq: int, head_size: int) -> np.ndarray:
+    """An empty (batch, heads, seq, head_size) array laid out in memory as split_heads leaves one,
+    (batch, seq, heads, head_size): filling it needs no transposing, and merge_heads on it is free."""
+    return empty(batch, seq, heads, head_size).transpose(0, 2, 1, 3)
+
+
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask_bias: np.ndarray | None,
               output_probs: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """Scaled dot-product attention: softmax(q k^T / sqrt(d) + mask) v, for every head at once.
@@ -233,13 +239,12 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask_bias: np.ndarray
     (batch, heads, seq, seq).
     """
     batch, heads, seq, head_size = q.shape
-    q = np.multiply(q, f32(1 / np.sqrt(head_size)), out=empty(*q.shape))  # scaling q: fewer numbers than scores
+    q = np.multiply(q, f32(1 / np.sqrt(head_size)), out=empty_heads(*q.shape))  # scaling q: fewer numbers than scores
     scores = np.matmul(q, k.transpose(0, 1, 3, 2), out=empty(batch, heads, seq, seq))
     if mask_bias is not None:
         scores += mask_bias
     weights = by_rows(exp_shifted, scores)  # softmax = weights / total, in cache-sized blocks
     total = row_sums(weights)  # (batch, heads, seq, 1)
-    context = empty(batch, seq, heads, head_size).transpose(0, 2, 1, 3)  # merge_heads: a free view
-    np.matmul(weights, v, out=context)
+    context = np.matmul(weights, v, out=empty_heads(batch, heads, seq, head_size))
     context /= total  # (weights / total) v: dividing seq x head_size numbers per head instead of seq x seq
     return context, (np.divide(weights, total, out=weights) if output_probs else None)

@@ -459,7 +459,8 @@ class Bert:
         """The width of a sentence vector, found by running the recipe on one zero token (validates it too)."""
         c = self.config
         zeros = np.zeros((c.num_hidden_layers + 1, 1, 1, c.hidden_size), np.float32)
-        mask, pooled = np.ones((1, 1), np.int64), self.pool(zeros[-1])  # None without a pooler
+        pooled = None if self.pooler is None else np.zeros((1, c.hidden_size), np.float32)
+        mask = np.ones((1, 1), np.int64)
         return recipes.sentence_vectors(zeros, mask, pooling, layers, combine, pooled).shape[-1]
 
     def _max_length(self, max_length: int | None) -> int:
