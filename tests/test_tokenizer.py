@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from numbert.tokenizer import (Batch, Encoding, Tokenizer, is_chinese_char, is_control, is_punctuation, is_whitespace,
@@ -182,6 +182,7 @@ ASCII_EXAMPLES = ["hello, world!", "  leading,\ttabs\nand\r\nnewlines  ", "a" * 
 def test_ascii_fast_path_agrees_with_the_general_path(bert, text):
     """Plain ASCII takes a fast path. With a zero-width space (deleted) after every character, the
     same text goes the general way, character by character, and must come to the same tokens."""
+    assume(not any(special in text for special in bert.special_tokens))  # "[SEP]" split by spaces is no [SEP]
     fast = bert.encode(text)
     general = bert.encode("".join(c + "\u200b" for c in text))
     assert general.tokens == fast.tokens and general.word_ids == fast.word_ids
