@@ -35,7 +35,7 @@ from numbert.tokenizer import Tokenizer, unicode_tables
 pytestmark = pytest.mark.parity
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tokenizer_expected.json"
-HYPOTHESIS = settings(max_examples=int(os.environ.get("NUMBERT_TOKENIZER_EXAMPLES", 1000)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+HYPOTHESIS = settings(max_examples=int(os.environ.get("NUMBERT_TOKENIZER_EXAMPLES", "1000")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 CORPUS = [
     # English prose, the BERT tutorials' sentences
