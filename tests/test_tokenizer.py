@@ -5,6 +5,7 @@ tokenizer outputs (tests/fixtures/tokenizer_expected.json, see tests/test_tokeni
 from __future__ import annotations
 
 import doctest
+import gc
 import json
 import os
 from pathlib import Path
@@ -18,6 +19,7 @@ from numbert.tokenizer import (Batch, Encoding, Tokenizer, is_chinese_char, is_c
                                load_vocab, pre_tokenize, truncated_lengths, windows, wordpiece)
 from numbert.tokenizer import basic, truncation
 from numbert.tokenizer.fast import FastTokenizer
+from numbert.tokenizer.tokenizer import PAUSE_COLLECTOR_FROM
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tokenizer_expected.json"
 TOY_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un", "runn", "##ing", ","]
@@ -324,6 +326,19 @@ def test_encode_batch_pads(bert):
     same = bert.encode_batch(["one two", "three four"], padding=False)
     assert same.input_ids.shape == (2, 4)
     assert bert.encode_batch([]).input_ids.shape == (0, 0)
+
+
+def test_a_large_batch_leaves_the_garbage_collector_as_it_was(bert):
+    texts = [f"text number {i}" for i in range(PAUSE_COLLECTOR_FROM)]
+    assert gc.isenabled()
+    batch = bert.encode_batch(texts)
+    assert gc.isenabled() and batch.encodings == [bert.encode(t) for t in texts]
+    gc.disable()
+    try:
+        bert.encode_batch(texts)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_encode_batch_bad_arguments(bert):
