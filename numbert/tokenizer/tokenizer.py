@@ -36,7 +36,6 @@ def load_vocab(path: str | os.PathLike) -> dict[str, int]:
     return {token: i for i, token in enumerate(lines)}
 
 
-
 # encode_batch(texts, max_length=512) on scripts/bench_tokenizer.py's corpus, collector paused vs
 # on (medians, 2 cores shared with other jobs, noisy; 2026-11-23): 32 texts 1.0x, 256 texts 1.24x,
 # 1000 texts 1.4x, 10,000 texts 2.0x. Below a few hundred texts there is nothing to win.
@@ -239,7 +238,11 @@ class Tokenizer:
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         """Text from ids, as the Rust WordPiece decoder: `##` pieces glue to the previous token, other
-        tokens get a space, except `.`, `,`, `!` and `?`. Ids outside the vocabulary are dropped."""
+        tokens get a space, except `.`, `,`, `!` and `?`. Ids outside the vocabulary are dropped.
+
+        The decoder cleans up each token on its own, so its rules that span tokens (" n't", " 's", ...)
+        never apply: "don't" comes back as "don ' t" (transformers' Python tokenizer gives "don't").
+        """
         tokens = [self._id_to_token[i] for i in map(int, ids) if i in self._id_to_token
                   and not (skip_special_tokens and i in self._special_ids)]
         out = []
