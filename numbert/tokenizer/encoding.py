@@ -44,7 +44,7 @@ class Segment:
     ids: list[int]
     tokens: list[str]
     offsets: list[tuple[int, int]]  # character spans in the text
-    words: list[int | None]  # each token's word index
+    words: list  # each token's word index (None for the template's [CLS] and [SEP])
 
     def __getitem__(self, window: tuple[int, int]) -> Segment:
         """The tokens in [start, end)."""

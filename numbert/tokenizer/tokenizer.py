@@ -157,7 +157,7 @@ class Tokenizer:
         strategy = truncation_strategy(truncation, max_length, stride)
         a = self._segment(text)
         b = None if pair is None else self._segment(pair, "pair")
-        if strategy == "do_not_truncate":
+        if max_length is None or strategy == "do_not_truncate":
             return self._template(a, b, add_special_tokens)
         n_special = (2 if b is None else 3) if add_special_tokens else 0
         if max_length < n_special:
@@ -165,7 +165,7 @@ class Tokenizer:
         len_a, len_b = truncated_lengths(len(a.ids), None if b is None else len(b.ids), max_length - n_special,
                                          strategy)
         windows_a = windows(len(a.ids), len_a, stride)
-        windows_b = [None] if b is None else windows(len(b.ids), len_b, stride)
+        windows_b = [None] if b is None or len_b is None else windows(len(b.ids), len_b, stride)
         first, *overflowing = (self._template(a[wa], None if b is None else b[wb], add_special_tokens)
                                for wa, wb in window_pairs(windows_a, windows_b))
         first.overflowing = overflowing
@@ -206,17 +206,18 @@ class Tokenizer:
             raise ValueError(f"unknown padding {padding!r}; use 'longest', 'max_length' or False")
         if padding == "max_length" and max_length is None:
             raise ValueError("padding='max_length' needs max_length")
+        fixed_width = max_length if padding == "max_length" else None
         with collector_paused() if len(texts) >= PAUSE_COLLECTOR_FROM else contextlib.nullcontext():
             encodings = [self.encode(text, None if pairs is None else pairs[i], add_special_tokens=add_special_tokens,
                                      max_length=max_length, truncation=truncation, stride=stride)
                          for i, text in enumerate(texts)]
         lengths = [len(e) for e in encodings]
         width = max(lengths, default=0)
-        if padding == "max_length":
-            if width > max_length:
-                raise ValueError(f"an encoding has {width} tokens, more than max_length={max_length}; "
+        if fixed_width is not None:
+            if width > fixed_width:
+                raise ValueError(f"an encoding has {width} tokens, more than max_length={fixed_width}; "
                                  f"enable truncation")
-            width = max_length
+            width = fixed_width
         elif padding is False and len(set(lengths)) > 1:
             raise ValueError(f"padding=False needs encodings of one length, got lengths {sorted(set(lengths))}")
         return self.pad(encodings, width)

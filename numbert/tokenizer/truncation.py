@@ -42,13 +42,16 @@ def truncated_lengths(len_a: int, len_b: int | None, budget: int, strategy: str)
         if short + long_ > budget:
             short, long_ = budget // 2, budget // 2 + budget % 2
         return (short, long_) if len_a <= len_b else (long_, short)
-    if strategy == "only_second" and len_b is None:
+    if strategy == "only_first":
+        target = len_a
+    elif len_b is None:
         raise ValueError("truncation='only_second' needs a second sequence")
-    target = len_a if strategy == "only_first" else len_b
+    else:
+        target = len_b
     if target <= excess:
         raise ValueError(f"truncation={strategy!r} cannot fit max_length: the sequence it may cut has "
                          f"{target} tokens but {excess} must go")
-    return (len_a - excess, len_b) if strategy == "only_first" else (len_a, len_b - excess)
+    return (len_a - excess, len_b) if strategy == "only_first" else (len_a, target - excess)
 
 
 def windows(length: int, max_len: int, stride: int) -> list[tuple[int, int]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 def code_points(ranges: str) -> frozenset[str]:
     """The characters of a list of hex code points and ranges: "061D 0898-089F" -> {'\\u061d', '\\u0898', ...}."""
-    chars = set()
+    chars: set[str] = set()
     for item in ranges.split():
         first, _, last = item.partition("-")
         chars.update(map(chr, range(int(first, 16), int(last or first, 16) + 1)))
