@@ -14,6 +14,7 @@ import pytest
 
 import numbert
 from numbert import plot
+from numbert.cli import plot as plot_commands
 
 pytest.importorskip("matplotlib")  # the [plot] extra; scripts/test installs it, and CI fails on a skip
 
@@ -136,11 +137,11 @@ def test_the_core_never_imports_matplotlib():
     assert result.returncode == 0, result.stderr
 
 
-# --- the commands, through add_commands and a parser of our own ------------------------------------------
+# --- the commands (numbert.cli.plot), through add_commands and a parser of our own ------------------------
 
 def parse(*argv) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="numbert")
-    plot.add_commands(parser.add_subparsers(dest="command", required=True))
+    plot_commands.add_commands(parser.add_subparsers(dest="command", required=True))
     return parser.parse_args([str(a) for a in argv])
 
 
@@ -177,7 +178,7 @@ def test_plot_handler_without_matplotlib_fails_before_loading(monkeypatch, tmp_p
     assert not (tmp_path / "x.png").exists()
 
 
-# --- the installed command: python -m numbert.cli plot ... ----------------------------------------------
+# --- the command's main: numbert.cli.main(['plot', ...]) -----------------------------------------------
 
 def cli(*argv, prelude: str = "") -> subprocess.CompletedProcess:
     code = f"import sys; {prelude}from numbert.cli import main; sys.exit(main(sys.argv[1:]))"
