@@ -181,11 +181,14 @@ def python(code_or_module: list[str]) -> subprocess.CompletedProcess:
                           env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=120)
 
 
-def test_python_m_numbert():
+def test_python_m_numbert(minilm_dir):
     result = python(["-m", "numbert", "--help"])
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: numbert")
     assert all(command in result.stdout for command in ("tokenize", "encode", "neighbors", "similarity", "plot"))
+    result = python(["-m", "numbert", "tokenize", "hello, world", "--json", "--model", str(minilm_dir)])
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["tokens"] == ["[CLS]", "hello", ",", "world", "[SEP]"]
     result = python(["-m", "numbert", "tokenize"])
     assert result.returncode == 2 and "the following arguments are required: TEXT" in result.stderr
 
