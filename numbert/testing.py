@@ -13,9 +13,11 @@ from .checkpoint import tensor_shapes
 from .config import BertConfig
 
 # The inputs of the committed transformers fixtures (tests/fixtures/model_outputs.npz, scripts/make_fixtures.py).
-SENTENCES = ["Here is the sentence I want embeddings for.",
-             "After stealing money from the bank vault, the bank robber was seen fishing on the Mississippi river bank.",
-             "hello, world!"]
+SENTENCES = [
+    "Here is the sentence I want embeddings for.",
+    "After stealing money from the bank vault, the bank robber was seen fishing on the Mississippi river bank.",
+    "hello, world!",
+]
 PAIR = ("How old are you?", "I am six years old.")
 # One sentence where "bank" means two things, for the token-level tests and figures.
 BANK = "After stealing money from the bank vault, the bank robber was seen fishing on the river bank."

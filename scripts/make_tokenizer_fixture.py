@@ -13,8 +13,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from numbert.testing import packaged_minilm  # noqa: E402
 from test_tokenizer_parity import FIXTURE, fixture_cases, hf_pair, rust_windows  # noqa: E402
+
+from numbert.testing import packaged_minilm  # noqa: E402
 
 
 def main() -> None:

@@ -20,9 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from test_docs import DOCS, run_blocks, update  # noqa: E402
+
 import numbert  # noqa: E402
 from numbert.testing import packaged_minilm, write_random_bert  # noqa: E402
-from test_docs import DOCS, run_blocks, update  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

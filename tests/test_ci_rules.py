@@ -2,7 +2,8 @@
 
 The example is three files: this suite's conftest.py, a module that skips itself while it is collected
 (a module-level `pytest.importorskip` of a module that is not installed) and an ordinary test. Without
-the flag the skip is allowed; with it, the run fails, whether the skip happens at collection (an error that stops the run) or in a test.
+the flag the skip is allowed; with it, the run fails, whether the skip happens at collection (an error
+that stops the run) or in a test.
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-
 COMMAND = Path(sys.executable).parent / "numbert"
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import numbert
 from numbert import plot
 from numbert.testing import BANK as SENTENCE
 

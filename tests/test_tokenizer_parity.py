@@ -39,7 +39,6 @@ tests/test_tokenizer.py) is written from the Rust tokenizer by:
 
 from __future__ import annotations
 
-import json
 import random
 import unicodedata
 from pathlib import Path
