@@ -15,9 +15,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numbert.tokenizer import (Batch, Encoding, Tokenizer, is_chinese_char, is_control, is_punctuation, is_whitespace,
-                               load_vocab, pre_tokenize, truncated_lengths, windows, wordpiece)
-from numbert.tokenizer import basic, truncation
+from numbert.tokenizer import (
+    Batch,
+    Encoding,
+    Tokenizer,
+    basic,
+    is_chinese_char,
+    is_control,
+    is_punctuation,
+    is_whitespace,
+    load_vocab,
+    pre_tokenize,
+    truncated_lengths,
+    truncation,
+    windows,
+    wordpiece,
+)
 from numbert.tokenizer.fast import FastTokenizer
 from numbert.tokenizer.tokenizer import PAUSE_COLLECTOR_FROM
 
@@ -447,7 +460,7 @@ def test_from_pretrained_without_vocab(tmp_path):
 
 def test_fixture_of_rust_outputs(vocab_path):
     """Ids, tokens, type ids, offsets and word ids of every window, as transformers' Rust tokenizer
-    gave them (regenerate with `python tests/test_tokenizer_parity.py --regenerate`)."""
+    gave them (regenerate with `python scripts/make_tokenizer_fixture.py`)."""
     cases = json.loads(FIXTURE.read_text(encoding="utf-8"))
     assert len(cases) > 80
     tokenizers = {}

@@ -12,15 +12,13 @@ More hypothesis examples: NUMBERT_TOKENIZER_EXAMPLES=5000 (default 1000).
 
 The committed fixture tests/fixtures/tokenizer_expected.json (checked without transformers by
 tests/test_tokenizer.py) is written from the Rust tokenizer by:
-    HF_HUB_OFFLINE=1 python tests/test_tokenizer_parity.py --regenerate
+    HF_HUB_OFFLINE=1 python scripts/make_tokenizer_fixture.py
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import sys
 import unicodedata
 from pathlib import Path
 
@@ -35,7 +33,8 @@ from numbert.tokenizer import Tokenizer, unicode_tables
 pytestmark = pytest.mark.parity
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tokenizer_expected.json"
-HYPOTHESIS = settings(max_examples=int(os.environ.get("NUMBERT_TOKENIZER_EXAMPLES", "1000")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+HYPOTHESIS = settings(max_examples=int(os.environ.get("NUMBERT_TOKENIZER_EXAMPLES", "1000")), deadline=None,
+                      suppress_health_check=[HealthCheck.too_slow])
 
 CORPUS = [
     # English prose, the BERT tutorials' sentences
@@ -129,7 +128,8 @@ def generated_lines(n: int = 120, seed: int = 0) -> list[str]:
 
 def known_hf_disagreement(text: str, lowercase: bool = True) -> bool:
     """Whether `text` holds a character on which the Rust and the Python HF tokenizers differ."""
-    return (any(unicodedata.category(c) == "Cn" or c in unicode_tables.DIFFERENCES or 0x2B820 <= ord(c) <= 0x2B91F for c in text)
+    return (any(unicodedata.category(c) == "Cn" or c in unicode_tables.DIFFERENCES or 0x2B820 <= ord(c) <= 0x2B91F
+                for c in text)
             or (lowercase and "Σ" in text)
             or (not lowercase and unicodedata.normalize("NFC", text) != text))
 
@@ -403,7 +403,7 @@ def _cached_trio(transformers, vocab_path, options):
 
 
 def fixture_cases() -> list[dict]:
-    """The cases of tests/fixtures/tokenizer_expected.json (expected values added by regenerate)."""
+    """The cases of tests/fixtures/tokenizer_expected.json (expected values added by scripts/make_tokenizer_fixture.py)."""
     cases = [{"text": text} for text in CORPUS]
     cases += [{"text": CORPUS[i], "pair": CORPUS[-i - 8]} for i in range(0, 40, 3)]
     long_text = " ".join(CORPUS[:12])  # about 300 tokens
@@ -412,25 +412,3 @@ def fixture_cases() -> list[dict]:
               {"text": long_text, "max_length": 128, "stride": 32}]
     cases += [{"text": text, "options": {"do_lower_case": False}} for text in CORPUS[:12]]
     return cases
-
-
-def test_committed_fixture_is_what_rust_gives(transformers, vocab_path):
-    """tests/fixtures/tokenizer_expected.json holds what the Rust tokenizer gives today. With
-    NUMBERT_REGENERATE_FIXTURE=1 (`python tests/test_tokenizer_parity.py --regenerate`) it is rewritten."""
-    cases = fixture_cases()
-    for case in cases:
-        rust, _ = hf_pair(transformers, vocab_path, **case.get("options", {}))
-        kwargs = {k: case[k] for k in ("max_length", "truncation", "stride") if k in case}
-        case["expected"] = [{k: v for k, v in enc.items() if k in ("ids", "tokens", "type_ids", "offsets", "word_ids")}
-                            for enc in rust_windows(rust, case["text"], case.get("pair"), **kwargs)]
-    written = "[\n" + ",\n".join(json.dumps(c, ensure_ascii=True) for c in cases) + "\n]\n"
-    if os.environ.get("NUMBERT_REGENERATE_FIXTURE") == "1":
-        FIXTURE.write_text(written, encoding="utf-8")
-    assert FIXTURE.read_text(encoding="utf-8") == written, "the fixture is stale: run with --regenerate"
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] != ["--regenerate"]:
-        sys.exit(__doc__)
-    os.environ["NUMBERT_REGENERATE_FIXTURE"] = "1"
-    sys.exit(pytest.main(["-q", f"{__file__}::test_committed_fixture_is_what_rust_gives"]))

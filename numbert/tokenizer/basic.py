@@ -143,7 +143,8 @@ def lowercase(text: str) -> str:
     return "".join(rust.NEW_LOWERCASE.get(c) or c.lower() for c in text)
 
 
-def normalize(text: str, *, lower: bool = True, strip: bool = True, split_chinese: bool = True) -> tuple[str, list[int]]:
+def normalize(text: str, *, lower: bool = True, strip: bool = True,
+              split_chinese: bool = True) -> tuple[str, list[int]]:
     """Stage 1, BERT's normalizer: the normalized text, and for each of its characters the index of
     the original character it came from. The steps run in the Rust order: clean, space out CJK,
     strip accents, lowercase.

@@ -87,7 +87,8 @@ class Tokenizer:
             if token not in self.vocab:
                 self.vocab[token], next_id = next_id, next_id + 1
         self.vocab_size = len(self.vocab)
-        self.unk_token_id, self.sep_token_id, self.pad_token_id = (self.vocab[t] for t in (unk_token, sep_token, pad_token))
+        self.unk_token_id, self.sep_token_id = self.vocab[unk_token], self.vocab[sep_token]
+        self.pad_token_id = self.vocab[pad_token]
         self.cls_token_id, self.mask_token_id = self.vocab[cls_token], self.vocab[mask_token]
         self._special_ids = {self.vocab[t] for t in self.special_tokens}
         self._special = re.compile("|".join(map(re.escape, sorted(self.special_tokens, key=len, reverse=True))))
