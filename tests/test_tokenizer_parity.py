@@ -331,6 +331,44 @@ def test_every_code_point(transformers):
     assert not bad, bad[:20]
 
 
+def test_combining_classes_of_every_code_point(transformers):
+    """NFD's canonical reordering in Rust against numbert's `combining_class`: each code point next to
+    a mark of every combining class (marks as old as Unicode 3.2, which every table knows), in both
+    orders, sorted as numbert sorts them. Where the Rust tables are older, NEW_COMBINING_MARKS says so."""
+    from tokenizers import normalizers
+
+    nfd = normalizers.NFD()
+    marks = {}
+    for c in map(chr, range(0x30000)):
+        if (k := unicodedata.ucd_3_2_0.combining(c)) and k not in marks and unicodedata.normalize("NFD", c) == c:
+            marks[k] = c
+    sort = lambda text: "".join(c for c, _ in nt.basic.canonical_order([(c, False) for c in text]))
+    bad = []
+    for x in (chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF):
+        if unicodedata.normalize("NFD", x) != x or nfd.normalize_str(x) != x:
+            continue  # a decomposition: its parts are checked on their own
+        probes = marks.values() if unicodedata.combining(x) else (marks[1], marks[230])
+        if any(nfd.normalize_str(s) != sort(s) for m in probes for s in (x + m, m + x)):
+            bad.append(hex(ord(x)))
+    assert not bad, bad[:20]
+
+
+def test_offsets_of_combining_mark_runs(transformers, vocab_path, cased_vocab):
+    """20,000 random strings heavy in combining marks (every mark of Unicode 14, runs of them after
+    letters, spaces, punctuation and CJK): offsets as the Rust tokenizer's, for every option set."""
+    marks = [chr(c) for c in range(0x300, 0x20000) if unicodedata.combining(chr(c))]
+    bases = list("aéxZ Ωि中 .,İ") + ["\x00", "\u3000", "\U0001D165"]
+    rng = random.Random(16)
+    texts = ["".join(rng.choice(marks) if rng.random() < 0.6 else rng.choice(bases) for _ in range(rng.randint(1, 10)))
+             for _ in range(20_000)]
+    for name, options in CONFIGS.items():
+        vocab = cased_vocab if options.get("do_lower_case") is False else vocab_path
+        tok, (rust, _) = Tokenizer(vocab, **options), hf_pair(transformers, vocab, **options)
+        bad = [text for text in texts[:20_000 if name == "uncased" else 4_000]
+               if numbert_windows(tok, text) != rust_windows(rust, text)]
+        assert not bad, (name, len(bad), [[hex(ord(c)) for c in text] for text in bad[:5]])
+
+
 def test_known_hf_disagreements(uncased, transformers, cased_vocab):
     """One example of each listed disagreement: the two HF tokenizers differ, numbert follows Rust."""
     tok, rust, legacy = uncased

@@ -102,11 +102,21 @@ def decompose(ch: str) -> str:
     return ch if ch in rust.NEW_DECOMPOSITIONS else unicodedata.normalize("NFD", ch)
 
 
+def combining_class(ch: str) -> int:
+    """The canonical combining class NFD sorts combining marks by (0 for a base character), from
+    the Rust tables: marks newer than them are class 0 there, so NFD leaves them where they are.
+
+    >>> combining_class("a"), combining_class("\\u0301"), combining_class("\\u1acc")
+    (0, 230, 0)
+    """
+    return 0 if ch in rust.NEW_COMBINING_MARKS else unicodedata.combining(ch)
+
+
 def canonical_order(chars: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     """NFD's canonical reordering of (character, payload) pairs: every run of combining marks
     (combining class > 0) sorted, stably, by combining class."""
     def by_class(item: tuple[str, bool]) -> int:
-        return unicodedata.combining(item[0])
+        return combining_class(item[0])
 
     out, run = [], []
     for item in chars:

@@ -14,11 +14,10 @@ import functools
 import itertools
 import operator
 import re
-import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from .basic import decompose, is_nonspacing_mark, normalize, normalize_char, pre_tokenize, wordpiece
+from .basic import combining_class, decompose, is_nonspacing_mark, normalize, normalize_char, pre_tokenize, wordpiece
 from .encoding import Segment
 
 
@@ -41,7 +40,7 @@ def keeps_combining_mark(ch: str) -> bool:
     """Whether accent stripping leaves a combining mark (class > 0 but not Mn, like U+1D165) from
     `ch`: only then can canonical reordering make `normalize` differ from `normalize_char` character
     by character."""
-    return any(unicodedata.combining(c) and not is_nonspacing_mark(c) for c in decompose(ch))
+    return any(combining_class(c) and not is_nonspacing_mark(c) for c in decompose(ch))
 
 
 _ASCII_WORDS = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9 ]")

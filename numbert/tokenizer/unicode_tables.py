@@ -1,8 +1,9 @@
 """Where the Rust tokenizer's Unicode tables differ from Python's `unicodedata`, as data.
 
 transformers' Rust-backed BertTokenizer (the `tokenizers` crate) takes character categories from
-Unicode 8.0 (the `unicode_categories` crate) and lowercasing from a newer Unicode than Python 3.11's
-`unicodedata` (14.0). These are the characters on which the two disagree, found by running both over
+Unicode 8.0 (the `unicode_categories` crate), canonical combining classes (which order NFD's
+combining marks) from an older Unicode than Python 3.11's `unicodedata` (14.0), and lowercasing from a
+newer one. These are the characters on which the two disagree, found by running both over
 every code point (re-checked by tests/test_tokenizer_parity.py::test_every_code_point). Everywhere
 else `unicodedata` is right. docs/tokenizer.md says where each table is used.
 """
@@ -46,10 +47,14 @@ NEW_NONSPACING_MARKS = code_points(  # Mn since 8.0: accent stripping keeps them
     "1E01B-1E021 1E023-1E024 1E026-1E02A 1E130-1E136 1E2AE 1E2EC-1E2EF 1E944-1E94A")
 OLD_NONSPACING_MARKS = code_points("1734")  # Mn in 8.0, Mc since: accent stripping drops it
 NEW_DECOMPOSITIONS = code_points("11938")  # NFD leaves it whole
+NEW_COMBINING_MARKS = code_points(  # combining class > 0 since the Rust tables: NFD never reorders them
+    "07FD 0898-089F 08CA-08D3 09FE 0C3C 0D3B-0D3C 0EBA 1715 1ABF-1ACE 1DF6-1DFA A82C 10D24-10D27 10EAB-10EAC "
+    "10F46-10F50 10F82-10F85 11070 1133B 1145E 11839-1183A 1193D-1193E 11943 119E0 11A34 11A47 11A99 11D42 "
+    "11D44-11D45 11D97 16FF0-16FF1 1E130-1E136 1E2AE 1E2EC-1E2EF")
 NEW_LOWERCASE = lowercase_pairs(  # lowercase pairs newer than Python's tables
     "1C89>1C8A A7CB>0264 A7CC>A7CD A7CE>A7CF A7D2>A7D3 A7D4>A7D5 A7DA>A7DB A7DC>019B "
     "10D50-10D65>10D70 16EA0-16EB8>16EBB")
 # The CJK Unified Ideographs range U+2B820..U+2B91F is missing from the Rust tables (see is_chinese_char).
 
 DIFFERENCES = (NEW_FORMAT_CHARS | NEW_PUNCTUATION | OLD_PUNCTUATION | NEW_NONSPACING_MARKS | OLD_NONSPACING_MARKS
-               | NEW_DECOMPOSITIONS | frozenset(NEW_LOWERCASE))  # every character of the tables above
+               | NEW_DECOMPOSITIONS | NEW_COMBINING_MARKS | frozenset(NEW_LOWERCASE))  # every character of the tables above
