@@ -272,10 +272,10 @@ WORDS = "one two three four five six seven eight nine ten"
 
 
 def test_truncation_single(bert):
-    enc = bert.encode(WORDS, max_length=6)
+    enc = bert.encode(WORDS, max_length=6, return_overflowing_tokens=True)
     assert enc.tokens == ["[CLS]", "one", "two", "three", "four", "[SEP]"]
     assert [e.tokens[1:-1] for e in enc.overflowing] == [["five", "six", "seven", "eight"], ["nine", "ten"]]
-    strided = bert.encode(WORDS, max_length=6, stride=2)
+    strided = bert.encode(WORDS, max_length=6, stride=2, return_overflowing_tokens=True)
     assert [e.word_ids[1:-1] for e in [strided, *strided.overflowing]] == [[0, 1, 2, 3], [2, 3, 4, 5], [4, 5, 6, 7],
                                                                           [6, 7, 8, 9]]
     assert bert.encode(WORDS, max_length=6, truncation=False).tokens == bert.encode(WORDS).tokens
@@ -288,7 +288,8 @@ def test_truncation_pairs(bert):
         ["[CLS]", "one", "two", "three", "[SEP]", "alpha", "beta", "[SEP]"]  # longest first: 3 + 2 of 5
     assert bert.encode(WORDS, b, max_length=10, truncation="only_first").tokens[1:4] == ["one", "two", "three"]
     assert bert.encode(b, WORDS, max_length=10, truncation="only_second").tokens[-4:] == ["one", "two", "three", "[SEP]"]
-    windows_ = bert.encode(WORDS, b, max_length=12, truncation="only_first", stride=2)
+    windows_ = bert.encode(WORDS, b, max_length=12, truncation="only_first", stride=2,
+                           return_overflowing_tokens=True)
     assert [e.word_ids[1:6] for e in [windows_, *windows_.overflowing]] == [[0, 1, 2, 3, 4], [3, 4, 5, 6, 7],
                                                                            [6, 7, 8, 9, None]]
 
@@ -469,7 +470,7 @@ def test_fixture_of_rust_outputs(vocab_path):
         key = json.dumps(options, sort_keys=True)
         tok = tokenizers.setdefault(key, Tokenizer(vocab_path, **options))
         kwargs = {k: case[k] for k in ("max_length", "truncation", "stride") if k in case}
-        enc = tok.encode(case["text"], case.get("pair"), **kwargs)
+        enc = tok.encode(case["text"], case.get("pair"), **kwargs, return_overflowing_tokens=True)
         got = [{"ids": e.ids, "tokens": e.tokens, "type_ids": e.type_ids, "offsets": [list(o) for o in e.offsets],
                 "word_ids": e.word_ids} for e in [enc, *enc.overflowing]]
         assert got == case["expected"], case["text"][:80]

@@ -204,17 +204,17 @@ def as_dict(enc) -> dict:
 
 
 def rust_windows(rust, text, pair=None, **kwargs) -> list[dict]:
-    """The Rust tokenizer's encoding and its overflowing windows, through transformers' batch call
-    (the single-text call would drop an empty pair)."""
+    """The Rust tokenizer's encoding and its overflowing windows, through transformers' single-text
+    call (which drops an empty pair, as numbert's encode does)."""
     if kwargs.get("max_length") is not None:
         kwargs.setdefault("truncation", True)
-    out = rust([text], None if pair is None else [pair], return_offsets_mapping=True, return_overflowing_tokens=True,
+    out = rust(text, pair, return_offsets_mapping=True, return_overflowing_tokens=True,
                return_special_tokens_mask=True, **kwargs)
     return [as_dict(e) for e in out.encodings]
 
 
 def numbert_windows(tok, text, pair=None, **kwargs) -> list[dict]:
-    enc = tok.encode(text, pair, **kwargs)
+    enc = tok.encode(text, pair, **kwargs, return_overflowing_tokens=True)
     return [as_dict(e) for e in [enc, *enc.overflowing]]
 
 
@@ -230,7 +230,7 @@ def check(tok, rust, legacy, text, pair=None, lowercase=True, **kwargs):
             rust_windows(rust, text, pair, **kwargs)
         return
     assert ours == rust_windows(rust, text, pair, **kwargs), (text, pair, kwargs)
-    if legacy is not None and not kwargs.get("stride"):
+    if legacy is not None and not kwargs.get("stride") and pair != "":  # the Python tokenizer keeps an empty pair
         legacy_ids = legacy(text, pair, **kwargs)["input_ids"]
         if legacy_ids != ours[0]["ids"]:
             both = text + (pair or "")
@@ -273,6 +273,49 @@ def test_pairs_and_truncation(uncased):
         for stride in range(0, 3):
             check(tok, rust, None, words, "alpha beta gamma delta", max_length=max_length, stride=stride)
             check(tok, rust, None, words, max_length=max_length, stride=stride)
+
+
+def test_tiny_max_length(uncased):
+    """max_length that just holds the special tokens: [CLS] [SEP] [SEP] and every token in the
+    windows, whatever the strategy; below that, Rust's unsigned arithmetic wraps around and nothing is
+    cut, where numbert refuses (docs/tokenizer.md)."""
+    tok, rust, _ = uncased
+    for text, pair in [("hello world", "foo bar"), ("hello world again and again", "foo"), ("a", "foo bar baz"),
+                       ("", "x"), ("x", "")]:
+        for strategy in ("longest_first", "only_first", "only_second"):
+            for stride in (0, 1):
+                check(tok, rust, None, text, pair, max_length=3, truncation=strategy, stride=stride)
+            if pair:  # (an empty pair is dropped: one text, for which max_length=2 is the special tokens)
+                assert (rust_windows(rust, text, pair, max_length=2, truncation=strategy)[0]["ids"]
+                        == tok.encode(text, pair).ids)
+                with pytest.raises(ValueError, match="leaves no room"):
+                    tok.encode(text, pair, max_length=2, truncation=strategy)
+        check(tok, rust, None, text, max_length=2, truncation="only_first")
+        check(tok, rust, None, text, max_length=2, truncation="only_second")
+
+
+def test_empty_pair(uncased):
+    """transformers' single-text call drops an empty pair; its batch call keeps it: encode and
+    encode_batch follow each."""
+    tok, rust, legacy = uncased
+    for text in ["a", "hello world", ""]:
+        check(tok, rust, legacy, text, "")
+        assert len(legacy(text, "")["input_ids"]) == len(tok.encode(text, "")) + 1  # the Python one keeps it
+        theirs = rust([text], [""], return_tensors="np")
+        ours = tok.encode_batch([text], [""])
+        for name in ("input_ids", "token_type_ids", "attention_mask"):
+            np.testing.assert_array_equal(getattr(ours, name), theirs[name])
+
+
+def test_truncation_true_without_max_length(transformers, minilm_dir):
+    """truncation=True alone cuts at model_max_length; nothing set cuts nothing."""
+    tok = Tokenizer.from_pretrained(minilm_dir)
+    rust = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
+    text = " ".join(CORPUS * 3)
+    assert len(rust(text)["input_ids"]) > 512
+    assert numbert_windows(tok, text, truncation=True) == rust_windows(rust, text, truncation=True)
+    assert numbert_windows(tok, text) == rust_windows(rust, text)
+    assert numbert_windows(tok, text, "a pair", truncation=True) == rust_windows(rust, text, "a pair", truncation=True)
 
 
 def test_without_special_tokens(uncased):
@@ -386,7 +429,8 @@ def test_known_hf_disagreements(uncased, transformers, cased_vocab):
     ids = rust("don't")["input_ids"]
     assert tok.decode(ids) == rust.decode(ids, skip_special_tokens=True) == "don ' t"  # per token
     assert legacy.decode(ids, skip_special_tokens=True) == "don't"  # on the whole string
-    assert len(rust("a", "")["input_ids"]) == 3 and len(rust(["a"], [""])["input_ids"][0]) == len(tok.encode("a", "")) == 4
+    assert len(rust("a", "")["input_ids"]) == len(tok.encode("a", "")) == 3  # the single call drops an empty pair
+    assert len(rust(["a"], [""])["input_ids"][0]) == len(tok.encode_batch(["a"], [""]).encodings[0]) == 4  # batch: kept
 
 
 # --- hypothesis: arbitrary Unicode ------------------------------------------------------------------

@@ -5,6 +5,7 @@ Read in this order (docs/tokenizer.md tells the whole story):
 - basic.py: the stages, plainly: normalize (with offsets), split into words, WordPiece.
 - unicode_tables.py: where the Rust tokenizer's Unicode tables differ from Python's, as data.
 - fast.py: the same stages memoized, with a fast path for ASCII.
+- blocks.py: long texts a block at a time, in bounded memory.
 - encoding.py, truncation.py, tokenizer.py: `Tokenizer.encode` and `encode_batch`: special
   tokens, the `[CLS] A [SEP] B [SEP]` template, truncation into windows, padding; and `decode`.
 """

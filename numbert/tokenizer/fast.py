@@ -18,7 +18,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from .basic import combining_class, decompose, is_nonspacing_mark, normalize, normalize_char, pre_tokenize, wordpiece
+from .blocks import blocks, run_segment
 from .encoding import Segment
+
+BLOCK_SIZE = 1 << 16  # characters: a longer text is tokenized a block at a time, in bounded memory
+MEMO_CHUNK = 256  # characters: longer whitespace-free runs are tokenized without the memo
 
 
 class Memo(dict):
@@ -103,9 +107,10 @@ class FastTokenizer:
     """`basic.tokenize`, memoized, for text that holds no special token."""
 
     def __init__(self, vocab: dict[str, int], *, lower: bool, strip: bool, split_chinese: bool, unk_token: str,
-                 max_input_chars_per_word: int):
+                 max_input_chars_per_word: int, block_size: int = BLOCK_SIZE):
         self.vocab, self.lower, self.strip, self.split_chinese = vocab, lower, strip, split_chinese
         self.unk_token, self.max_input_chars_per_word = unk_token, max_input_chars_per_word
+        self.block_size = block_size
         self.id_to_token = {i: t for t, i in vocab.items()}
         self.longest_piece = max(map(len, vocab))
         self._normalized = Memo(functools.partial(normalize_char, lower=lower, strip=strip,
@@ -123,17 +128,33 @@ class FastTokenizer:
         pieces = list(map(self._normalized.__getitem__, text))
         return "".join(pieces), [i for i, piece in enumerate(pieces) for _ in piece]
 
-    def segment(self, text: str, pos: int = 0) -> Segment:
-        """The tokens of `text`, offsets counted from `pos`: at once on plain ASCII, else
-        whitespace-free chunk by chunk, each memoized."""
+    def segment(self, text: str, pos: int = 0, limit: int | None = None) -> Segment:
+        """The tokens of `text`, offsets counted from `pos`. A text longer than `block_size` characters
+        goes a block at a time (blocks.py), and with `limit` stops once it has that many tokens (the
+        first ones; maybe more)."""
+        if len(text) <= self.block_size:
+            return self._segment_block(text, pos)
+        parts, count = [], 0
+        for start, end, is_run in blocks(text, self.block_size):
+            part = (run_segment(self, text, start, end, pos, None if limit is None else limit - count) if is_run
+                    else self._segment_block(text[start:end], pos + start))
+            parts.append(part)
+            count += len(part.ids)
+            if limit is not None and count >= limit:
+                break
+        return Segment.join(parts)
+
+    def _segment_block(self, text: str, pos: int) -> Segment:
+        """The tokens of `text`: at once on plain ASCII, else whitespace-free chunk by chunk, each
+        memoized (up to MEMO_CHUNK characters)."""
         if is_plain_ascii(text):
             return self._tokenize_ascii(text, pos)
         if text.isprintable():  # no whitespace but ' ', no control characters
             runs = text.split(" ")  # '' between two spaces: a chunk without tokens
             starts = map(operator.add, itertools.accumulate(map(len, runs), initial=0), itertools.count(pos))
-            chunks = list(zip(starts, map(self._chunks.__getitem__, runs)))
+            chunks = list(zip(starts, map(self._chunk, runs)))
         else:
-            chunks = [(pos + m.start(), self._chunks[m.group()]) for m in _CHUNKS.finditer(text)]
+            chunks = [(pos + m.start(), self._chunk(m.group())) for m in _CHUNKS.finditer(text)]
         first_words = itertools.accumulate((chunk.n_words for _, chunk in chunks), initial=0)
         ids = [i for _, chunk in chunks for i in chunk.ids]
         return Segment(ids, [self.id_to_token[i] for i in ids],
@@ -150,6 +171,10 @@ class FastTokenizer:
         words = list(itertools.accumulate(word_starts, initial=-1))  # each token's word: word starts so far - 1
         del words[0]
         return Segment(ids, tokens, spans_of(fields, pos), words)
+
+    def _chunk(self, chunk: str) -> Chunk:
+        """The tokens of a whitespace-free run, from the memo unless it is long (long runs rarely repeat)."""
+        return self._chunks[chunk] if len(chunk) <= MEMO_CHUNK else self._tokenize_chunk(chunk)
 
     def _tokenize_chunk(self, chunk: str) -> Chunk:
         """Both stages on a whitespace-free run of text: normalize, split into words, WordPiece."""

@@ -131,42 +131,70 @@ class Tokenizer:
         """The WordPiece tokens of `text`, without [CLS]/[SEP]."""
         return self._segment(text).tokens
 
-    def _segment(self, text: str, name: str = "text") -> Segment:
+    def _segment(self, text: str, name: str = "text", limit: int | None = None) -> Segment:
         """Tokens, ids, offsets and word indices of one text. Special tokens are cut out of the raw
-        text first and make words of their own."""
+        text first and make words of their own. With `limit`, tokenizing may stop once the first
+        `limit` tokens are known."""
         if not isinstance(text, str):
             raise TypeError(f"{name} must be a str, not {type(text).__name__}")
-        parts, pos = [], 0
+        parts, pos, count = [], 0, 0
         for special in self._special.finditer(text):
             token = special.group()
-            parts += [self._fast.segment(text[pos:special.start()], pos),
+            parts += [self._fast.segment(text[pos:special.start()], pos, None if limit is None else limit - count),
                       Segment([self.vocab[token]], [token], [special.span()], [0])]
+            count += len(parts[-2].ids) + 1
             pos = special.end()
-        parts.append(self._fast.segment(text[pos:], pos))
+            if limit is not None and count >= limit:
+                return Segment.join(parts)
+        parts.append(self._fast.segment(text[pos:], pos, None if limit is None else limit - count))
         return Segment.join(parts)
 
     # -- encoding ------------------------------------------------------------------------------------
 
-    def encode(self, text: str, pair: str | None = None, *, add_special_tokens: bool = True,
-               max_length: int | None = None, truncation: bool | str = True, stride: int = 0) -> Encoding:
-        """Token ids and their alignment for `text` (and `pair`): `[CLS] text [SEP] pair [SEP]`.
+    def encode(self, text: str, text_pair: str | None = None, *, add_special_tokens: bool = True,
+               max_length: int | None = None, truncation: bool | str | None = None, stride: int = 0,
+               return_overflowing_tokens: bool = False, pair: str | None = None) -> Encoding:
+        """Token ids and their alignment for `text` (and `text_pair`): `[CLS] text [SEP] text_pair [SEP]`.
 
-        With `max_length`, truncation (True = "longest_first", "only_first", "only_second"; False:
-        none) cuts the segments to fit; the cut tokens come back in `.overflowing` as further windows,
-        each overlapping the previous one by `stride` tokens.
+        Truncation as transformers': "longest_first" (or True), "only_first", "only_second"; False
+        never cuts. Unset (None), it cuts only when `max_length` is given; True without `max_length`
+        cuts at the tokenizer's `model_max_length`, when it has one. An empty `text_pair` is dropped,
+        as transformers' single-text call drops it (`encode_batch` keeps it, as its batch call does).
+
+        A truncated text is tokenized only as far as the kept tokens reach, so a long text costs no
+        more than its first window. With `return_overflowing_tokens`, the whole text is tokenized and
+        the cut tokens come back in `.overflowing` as further windows, each overlapping the previous
+        one by `stride` tokens. `pair` is an older name of `text_pair`.
         """
+        text_pair = _alias(text_pair, pair, "text_pair", "pair")
+        return self._encode(text, text_pair or None, add_special_tokens=add_special_tokens, max_length=max_length,
+                            truncation=truncation, stride=stride, return_overflowing_tokens=return_overflowing_tokens)
+
+    def _encode(self, text: str, text_pair: str | None, *, add_special_tokens: bool, max_length: int | None,
+                truncation: bool | str | None, stride: int, return_overflowing_tokens: bool) -> Encoding:
+        """`encode`, an empty text_pair kept as an empty second segment."""
+        if truncation is None:
+            truncation = max_length is not None
+        elif truncation is not False and max_length is None:
+            max_length = self.model_max_length
         strategy = truncation_strategy(truncation, max_length, stride)
-        a = self._segment(text)
-        b = None if pair is None else self._segment(pair, "pair")
+        n_special = (2 if text_pair is None else 3) if add_special_tokens else 0
         if max_length is None or strategy == "do_not_truncate":
-            return self._template(a, b, add_special_tokens)
-        n_special = (2 if b is None else 3) if add_special_tokens else 0
+            return self._template(self._segment(text), None if text_pair is None else self._segment(text_pair, "pair"),
+                                  add_special_tokens)
         if max_length < n_special:
             raise ValueError(f"max_length={max_length} leaves no room for the {n_special} special tokens")
-        len_a, len_b = truncated_lengths(len(a.ids), None if b is None else len(b.ids), max_length - n_special,
-                                         strategy)
+        budget = max_length - n_special
+        # A single text truncated without windows needs only its first `budget` tokens (plus one, to
+        # know whether it was cut); a pair's split depends on both lengths.
+        enough = budget + 1 if text_pair is None and not return_overflowing_tokens else None
+        a = self._segment(text, limit=enough)
+        b = None if text_pair is None else self._segment(text_pair, "pair")
+        len_a, len_b = truncated_lengths(len(a.ids), None if b is None else len(b.ids), budget, strategy)
         windows_a = windows(len(a.ids), len_a, stride)
         windows_b = [None] if b is None or len_b is None else windows(len(b.ids), len_b, stride)
+        if not return_overflowing_tokens:
+            windows_a, windows_b = windows_a[:1], windows_b[:1]
         first, *overflowing = (self._template(a[wa], None if b is None else b[wb], add_special_tokens)
                                for wa, wb in window_pairs(windows_a, windows_b))
         first.overflowing = overflowing
@@ -187,18 +215,22 @@ class Tokenizer:
                         sequence_ids=[*[None] * n_cls, *[0] * n_a, *[None] * n_sep, *[1] * n_b, *[None] * n_sep_b],
                         special_tokens_mask=[*[1] * n_cls, *[0] * n_a, *[1] * n_sep, *[0] * n_b, *[1] * n_sep_b])
 
-    def encode_batch(self, texts: Sequence[str], pairs: Sequence[str] | None = None, *,
-                     add_special_tokens: bool = True, max_length: int | None = None, truncation: bool | str = True,
-                     padding: bool | str = "longest", stride: int = 0) -> Batch:
-        """Encode `texts` (with `pairs`) and pad them into (batch, seq) int64 arrays.
+    def encode_batch(self, texts: Sequence[str], text_pair: Sequence[str] | None = None, *,
+                     add_special_tokens: bool = True, max_length: int | None = None,
+                     truncation: bool | str | None = None, padding: bool | str = "longest", stride: int = 0,
+                     return_overflowing_tokens: bool = False, pairs: Sequence[str] | None = None) -> Batch:
+        """Encode `texts` (with a `text_pair` for each) and pad them into (batch, seq) int64 arrays.
 
-        padding: "longest" (or True) pads to the longest encoding, "max_length" to `max_length`,
-        False requires all encodings to have the same length.
+        Truncation as in `encode`; an empty pair stays an empty second segment, as in transformers'
+        batch call. padding: "longest" (or True) pads to the longest encoding, "max_length" to
+        `max_length`, False requires all encodings to have the same length. `pairs` is an older name
+        of `text_pair`.
 
         From PAUSE_COLLECTOR_FROM texts on, Python's cyclic garbage collector is paused while the
         encodings are made (see `collector_paused`).
         """
-        for name, seq in (("texts", texts), ("pairs", pairs)):
+        pairs = _alias(text_pair, pairs, "text_pair", "pairs")
+        for name, seq in (("texts", texts), ("text_pair", pairs)):
             if seq is not None and (isinstance(seq, str) or not isinstance(seq, Sequence)):
                 raise TypeError(f"{name} must be a list of str, not {type(seq).__name__}")
         if pairs is not None and len(pairs) != len(texts):
@@ -209,8 +241,9 @@ class Tokenizer:
             raise ValueError("padding='max_length' needs max_length")
         fixed_width = max_length if padding == "max_length" else None
         with collector_paused() if len(texts) >= PAUSE_COLLECTOR_FROM else contextlib.nullcontext():
-            encodings = [self.encode(text, None if pairs is None else pairs[i], add_special_tokens=add_special_tokens,
-                                     max_length=max_length, truncation=truncation, stride=stride)
+            encodings = [self._encode(text, None if pairs is None else pairs[i], add_special_tokens=add_special_tokens,
+                                      max_length=max_length, truncation=truncation, stride=stride,
+                                      return_overflowing_tokens=return_overflowing_tokens)
                          for i, text in enumerate(texts)]
         lengths = [len(e) for e in encodings]
         width = max(lengths, default=0)
@@ -269,6 +302,15 @@ class Tokenizer:
     def __repr__(self) -> str:
         return (f"Tokenizer(vocab_size={self.vocab_size}, do_lower_case={self.do_lower_case}, "
                 f"strip_accents={self.strip_accents}, tokenize_chinese_chars={self.tokenize_chinese_chars})")
+
+
+def _alias(value, old_value, name: str, old_name: str):
+    """An argument that also goes by an older name: the one given (a TypeError if both are)."""
+    if old_value is None:
+        return value
+    if value is not None:
+        raise TypeError(f"got both {name} and its older name {old_name}; pass {name} only")
+    return old_value
 
 
 def _cleanup(token: str) -> str:

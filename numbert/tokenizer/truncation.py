@@ -28,9 +28,16 @@ def truncation_strategy(truncation: bool | str, max_length: int | None, stride: 
 def truncated_lengths(len_a: int, len_b: int | None, budget: int, strategy: str) -> tuple[int, int | None]:
     """How many tokens of A and B fit in `budget`, by transformers' truncation strategies.
 
+    A budget of 0 (max_length just holds the special tokens) empties both, whatever the strategy,
+    as Rust does; the tokens all go to the overflowing windows.
+
     >>> truncated_lengths(10, 4, 5, "longest_first")
     (3, 2)
+    >>> truncated_lengths(10, 4, 0, "only_second")
+    (0, 0)
     """
+    if budget == 0:
+        return 0, None if len_b is None else 0
     if len_a + (len_b or 0) <= budget:
         return len_a, len_b
     excess = len_a + (len_b or 0) - budget

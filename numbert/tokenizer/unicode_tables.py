@@ -56,5 +56,6 @@ NEW_LOWERCASE = lowercase_pairs(  # lowercase pairs newer than Python's tables
     "10D50-10D65>10D70 16EA0-16EB8>16EBB")
 # The CJK Unified Ideographs range U+2B820..U+2B91F is missing from the Rust tables (see is_chinese_char).
 
+# every character of the tables above
 DIFFERENCES = (NEW_FORMAT_CHARS | NEW_PUNCTUATION | OLD_PUNCTUATION | NEW_NONSPACING_MARKS | OLD_NONSPACING_MARKS
-               | NEW_DECOMPOSITIONS | NEW_COMBINING_MARKS | frozenset(NEW_LOWERCASE))  # every character of the tables above
+               | NEW_DECOMPOSITIONS | NEW_COMBINING_MARKS | frozenset(NEW_LOWERCASE))
