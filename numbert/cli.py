@@ -310,7 +310,7 @@ def features_line(index: int, tokens: list[str], states: np.ndarray, layers: lis
 # --- shared ---------------------------------------------------------------------------------------
 
 def load_model(name: str):
-    from .model import load
+    from .bert import load
 
     return load(name)
 
