@@ -139,7 +139,8 @@ class Encoder:
 
     def embeddings(self, input_ids: np.ndarray, token_type_ids: np.ndarray,
                    out: np.ndarray | None = None) -> np.ndarray:
-        """Token + position + segment embeddings, then LayerNorm. (batch, seq) -> (batch, seq, hidden)"""
+        """Token + position + segment embeddings, then LayerNorm, into `out` if given.
+        (batch, seq) -> (batch, seq, hidden). Reference: the first line of `reference.forward`."""
         seq = input_ids.shape[1]
         x = self.word_embeddings[input_ids]
         x += self.position_embeddings[:seq]
@@ -176,6 +177,8 @@ class Encoder:
         """Run the encoder on token ids of shape (seq,) or (batch, seq).
 
         token_type_ids default to 0 (one segment), attention_mask to 1 (no padding).
+        Reference: `reference.forward`; faster by writing every layer's output straight into
+        hidden_states and attentions, and by reusing each layer's temporaries in the next (Scratch).
         """
         ids, types, mask, single = self._check_inputs(input_ids, token_type_ids, attention_mask)
         c = self.config

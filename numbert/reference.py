@@ -62,7 +62,8 @@ def multi_head_attention(x: np.ndarray, mask: np.ndarray, layer: EncoderLayer,
     batch, seq, hidden = x.shape
     split = lambda y: y.reshape(batch, seq, heads, hidden // heads).transpose(0, 2, 1, 3)
     mask_bias = np.where(mask[:, None, None, :] > 0, 0, np.finfo(x.dtype).min).astype(x.dtype)  # -inf, but finite
-    context, probs = attention(*(split(linear(x, p)) for p in (layer.query, layer.key, layer.value)), mask_bias)
+    q, k, v = (split(linear(x, p)) for p in (layer.query, layer.key, layer.value))
+    context, probs = attention(q, k, v, mask_bias)
     return linear(context.transpose(0, 2, 1, 3).reshape(batch, seq, hidden), layer.attention_output), probs
 
 
