@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from .hub import model_dir
 from .model import Encoder, Output
 from .sentence_config import SentenceConfig, read_sentence_config
 from .tokenizer import Tokenizer
+from .tokenizer.tokenizer import alias
 from .windows import run_windows, window_spans
 
 
@@ -57,31 +59,52 @@ class Bert:
 
     def __call__(self, text: str | list[str], text_pair: str | list[str] | None = None, *,
                  output_attentions: bool = False, max_length: int | None = None,
-                 truncation: bool | str = True, long: str = "truncate", stride: int = 128) -> Output:
+                 truncation: bool | str = True, long: str = "truncate", stride: int = 128,
+                 output_hidden_states: bool = True) -> Output:
         """Tokenize `text` (one string or a list; optionally with a second segment) and run the encoder.
 
         Inputs are cut to `max_length` (default: the model's positions, 512 for BERT) unless
         `truncation=False`, in which case a longer input raises a ValueError. A single text may
         instead run as overlapping windows (`long="window"`, see `windowed`), so every token gets vectors.
+        An empty list gives an Output with a batch of 0. `output_hidden_states` is accepted as in
+        transformers; the hidden states are always in the Output.
         """
         tokenizer = self._require_tokenizer()
         limit = self.config.max_position_embeddings
         if max_length is not None and not 1 <= max_length <= limit:
             raise ValueError(f"max_length must be between 1 and {limit}, got {max_length}")
         _check_long(long)
+        if not isinstance(text, str):
+            text = self._text_list(text, name="text")
+            if text_pair is not None:
+                text_pair = self._text_list(text_pair, name="text_pair")
+        elif text_pair is not None and not isinstance(text_pair, str):
+            raise TypeError(f"text is one str, so text_pair must be one str too, not {type(text_pair).__name__}")
         if long == "window":
             if not isinstance(text, str) or text_pair is not None or output_attentions:
                 raise ValueError("long='window' runs one text without a pair or attentions; "
                                  "for many texts use model.embed(texts, long='window')")
             return self.windowed(text, stride=stride, max_length=max_length)
-        cut = dict(max_length=(max_length or limit) if truncation else None, truncation=truncation)
+        cut_at = (max_length or limit) if truncation else None
         if isinstance(text, str):
-            enc = tokenizer.encode(text, text_pair, **cut)
+            assert text_pair is None or isinstance(text_pair, str)  # checked above
+            enc = tokenizer.encode(text, text_pair, max_length=cut_at, truncation=truncation)
             out = self.forward(np.array(enc.ids), np.array(enc.type_ids), output_attentions=output_attentions)
             out.tokens, out.encodings = enc.tokens, [enc]
             return out
-        encodings = tokenizer.encode_batch(text, text_pair, **cut).encodings
+        if not text:
+            return self._empty_output(output_attentions)
+        encodings = tokenizer.encode_batch(text, text_pair, max_length=cut_at, truncation=truncation).encodings
         return self.forward_encodings(encodings, output_attentions=output_attentions)
+
+    def _empty_output(self, output_attentions: bool) -> Output:
+        """The Output of no texts: a batch of 0 (and no tokens)."""
+        c = self.config
+        ids = np.zeros((0, 0), np.int64)
+        return Output(ids, ids.copy(), ids.copy(), np.zeros((c.num_hidden_layers + 1, 0, 0, c.hidden_size), np.float32),
+                      None if self.encoder.pooler is None else np.zeros((0, c.hidden_size), np.float32),
+                      np.zeros((c.num_hidden_layers, 0, c.num_attention_heads, 0, 0), np.float32)
+                      if output_attentions else None, tokens=[], encodings=[])
 
     def _require_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
@@ -97,7 +120,8 @@ class Bert:
     def embed(self, texts: str | Sequence[str], *, batch_size: int = 32, pooling: str | Sequence[str] | None = None,
               layers: str | int | Sequence[int] | None = None, combine: str | None = None,
               normalize: bool | None = None, max_length: int | None = None, long: str = "truncate",
-              stride: int = 128, progress: bool | None = None) -> np.ndarray:
+              stride: int = 128, progress: bool | None = None, normalize_embeddings: bool | None = None,
+              show_progress_bar: bool | None = None, convert_to_numpy: bool = True) -> np.ndarray | list[np.ndarray]:
         """Sentence vectors of many texts: (n, dim) float32 in the input order, (dim,) for one string.
 
         Defaults: for a sentence-transformers directory its own recipe (its pooling of the last layer,
@@ -105,7 +129,16 @@ class Bert:
         for a plain BERT the mean of the second-to-last layer, bert-as-service's default.
         Batching, truncation and long texts as in `batches`. A progress bar (tqdm, on stderr) shows
         once the job has run 2 s; progress=True shows it at once, progress=False never.
+
+        sentence-transformers' names work too: `normalize_embeddings=True` is normalize=True (False
+        leaves the model's own recipe, as there: a Normalize module still normalizes),
+        `show_progress_bar` is `progress`, and `convert_to_numpy=False` gives a list of (dim,) arrays.
         """
+        if normalize_embeddings is not None:
+            if normalize is not None:
+                raise TypeError("got both normalize and sentence-transformers' normalize_embeddings; pass one")
+            normalize = True if normalize_embeddings else None
+        progress = alias(progress, show_progress_bar, "progress", "show_progress_bar")
         single = isinstance(texts, str)
         texts = self._text_list([texts] if single else texts)
         pooling, layers, combine, normalize = self._sentence_recipe(pooling, layers, combine, normalize)
@@ -119,23 +152,40 @@ class Bert:
                 bar.update(len(positions))
         if normalize:
             vectors = recipes.normalize(vectors)
-        return vectors[0] if single else vectors
+        if single:
+            return vectors[0]
+        return vectors if convert_to_numpy else list(vectors)
 
-    def batches(self, texts: Sequence[str], pairs: Sequence[str | None] | None = None, *, batch_size: int = 32,
-                max_length: int | None = None, long: str = "truncate",
-                stride: int = 128) -> Iterator[tuple[list[int], Output]]:
+    def encode(self, sentences: str | Sequence[str], batch_size: int = 32, show_progress_bar: bool | None = None,
+               convert_to_numpy: bool = True, normalize_embeddings: bool = False,
+               **options) -> np.ndarray | list[np.ndarray]:
+        """Sentence vectors, as `SentenceTransformer.encode` is called: `embed` under its names.
+
+        Not to be confused with the module function `numbert.encode(text)`, which returns the whole
+        Output (hidden states, pooler output) of one forward pass. Other keyword arguments go to `embed`.
+        """
+        return self.embed(sentences, batch_size=batch_size, show_progress_bar=show_progress_bar,
+                          convert_to_numpy=convert_to_numpy, normalize_embeddings=normalize_embeddings, **options)
+
+    def batches(self, texts: Sequence[str], text_pair: Sequence[str | None] | None = None, *, batch_size: int = 32,
+                max_length: int | None = None, long: str = "truncate", stride: int = 128,
+                pairs: Sequence[str | None] | None = None) -> Iterator[tuple[list[int], Output]]:
         """Run many texts, yielding (positions in `texts`, Output) batch by batch, longest texts first.
 
-        Texts are sorted by token length and batched with their neighbours, so a batch is padded only
-        to its own longest text. Inputs longer than max_length tokens (default: a sentence-transformers
-        max_seq_length, else the model's positions) are cut (long="truncate"), or, with long="window",
-        run alone through `windowed`, their Output then having no batch axis. A sentence-transformers
-        model with do_lower_case sees lowercased text, as in sentence-transformers.
+        Texts are taken longest first by character count and tokenized LOOK_AHEAD batches at a time;
+        within those, sorted by token count and batched with their neighbours, so a batch is padded
+        only to its own longest text, and memory does not grow with the number of texts. Inputs
+        longer than max_length tokens (default: a sentence-transformers max_seq_length, else the
+        model's positions) are cut (long="truncate"; only the tokens kept are tokenized), or, with
+        long="window", run alone through `windowed`, their Output then having no batch axis. A
+        sentence-transformers model with do_lower_case sees lowercased text, as in
+        sentence-transformers. `pairs` is an older name of `text_pair`.
         """
         texts = self._text_list(texts)
-        pairs = [None] * len(texts) if pairs is None else self._text_list(pairs, none_ok=True)
-        if len(pairs) != len(texts):
-            raise ValueError(f"got {len(texts)} texts but {len(pairs)} pairs")
+        text_pair = alias(text_pair, pairs, "text_pair", "pairs")
+        pair_list = [None] * len(texts) if text_pair is None else self._text_list(text_pair, none_ok=True)
+        if len(pair_list) != len(texts):
+            raise ValueError(f"got {len(texts)} texts but {len(pair_list)} pairs")
         _check_long(long)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
@@ -143,20 +193,25 @@ class Bert:
         if window:
             window_spans(0, limit - 2, stride)  # a bad stride fails now, not at the first long text
         tokenizer = self._require_tokenizer()
-        if self.sentence_config is not None and self.sentence_config.do_lower_case:
-            texts, pairs = [t.lower() for t in texts], [p and p.lower() for p in pairs]
-        encodings = [tokenizer.encode(t, p, max_length=None if window else limit, truncation=not window)
-                     for t, p in zip(texts, pairs)]
-        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i]))  # stable: ties keep input order
-        fitting = [i for i in order if len(encodings[i]) <= limit]
-        for start in range(0, len(fitting), batch_size):
-            positions = fitting[start:start + batch_size]
-            yield positions, self.forward_encodings([encodings[i] for i in positions])
-        for i in (i for i in order if len(encodings[i]) > limit):  # only with long="window"
-            if pairs[i] is not None:
-                raise ValueError(f"input {i} is a pair of {len(encodings[i])} tokens; long='window' runs single "
-                                 f"texts only (max_length is {limit})")
-            yield [i], run_windows(self.encoder, encodings[i], limit, stride, batch_size)
+        lower = self.sentence_config is not None and self.sentence_config.do_lower_case
+        by_length = sorted(range(len(texts)), key=lambda i: -len(texts[i]) - len(pair_list[i] or ""))  # stable
+        for block in range(0, len(texts), LOOK_AHEAD * batch_size):
+            encodings = {}
+            for i in by_length[block:block + LOOK_AHEAD * batch_size]:
+                text, pair = texts[i], pair_list[i]
+                if lower:
+                    text, pair = text.lower(), pair and pair.lower()
+                encodings[i] = tokenizer.encode(text, pair, max_length=None if window else limit, truncation=not window)
+            order = sorted(encodings, key=lambda i: -len(encodings[i]))  # stable: ties keep the order above
+            fitting = [i for i in order if len(encodings[i]) <= limit]
+            for start in range(0, len(fitting), batch_size):
+                positions = fitting[start:start + batch_size]
+                yield positions, self.forward_encodings([encodings[i] for i in positions])
+            for i in (i for i in order if len(encodings[i]) > limit):  # only with long="window"
+                if pair_list[i] is not None:
+                    raise ValueError(f"input {i} is a pair of {len(encodings[i])} tokens; long='window' runs single "
+                                     f"texts only (max_length is {limit})")
+                yield [i], run_windows(self.encoder, encodings.pop(i), limit, stride, batch_size)
 
     def forward_encodings(self, encodings: Sequence, *, output_attentions: bool = False) -> Output:
         """Run tokenizer Encodings of different lengths as one batch, right-padded to the longest."""
@@ -255,14 +310,21 @@ class Bert:
         return tokenizer.vocab[pieces[0]]
 
     @staticmethod
-    def _text_list(texts, none_ok: bool = False) -> list[str]:
-        """The texts as a list of str, or a TypeError naming the first item that is not one."""
-        if isinstance(texts, (str, bytes, bytearray)) or not isinstance(texts, Iterable):
-            raise TypeError(f"texts must be a list of str, not {type(texts).__name__}")
+    def _text_list(texts, none_ok: bool = False, name: str = "texts") -> list[str]:
+        """The texts as a list of str, or a TypeError naming what came instead: the first item that is
+        not a str, bytes, or an unordered container (a set or dict, whose order the vectors could not keep)."""
+        if isinstance(texts, (bytes, bytearray)):
+            raise TypeError(f"{name} must be a str or a list of str, not {type(texts).__name__}; decode it first "
+                            f"(e.g. {name}.decode('utf-8'))")
+        if isinstance(texts, (AbstractSet, Mapping)):
+            raise TypeError(f"{name} is a {type(texts).__name__}, which has no order to give the results in; "
+                            f"pass a list (e.g. sorted({name}))")
+        if isinstance(texts, str) or not isinstance(texts, Iterable):
+            raise TypeError(f"{name} must be a str or a list of str, not {type(texts).__name__}")
         texts = list(texts)
         for i, t in enumerate(texts):
             if not isinstance(t, str) and not (none_ok and t is None):
-                raise TypeError(f"texts[{i}] is a {type(t).__name__}, not a str")
+                raise TypeError(f"{name}[{i}] is a {type(t).__name__}, not a str")
         return texts
 
     def _sentence_recipe(self, pooling, layers, combine, normalize) -> tuple:
@@ -294,6 +356,9 @@ class Bert:
         if isinstance(max_length, bool) or not isinstance(max_length, int) or not 3 <= max_length <= positions:
             raise ValueError(f"max_length must be an integer between 3 and {positions}, got {max_length!r}")
         return max_length
+
+
+LOOK_AHEAD = 8  # batches: `batches` tokenizes this many batches' worth of texts at a time
 
 
 def _check_long(long: str) -> None:

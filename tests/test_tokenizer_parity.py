@@ -494,3 +494,23 @@ def fixture_cases() -> list[dict]:
               {"text": long_text, "max_length": 128, "stride": 32}]
     cases += [{"text": text, "options": {"do_lower_case": False}} for text in CORPUS[:12]]
     return cases
+
+
+def test_calling_the_tokenizer(uncased):
+    """Tokenizer(...) as transformers' tokenizer call: the same fields, lists or arrays."""
+    tok, rust, _ = uncased
+    texts, pairs = CORPUS[:6], CORPUS[6:12]
+    cases = [(CORPUS[0], None, {}), (CORPUS[0], CORPUS[1], {"return_offsets_mapping": True}),
+             (texts, None, {"padding": True}), (texts, pairs, {"padding": "max_length", "max_length": 40}),
+             (texts, None, {"max_length": 8, "stride": 2, "return_overflowing_tokens": True,
+                            "return_special_tokens_mask": True}),
+             (texts, pairs, {"padding": True, "return_tensors": "np", "max_length": 30, "truncation": True}),
+             (CORPUS[0], "", {"return_tensors": "np"}), (texts, [""] * 6, {"padding": True})]
+    for text, pair, kwargs in cases:
+        ours, theirs = tok(text, pair, **kwargs), dict(rust(text, pair, **kwargs))
+        assert ours.keys() == theirs.keys(), kwargs
+        for name in ours:
+            if kwargs.get("return_tensors") == "np":
+                np.testing.assert_array_equal(ours[name], theirs[name])
+            else:
+                assert ours[name] == theirs[name], (name, kwargs)

@@ -166,7 +166,7 @@ class Tokenizer:
         the cut tokens come back in `.overflowing` as further windows, each overlapping the previous
         one by `stride` tokens. `pair` is an older name of `text_pair`.
         """
-        text_pair = _alias(text_pair, pair, "text_pair", "pair")
+        text_pair = alias(text_pair, pair, "text_pair", "pair")
         return self._encode(text, text_pair or None, add_special_tokens=add_special_tokens, max_length=max_length,
                             truncation=truncation, stride=stride, return_overflowing_tokens=return_overflowing_tokens)
 
@@ -229,7 +229,7 @@ class Tokenizer:
         From PAUSE_COLLECTOR_FROM texts on, Python's cyclic garbage collector is paused while the
         encodings are made (see `collector_paused`).
         """
-        pairs = _alias(text_pair, pairs, "text_pair", "pairs")
+        pairs = alias(text_pair, pairs, "text_pair", "pairs")
         for name, seq in (("texts", texts), ("text_pair", pairs)):
             if seq is not None and (isinstance(seq, str) or not isinstance(seq, Sequence)):
                 raise TypeError(f"{name} must be a list of str, not {type(seq).__name__}")
@@ -255,6 +255,58 @@ class Tokenizer:
         elif padding is False and len(set(lengths)) > 1:
             raise ValueError(f"padding=False needs encodings of one length, got lengths {sorted(set(lengths))}")
         return self.pad(encodings, width)
+
+    def __call__(self, text: str | Sequence[str], text_pair: str | Sequence[str] | None = None, *,
+                 add_special_tokens: bool = True, padding: bool | str = False, truncation: bool | str | None = None,
+                 max_length: int | None = None, stride: int = 0, return_tensors: str | None = None,
+                 return_overflowing_tokens: bool = False, return_offsets_mapping: bool = False,
+                 return_special_tokens_mask: bool = False) -> dict:
+        """As transformers' tokenizer call: {"input_ids", "token_type_ids", "attention_mask"} (and
+        "offset_mapping", "special_tokens_mask", "overflow_to_sample_mapping" when asked), lists for
+        one text, lists of lists for a list of texts, padded as `padding` says ("longest" or True,
+        "max_length", False). return_tensors="np" gives (batch, seq) int64 arrays, a batch of one
+        for one text. An empty text_pair is dropped for one text and kept in a batch, and max_length
+        alone truncates only when nothing is padded, as there.
+        """
+        if return_tensors not in (None, "np"):
+            raise ValueError(f"return_tensors={return_tensors!r}: numbert returns lists or NumPy arrays (\"np\")")
+        if padding not in ("longest", "max_length", "do_not_pad", True, False):
+            raise ValueError(f"unknown padding {padding!r}; use 'longest', 'max_length' or False")
+        if truncation is None and padding not in (False, "do_not_pad"):
+            truncation = False  # transformers: max_length alone truncates only when nothing is padded
+        options = dict(add_special_tokens=add_special_tokens, max_length=max_length, truncation=truncation,
+                       stride=stride, return_overflowing_tokens=return_overflowing_tokens)
+        single = isinstance(text, str)
+        if isinstance(text, str):
+            if text_pair is not None and not isinstance(text_pair, str):
+                raise TypeError(f"text is one str, so text_pair must be one str too, not {type(text_pair).__name__}")
+            encodings = [self.encode(text, text_pair, **options)]  # type: ignore[arg-type]
+        else:
+            if isinstance(text_pair, str):
+                raise TypeError("text is a list, so text_pair must be a list of str too, not one str")
+            encodings = self.encode_batch(text, text_pair, **options).encodings if text else []  # type: ignore[arg-type]
+        windows = [(i, e) for i, enc in enumerate(encodings) for e in [enc, *enc.overflowing]]
+        rows = [e for _, e in windows]
+        fields: dict[str, list] = {"input_ids": [e.ids for e in rows], "token_type_ids": [e.type_ids for e in rows],
+                  "attention_mask": [e.attention_mask for e in rows]}
+        if return_offsets_mapping:
+            fields["offset_mapping"] = [e.offsets for e in rows]
+        if return_special_tokens_mask:
+            fields["special_tokens_mask"] = [e.special_tokens_mask for e in rows]
+        if padding in (True, "longest", "max_length"):
+            width = max_length if padding == "max_length" and max_length is not None else max(map(len, rows), default=0)
+            fill = {"input_ids": self.pad_token_id, "offset_mapping": (0, 0), "special_tokens_mask": 1}
+            for name, values in fields.items():
+                fields[name] = [row + [fill.get(name, 0)] * (width - len(row)) for row in values]
+        if return_overflowing_tokens:
+            fields["overflow_to_sample_mapping"] = [i for i, _ in windows]
+        if return_tensors == "np":
+            if len({len(row) for row in fields["input_ids"]}) > 1:
+                raise ValueError("return_tensors='np' needs rows of one length: pass padding=True")
+            return {name: np.asarray(values, dtype=np.int64) for name, values in fields.items()}
+        if single and not return_overflowing_tokens:
+            return {name: values[0] for name, values in fields.items()}
+        return fields
 
     def pad(self, encodings: Sequence[Encoding], width: int | None = None) -> Batch:
         """Encodings right-padded with [PAD] to `width` (default: the longest) as (batch, seq) int64 arrays."""
@@ -304,7 +356,7 @@ class Tokenizer:
                 f"strip_accents={self.strip_accents}, tokenize_chinese_chars={self.tokenize_chinese_chars})")
 
 
-def _alias(value, old_value, name: str, old_name: str):
+def alias(value, old_value, name: str, old_name: str):
     """An argument that also goes by an older name: the one given (a TypeError if both are)."""
     if old_value is None:
         return value
