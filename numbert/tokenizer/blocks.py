@@ -18,12 +18,15 @@ import functools
 import re
 import unicodedata
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .basic import clean_char, combining_class, decompose, is_punctuation
 from .encoding import Segment
+
+if TYPE_CHECKING:
+    from .fast import FastTokenizer
 
 # Separators: characters that cleaning turns into a space, and ASCII punctuation (every Unicode
 # whitespace character lies below U+3001).
@@ -102,7 +105,7 @@ class Words:
     original text; a word may span blocks. `fast` is the FastTokenizer whose word memo and
     vocabulary it uses."""
 
-    def __init__(self, fast: Any):
+    def __init__(self, fast: FastTokenizer):
         self.fast = fast
         self.ids: list[int] = []
         self.tokens: list[str] = []
@@ -113,7 +116,7 @@ class Words:
 
     def feed(self, normalized: str, positions: list[int]) -> None:
         """Normalized characters and the original position of each."""
-        from .fast import split_words
+        from .fast import split_words  # (fast.py imports this module)
 
         if not normalized:  # only characters that vanish: a word open before goes on
             return
@@ -147,8 +150,10 @@ class Words:
         if length > self.fast.max_input_chars_per_word:
             self._add(self.fast.vocab[self.fast.unk_token], self.fast.unk_token, (positions[0], positions[-1] + 1))
         else:
+            from .fast import FIELDS, spans_of
+
             fields = self.fast._words[text]
-            for (s, e), i, token in zip(_spans(fields), fields[0::5], fields[1::5]):
+            for (s, e), i, token in zip(spans_of(list(fields)), fields[0::FIELDS], fields[1::FIELDS]):
                 self._add(i, token, (positions[s], positions[e - 1] + 1))
         self.n_words += 1
 
@@ -159,17 +164,12 @@ class Words:
         self.words.append(self.n_words)
 
     def segment(self) -> Segment:
+        """Everything fed so far, the open word closed."""
         self._close()
         return Segment(self.ids, self.tokens, self.offsets, self.words)
 
 
-def _spans(fields: tuple) -> list[tuple[int, int]]:
-    from .fast import spans_of
-
-    return spans_of(list(fields))
-
-
-def run_segment(fast: Any, text: str, start: int, end: int, pos: int, limit: int | None = None) -> Segment:
+def run_segment(fast: FastTokenizer, text: str, start: int, end: int, pos: int, limit: int | None = None) -> Segment:
     """The tokens of text[start:end], a separator (or nothing) followed by characters holding none,
     streamed in blocks of `fast.block_size` characters: offsets count from `pos`. With `limit`, stops
     once that many tokens are known."""
