@@ -3,9 +3,10 @@
 
 Every route that works on inputs goes through `Server.handle`: admission (429 with Retry-After
 beyond max_concurrent_requests, 503 until the model is loaded), the body read up to payload_limit
-(413), parsing and tokenizing in a thread, the model thread's queue, and the answer rendered in a
-thread, or the error in OpenAI's shape. The event loop itself only moves bytes. An unexpected error
-is a 500 and the server keeps serving.
+(413), parsing and tokenizing, the model thread's queue, and the answer rendered, or the error in
+OpenAI's shape. Parsing, tokenizing and rendering run in threads, except for small requests (a
+thread hop costs more than they do), so the event loop never stalls on a big one and the model
+never runs on it. An unexpected error is a 500 and the server keeps serving.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from .settings import Settings
 
 log = logging.getLogger("numbert.serve")
 JSON = "application/json"
+SMALL = 2048  # bytes of a request body, or numbers in an answer, handled on the event loop itself
 SETTINGS_VARIABLE = "NUMBERT_SERVE_SETTINGS"  # how `--workers N` hands the settings to its worker processes
 
 
@@ -72,6 +74,7 @@ class Server:
             log.error("%s", self.load_error)
             return
         s = self.settings
+        await anyio.to_thread.run_sync(embedder.warm_up)
         self.batcher = Batcher(embedder.model, embedder.pooling, embedder.layers, embedder.combine, embedder.dim,
                                s.max_batch_tokens, s.max_batch_size, self.metrics)
         self.batcher.start()
@@ -121,8 +124,8 @@ class Server:
             try:
                 body = await self.read_body(request)
                 if parse is None:
-                    answer = await anyio.to_thread.run_sync(tokenize_answer, embedder, body,
-                                                            self.settings.max_client_batch_size, limiter=self.threads)
+                    answer = await self.run(len(body), tokenize_answer, embedder, body,
+                                            self.settings.max_client_batch_size)
                 else:
                     answer, inputs, tokens = await self.embed_answer(embedder, batcher, body, parse, name)
             finally:
@@ -156,15 +159,20 @@ class Server:
     async def embed_answer(self, embedder: Embedder, batcher: Batcher, body: bytes, parse: Callable,
                            name: str) -> tuple[bytes, int, int]:
         """The answer to /v1/embeddings or /embed, with the number of inputs and tokens it embedded."""
-        request, rows = await anyio.to_thread.run_sync(self.embedding_rows, embedder, body, parse, name,
-                                                       limiter=self.threads)
+        request, rows = await self.run(len(body), self.embedding_rows, embedder, body, parse, name)
         vectors = await batcher.submit(rows)  # (inputs, dim), pooled
         tokens = sum(len(row) for row in rows)
-        answer = await anyio.to_thread.run_sync(self.render, embedder, request, vectors, tokens, limiter=self.threads)
+        answer = await self.run(vectors.size, self.render, embedder, request, vectors, tokens)
         return answer, len(rows), tokens
 
+    async def run(self, size: int, work: Callable, *args):
+        """work(*args) in a thread, or right here on the event loop when `size` is SMALL."""
+        if size <= SMALL:
+            return work(*args)
+        return await anyio.to_thread.run_sync(work, *args, limiter=self.threads)
+
     def embedding_rows(self, e: Embedder, body: bytes, parse: Callable, name: str) -> tuple[EmbeddingRequest, list]:
-        """(In a thread.) The request, checked, and its inputs as token ids."""
+        """The request, checked, and its inputs as token ids."""
         request = parse(body, self.settings.max_client_batch_size)
         e.check_dimensions(request.dimensions, normalizes(e, request))
         if request.ids:
@@ -173,7 +181,7 @@ class Server:
         return request, e.texts_to_rows(request.inputs, truncate, name)
 
     def render(self, e: Embedder, request: EmbeddingRequest, vectors: np.ndarray, tokens: int) -> bytes:
-        """(In a thread.) The finished vectors as OpenAI's or text-embeddings-inference's JSON."""
+        """The finished vectors as OpenAI's or text-embeddings-inference's JSON."""
         vectors = e.finish(vectors, normalizes(e, request), request.dimensions)
         if request.normalize is None:  # OpenAI
             return protocol.openai_response(vectors, request.encoding_format, self.settings.name, tokens)
@@ -186,7 +194,7 @@ def normalizes(e: Embedder, request: EmbeddingRequest) -> bool:
 
 
 def tokenize_answer(e: Embedder, body: bytes, max_inputs: int) -> bytes:
-    """(In a thread.) /tokenize: each input's tokens with ids and character offsets."""
+    """/tokenize: each input's tokens with ids and character offsets."""
     texts, special = protocol.tokenize_request(body, max_inputs)
     texts = [t.lower() for t in texts] if e.lowercase else texts
     encodings = [e.tokenizer.encode(t, add_special_tokens=special, max_length=None, truncation=False) for t in texts]

@@ -30,6 +30,11 @@ class Embedder:
         self.lowercase = model.sentence_config is not None and model.sentence_config.do_lower_case
         self.vocab_size = model.config.vocab_size
 
+    def warm_up(self) -> None:
+        """One forward of [CLS] [SEP], so that the first request finds the weights' pages mapped in."""
+        ids = np.array(self.tokenizer.encode("").ids)
+        self.model.forward(ids).sentence_vector(self.pooling, self.layers, self.combine)
+
     def recipe(self, s: Settings) -> tuple:
         """(pooling, layers, combine, normalize): the options given, else the model's own, as `Bert.embed`
         resolves them (a sentence-transformers directory's pooling of the last layer and its Normalize;
