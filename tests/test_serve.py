@@ -329,6 +329,26 @@ def test_too_many_too_long_and_too_big(server, model):
     still_serving(server, model)
 
 
+def test_not_ready_until_loaded_and_a_failed_load_says_why(tmp_path):
+    from starlette.testclient import TestClient
+
+    from numbert.serve import Settings
+    from numbert.serve.app import create_app
+
+    app = create_app(Settings(model=str(tmp_path)))  # an empty directory: no config.json
+    client = TestClient(app)  # the app has not started, so the model is not loaded
+    assert client.get("/health").status_code == 503 and client.get("/health").json()["status"] == "loading"
+    r = client.post("/v1/embeddings", json={"input": "a"})
+    assert "loading" in error_of(r, 503) and r.headers["Retry-After"] == "1"
+    with client:  # start: the load fails, and /health says why
+        deadline = time.monotonic() + 30
+        while client.get("/health").json()["status"] == "loading" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        health = client.get("/health")
+        assert health.status_code == 503 and "config.json" in health.json()["error"]
+        assert "config.json" in error_of(client.post("/embed", json={"inputs": "a"}), 503)
+
+
 # --- the batching rule --------------------------------------------------------------------------------
 
 def test_next_batch_starts_from_the_oldest_and_keeps_to_the_budget():

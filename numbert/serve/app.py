@@ -122,12 +122,12 @@ class Server:
             embedder, batcher = self.embedder, self.batcher
             self.metrics.in_flight += 1
             try:
-                body = await self.read_body(request)
                 if parse is None:
+                    body = await self.read_body(request)
                     answer = await self.run(len(body), tokenize_answer, embedder, body,
                                             self.settings.max_client_batch_size)
                 else:
-                    answer, inputs, tokens = await self.embed_answer(embedder, batcher, body, parse, name)
+                    answer, inputs, tokens = await self.embed_answer(embedder, batcher, request, parse, name)
             finally:
                 self.metrics.in_flight -= 1
             response = Response(answer, media_type=JSON)
@@ -156,10 +156,15 @@ class Server:
             raise ApiError(400, "the client disconnected before sending the whole body") from None
         return bytes(body)
 
-    async def embed_answer(self, embedder: Embedder, batcher: Batcher, body: bytes, parse: Callable,
+    async def embed_answer(self, embedder: Embedder, batcher: Batcher, http: Request, parse: Callable,
                            name: str) -> tuple[bytes, int, int]:
-        """The answer to /v1/embeddings or /embed, with the number of inputs and tokens it embedded."""
+        """The answer to /v1/embeddings or /embed, with the number of inputs and tokens it embedded.
+
+        While it waits for the model, a request holds its token ids only (4 bytes a token), not its body or texts.
+        """
+        body = await self.read_body(http)
         request, rows = await self.run(len(body), self.embedding_rows, embedder, body, parse, name)
+        del body
         vectors = await batcher.submit(rows)  # (inputs, dim), pooled
         tokens = sum(len(row) for row in rows)
         answer = await self.run(vectors.size, self.render, embedder, request, vectors, tokens)
@@ -175,10 +180,10 @@ class Server:
         """The request, checked, and its inputs as token ids."""
         request = parse(body, self.settings.max_client_batch_size)
         e.check_dimensions(request.dimensions, normalizes(e, request))
-        if request.ids:
-            return request, e.ids_to_rows(request.inputs, name)
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
-        return request, e.texts_to_rows(request.inputs, truncate, name)
+        rows = e.ids_to_rows(request.inputs, name) if request.ids else e.texts_to_rows(request.inputs, truncate, name)
+        request.inputs = []  # the token ids stand for them from here on
+        return request, rows
 
     def render(self, e: Embedder, request: EmbeddingRequest, vectors: np.ndarray, tokens: int) -> bytes:
         """The finished vectors as OpenAI's or text-embeddings-inference's JSON."""

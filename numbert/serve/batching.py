@@ -31,7 +31,7 @@ log = logging.getLogger("numbert.serve")
 class Job:
     """One request's inputs and, as the batches finish, their sentence vectors."""
 
-    rows: list[np.ndarray]  # token ids per input, [CLS] ... [SEP], int64 (seq,)
+    rows: list[np.ndarray]  # token ids per input, [CLS] ... [SEP], int32 (seq,)
     vectors: np.ndarray  # (inputs, dim) float32, pooled and not yet normalized
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop

@@ -70,7 +70,7 @@ class Embedder:
                                     f"{self.max_length} ([CLS] and [SEP] included). Shorten it, or send "
                                     f"truncate=true (or start the server with --auto-truncate)",
                                param=f"{name}[{i}]", code="input_too_long")
-            rows.append(np.array(encoding.ids, np.int64))
+            rows.append(np.array(encoding.ids, np.int32))
         return rows
 
     def ids_to_rows(self, inputs: list[list[int]], name: str) -> list[np.ndarray]:
@@ -86,7 +86,7 @@ class Embedder:
             if j is not None:
                 raise ApiError(422, f"'{name}[{i}][{j}]' is {ids[j]}, not a token id of this model's vocabulary "
                                     f"[0, {self.vocab_size})", param=f"{name}[{i}][{j}]", code="invalid_token_id")
-            rows.append(np.array(ids, np.int64))
+            rows.append(np.array(ids, np.int32))
         return rows
 
     def finish(self, vectors: np.ndarray, normalize: bool, dimensions: int | None) -> np.ndarray:

@@ -14,8 +14,9 @@ class Settings:
     recipe). Limits, with text-embeddings-inference's names and defaults where it has them:
     payload_limit bytes per request body, max_client_batch_size inputs per request (413 beyond),
     max_concurrent_requests requests admitted at once (429 beyond), max_batch_tokens padded tokens
-    and max_batch_size inputs per forward. Admitted work is held as token ids, so memory stays below
-    about max_concurrent_requests x (payload_limit + max_client_batch_size x max_length x 8 bytes).
+    and max_batch_size inputs per forward. A request waiting for the model holds its token ids only
+    (4 bytes a token, and a token takes at least a byte of the body), so the queue holds at most about
+    4 x payload_limit x max_concurrent_requests bytes, plus the bodies being read and tokenized.
     """
 
     model: str
