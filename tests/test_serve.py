@@ -351,12 +351,16 @@ def test_not_ready_until_loaded_and_a_failed_load_says_why(tmp_path):
 
 # --- the batching rule --------------------------------------------------------------------------------
 
-def test_next_batch_starts_from_the_oldest_and_keeps_to_the_budget():
+def test_next_batch_runs_the_oldest_input_with_neighbours_by_length():
     def items(lengths):
         return [Item(arrival, length, None, arrival) for arrival, length in enumerate(lengths)]
 
-    waiting = items([10, 50, 12, 11, 9, 49, 3])
-    assert [i.arrival for i in next_batch(waiting, 1000, 3)] == [0, 4, 6]  # the oldest (10), then shorter ones
-    assert [i.arrival for i in next_batch(waiting, 60, 8)] == [2, 3, 0, 4, 6]  # then longer: 5 x 12 = 60 tokens
-    assert [i.arrival for i in next_batch(waiting, 10_000, 100)] == [1, 5, 2, 3, 0, 4, 6]  # all fit
-    assert [i.arrival for i in next_batch(items([600]), 100, 4)] == [0]  # one input is always taken
+    def arrivals(waiting, max_tokens, max_rows):
+        return [i.arrival for i in next_batch(waiting, max_tokens, max_rows)]
+
+    waiting = items([10, 50, 12, 11, 9, 49, 3])  # longest first: 50 49 12 11 [10] 9 3; the oldest is 10
+    assert arrivals(waiting, 10_000, 8) == [2, 3, 0, 4]  # 12 11 10 9: (32 + 4 x 12) / 42 tokens, the cheapest
+    assert arrivals(waiting, 40, 8) == [2, 3, 0]  # 4 x 12 > 40 tokens
+    assert arrivals(waiting, 10_000, 2) == [3, 0]
+    assert arrivals(items([600]), 100, 4) == [0]  # the oldest input always runs
+    assert arrivals(items([8] * 40), 10_000, 32) == list(range(32))  # like lengths: a full batch
