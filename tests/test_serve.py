@@ -212,7 +212,7 @@ def check_answers(results: list, want: np.ndarray) -> int:
 
 
 def test_64_concurrent_clients_get_every_answer_right(server, model):
-    texts = mixed_texts(200, seed=3, longest=16)
+    texts = mixed_texts(200, seed=3, longest=10)
     want = model.embed(texts, progress=False)
     results: list = []
     deadline = time.monotonic() + 120  # about 10 s on an idle 2-core machine
