@@ -4,7 +4,7 @@
     python scripts/bench_serve.py                          # all-MiniLM-L6-v2, 2 threads, 3 rounds
     python scripts/bench_serve.py --model DIR --size 1000 --rounds 5 --inputs-per-request 4
 
-One corpus of real English sentences (the docstrings of Python's standard library, as scripts/bench.py
+One corpus of real English sentences (the docstrings of Python's standard library, as scripts/bench
 builds it), one thread count for everything (OMP/OPENBLAS/MKL_NUM_THREADS set for the two child
 processes before NumPy loads: the offline embedder and the server). Each round, interleaved:
 
@@ -43,7 +43,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import build_corpus, cpu_name, markdown  # scripts/bench.py
+from bench.corpus import build_corpus  # scripts/bench
+from bench.harness import cpu_name, markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = "How do I embed a short query?"
@@ -53,7 +54,7 @@ CONCURRENCY = (1, 8, 64)
 OFFLINE = r"""
 import json, sys, time, numpy as np, numbert
 sys.path.insert(0, sys.argv[2])
-from bench import blas_info
+from bench.harness import blas_info
 model = numbert.load(sys.argv[1])
 corpus = json.loads(sys.stdin.readline())
 print(json.dumps(blas_info()), flush=True)
@@ -103,10 +104,10 @@ class Offline:
 
 
 class Server:
-    """`python -m numbert.serve` on 127.0.0.1 and a free port."""
+    """`numbert serve` (python -m numbert serve) on 127.0.0.1 and a free port."""
 
     def __init__(self, model: str, env: dict, options: list[str]):
-        cmd = [sys.executable, "-m", "numbert.serve", "--model", model, "--port", "0", *options]
+        cmd = [sys.executable, "-m", "numbert", "serve", "--model", model, "--port", "0", *options]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
         self.port = None
         for line in self.proc.stderr:

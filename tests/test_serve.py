@@ -37,13 +37,13 @@ def mixed_texts(n: int, seed: int, longest: int = 40) -> list[str]:
 
 
 class ServerProcess:
-    """`python -m numbert.serve` on 127.0.0.1 and a free port; its log lines are collected as they come."""
+    """`python -m numbert serve` on 127.0.0.1 and a free port; its log lines are kept as they come."""
 
     def __init__(self, model_dir: Path, *options: str, timeout: float = 60):
         self.model_name = str(model_dir)
         env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-        self.proc = subprocess.Popen([sys.executable, "-m", "numbert.serve", "--model", str(model_dir), "--port", "0",
-                                      *options], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+        command = [sys.executable, "-m", "numbert", "serve", "--model", str(model_dir), "--port", "0", *options]
+        self.proc = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
         self.lines: list[str] = []
         self.port = None
         started = threading.Event()

@@ -5,8 +5,8 @@ sorted longest first, as `Bert.batches` sorts a corpus), as many as make the for
 real token within `max_batch_tokens` padded tokens and `max_batch_size` rows; it runs one forward,
 pools each row with the model's sentence recipe and hands each request its rows; a request is
 answered when its last row is done. Taking the oldest input first means no request waits behind a
-stream of later ones; taking its neighbours by length keeps the padding small. The event loop only enqueues and awaits: NumPy and
-BLAS run here, in the model thread.
+stream of later ones; taking its neighbours by length keeps the padding small. The event loop only
+enqueues and awaits: NumPy and BLAS run here, in the model thread.
 """
 
 from __future__ import annotations
