@@ -215,7 +215,7 @@ def test_64_concurrent_clients_get_every_answer_right(server, model):
     texts = mixed_texts(200, seed=3, longest=10)
     want = model.embed(texts, progress=False)
     results: list = []
-    deadline = time.monotonic() + 120  # about 10 s on an idle 2-core machine
+    deadline = time.monotonic() + 300  # a bound against hangs: it takes far less
 
     async def main():
         await asyncio.gather(*(client_loop(server.url, texts, 20, seed, results, deadline) for seed in range(64)))
