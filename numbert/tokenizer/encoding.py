@@ -21,7 +21,7 @@ class Encoding:
     word_ids: list[int | None]  # pre-tokenizer word index (restarts in the second segment); None for [CLS]/[SEP]
     sequence_ids: list[int | None]  # 0 / 1 for the first / second segment; None for [CLS]/[SEP]
     special_tokens_mask: list[int]  # 1 for the [CLS]/[SEP] the template adds
-    overflowing: list[Encoding] = field(default_factory=list)  # further windows when truncation cut tokens
+    overflowing: list[Encoding] = field(default_factory=list)  # further windows (return_overflowing_tokens=True)
 
     def __len__(self) -> int:
         return len(self.ids)
