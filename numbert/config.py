@@ -1,4 +1,11 @@
-"""The handful of numbers that define a BERT encoder, read from a checkpoint's config.json."""
+"""The handful of numbers that define a BERT encoder, read from a checkpoint's config.json.
+
+Google's TensorFlow release names the file bert_config.json, with the same keys less three whose
+defaults are BERT's own: layer_norm_eps (1e-12), pad_token_id (0) and model_type (bert). Its
+`"hidden_act": "gelu"` is evaluated as transformers evaluates it when it converts such a checkpoint,
+in the exact erf form, 0.5 x (1 + erf(x / sqrt 2)), not the tanh approximation Google's modeling.py
+computes (the two differ by up to about 1e-3 per activation).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
+CONFIG_FILES = ("config.json", "bert_config.json")  # transformers', then Google's TensorFlow release's
+
+
+def config_file(directory: str | Path) -> Path:
+    """The config file of the model in `directory`: config.json, else Google's bert_config.json."""
+    directory = Path(directory)
+    for name in CONFIG_FILES:
+        if (directory / name).is_file():
+            return directory / name
+    raise FileNotFoundError(f"no config.json at {directory / CONFIG_FILES[0]} (nor Google's {CONFIG_FILES[1]})")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,9 @@
 """Find a model's files: a local directory as it is, or a Hugging Face hub id through the HF cache.
 
+A TensorFlow checkpoint prefix (`.../bert_model.ckpt`) stands for its directory, and a .zip or
+.tar.gz of a model (as Google published BERT) is unpacked once into numbert's cache
+(`$XDG_CACHE_HOME/numbert/archives`, default `~/.cache/numbert/archives`).
+
 Only the files numbert reads are fetched: config, tokenizer files, the sentence-transformers
 description (when there is one) and ONE weight file (model.safetensors, else pytorch_model.bin).
 huggingface_hub does the work, so the usual cache, `HF_HOME`, `HF_HUB_CACHE` and
@@ -8,13 +12,21 @@ huggingface_hub does the work, so the usual cache, `HF_HOME`, `HF_HUB_CACHE` and
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
+import tarfile
+import tempfile
+import zipfile
 from pathlib import Path
+
+from .tf_bundle import prefix_of
 
 TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 MODEL_FILES = ("modules.json", "sentence_bert_config.json")  # besides config.json, fetched first
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+ARCHIVES = (".zip", ".tar.gz", ".tgz", ".tar")
 
 
 def model_dir(
@@ -24,7 +36,8 @@ def model_dir(
     revision: str | None = None,
     cache_dir: str | os.PathLike | None = None,
 ) -> Path:
-    """A local directory holding the model's files: the path itself, or the hub id's snapshot.
+    """A local directory holding the model's files: the path itself, the directory of a TensorFlow
+    checkpoint prefix, an archive's unpacked copy, or the hub id's snapshot.
 
     With `weights=False` only config.json and the tokenizer files are fetched (enough for `Tokenizer`).
     """
@@ -33,7 +46,12 @@ def model_dir(
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         return path
+    prefix = prefix_of(path)
+    if prefix is not None:
+        return prefix.parent
     name = str(name_or_path)
+    if path.is_file() and path.name.endswith(ARCHIVES):
+        return unpacked(path)
     if path.exists():
         raise FileNotFoundError(f"{name!r} is a file, not a model directory")
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
@@ -85,3 +103,59 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
     if weights and not any(fetch(f) for f in WEIGHT_FILES):
         raise FileNotFoundError(f"model {repo_id!r} has neither {' nor '.join(WEIGHT_FILES)}")
     return config.parent
+
+
+def unpacked(archive: Path) -> Path:
+    """The model directory inside `archive` (.zip, .tar.gz, .tgz, .tar), unpacked once into the cache.
+
+    The cache entry is keyed by the archive's path, size and modification time, and is written to a
+    temporary directory first, so an interrupted unpacking never leaves a half-filled entry.
+    """
+    stat = archive.resolve().stat()
+    key = hashlib.sha256(f"{archive.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "numbert" / "archives"
+    target = cache / f"{archive.name}-{key}"
+    if not target.is_dir():
+        cache.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(dir=cache, prefix=".unpacking-"))
+        try:
+            _unpack(archive, scratch)
+            try:
+                scratch.rename(target)
+            except OSError:  # another process unpacked the same archive meanwhile
+                if not target.is_dir():
+                    raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return _model_root(archive, target)
+
+
+def _unpack(archive: Path, into: Path) -> None:
+    """Extract every member, refusing paths that would land outside `into` (absolute, `..`, links out)."""
+    try:
+        if archive.name.endswith(".zip"):
+            with zipfile.ZipFile(archive) as z:
+                for member in z.namelist():
+                    if Path(member).is_absolute() or ".." in Path(member).parts:
+                        raise ValueError(f"{archive}: member {member!r} would be written outside the archive's folder")
+                z.extractall(into)
+        else:
+            with tarfile.open(archive) as t:
+                t.extractall(into, filter="data")  # the "data" filter refuses absolute paths, `..` and links out
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as e:
+        raise ValueError(f"{archive} is not a readable {archive.suffix} archive: {e}") from None
+
+
+def _model_root(archive: Path, unpacked: Path) -> Path:
+    """The folder of the unpacked archive that holds the model: itself, or its single top-level folder."""
+    def has_model(d: Path) -> bool:
+        return any((d / name).is_file() for name in ("config.json", "bert_config.json"))
+
+    if has_model(unpacked):
+        return unpacked
+    candidates = [d for d in sorted(unpacked.iterdir()) if d.is_dir() and has_model(d)]
+    if len(candidates) != 1:
+        raise FileNotFoundError(f"{archive} holds no model folder (a config.json or bert_config.json at its top "
+                                f"level or in one folder below it)" if not candidates else
+                                f"{archive} holds several model folders: {', '.join(d.name for d in candidates)}")
+    return candidates[0]

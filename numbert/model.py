@@ -18,11 +18,12 @@ import numpy as np
 
 from . import recipes
 from .checkpoint import load_weights
-from .config import BertConfig
+from .config import BertConfig, config_file
 from .hub import model_dir
 from .layers import (ACTIVATIONS, Linear, Norm, Scratch, attention, attention_mask_bias, feed_forward, layer_norm,
                      linear, merge_heads, split_heads)
 from .sentence_config import SentenceConfig, read_sentence_config
+from .tf_bundle import prefix_of as tf_checkpoint_prefix
 from .tokenizer import Tokenizer
 
 
@@ -143,8 +144,8 @@ class Bert:
                         cache_dir: str | os.PathLike | None = None) -> Bert:
         """Load config, tokenizer and weights from a local directory or a Hugging Face hub id."""
         directory = model_dir(name_or_path, revision=revision, cache_dir=cache_dir)
-        config = BertConfig.from_json(directory / "config.json")
-        weights = load_weights(directory, config)
+        config = BertConfig.from_json(config_file(directory))  # config.json, or Google's bert_config.json
+        weights = load_weights(tf_checkpoint_prefix(name_or_path) or directory, config)  # a `.../bert_model.ckpt`
         tokenizer = Tokenizer.from_pretrained(directory) if (directory / "vocab.txt").is_file() else None
         model = cls(config, weights, tokenizer, name=str(name_or_path))
         model.sentence_config = read_sentence_config(directory)  # None unless a sentence-transformers directory
