@@ -509,5 +509,5 @@ def read_tf_checkpoint(prefix: str | Path, *, verify_crc: bool = True) -> dict[s
     renamed = {}
     for google_name, (tensor, dtype) in tensors.items():
         tensor = _widen(tensor, dtype)
-        renamed[transformers_name(google_name)] = tensor.T if google_name.endswith("/kernel") else tensor
+        renamed[str(transformers_name(google_name))] = tensor.T if google_name.endswith("/kernel") else tensor
     return renamed

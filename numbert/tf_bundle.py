@@ -22,7 +22,7 @@ size its dtype and shape imply, and (unless told not to) against its CRC-32C.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -154,7 +154,7 @@ def _map_shard(path: Path) -> tuple[Path, np.ndarray]:
 # The LevelDB table
 
 
-def _table_entries(path: Path, data: bytes):
+def _table_entries(path: Path, data: bytes) -> Iterator[tuple[bytes, bytes]]:
     """Every (key, value) of the table, in key order: the index block leads to each data block."""
     if len(data) < FOOTER_SIZE or int.from_bytes(data[-8:], "little") != TABLE_MAGIC:
         raise CheckpointError(f"{path} is not a TensorFlow checkpoint index (no table magic number at its end; "
@@ -169,7 +169,7 @@ def _table_entries(path: Path, data: bytes):
         yield from _block_entries(path, _block(path, data, block_handle))
 
 
-def _block_handle(data: bytes, pos: int, path: Path) -> tuple[tuple[int, int], int]:
+def _block_handle(data: bytes, pos: int, path: Path | None) -> tuple[tuple[int, int], int]:
     """((offset, size), position after it): a block handle is two varints."""
     offset, pos = _varint(data, pos, path)
     size, pos = _varint(data, pos, path)
@@ -192,7 +192,7 @@ def _block(path: Path, data: bytes, handle: tuple[int, int]) -> bytes:
     return contents
 
 
-def _block_entries(path: Path, block: bytes):
+def _block_entries(path: Path | None, block: bytes) -> Iterator[tuple[bytes, bytes]]:
     """The (key, value) pairs of one block; keys share a prefix with the key before them."""
     if len(block) < 4:
         raise CheckpointError(f"{path} is corrupt: a block of {len(block)} bytes has no restart count")
@@ -236,9 +236,10 @@ def _varint(data: bytes, pos: int, path: Path | None = None) -> tuple[int, int]:
 # Protobuf wire format: BundleHeaderProto, BundleEntryProto, TensorShapeProto
 
 
-def _fields(message: bytes):
+def _fields(message: bytes) -> Iterator[tuple[int, int | bytes]]:
     """(field number, value) of each field: an int for varint / fixed fields, bytes for length-delimited."""
     pos = 0
+    value: int | bytes
     while pos < len(message):
         tag, pos = _varint(message, pos)
         field, wire_type = tag >> 3, tag & 7
@@ -259,26 +260,39 @@ def _fields(message: bytes):
         yield field, value
 
 
+def _number(value: int | bytes) -> int:
+    if isinstance(value, bytes):
+        raise CheckpointError("a numeric field holds bytes")
+    return value
+
+
+def _message(value: int | bytes) -> bytes:
+    if not isinstance(value, bytes):
+        raise CheckpointError("a message field holds a number")
+    return value
+
+
 def _decode_header(message: bytes) -> tuple[int, bool]:
     """BundleHeaderProto: (1 num_shards, 2 endianness == BIG); 3 version is not needed."""
     fields = dict(_fields(message))
-    return fields.get(1, 0), fields.get(2, 0) == 1
+    return _number(fields.get(1, 0)), _number(fields.get(2, 0)) == 1
 
 
 def _decode_entry(message: bytes) -> BundleEntry:
     """BundleEntryProto: 1 dtype, 2 shape, 3 shard_id, 4 offset, 5 size, 6 crc32c (fixed32), 7 slices."""
-    values, shape, sliced = {}, (), False
+    values: dict[int, int | bytes] = {}
+    shape: tuple[int, ...] = ()
+    sliced = False
     for field, value in _fields(message):
         if field == 2:
-            shape = _decode_shape(value)
+            shape = _decode_shape(_message(value))
         elif field == 7:
             sliced = True
         else:
             values[field] = value
-    if any(isinstance(values.get(f), bytes) for f in (1, 3, 4, 5, 6)):
-        raise CheckpointError("a numeric field holds bytes")
-    return BundleEntry(dtype=values.get(1, 0), shape=shape, shard_id=values.get(3, 0), offset=values.get(4, 0),
-                       size=values.get(5, 0), crc32c=values.get(6, 0), sliced=sliced)
+    number = {f: _number(values.get(f, 0)) for f in (1, 3, 4, 5, 6)}
+    return BundleEntry(dtype=number[1], shape=shape, shard_id=number[3], offset=number[4], size=number[5],
+                       crc32c=number[6], sliced=sliced)
 
 
 def _decode_shape(message: bytes) -> tuple[int, ...]:
@@ -286,7 +300,7 @@ def _decode_shape(message: bytes) -> tuple[int, ...]:
     dims = []
     for field, value in _fields(message):
         if field == 2:
-            size = dict(_fields(value)).get(1, 0)
+            size = _number(dict(_fields(_message(value))).get(1, 0))
             if size >= 1 << 63:  # a negative int64: an unknown dimension, which a saved tensor cannot have
                 raise CheckpointError("the shape has an unknown dimension")
             dims.append(size)
@@ -320,8 +334,8 @@ def latest_checkpoint(directory: str | Path) -> Path | None:
             key, _, value = line.partition(":")
             if key.strip() == "model_checkpoint_path":
                 name = value.strip().strip('"')
-                for prefix in (directory / name, directory / Path(name).name):  # absolute paths may be stale
-                    if index_path(prefix).is_file():
+                for prefix in (directory / Path(name).name, directory / name):  # this folder's own, first:
+                    if index_path(prefix).is_file():  # an absolute path may point where the folder was copied from
                         return prefix
                 raise FileNotFoundError(f"{state} names checkpoint {name!r}, but {index_path(directory / name)} "
                                         f"does not exist")

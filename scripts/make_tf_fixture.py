@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 CONFIG = {  # Google's bert_config.json keys: no layer_norm_eps, no pad_token_id, no model_type
@@ -37,8 +37,9 @@ CONFIG = {  # Google's bert_config.json keys: no layer_norm_eps, no pad_token_id
     "hidden_size": 32, "initializer_range": 0.02, "intermediate_size": 64, "max_position_embeddings": 40,
     "num_attention_heads": 4, "num_hidden_layers": 2, "type_vocab_size": 2, "vocab_size": 60,
 }
-WORDS = ("the a is of and to in it was on for that with as he she they at by this from or have an but not "
-         "bank river money fish ##s ##ing ##ed . , ! ? ' un ##able").split()
+WORDS = ["the", "a", "is", "of", "and", "to", "in", "it", "was", "on", "for", "that", "with", "as", "he", "she",
+         "they", "at", "by", "this", "from", "or", "have", "an", "but", "not", "bank", "river", "money", "fish",
+         "##s", "##ing", "##ed", ".", ",", "!", "?", "'", "un", "##able"]
 VOCAB = ["[PAD]", "[unused0]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
 VOCAB += [f"[unused{i}]" for i in range(1, CONFIG["vocab_size"] - len(VOCAB) + 1)]
 
@@ -103,7 +104,7 @@ def save(directory: Path, variables: dict[str, np.ndarray], *, optimizer_slots: 
                                                                       .astype(np.float32) * 1e-3)))
         if optimizer_slots:
             tf.compat.v1.train.get_or_create_global_step()
-        saver = tf.compat.v1.train.Saver(sharded=devices > 1)
+        saver = tf.compat.v1.train.Saver(sharded=devices > 1, save_relative_paths=True)
         session_config = tf.compat.v1.ConfigProto(device_count={"CPU": devices})
         with tf.compat.v1.Session(graph=graph, config=session_config) as session:
             session.run(tf.compat.v1.global_variables_initializer())
