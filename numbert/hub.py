@@ -5,7 +5,8 @@ A TensorFlow checkpoint prefix (`.../bert_model.ckpt`) stands for its directory,
 (`$XDG_CACHE_HOME/numbert/archives`, default `~/.cache/numbert/archives`).
 
 Only the files numbert reads are fetched: config, tokenizer files, the sentence-transformers
-description (when there is one) and ONE weight file (model.safetensors, else pytorch_model.bin).
+description (when there is one) and ONE weight file (model.safetensors, else pytorch_model.bin,
+else the shards of one of them).
 huggingface_hub does the work, so the usual cache, `HF_HOME`, `HF_HUB_CACHE` and
 `HF_HUB_OFFLINE=1` all behave as they do for transformers.
 """
@@ -19,6 +20,7 @@ import shutil
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from .tf_bundle import prefix_of
@@ -100,9 +102,21 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
         for module in json.loads(modules.read_text(encoding="utf-8")):
             if module.get("path"):
                 fetch(f"{module['path']}/config.json")
-    if weights and not any(fetch(f) for f in WEIGHT_FILES):
-        raise FileNotFoundError(f"model {repo_id!r} has neither {' nor '.join(WEIGHT_FILES)}")
+    if weights and not any(fetch(f) for f in WEIGHT_FILES) and not any(_fetch_shards(fetch, f) for f in WEIGHT_FILES):
+        raise FileNotFoundError(f"model {repo_id!r} has neither {' nor '.join(WEIGHT_FILES)}, nor their shards")
     return config.parent
+
+
+def _fetch_shards(fetch: Callable[[str], Path | None], weight_file: str) -> bool:
+    """Fetch `<weight_file>.index.json` and every shard its weight_map names; False if there is no index."""
+    index = fetch(f"{weight_file}.index.json")
+    if index is None:
+        return False
+    weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
+    for shard in sorted(set(weight_map.values())):
+        if fetch(shard) is None:
+            raise FileNotFoundError(f"{index.name} of the model lists shard {shard!r}, which the repository lacks")
+    return True
 
 
 def unpacked(archive: Path) -> Path:
