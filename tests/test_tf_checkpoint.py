@@ -25,6 +25,12 @@ from numbert.checkpoint import (
 )
 from numbert.config import BertConfig, config_file
 from numbert.crc32c import crc32c, masked
+from numbert.testing import (
+    random_weights,
+    write_google_bert,
+    write_random_bert,
+    write_tensor_bundle,
+)
 from numbert.tf_bundle import (
     CheckpointError,
     latest_checkpoint,
@@ -43,72 +49,6 @@ TEXTS = ["the bank of the river", "money was not fishing!"]
 def tf_copy(tmp_path):
     """A writable copy of the TensorFlow fixture, to corrupt."""
     return shutil.copytree(TF_DIR, tmp_path / "tf_bert")
-
-
-# ---------------------------------------------------------------------------------------------
-# A tensor bundle written by hand (for what TensorFlow's Saver will not write: dtypes, many blocks)
-
-
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    return bytes(out + bytes([n]))
-
-
-def field(number: int, value: int | bytes, wire_type: int = 0) -> bytes:
-    if isinstance(value, bytes):
-        return varint(number << 3 | 2) + varint(len(value)) + value
-    if wire_type == 5:
-        return varint(number << 3 | 5) + value.to_bytes(4, "little")
-    return varint(number << 3) + varint(value) if value else b""
-
-
-def block(items: list[tuple[bytes, bytes]], restart_interval: int = 4) -> bytes:
-    """A LevelDB block: prefix-compressed entries, the restart array, its length."""
-    out, restarts, previous = bytearray(), [], b""
-    for i, (key, value) in enumerate(items):
-        shared = 0
-        if i % restart_interval:
-            while shared < min(len(key), len(previous)) and key[shared] == previous[shared]:
-                shared += 1
-        else:
-            restarts.append(len(out))
-        out += varint(shared) + varint(len(key) - shared) + varint(len(value)) + key[shared:] + value
-        previous = key
-    return bytes(out) + b"".join(r.to_bytes(4, "little") for r in restarts) + len(restarts).to_bytes(4, "little")
-
-
-def write_bundle(prefix, tensors: dict[str, tuple[np.ndarray, int]], entries_per_block: int = 3,
-                 claimed_sizes: dict[str, int] | None = None) -> None:
-    """Write {name: (array, TF dtype enum)} as a one-shard tensor bundle, several data blocks to the index
-    (and, to test refusals, entries whose size field is `claimed_sizes[name]` instead of the truth)."""
-    data, items = bytearray(), [(b"", field(1, 1))]  # BundleHeaderProto: num_shards 1
-    for name in sorted(tensors):
-        array, dtype = tensors[name]
-        raw = np.ascontiguousarray(array).tobytes()
-        shape = b"".join(field(2, field(1, n)) for n in array.shape)
-        entry = (field(1, dtype) + field(2, shape) + field(4, len(data))
-                 + field(5, (claimed_sizes or {}).get(name, len(raw)))
-                 + field(6, masked(crc32c(raw)), wire_type=5))
-        items.append((name.encode(), entry))
-        data += raw
-    table, index_items = bytearray(), []
-
-    def append_block(contents: bytes) -> bytes:
-        handle = varint(len(table)) + varint(len(contents))
-        table.extend(contents + b"\0" + masked(crc32c(contents + b"\0")).to_bytes(4, "little"))
-        return handle
-
-    for start in range(0, len(items), entries_per_block):
-        chunk = items[start:start + entries_per_block]
-        index_items.append((chunk[-1][0], append_block(block(chunk))))
-    metaindex = append_block(block([]))
-    index = append_block(block(index_items))
-    footer = (metaindex + index).ljust(40, b"\0") + (0xDB4775248B80FB57).to_bytes(8, "little")
-    (prefix.parent / f"{prefix.name}.index").write_bytes(bytes(table) + footer)
-    (prefix.parent / f"{prefix.name}.data-00000-of-00001").write_bytes(bytes(data))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -385,7 +325,7 @@ def test_corrupt_index_names_the_file(tf_copy, damage, message):
 
 def test_entry_whose_size_disagrees_with_its_shape_names_file_and_tensor(tmp_path):
     prefix = tmp_path / "model.ckpt"
-    write_bundle(prefix, {"bert/pooler/dense/bias": (np.zeros(4, np.float32), 1)},
+    write_tensor_bundle(prefix, {"bert/pooler/dense/bias": (np.zeros(4, np.float32), 1)},
                  claimed_sizes={"bert/pooler/dense/bias": 20})
     with pytest.raises(CheckpointError, match=r"model.ckpt.data-00000-of-00001: tensor 'bert/pooler/dense/bias' "
                                               r"of shape \(4,\) and dtype F32 needs 16 bytes, the index gives 20"):
@@ -401,7 +341,7 @@ def test_missing_data_shard_is_named(tmp_path):
 
 def test_unsupported_and_sliced_tensors_are_refused_by_name(tmp_path):
     prefix = tmp_path / "model.ckpt"
-    write_bundle(prefix, {"weird": (np.zeros(3, np.complex64), 8)})  # DT_COMPLEX64
+    write_tensor_bundle(prefix, {"weird": (np.zeros(3, np.complex64), 8)})  # DT_COMPLEX64
     with pytest.raises(CheckpointError, match=r"model.ckpt.data-00000-of-00001: tensor 'weird' has unsupported "
                                               r"TensorFlow dtype 8"):
         read_bundle(prefix)
@@ -420,7 +360,7 @@ def test_many_blocks_and_half_precision_widen_to_float32(tmp_path):
     tensors["bert/pooler/dense/kernel"] = (half, 19)
     tensors["cls/predictions/output_bias"] = ((bf16.view(np.uint32) >> 16).astype(np.uint16), 14)
     prefix = tmp_path / "model.ckpt"
-    write_bundle(prefix, tensors, entries_per_block=2)  # 8 data blocks
+    write_tensor_bundle(prefix, tensors, entries_per_block=2)  # 8 data blocks
     read = read_tf_checkpoint(prefix)
     assert len(read) == 14
     for i in range(12):
@@ -429,3 +369,17 @@ def test_many_blocks_and_half_precision_widen_to_float32(tmp_path):
     assert read["bert.pooler.dense.weight"].dtype == np.float32
     np.testing.assert_array_equal(read["bert.pooler.dense.weight"], half.astype(np.float32).T)
     np.testing.assert_array_equal(read["cls.predictions.bias"], bf16)
+
+
+def test_google_layout_writer_round_trips_through_the_reader(tmp_path, vocab_path):
+    """numbert.testing.write_google_bert (used by the load benchmark) writes what the reader maps back exactly."""
+    config = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
+    google = write_google_bert(tmp_path / "google", vocab_path, config, seed=3)
+    loaded = load_weights(google, BertConfig.from_json(config_file(google)))
+    expected = random_weights(config, seed=3)
+    assert list(loaded) == list(expected)
+    for name, w in expected.items():
+        np.testing.assert_array_equal(loaded[name], w, err_msg=name)
+    ours = numbert.load(google)(TEXTS)
+    reference = numbert.load(write_random_bert(tmp_path / "hf", vocab_path, config, seed=3))(TEXTS)
+    np.testing.assert_allclose(ours.hidden_states, reference.hidden_states, atol=1e-5, rtol=0)
