@@ -90,7 +90,7 @@ def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
 # The entry point
 
 
-def load_weights(path: str | Path, config: BertConfig, *, verify_crc: bool = True) -> dict[str, np.ndarray]:
+def load_weights(path: str | Path, config: BertConfig, *, verify_crc: bool | None = None) -> dict[str, np.ndarray]:
     """Weights of the BERT encoder at `path`, by bare `BertModel` name, float32, read-only.
 
     `path` is a model directory or a TensorFlow checkpoint prefix (`.../bert_model.ckpt`). A directory
@@ -98,14 +98,15 @@ def load_weights(path: str | Path, config: BertConfig, *, verify_crc: bool = Tru
     TensorFlow checkpoint (the one its `checkpoint` file names). The keys are exactly those of
     `tensor_shapes(config)`, less the pooler's if the checkpoint has neither of them; each tensor is
     checked for presence and shape first, so a checkpoint that disagrees with its config fails
-    here, naming the tensor, rather than mid-forward. verify_crc=False skips TensorFlow's
-    per-tensor CRC-32C check (sizes and bounds are always checked).
+    here, naming the tensor, rather than mid-forward. A TensorFlow checkpoint's per-tensor CRC-32C
+    is checked with verify_crc=True, skipped with False, and by default checked when that is cheap
+    (google-crc32c installed: `pip install numbert[crc]`); sizes and bounds are always checked.
     """
     source, raw = read_checkpoint(path, verify_crc=verify_crc)
     return _check_weights(normalise_names(raw), config, source, raw_names=list(raw))
 
 
-def read_checkpoint(path: str | Path, *, verify_crc: bool = True) -> tuple[Path, dict[str, np.ndarray]]:
+def read_checkpoint(path: str | Path, *, verify_crc: bool | None = None) -> tuple[Path, dict[str, np.ndarray]]:
     """(the file to name in errors, every tensor by its transformers name) of the checkpoint at `path`."""
     prefix = tf_bundle.prefix_of(path)
     if prefix is None:
@@ -499,7 +500,7 @@ def transformers_name(google_name: str) -> str | None:
     return ".".join([re.sub(r"^layer_(\d+)$", r"layer.\1", part) for part in scope] + [leaf])
 
 
-def read_tf_checkpoint(prefix: str | Path, *, verify_crc: bool = True) -> dict[str, np.ndarray]:
+def read_tf_checkpoint(prefix: str | Path, *, verify_crc: bool | None = None) -> dict[str, np.ndarray]:
     """Every model variable of the TensorFlow checkpoint at `prefix`, by transformers name, widened to float32.
 
     Kernels, stored (in, out), are returned transposed, (out, in) as torch stores them (a view, not a copy).
