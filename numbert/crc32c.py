@@ -57,7 +57,7 @@ def _hardware_crc32c() -> Callable[[np.ndarray], int] | None:
     Its C function takes only immutable bytes, so the data goes through in 8 MB copies.
     """
     try:
-        import google_crc32c  # type: ignore[import-not-found]
+        import google_crc32c
     except ImportError:
         return None
     if google_crc32c.implementation != "c":

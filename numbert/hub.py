@@ -23,11 +23,11 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+from .checkpoint import WEIGHT_FILES
 from .tf_bundle import prefix_of
 
 TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 MODEL_FILES = ("modules.json", "sentence_bert_config.json")  # besides config.json, fetched first
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 ARCHIVES = (".zip", ".tar.gz", ".tgz", ".tar")
 
 

@@ -188,7 +188,8 @@ def _block(path: Path, data: bytes, handle: tuple[int, int]) -> bytes:
     contents = data[offset:offset + size]
     compression, stored_crc = data[offset + size], int.from_bytes(data[offset + size + 1:offset + size + 5], "little")
     if crc.masked(crc.crc32c(data[offset:offset + size + 1])) != stored_crc:
-        raise CheckpointError(f"{path} is corrupt: the block at bytes {offset}..{offset + size} fails its CRC-32C check")
+        raise CheckpointError(f"{path} is corrupt: the block at bytes {offset}..{offset + size} "
+                              f"fails its CRC-32C check")
     if compression != 0:
         raise CheckpointError(f"{path}: a block is compressed (type {compression}); TensorFlow writes "
                               f"checkpoint indexes uncompressed and numbert reads only those")

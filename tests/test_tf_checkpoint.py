@@ -154,10 +154,12 @@ def test_google_names_map_onto_transformers_names():
     assert transformers_name("bert/embeddings/LayerNorm/gamma") == "bert.embeddings.LayerNorm.weight"
     assert (transformers_name("bert/encoder/layer_11/attention/self/query/kernel")
             == "bert.encoder.layer.11.attention.self.query.weight")
-    assert transformers_name("bert/encoder/layer_0/output/LayerNorm/beta") == "bert.encoder.layer.0.output.LayerNorm.bias"
+    assert (transformers_name("bert/encoder/layer_0/output/LayerNorm/beta")
+            == "bert.encoder.layer.0.output.LayerNorm.bias")
     assert transformers_name("bert/pooler/dense/bias") == "bert.pooler.dense.bias"
     assert transformers_name("cls/predictions/output_bias") == "cls.predictions.bias"
-    assert transformers_name("cls/predictions/transform/LayerNorm/gamma") == "cls.predictions.transform.LayerNorm.weight"
+    assert (transformers_name("cls/predictions/transform/LayerNorm/gamma")
+            == "cls.predictions.transform.LayerNorm.weight")
     assert transformers_name("cls/seq_relationship/output_weights") == "cls.seq_relationship.weight"
     assert transformers_name("output_weights") == "classifier.weight"  # run_classifier.py
     assert transformers_name("cls/squad/output_bias") == "qa_outputs.bias"  # run_squad.py
@@ -171,7 +173,8 @@ def test_kernels_are_transposed_seq_relationship_is_not():
     np.testing.assert_array_equal(tensors["bert.encoder.layer.1.intermediate.dense.weight"],
                                   expected["bert/encoder/layer_1/intermediate/dense/kernel"].T)
     assert tensors["bert.encoder.layer.1.intermediate.dense.weight"].shape == (64, 32)  # (out, in)
-    np.testing.assert_array_equal(tensors["cls.seq_relationship.weight"], expected["cls/seq_relationship/output_weights"])
+    np.testing.assert_array_equal(tensors["cls.seq_relationship.weight"],
+                                  expected["cls/seq_relationship/output_weights"])
     assert not any("adam" in name or "global_step" in name for name in tensors)
 
 
@@ -204,7 +207,8 @@ def test_hidden_states_and_pooler_match_transformers(transformers, torch):
     reference = transformers_bert(transformers, torch, read_tf_checkpoint(PREFIX))
     ours = model(TEXTS)
     with torch.no_grad():
-        theirs = reference(input_ids=torch.from_numpy(ours.input_ids), attention_mask=torch.from_numpy(ours.attention_mask),
+        theirs = reference(input_ids=torch.from_numpy(ours.input_ids),
+                           attention_mask=torch.from_numpy(ours.attention_mask),
                            token_type_ids=torch.from_numpy(ours.token_type_ids), output_hidden_states=True)
     mask = ours.attention_mask.astype(bool)
     for layer, hidden in enumerate(theirs.hidden_states):
