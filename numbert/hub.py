@@ -27,6 +27,7 @@ from .checkpoint import WEIGHT_FILES
 from .tf_bundle import prefix_of
 
 TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+VOCAB_FILES = ("vocab.txt", "tokenizer.json")  # WordPiece's vocabulary: vocab.txt, else inside tokenizer.json
 MODEL_FILES = ("modules.json", "sentence_bert_config.json")  # besides config.json, fetched first
 ARCHIVES = (".zip", ".tar.gz", ".tgz", ".tar")
 
@@ -97,6 +98,8 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
     files = [*TOKENIZER_FILES, *MODEL_FILES] if weights else list(TOKENIZER_FILES)
     for filename in files:
         fetch(filename)
+    if not (config.parent / VOCAB_FILES[0]).is_file():  # no vocab.txt: the vocabulary inside tokenizer.json
+        fetch(VOCAB_FILES[1])
     modules = config.parent / "modules.json"
     if weights and modules.is_file():  # sentence-transformers: each module's own config
         for module in json.loads(modules.read_text(encoding="utf-8")):

@@ -19,7 +19,7 @@ import numpy as np
 from . import recipes
 from .checkpoint import load_weights
 from .config import BertConfig, config_file
-from .hub import model_dir
+from .hub import VOCAB_FILES, model_dir
 from .layers import (ACTIVATIONS, Linear, Norm, Scratch, attention, attention_mask_bias, feed_forward, layer_norm,
                      linear, merge_heads, split_heads)
 from .sentence_config import SentenceConfig, read_sentence_config
@@ -146,7 +146,8 @@ class Bert:
         directory = model_dir(name_or_path, revision=revision, cache_dir=cache_dir)
         config = BertConfig.from_json(config_file(directory))  # config.json, or Google's bert_config.json
         weights = load_weights(tf_checkpoint_prefix(name_or_path) or directory, config)  # a `.../bert_model.ckpt`
-        tokenizer = Tokenizer.from_pretrained(directory) if (directory / "vocab.txt").is_file() else None
+        tokenizer = (Tokenizer.from_pretrained(directory) if any((directory / f).is_file() for f in VOCAB_FILES)
+                     else None)
         model = cls(config, weights, tokenizer, name=str(name_or_path))
         model.sentence_config = read_sentence_config(directory)  # None unless a sentence-transformers directory
         return model
@@ -261,7 +262,8 @@ class Bert:
 
     def _require_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
-            raise ValueError(f"model {self.name!r} has no vocab.txt, so it can only run on token ids (forward)")
+            raise ValueError(f"model {self.name!r} has no vocab.txt (nor tokenizer.json), so it can only run on token ids "
+                             f"(forward)")
         return self.tokenizer
 
     def __repr__(self) -> str:
