@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from .layers import ACTIVATIONS  # the hidden_act names numbert runs, each with its function
 
 CONFIG_FILES = ("config.json", "bert_config.json")  # transformers', then Google's TensorFlow release's
+# Google's release folders, as google-research/bert's validate_case_matches_checkpoint names them, by casing
+GOOGLE_RELEASE = re.compile(r"(?P<casing>uncased|cased|multi_cased|multilingual|chinese|wwm_uncased|wwm_cased)"
+                            r"_L-\d+_H-\d+_A-\d+")
 
 
 def config_file(directory: str | Path) -> Path:
@@ -26,6 +30,14 @@ def config_file(directory: str | Path) -> Path:
         if (directory / name).is_file():
             return directory / name
     raise FileNotFoundError(f"no config.json at {directory / CONFIG_FILES[0]} (nor Google's {CONFIG_FILES[1]})")
+
+
+def google_release_lowercases(directory: str | Path) -> bool | None:
+    """Whether the Google release in `directory` was trained on lowercased text, read from its folder
+    name as Google's run_classifier.py checks --do_lower_case (uncased_L-12_H-768_A-12: yes,
+    cased_L-12_H-768_A-12: no); None for a folder not named like a release."""
+    match = GOOGLE_RELEASE.fullmatch(Path(directory).resolve().name)
+    return None if match is None else match["casing"] not in ("cased", "multi_cased", "wwm_cased")
 
 
 @dataclass(frozen=True)

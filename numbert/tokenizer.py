@@ -484,6 +484,7 @@ class Tokenizer:
                         cache_dir: str | os.PathLike | None = None) -> Tokenizer:
         """The tokenizer of a model directory or hub id: vocab.txt, with the options of
         tokenizer_config.json and special_tokens_map.json when present."""
+        from .config import google_release_lowercases
         from .hub import model_dir
 
         directory = model_dir(name_or_path, weights=False, revision=revision, cache_dir=cache_dir)
@@ -497,6 +498,8 @@ class Tokenizer:
         options |= {key: content(config[key]) for key in ("unk_token", "sep_token", "pad_token", "cls_token",
                                                           "mask_token") if config.get(key) is not None}
         never_split = [*(config.get("never_split") or ()), *map(content, config.get("additional_special_tokens") or ())]
+        if "do_lower_case" not in options and (directory / "bert_config.json").is_file():  # Google's release
+            options["do_lower_case"] = google_release_lowercases(directory) is not False
         max_length = config.get("model_max_length")
         max_length = max_length if isinstance(max_length, int) and max_length < 10**12 else None
         if not (directory / "vocab.txt").is_file() and (directory / "tokenizer.json").is_file():

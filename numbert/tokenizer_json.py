@@ -16,11 +16,12 @@ Any other pipeline (BPE, Unigram, other normalizers or templates) is refused, na
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 
-def wordpiece_settings(path: str | Path) -> tuple[dict[str, int], dict[str, Any]]:
+def wordpiece_settings(path: str | os.PathLike) -> tuple[dict[str, int], dict[str, Any]]:
     """(vocabulary token -> id, keyword arguments for Tokenizer) of the tokenizer.json at `path`."""
     path = Path(path)
     try:

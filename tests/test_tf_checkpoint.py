@@ -23,7 +23,7 @@ from numbert.checkpoint import (
     read_tf_checkpoint,
     transformers_name,
 )
-from numbert.config import BertConfig, config_file
+from numbert.config import BertConfig, config_file, google_release_lowercases
 from numbert.crc32c import crc32c, masked
 from numbert.testing import (
     random_weights,
@@ -395,3 +395,17 @@ def test_google_layout_writer_round_trips_through_the_reader(tmp_path, vocab_pat
     ours = numbert.load(google)(TEXTS)
     reference = numbert.load(write_random_bert(tmp_path / "hf", vocab_path, config, seed=3))(TEXTS)
     np.testing.assert_allclose(ours.hidden_states, reference.hidden_states, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("folder, tokens", [
+    ("uncased_L-2_H-32_A-4", ["[CLS]", "the", "bank", "[SEP]"]),
+    ("cased_L-2_H-32_A-4", ["[CLS]", "[UNK]", "bank", "[SEP]"]),  # "The" is kept as it is: not in this vocab
+    ("multi_cased_L-2_H-32_A-4", ["[CLS]", "[UNK]", "bank", "[SEP]"]),
+    ("my-bert", ["[CLS]", "the", "bank", "[SEP]"]),  # not a release name: BERT's default, lowercase
+])
+def test_google_release_casing_follows_its_folder_name(tmp_path, folder, tokens):
+    """Google's releases have no tokenizer config; their folder name says cased or uncased, as
+    google-research/bert's validate_case_matches_checkpoint reads it."""
+    d = shutil.copytree(TF_DIR, tmp_path / folder)
+    assert numbert.load(d / "bert_model.ckpt")("The bank").tokens == tokens
+    assert google_release_lowercases(d) is (None if folder == "my-bert" else tokens[1] == "the")
