@@ -73,15 +73,19 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
         RevisionNotFoundError,
     )
 
+    cache_only = _hub_unreachable(repo_id, revision)  # then no request at all: no retries, no waiting
+
     def fetch(filename: str) -> Path | None:
         """The cached file, or None when the repo has no such file."""
         try:
-            return Path(hf_hub_download(repo_id, filename, revision=revision, cache_dir=cache_dir))
+            return Path(hf_hub_download(repo_id, filename, revision=revision, cache_dir=cache_dir,
+                                        local_files_only=cache_only))
         except EntryNotFoundError:  # also LocalEntryNotFoundError: offline, a file never cached counts as absent
             return None
 
     try:
-        config = Path(hf_hub_download(repo_id, "config.json", revision=revision, cache_dir=cache_dir))
+        config = Path(hf_hub_download(repo_id, "config.json", revision=revision, cache_dir=cache_dir,
+                                      local_files_only=cache_only))
     except HFValidationError as e:
         raise ValueError(f"{repo_id!r} is neither a model directory nor a valid hub id: {e}") from None
     except LocalEntryNotFoundError:  # a subclass of EntryNotFoundError: caught first
@@ -89,6 +93,7 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
             f"cannot load model {repo_id!r}: it is not a local directory, it is not in the Hugging Face "
             f"cache, and the hub could not be reached"
             + (" (HF_HUB_OFFLINE is set)" if constants.is_offline_mode() else "")
+            + (f" ({constants.ENDPOINT} did not answer)" if cache_only and not constants.is_offline_mode() else "")
         ) from None
     except (RepositoryNotFoundError, RevisionNotFoundError) as e:
         raise OSError(f"cannot load model {repo_id!r}: {type(e).__name__}: {e}") from None
@@ -108,6 +113,26 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
     if weights and not any(fetch(f) for f in WEIGHT_FILES) and not any(_fetch_shards(fetch, f) for f in WEIGHT_FILES):
         raise FileNotFoundError(f"model {repo_id!r} has neither {' nor '.join(WEIGHT_FILES)}, nor their shards")
     return config.parent
+
+
+def _hub_unreachable(repo_id: str, revision: str | None) -> bool:
+    """Whether the hub cannot be reached (HF_HUB_OFFLINE, no network, the hub down), by one request.
+
+    huggingface_hub retries a request that fails to connect, for about 20 s per file; a cached model
+    should load at once without network, so one HEAD request without retries decides, and when it
+    fails every file comes from the cache.
+    """
+    from huggingface_hub import constants, hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, get_session
+
+    if constants.is_offline_mode():
+        return True
+    url = hf_hub_url(repo_id, "config.json", revision=revision)
+    try:
+        response = get_session().head(url, headers=build_hf_headers(), timeout=constants.HF_HUB_ETAG_TIMEOUT)
+    except Exception:  # any transport failure: the HTTP library and its error classes vary by version
+        return True
+    return response.status_code >= 500  # any answer but a server error means the hub is there
 
 
 def _fetch_shards(fetch: Callable[[str], Path | None], weight_file: str) -> bool:

@@ -140,7 +140,8 @@ def test_hub_download_fetches_one_sharded_format_only(tmp_path, monkeypatch):
             "pytorch_model.bin.index.json": json.dumps(bin_index).encode(), "pytorch_model-00001-of-00001.bin": b""}
     requested = []
 
-    def fake_download(repo_id, filename, revision=None, cache_dir=None):
+    def fake_download(repo_id, filename, revision=None, cache_dir=None, local_files_only=False):
+        assert not local_files_only  # the hub is "reachable" here
         requested.append(filename)
         if filename not in repo:
             raise EntryNotFoundError(f"{filename} is not in {repo_id}")
@@ -148,6 +149,7 @@ def test_hub_download_fetches_one_sharded_format_only(tmp_path, monkeypatch):
         return str(tmp_path / filename)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    monkeypatch.setattr("numbert.hub._hub_unreachable", lambda repo_id, revision: False)
     assert model_dir("org/big-model") == tmp_path
     weight_files = {f for f in requested if "model" in f and f.endswith((".safetensors", ".bin", ".json"))}
     assert weight_files == {"model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",

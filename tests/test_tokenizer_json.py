@@ -128,7 +128,8 @@ def test_hub_fetches_tokenizer_json_only_without_vocab_txt(tmp_path, monkeypatch
     repo = {"config.json": b"{}", "tokenizer.json": (saved["uncased"] / "tokenizer.json").read_bytes()}
     requested = []
 
-    def fake_download(repo_id, filename, revision=None, cache_dir=None):
+    def fake_download(repo_id, filename, revision=None, cache_dir=None, local_files_only=False):
+        assert not local_files_only  # the hub is "reachable" here
         requested.append(filename)
         if filename not in repo:
             raise EntryNotFoundError(f"{filename} is not in {repo_id}")
@@ -136,6 +137,7 @@ def test_hub_fetches_tokenizer_json_only_without_vocab_txt(tmp_path, monkeypatch
         return str(tmp_path / filename)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    monkeypatch.setattr("numbert.hub._hub_unreachable", lambda repo_id, revision: False)
     model_dir("org/tokenizer-json-only", weights=False)
     assert "tokenizer.json" in requested
     assert numbert.Tokenizer.from_pretrained(tmp_path).encode("hello world").ids == [101, 7592, 2088, 102]
