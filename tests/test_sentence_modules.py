@@ -118,3 +118,21 @@ def test_dense_module_errors_name_the_file(tmp_path, st, torch, random_bert):
     with pytest.raises(ValueError, match=r"2_Dense/model.safetensors: expected tensor 'linear.weight' of shape "
                                          r"\(8, 32\), found \(16, 32\)"):
         numbert.load(tmp_path / "labse")
+
+
+@pytest.mark.parity
+def test_cli_encode_prompt_name(tmp_path, st, torch, random_bert):
+    import subprocess
+    import sys
+
+    reference = save_st(st, torch, random_bert, tmp_path / "e5", "mean", prompts={"query": "query: "})
+    out = tmp_path / "v.npy"
+    for flags in (["--prompt-name", "query"], ["--prompt", "query: "]):
+        result = subprocess.run([sys.executable, "-m", "numbert", "encode", "--model", str(tmp_path / "e5"), *flags,
+                                 "-o", str(out), *TEXTS], capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stderr
+        assert_same(np.load(out), reference.encode(TEXTS, prompt_name="query"))
+    result = subprocess.run([sys.executable, "-m", "numbert", "encode", "--model", str(tmp_path / "e5"),
+                             "--prompt-name", "nope", "-o", str(out), "x"], capture_output=True, text=True, check=False)
+    assert result.returncode != 0 and "unknown prompt_name 'nope'" in result.stderr
+    assert "Traceback" not in result.stderr
