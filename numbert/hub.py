@@ -28,7 +28,7 @@ from .tf_bundle import prefix_of
 
 TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 VOCAB_FILES = ("vocab.txt", "tokenizer.json")  # WordPiece's vocabulary: vocab.txt, else inside tokenizer.json
-MODEL_FILES = ("modules.json", "sentence_bert_config.json")  # besides config.json, fetched first
+MODEL_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")  # besides config.json
 ARCHIVES = (".zip", ".tar.gz", ".tgz", ".tar")
 
 
@@ -110,6 +110,8 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
         for module in json.loads(modules.read_text(encoding="utf-8")):
             if module.get("path"):
                 fetch(f"{module['path']}/config.json")
+                if str(module.get("type", "")).endswith("Dense"):  # a Dense module's own weights: one format
+                    any(fetch(f"{module['path']}/{f}") for f in WEIGHT_FILES)
     if weights and not any(fetch(f) for f in WEIGHT_FILES) and not any(_fetch_shards(fetch, f) for f in WEIGHT_FILES):
         raise FileNotFoundError(f"model {repo_id!r} has neither {' nor '.join(WEIGHT_FILES)}, nor their shards")
     return config.parent

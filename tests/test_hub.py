@@ -132,8 +132,11 @@ def test_invalid_hub_id_and_wrong_type(offline):
 def test_only_the_files_numbert_reads_are_downloaded(tmp_path, monkeypatch):
     """A sentence-transformers repo: config, tokenizer, module configs, and ONE weight file."""
     repo = {**model_files(), "pytorch_model.bin": b"", "tf_model.h5": b"", "onnx/model.onnx": b"",
-            "modules.json": json.dumps([{"path": ""}, {"path": "1_Pooling"}, {"path": "2_Normalize"}]).encode(),
-            "1_Pooling/config.json": b"{}", "tokenizer_config.json": b"{}"}
+            "modules.json": json.dumps([{"path": ""}, {"path": "1_Pooling"},
+                                        {"path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+                                        {"path": "3_Normalize"}]).encode(),
+            "1_Pooling/config.json": b"{}", "tokenizer_config.json": b"{}", "2_Dense/config.json": b"{}",
+            "2_Dense/model.safetensors": b"", "2_Dense/pytorch_model.bin": b""}
     requested = []
 
     def fake_download(repo_id, filename, revision=None, cache_dir=None, local_files_only=False):
@@ -149,8 +152,9 @@ def test_only_the_files_numbert_reads_are_downloaded(tmp_path, monkeypatch):
     monkeypatch.setattr("numbert.hub._hub_unreachable", lambda repo_id, revision: False)
     assert model_dir("org/st-model") == tmp_path
     assert set(requested) == {"config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
-                              "modules.json", "sentence_bert_config.json", "1_Pooling/config.json",
-                              "2_Normalize/config.json", "model.safetensors"}
+                              "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
+                              "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors",
+                              "3_Normalize/config.json", "model.safetensors"}
     requested.clear()
     model_dir("org/st-model", weights=False)
     assert set(requested) == {"config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"}
