@@ -22,6 +22,7 @@ size its dtype and shape imply, and (unless told not to) against its CRC-32C.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -38,7 +39,6 @@ DTYPES = {
     6: ("I8", "i1"), 9: ("I64", "<i8"), 10: ("BOOL", "?"), 14: ("BF16", "<u2"), 17: ("U16", "<u2"),
     19: ("F16", "<f2"), 22: ("U32", "<u4"), 23: ("U64", "<u8"),
 }
-DT_STRING = 7
 
 
 class CheckpointError(ValueError):
@@ -82,7 +82,7 @@ def read_bundle(prefix: str | Path, select: Callable[[str], bool] = lambda name:
     tensors = {}
     for name, entry in entries.items():
         path, data = shards[entry.shard_id]
-        if entry.dtype != DT_STRING:  # strings (not in a BERT checkpoint) are stored differently: not checked
+        if entry.dtype in DTYPES:  # others (strings, resources: never a BERT weight) are only read if asked for
             check_entry(path, data.size, name, entry)
         if select(name):
             tensors[name] = read_tensor(path, data, name, entry, verify_crc), DTYPES[entry.dtype][0]
@@ -125,7 +125,7 @@ def check_entry(path: Path, file_size: int, name: str, entry: BundleEntry) -> No
     if entry.dtype not in DTYPES:
         raise CheckpointError(f"{path}: tensor {name!r} has unsupported TensorFlow dtype {entry.dtype} "
                               f"(DataType enum); numbert reads {', '.join(n for n, _ in DTYPES.values())}")
-    nbytes = int(np.prod(entry.shape, dtype=np.int64)) * np.dtype(DTYPES[entry.dtype][1]).itemsize
+    nbytes = math.prod(entry.shape) * np.dtype(DTYPES[entry.dtype][1]).itemsize
     if entry.size != nbytes:
         raise CheckpointError(f"{path}: tensor {name!r} of shape {entry.shape} and dtype "
                               f"{DTYPES[entry.dtype][0]} needs {nbytes} bytes, the index gives {entry.size}")

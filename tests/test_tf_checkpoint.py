@@ -409,3 +409,11 @@ def test_google_release_casing_follows_its_folder_name(tmp_path, folder, tokens)
     d = shutil.copytree(TF_DIR, tmp_path / folder)
     assert numbert.load(d / "bert_model.ckpt")("The bank").tokens == tokens
     assert google_release_lowercases(d) is (None if folder == "my-bert" else tokens[1] == "the")
+
+
+def test_unsupported_dtype_of_a_tensor_not_read_does_not_matter(tmp_path):
+    prefix = tmp_path / "model.ckpt"
+    write_tensor_bundle(prefix, {"bert/pooler/dense/bias": (np.ones(4, np.float32), 1),
+                                 "some/string_table": (np.zeros(3, np.complex64), 7)})  # DT_STRING
+    tensors = read_bundle(prefix, select=lambda name: name.startswith("bert/"))
+    np.testing.assert_array_equal(tensors["bert/pooler/dense/bias"][0], np.ones(4, np.float32))
