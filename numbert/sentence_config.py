@@ -111,7 +111,8 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
     modules = _read_json(modules_file)
     if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
         raise ValueError(f"{modules_file}: expected a list of modules, each an object with 'path' and 'type'")
-    pooling, normalize, unsupported, dense = ("mean",), False, [], []
+    pooling: tuple[str, ...] = ("mean",)
+    normalize, unsupported, dense = False, [], []
     for module in modules:
         kind = str(module.get("type", "")).rsplit(".", 1)[-1]
         path = module.get("path", "")
