@@ -32,7 +32,7 @@ def main() -> None:
     print(f"{model.name}: {c.num_hidden_layers} layers, hidden size {c.hidden_size}, "
           f"{c.num_attention_heads} heads, {c.vocab_size} tokens in the vocabulary")
 
-    step("1. tokens and ids (numbert/tokenizer.py: Tokenizer.encode)")
+    step("1. tokens and ids (numbert/tokenizer/: Tokenizer.encode)")
     out = model(SENTENCE)
     for token, id_ in zip(out.tokens, out.input_ids):
         print(f"{token:<12} {id_:>6}")
@@ -42,7 +42,7 @@ def main() -> None:
     print(" ".join(pair.tokens))
     print(" ".join(f"{t:>{len(tok)}}" for t, tok in zip(pair.token_type_ids, pair.tokens)))
 
-    step("3. hidden_states: the embedding layer's output, then one per encoder layer (numbert/model.py: Bert.forward)")
+    step("3. hidden_states: the embedding layer's output, then one per encoder layer (numbert/model.py: Encoder.forward)")
     print(f"hidden_states {out.hidden_states.shape} = (layers + 1, tokens, hidden), {out.hidden_states.dtype}")
     print(f"pooler_output {out.pooler_output.shape}")
 

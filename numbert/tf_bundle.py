@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -317,7 +318,7 @@ def _decode_shape(message: bytes) -> tuple[int, ...]:
 # Which checkpoint a path names
 
 
-def prefix_of(path: str | Path) -> Path | None:
+def prefix_of(path: str | os.PathLike) -> Path | None:
     """The checkpoint prefix `path` names, as `--init_checkpoint` does (`.../bert_model.ckpt`, whose
     `.index` file exists) or as its `.index` file; None for anything else (a directory, a hub id)."""
     path = Path(path).expanduser()

@@ -41,7 +41,12 @@ def random_bert(tmp_path_factory, transformers, torch, vocab_path):
 
 
 def save_st(st, torch, random_bert, directory, pooling: str, *, dense: int | None = None, **prompting):
-    from sentence_transformers import SentenceTransformer, models
+    from sentence_transformers import SentenceTransformer
+
+    try:
+        from sentence_transformers.sentence_transformer import modules as models
+    except ImportError:  # sentence-transformers < 6
+        from sentence_transformers import models
 
     torch.manual_seed(1)
     transformer = models.Transformer(str(random_bert), max_seq_length=64)

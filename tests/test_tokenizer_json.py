@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import numbert
-from numbert.tokenizer_json import wordpiece_settings
+from numbert.tokenizer.tokenizer_json import wordpiece_settings
 
 TEXTS = [
     "Here is the sentence I want embeddings for.",
