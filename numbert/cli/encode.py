@@ -68,6 +68,8 @@ def check_encode_options(args: argparse.Namespace) -> None:
                               f"the layers listed by --layers, as extract_features.py does")
         if args.normalize is not None:
             raise Failure("--normalize applies to sentence vectors (npy, npz), not to --format jsonl")
+        if args.prompt is not None or args.prompt_name is not None:
+            raise Failure("--prompt and --prompt-name apply to sentence vectors (npy, npz), not to --format jsonl")
     if args.output is None and args.format in ("npy", "npz") and sys.stdout.isatty():
         raise Failure(f"refusing to write binary .{args.format} data to a terminal; use -o OUT or a redirect")
 
@@ -78,7 +80,7 @@ def embed_options(model, args: argparse.Namespace) -> tuple[dict, int]:
     """The keyword arguments of model.embed for these options, checked before any work is done, and
     the width of the vectors they give."""
     options = dict(sentence_options(args), batch_size=args.batch_size, max_length=args.max_length, long=args.long,
-                   stride=args.stride, progress=False)
+                   stride=args.stride, progress=False, prompt=args.prompt, prompt_name=args.prompt_name)
     return options, model.embed([], **options).shape[1]
 
 
@@ -173,4 +175,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                    help="tokens shared by neighbouring windows with --long window (default: 128)")
     p.add_argument("--batch-size", type=positive_int, default=32, metavar="N",
                    help="texts per forward pass (default: 32)")
+    p.add_argument("--prompt", metavar="TEXT", help="prepend TEXT to every input (e.g. 'query: ')")
+    p.add_argument("--prompt-name", metavar="NAME",
+                   help="prepend the model's prompt NAME (sentence-transformers prompts, e.g. query; "
+                        "default: the model's default_prompt_name, if any)")
     p.set_defaults(run=encode)

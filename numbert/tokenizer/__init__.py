@@ -8,6 +8,7 @@ Read in this order (docs/tokenizer.md tells the whole story):
 - blocks.py: long texts a block at a time, in bounded memory.
 - encoding.py, truncation.py, tokenizer.py: `Tokenizer.encode` and `encode_batch`: special
   tokens, the `[CLS] A [SEP] B [SEP]` template, truncation into windows, padding; and `decode`.
+- tokenizer_json.py: the same settings read from a Hugging Face tokenizer.json (no vocab.txt).
 """
 
 from .basic import (
