@@ -9,8 +9,9 @@ Two file formats, neither needs torch:
   describes the tensors, and one raw file per storage (`<name>/data/<key>`). A pickle can call any
   importable function, so we unpickle with a gate that lets through only what a state dict needs.
 
-Names are then normalised (`bert.` prefix, legacy LayerNorm `gamma`/`beta`, heads and buffers) and
-every tensor the config needs is checked for presence, shape and dtype before anything runs.
+Names are then normalised (`bert.` prefix, legacy LayerNorm `gamma`/`beta`, buffers) and every
+tensor the config needs is checked for presence, shape and dtype before anything runs. The task heads'
+tensors come along (numbert.heads checks them when a task first uses them).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ TORCH_STORAGES = {
     "ByteStorage": "U8", "BoolStorage": "BOOL",
 }
 POOLER = ("pooler.dense.weight", "pooler.dense.bias")  # absent where the model was built without it (BertForMaskedLM)
-HEAD_PREFIXES = ("cls.",)  # pre-training heads of BertForPreTraining / BertForMaskedLM
+HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.")  # pre-training heads (cls.*) and fine-tuning heads
 BUFFER_SUFFIXES = ("position_ids", "token_type_ids")  # index buffers some checkpoints save
 
 
@@ -84,10 +85,10 @@ def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
 def load_weights(directory: str | Path, config: BertConfig) -> dict[str, np.ndarray]:
     """Weights of the BERT encoder in `directory`, by bare `BertModel` name, float32, read-only.
 
-    Reads model.safetensors, else pytorch_model.bin. The keys are exactly those of
-    `tensor_shapes(config)`, less the pooler's if the checkpoint has neither of them; each tensor is
-    checked for presence and shape first, so a checkpoint that disagrees with its config.json fails
-    here, naming the tensor, rather than mid-forward.
+    Reads model.safetensors, else pytorch_model.bin. The keys are those of `tensor_shapes(config)`,
+    less the pooler's if the checkpoint has neither of them, then the heads' (names starting with
+    HEAD_PREFIXES); each encoder tensor is checked for presence and shape first, so a checkpoint that
+    disagrees with its config.json fails here, naming the tensor, rather than mid-forward.
     """
     path = weight_file(directory)
     raw = read_safetensors(path) if path.name.endswith(".safetensors") else read_torch_bin(path)
@@ -104,16 +105,17 @@ def weight_file(directory: str | Path) -> Path:
 
 
 def normalise_names(weights: dict) -> dict:
-    """The same tensors under bare `BertModel` names, heads and buffers dropped.
+    """The same tensors under bare `BertModel` names, buffers dropped.
 
     `bert.embeddings.LayerNorm.gamma` (the published bert-base-uncased) and
-    `embeddings.LayerNorm.weight` (sentence-transformers) both become the latter. Other extra
-    tensors (e.g. a task head) are kept; `load_weights` only picks the ones the encoder needs.
+    `embeddings.LayerNorm.weight` (sentence-transformers) both become the latter, and so do the heads'
+    LayerNorms (`cls.predictions.transform.LayerNorm.gamma`). Other extra tensors are kept;
+    `load_weights` only picks the ones the encoder and its heads need.
     """
     normalised = {}
     for raw_name, tensor in weights.items():
         name = raw_name.removeprefix("bert.")
-        if name.startswith(HEAD_PREFIXES) or name.endswith(BUFFER_SUFFIXES):
+        if name.endswith(BUFFER_SUFFIXES):
             continue
         name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", name)
         name = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name)
@@ -126,7 +128,7 @@ def normalise_names(weights: dict) -> dict:
 
 def _check_weights(weights: dict[str, np.ndarray], config: BertConfig, path: Path,
                    raw_names: list[str]) -> dict[str, np.ndarray]:
-    """The tensors `config` needs, checked for presence, shape and dtype, as float32."""
+    """The tensors `config` needs, checked for presence, shape and dtype, then the heads', as float32."""
     expected = tensor_shapes(config)
     if not any(name in weights for name in expected):
         raise ValueError(f"{path} holds none of the BERT encoder tensors numbert expects "
@@ -139,9 +141,10 @@ def _check_weights(weights: dict[str, np.ndarray], config: BertConfig, path: Pat
         raise ValueError(f"{path} is missing tensor {missing[0]!r} (expected shape {expected[missing[0]]}){more}")
     checked = {}
     for name, shape in expected.items():
+        if weights[name].shape != shape:
+            raise ValueError(f"{path}: tensor {name!r} has shape {weights[name].shape}, config.json expects {shape}")
+    for name in [*expected, *(name for name in weights if name.startswith(HEAD_PREFIXES))]:
         tensor = weights[name]
-        if tensor.shape != shape:
-            raise ValueError(f"{path}: tensor {name!r} has shape {tensor.shape}, config.json expects {shape}")
         if not np.issubdtype(tensor.dtype, np.floating):
             raise ValueError(f"{path}: tensor {name!r} has dtype {tensor.dtype}; BERT weights must be floating point")
         checked[name] = tensor if tensor.dtype == np.float32 else _read_only(tensor.astype(np.float32))

@@ -19,6 +19,7 @@ import numpy as np
 from . import recipes
 from .checkpoint import load_weights
 from .config import BertConfig
+from .heads import HeadConfig, Heads
 from .hub import model_dir
 from .layers import (ACTIVATIONS, Linear, Norm, Scratch, attention, attention_mask_bias, feed_forward, layer_norm,
                      linear, merge_heads, split_heads)
@@ -109,8 +110,9 @@ class Bert:
     """A BERT encoder with its tokenizer. Build it with `numbert.load(...)`."""
 
     def __init__(self, config: BertConfig, weights: dict[str, np.ndarray], tokenizer: Tokenizer | None = None,
-                 name: str | None = None):
+                 name: str | None = None, head_config: HeadConfig = HeadConfig()):
         self.config = config
+        self.heads = Heads(weights, config, head_config, source=name or "model")  # numbert.heads: MLM, NSP, ...
         self.weights = weights
         self.tokenizer = tokenizer
         self.name = name
@@ -146,7 +148,8 @@ class Bert:
         config = BertConfig.from_json(directory / "config.json")
         weights = load_weights(directory, config)
         tokenizer = Tokenizer.from_pretrained(directory) if (directory / "vocab.txt").is_file() else None
-        model = cls(config, weights, tokenizer, name=str(name_or_path))
+        model = cls(config, weights, tokenizer, name=str(name_or_path),
+                    head_config=HeadConfig.from_json(directory / "config.json"))
         model.sentence_config = read_sentence_config(directory)  # None unless a sentence-transformers directory
         return model
 

@@ -715,8 +715,11 @@ class Tokenizer:
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         """Text from ids, as the Rust WordPiece decoder: `##` pieces glue to the previous token, other
         tokens get a space, except `.`, `,`, `!` and `?`. Ids outside the vocabulary are dropped."""
-        tokens = [self._id_to_token[i] for i in map(int, ids) if i in self._id_to_token
-                  and not (skip_special_tokens and i in self._special_ids)]
+        return self.convert_tokens_to_string([self._id_to_token[i] for i in map(int, ids) if i in self._id_to_token
+                                              and not (skip_special_tokens and i in self._special_ids)])
+
+    def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
+        """Tokens joined as the Rust WordPiece decoder joins them (see `decode`): "##ing" glues on."""
         out = []
         for i, token in enumerate(tokens):
             if i > 0:
