@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import recipes
+from . import recipes, tasks
 from .checkpoint import load_weights
 from .config import BertConfig
 from .heads import HeadConfig, Heads
@@ -152,6 +152,14 @@ class Bert:
                     head_config=HeadConfig.from_json(directory / "config.json"))
         model.sentence_config = read_sentence_config(directory)  # None unless a sentence-transformers directory
         return model
+
+    # --- the heads a checkpoint carries: model.fill_mask(text) is numbert.tasks.fill_mask(model, text) ----------
+
+    fill_mask = tasks.fill_mask  # masked-LM head: top-k tokens for each [MASK]
+    is_next = tasks.is_next  # next-sentence head: P(b follows a)
+    classify = tasks.classify  # BertForSequenceClassification: labels and scores
+    ner = tasks.ner  # BertForTokenClassification: entities with character offsets
+    qa = tasks.qa  # BertForQuestionAnswering: the best answer span of a context
 
     # --- the forward pass -------------------------------------------------------------------
 

@@ -413,12 +413,12 @@ def _positions(model: Bert) -> int:
     return min(positions, _tokenizer(model).model_max_length or positions)
 
 
-def _encode_whole(model: Bert, task: str, text: str, pair: str | None = None) -> Encoding:
-    """`text` (and `pair`) encoded without truncation; a clear error if not a str or too long for the model."""
-    for name, value in (("text", text), ("pair", pair)):
-        if not isinstance(value, str) and not (name == "pair" and value is None):
+def _encode_whole(model: Bert, task: str, *texts: str) -> Encoding:
+    """One text or a pair, encoded without truncation; a clear error if not str or too long for the model."""
+    for value in texts:
+        if not isinstance(value, str):
             raise TypeError(f"{task} takes text as a str, not {type(value).__name__}")
-    encoding = _tokenizer(model).encode(text, pair, truncation=False)
+    encoding = _tokenizer(model).encode(*texts, truncation=False)
     if len(encoding) > _positions(model):
         raise ValueError(f"the text is {len(encoding)} tokens long; this model reads at most {_positions(model)} "
                          f"and {task} does not truncate: shorten the text")

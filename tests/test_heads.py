@@ -1,0 +1,223 @@
+"""The heads' maths and loading: logits against transformers' BertFor* models, legacy names, missing weights."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+import numbert
+from numbert.heads import HeadConfig, classifier_logits, masked_lm_logits, sigmoid, softmax, span_logits
+
+TEXT = "The man worked as a [MASK] in Paris."
+PAIR = ("The cat sat on the mat.", "It was tired, so it fell asleep.")
+ATOL = 1e-4
+
+
+def torch_logits(torch, model, encoding):
+    """The transformers model's outputs on numbert's token ids (the tokenizers agree; tested elsewhere)."""
+    with torch.no_grad():
+        return model(input_ids=torch.tensor([encoding.ids]), token_type_ids=torch.tensor([encoding.type_ids]))
+
+
+def mlm_logits(model: numbert.Bert, out: numbert.Output) -> np.ndarray:
+    c = model.config
+    return masked_lm_logits(out.last_hidden_state, model.heads.masked_lm, c.hidden_act, c.layer_norm_eps)
+
+
+# ----------------------------------------------------------------------------------------------
+# logits against transformers
+
+
+@pytest.mark.parity
+def test_masked_lm_logits_match_bert_for_masked_lm_at_bert_base_size(head_checkpoint, torch):
+    """The vocabulary-sized decoder at bert-base's width (768 x 30522), tied to the word embeddings."""
+    directory, reference = head_checkpoint("BertForMaskedLM", wide=True)
+    model = numbert.load(directory)
+    out = model(TEXT)
+    logits = mlm_logits(model, out)
+    expected = torch_logits(torch, reference, out.encodings[0]).logits[0].numpy()
+    assert logits.shape == expected.shape == (len(out.tokens), 30522) and logits.dtype == np.float32
+    np.testing.assert_allclose(logits, expected, atol=ATOL, rtol=0)
+    assert model.heads.masked_lm.decoder is model.word_embeddings  # tied: no copy of the 94 MB matrix
+
+
+@pytest.mark.parity
+def test_pre_training_heads_match_bert_for_pre_training(head_checkpoint, torch):
+    directory, reference = head_checkpoint("BertForPreTraining")
+    model = numbert.load(directory)
+    out = model(*PAIR)
+    expected = torch_logits(torch, reference, out.encodings[0])
+    np.testing.assert_allclose(mlm_logits(model, out), expected.prediction_logits[0].numpy(), atol=ATOL, rtol=0)
+    np.testing.assert_allclose(classifier_logits(out.pooler_output, model.heads.next_sentence),
+                               expected.seq_relationship_logits[0].numpy(), atol=ATOL, rtol=0)
+
+
+@pytest.mark.parity
+def test_next_sentence_logits_match_bert_for_next_sentence_prediction(head_checkpoint, torch):
+    directory, reference = head_checkpoint("BertForNextSentencePrediction")
+    model = numbert.load(directory)
+    out = model(*PAIR)
+    expected = torch_logits(torch, reference, out.encodings[0]).logits[0].numpy()
+    np.testing.assert_allclose(classifier_logits(out.pooler_output, model.heads.next_sentence), expected,
+                               atol=ATOL, rtol=0)
+
+
+@pytest.mark.parity
+def test_sequence_classifier_logits_match_bert_for_sequence_classification(head_checkpoint, torch):
+    directory, reference = head_checkpoint("BertForSequenceClassification", id2label={0: "neg", 1: "neu", 2: "pos"})
+    model = numbert.load(directory)
+    out = model(*PAIR)
+    expected = torch_logits(torch, reference, out.encodings[0]).logits[0].numpy()
+    np.testing.assert_allclose(classifier_logits(out.pooler_output, model.heads.sequence_classifier), expected,
+                               atol=ATOL, rtol=0)
+    assert model.heads.labels == ["neg", "neu", "pos"]
+
+
+@pytest.mark.parity
+def test_token_classifier_logits_match_bert_for_token_classification(head_checkpoint, torch):
+    directory, reference = head_checkpoint("BertForTokenClassification", num_labels=5)
+    model = numbert.load(directory)
+    out = model("Hugging Face is based in New York City.")
+    expected = torch_logits(torch, reference, out.encodings[0]).logits[0].numpy()
+    np.testing.assert_allclose(classifier_logits(out.last_hidden_state, model.heads.token_classifier), expected,
+                               atol=ATOL, rtol=0)
+    assert model.heads.labels == [f"LABEL_{i}" for i in range(5)]  # transformers' names without id2label
+
+
+@pytest.mark.parity
+def test_span_logits_match_bert_for_question_answering(head_checkpoint, torch):
+    directory, reference = head_checkpoint("BertForQuestionAnswering")
+    model = numbert.load(directory)
+    out = model("Where do I live?", "My name is Wolfgang and I live in Berlin.")
+    expected = torch_logits(torch, reference, out.encodings[0])
+    start, end = span_logits(out.last_hidden_state, model.heads.question_answering)
+    np.testing.assert_allclose(start, expected.start_logits[0].numpy(), atol=ATOL, rtol=0)
+    np.testing.assert_allclose(end, expected.end_logits[0].numpy(), atol=ATOL, rtol=0)
+
+
+@pytest.mark.parity
+def test_untied_decoder_is_read_from_the_checkpoint(head_checkpoint, torch):
+    directory, reference = head_checkpoint("BertForMaskedLM", tie_word_embeddings=False)
+    assert "cls.predictions.decoder.weight" in load_file(directory / "model.safetensors")
+    model = numbert.load(directory)
+    out = model(TEXT)
+    assert model.heads.masked_lm.decoder is not model.word_embeddings
+    np.testing.assert_allclose(mlm_logits(model, out), torch_logits(torch, reference, out.encodings[0]).logits[0],
+                               atol=ATOL, rtol=0)
+
+
+@pytest.mark.parity
+def test_bert_base_uncased_naming_in_a_pytorch_bin_loads_both_pre_training_heads(head_checkpoint, torch, tmp_path):
+    """As the published bert-base-uncased: `bert.` prefix, LayerNorm gamma/beta (the heads' too), the decoder's
+    weight saved beside the embeddings it is tied to, in a pytorch_model.bin."""
+    directory, reference = head_checkpoint("BertForPreTraining")
+    state = {name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): t
+             for name, t in reference.state_dict().items()}
+    state["cls.predictions.decoder.weight"] = state["bert.embeddings.word_embeddings.weight"]
+    assert "cls.predictions.transform.LayerNorm.gamma" in state
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    for name in ("config.json", "vocab.txt", "tokenizer_config.json"):
+        (tmp_path / name).write_bytes((directory / name).read_bytes())
+    model = numbert.load(tmp_path)
+    out = model(*PAIR)
+    expected = torch_logits(torch, reference, out.encodings[0])
+    np.testing.assert_allclose(mlm_logits(model, out), expected.prediction_logits[0].numpy(), atol=ATOL, rtol=0)
+    np.testing.assert_allclose(classifier_logits(out.pooler_output, model.heads.next_sentence),
+                               expected.seq_relationship_logits[0].numpy(), atol=ATOL, rtol=0)
+
+
+# ----------------------------------------------------------------------------------------------
+# missing or mismatched heads
+
+
+def test_a_model_without_heads_names_the_tensors_each_task_lacks(minilm_dir):
+    model = numbert.load(minilm_dir)
+    assert model.heads.available() == []
+    for task, call, tensor in [
+        ("masked-LM", lambda: model.fill_mask("a [MASK]."), "'cls.predictions.transform.dense.weight'"),
+        ("next-sentence", lambda: model.is_next("a", "b"), "'cls.seq_relationship.weight'"),
+        ("BertForSequenceClassification", lambda: model.classify("a"), "'classifier.weight'"),
+        ("BertForTokenClassification", lambda: model.ner("a"), "'classifier.weight'"),
+        ("question-answering", lambda: model.qa("a?", "b"), "'qa_outputs.weight'"),
+    ]:
+        with pytest.raises(ValueError, match=f"has no a {task} (head|classifier): its checkpoint lacks tensors") as e:
+            call()
+        assert tensor in str(e.value) and "architectures: BertModel" in str(e.value)
+
+
+def test_an_incomplete_head_names_exactly_the_missing_tensor(head_checkpoint, tmp_path):
+    directory, _ = head_checkpoint("BertForPreTraining")
+    tensors = load_file(directory / "model.safetensors")
+    del tensors["cls.predictions.transform.LayerNorm.bias"]
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    for name in ("config.json", "vocab.txt"):
+        (tmp_path / name).write_bytes((directory / name).read_bytes())
+    model = numbert.load(tmp_path)
+    with pytest.raises(ValueError, match=r"lacks tensor 'cls.predictions.transform.LayerNorm.bias' "
+                                         r"\(config.json's architectures: BertForPreTraining; it has masked_lm, "
+                                         r"next_sentence\)"):
+        model.fill_mask(TEXT)
+    assert 0 <= model.is_next(*PAIR) <= 1  # the other head is whole
+
+
+def test_a_misshapen_head_tensor_is_named(head_checkpoint, tmp_path):
+    directory, _ = head_checkpoint("BertForQuestionAnswering")
+    tensors = load_file(directory / "model.safetensors")
+    tensors["qa_outputs.weight"] = tensors["qa_outputs.weight"][:, :16].copy()
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    for name in ("config.json", "vocab.txt"):
+        (tmp_path / name).write_bytes((directory / name).read_bytes())
+    with pytest.raises(ValueError, match=r"tensor 'qa_outputs.weight' has shape \(2, 16\), expected \(2, 32\)"):
+        numbert.load(tmp_path).qa("Who?", "Me.")
+
+
+def test_a_classifier_serves_the_task_its_architecture_names(head_checkpoint):
+    tokens = numbert.load(head_checkpoint("BertForTokenClassification", num_labels=5)[0])
+    with pytest.raises(ValueError, match="belongs to a BertForTokenClassification .*; use ner instead"):
+        tokens.classify("a text")
+    sequences = numbert.load(head_checkpoint("BertForSequenceClassification", id2label={0: "neg", 1: "neu", 2: "pos"})[0])
+    with pytest.raises(ValueError, match="belongs to a BertForSequenceClassification .*; use classify instead"):
+        sequences.ner("a text")
+
+
+def test_id2label_must_agree_with_the_classifier(head_checkpoint, tmp_path):
+    directory, _ = head_checkpoint("BertForSequenceClassification", id2label={0: "neg", 1: "neu", 2: "pos"})
+    for name in ("model.safetensors", "vocab.txt"):
+        (tmp_path / name).write_bytes((directory / name).read_bytes())
+    config = json.loads((directory / "config.json").read_text())
+    config["id2label"] = {"0": "neg", "1": "pos"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="id2label names 2 labels but the classifier has 3 outputs"):
+        numbert.load(tmp_path).classify("a text")
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("problem_type", "ranking", "unknown problem_type 'ranking'"),
+    ("id2label", {"0": "a", "2": "b"}, r"id2label must number its labels 0, 1, 2, ...; got ids \[0, 2\]"),
+    ("id2label", ["a", "b"], "id2label must map label ids to names"),
+    ("architectures", "BertForMaskedLM", "architectures must be a list of names"),
+])
+def test_bad_head_fields_in_config_json_are_named(field, value, message):
+    with pytest.raises(ValueError, match=f"^config.json: {message}"):
+        HeadConfig.from_dict({field: value}, source="config.json")
+
+
+# ----------------------------------------------------------------------------------------------
+# the small functions
+
+
+def test_softmax_and_sigmoid_are_float32_and_never_overflow():
+    x = np.array([[1000.0, 0.0, -1000.0], [1.0, 2.0, 3.0]], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p, s = softmax(x), sigmoid(x)
+    assert p.dtype == s.dtype == np.float32
+    np.testing.assert_allclose(p.sum(-1), 1, rtol=1e-6)
+    np.testing.assert_allclose(p[1], np.exp([1, 2, 3]) / np.exp([1, 2, 3]).sum(), rtol=1e-6)
+    np.testing.assert_allclose(s[0], [1, 0.5, 0], atol=0)
+    np.testing.assert_allclose(s[1], 1 / (1 + np.exp(-np.array([1.0, 2.0, 3.0]))), rtol=1e-6)
+    assert x[0, 0] == 1000  # softmax did not write over its input
