@@ -51,6 +51,18 @@ ARCHITECTURES = {
 }
 
 
+def pre_training_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
+    """The tensors of BERT's two pre-training heads, as transformers names them, with their shapes.
+
+    The masked-LM decoder's weight is absent: it is the word-embedding matrix (unless untied).
+    """
+    h, vocab = config.hidden_size, config.vocab_size
+    return {"cls.predictions.transform.dense.weight": (h, h), "cls.predictions.transform.dense.bias": (h,),
+            "cls.predictions.transform.LayerNorm.weight": (h,), "cls.predictions.transform.LayerNorm.bias": (h,),
+            "cls.predictions.bias": (vocab,),
+            "cls.seq_relationship.weight": (2, h), "cls.seq_relationship.bias": (2,)}
+
+
 class MaskedLM(NamedTuple):
     """The masked-LM head's weights."""
 
@@ -163,9 +175,10 @@ class Heads:
     names the model in error messages.
     """
 
-    def __init__(self, weights: Mapping[str, np.ndarray], config: BertConfig, head_config: HeadConfig = HeadConfig(),
+    def __init__(self, weights: Mapping[str, np.ndarray], config: BertConfig, head_config: HeadConfig | None = None,
                  source: str = "model"):
-        self.weights, self.config, self.head_config, self.source = weights, config, head_config, source
+        self.weights, self.config, self.source = weights, config, source
+        self.head_config = head_config or HeadConfig()
 
     def available(self) -> list[str]:
         """The heads whose tensors the checkpoint holds (some maybe incomplete): 'masked_lm', 'next_sentence',
@@ -179,14 +192,15 @@ class Heads:
     def masked_lm(self) -> MaskedLM:
         """The masked-LM head of BertForMaskedLM / BertForPreTraining checkpoints (bert-base-uncased has one)."""
         h, vocab = self.config.hidden_size, self.config.vocab_size
-        shapes = {"cls.predictions.transform.dense.weight": (h, h), "cls.predictions.transform.dense.bias": (h,),
-                  "cls.predictions.transform.LayerNorm.weight": (h,), "cls.predictions.transform.LayerNorm.bias": (h,)}
+        shapes = {name: shape for name, shape in pre_training_shapes(self.config).items()
+                  if name.startswith("cls.predictions.")}
         if not self.head_config.tie_word_embeddings:
             shapes["cls.predictions.decoder.weight"] = (vocab, h)
         # transformers saves the bias as cls.predictions.bias, older checkpoints also (or only) as decoder.bias
-        bias_name = next((n for n in ("cls.predictions.bias", "cls.predictions.decoder.bias") if n in self.weights),
-                         "cls.predictions.bias")
-        shapes[bias_name] = (vocab,)
+        bias_name = "cls.predictions.bias"
+        if bias_name not in self.weights and "cls.predictions.decoder.bias" in self.weights:
+            bias_name = "cls.predictions.decoder.bias"
+            shapes[bias_name] = shapes.pop("cls.predictions.bias")
         w = self._take("a masked-LM head", shapes, "fill_mask needs a checkpoint saved from BertForMaskedLM or "
                                                    "BertForPreTraining, such as bert-base-uncased")
         decoder = (w["cls.predictions.decoder.weight"] if not self.head_config.tie_word_embeddings
@@ -200,8 +214,8 @@ class Heads:
     @functools.cached_property
     def next_sentence(self) -> Linear:
         """The next-sentence head (2, hidden) of BertForPreTraining / BertForNextSentencePrediction checkpoints."""
-        h = self.config.hidden_size
-        w = self._take("a next-sentence head", {"cls.seq_relationship.weight": (2, h), "cls.seq_relationship.bias": (2,)},
+        w = self._take("a next-sentence head", {name: shape for name, shape in pre_training_shapes(self.config).items()
+                                                 if name.startswith("cls.seq_relationship.")},
                        "is_next needs a checkpoint saved from BertForPreTraining or BertForNextSentencePrediction, "
                        "such as bert-base-uncased")
         self._require_pooler("next-sentence prediction")

@@ -110,9 +110,10 @@ class Bert:
     """A BERT encoder with its tokenizer. Build it with `numbert.load(...)`."""
 
     def __init__(self, config: BertConfig, weights: dict[str, np.ndarray], tokenizer: Tokenizer | None = None,
-                 name: str | None = None, head_config: HeadConfig = HeadConfig()):
+                 name: str | None = None, head_config: HeadConfig | None = None):
         self.config = config
-        self.heads = Heads(weights, config, head_config, source=name or "model")  # numbert.heads: MLM, NSP, ...
+        # the task heads the weights carry (numbert.heads), described by config.json's architectures, id2label, ...
+        self.heads = Heads(weights, config, head_config or HeadConfig(), source=name or "model")
         self.weights = weights
         self.tokenizer = tokenizer
         self.name = name

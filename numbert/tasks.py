@@ -60,7 +60,7 @@ class Entity(NamedTuple):
     word: str  # the tokens joined back into a word (lowercase for an uncased model)
     start: int
     end: int
-    index: int | None = None  # the token's position in the encoding, for aggregation "none"
+    token_index: int | None = None  # the token's position in the encoding (transformers' "index"), aggregation "none"
 
 
 class Answer(NamedTuple):
@@ -122,6 +122,7 @@ def is_next(model: Bert, a: str, b: str) -> float:
     head = model.heads.next_sentence
     encoding = _encode_whole(model, "is_next", a, b)
     out = model.forward(np.array(encoding.ids), np.array(encoding.type_ids))
+    assert out.pooler_output is not None  # the head requires a pooler
     return float(softmax(classifier_logits(out.pooler_output, head))[0])
 
 
@@ -145,12 +146,13 @@ def classify(model: Bert, text: str | Sequence[str], text_pair: str | Sequence[s
     if top_k is not None:
         top_k = _count("top_k", top_k)
     single = isinstance(text, str)
-    texts = [text] if single else text
-    pairs = [text_pair] if single and text_pair is not None else text_pair
-    if pairs is not None and isinstance(pairs, str):
-        raise TypeError("text_pair must be a list of str when text is a list")
+    texts = [text] if isinstance(text, str) else list(text)
+    pairs = None if text_pair is None else [text_pair] if isinstance(text_pair, str) else list(text_pair)
+    if pairs is not None and single != isinstance(text_pair, str):
+        raise TypeError("text and text_pair must both be a str or both lists of str")
     results: list = [None] * len(texts)
     for positions, out in model.batches(texts, pairs, batch_size=batch_size):
+        assert out.pooler_output is not None  # the head requires a pooler
         scores = SCORE_FUNCTIONS[function](classifier_logits(out.pooler_output, head))  # (batch, labels)
         for i, row in zip(positions, scores):
             ranked = sorted((Label(label, float(s)) for label, s in zip(labels, row)), key=lambda x: x.score,
@@ -183,7 +185,7 @@ class _Token(NamedTuple):
     probs: np.ndarray  # (labels,)
     start: int
     end: int
-    index: int
+    position: int  # in the encoding
     is_subword: bool
 
 
@@ -206,7 +208,7 @@ def ner(model: Bert, text: str | Sequence[str], *, aggregation: str = "simple", 
         raise ValueError("stride runs a long text as windows, whose tokens only an aggregation can reconcile; "
                          "choose aggregation 'simple', 'first', 'average' or 'max'")
     single = isinstance(text, str)
-    texts = [text] if single else list(text)
+    texts = [text] if isinstance(text, str) else list(text)
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise TypeError(f"ner takes a str or a list of str; item {i} is a {type(t).__name__}")
@@ -239,13 +241,13 @@ def pre_entities(tokenizer: Tokenizer, text: str, encoding: Encoding, probs: np.
     A token continues a word when it is shorter or longer than the text it covers: "##ing" covers "ing".
     """
     tokens = []
-    for index, (id_, special, (start, end)) in enumerate(zip(encoding.ids, encoding.special_tokens_mask,
-                                                             encoding.offsets)):
+    for position, (id_, special, (start, end)) in enumerate(zip(encoding.ids, encoding.special_tokens_mask,
+                                                                encoding.offsets)):
         if special:
             continue
-        word, written = tokenizer.convert_ids_to_tokens(id_), text[start:end]
+        word, written = str(tokenizer.convert_ids_to_tokens(id_)), text[start:end]
         unknown = id_ == tokenizer.unk_token_id
-        tokens.append(_Token(written if unknown else word, probs[index], start, end, index,
+        tokens.append(_Token(written if unknown else word, probs[position], start, end, position,
                              not unknown and len(word) != len(written)))
     return tokens
 
@@ -253,7 +255,7 @@ def pre_entities(tokenizer: Tokenizer, text: str, encoding: Encoding, probs: np.
 def aggregate(tokens: list[_Token], aggregation: str, labels: Sequence[str], tokenizer: Tokenizer) -> list[Entity]:
     """Tokens -> entities: labelled one by one ("none"), grouped ("simple"), or first made words, then grouped."""
     if aggregation in ("none", "simple"):
-        entities = [Entity(labels[best], float(t.probs[best]), t.word, t.start, t.end, t.index)
+        entities = [Entity(labels[best], float(t.probs[best]), t.word, t.start, t.end, t.position)
                     for t in tokens for best in [int(t.probs.argmax())]]
         return entities if aggregation == "none" else group_entities(entities, tokenizer)
     words: list[list[_Token]] = []
@@ -345,8 +347,8 @@ def qa(model: Bert, question: str, context: str, *, top_k: int = 1, max_answer_l
         raise ValueError(f"the question is {max_seq_len - 3 - room} tokens long, which leaves no room for the "
                          f"context in max_seq_len={max_seq_len} tokens ([CLS] question [SEP] context [SEP]); "
                          f"shorten the question" + (" or raise max_seq_len" if max_seq_len < positions else ""))
-    context_tokens = len(tokenizer.encode(context, add_special_tokens=False, truncation=False))
-    if context_tokens > room and not 0 <= doc_stride < room:
+    context_length = len(tokenizer.encode(context, add_special_tokens=False, truncation=False))
+    if context_length > room and not 0 <= doc_stride < room:
         raise ValueError(f"the context must run as windows of {room} tokens (max_seq_len={max_seq_len} less the "
                          f"question and 3 special tokens), which doc_stride={doc_stride} must be smaller than; "
                          f"shorten the question or lower doc_stride")
@@ -357,8 +359,8 @@ def qa(model: Bert, question: str, context: str, *, top_k: int = 1, max_answer_l
     for encoding, start, end in zip(windows, starts, ends):
         p_start, p_end = answer_probabilities(encoding, start[:len(encoding)], end[:len(encoding)], tokenizer)
         null_score = min(null_score, float(p_start[0] * p_end[0]))
-        for s, e, score in best_spans(p_start, p_end, np.flatnonzero(np.equal(encoding.sequence_ids, 1)),
-                                      top_k, max_answer_len):
+        context_tokens = np.flatnonzero([s == 1 for s in encoding.sequence_ids])
+        for s, e, score in best_spans(p_start, p_end, context_tokens, top_k, max_answer_len):
             begin, stop = char_span(encoding, s, e, align_to_words)
             answers.append(Answer(context[begin:stop], score, begin, stop))
     if handle_impossible_answer:
@@ -371,7 +373,7 @@ def answer_probabilities(encoding: Encoding, start: np.ndarray, end: np.ndarray,
                          tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
     """P(start), P(end) per token of one window (seq,): softmaxes over the context tokens and [CLS]
     (which stands for "no answer"), every other token's logit set to -10000 as the pipeline does."""
-    allowed = np.equal(encoding.sequence_ids, 1) | np.equal(encoding.ids, tokenizer.cls_token_id)
+    allowed = np.array([s == 1 or id_ == tokenizer.cls_token_id for s, id_ in zip(encoding.sequence_ids, encoding.ids)])
     return (softmax(np.where(allowed, start, np.float32(-10000))),
             softmax(np.where(allowed, end, np.float32(-10000))))
 

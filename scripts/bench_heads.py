@@ -118,8 +118,8 @@ def main() -> None:
         with torch.no_grad():
             gap = np.abs(masked_lm_logits(h, head, "gelu", EPS) - module(ht).numpy()).max()
         assert gap < 1e-4, f"the two heads disagree: max |logit difference| {gap}"
-        rows.append(row(f"{n} row{'s' * (n > 1)}", lambda: numbert_fill(head, h), lambda: torch_fill(module, ht),
-                        ARGS.rounds) + [f"{gap:.1e}"])
+        rows.append(row(f"{n} row{'s' * (n > 1)}", lambda h=h: numbert_fill(head, h),
+                        lambda ht=ht: torch_fill(module, ht), ARGS.rounds) + [f"{gap:.1e}"])
     h = rng.standard_normal((12, HIDDEN), dtype=np.float32)
     masked, all_rows = h[6:7], torch.from_numpy(h)
     rows.append(row("fill-mask, 12 tokens, 1 [MASK]: numbert 1 row, transformers 12",

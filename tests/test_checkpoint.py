@@ -101,9 +101,10 @@ def test_safetensors_load_is_read_only_float32_memmap(tmp_path):
 
 def test_bert_base_loads_without_copying(bert_base_dir):
     loaded = load_weights(bert_base_dir, BertConfig.from_json(bert_base_dir / "config.json"))
-    assert len(loaded) == 199
+    assert len(loaded) == 199 + 7  # the encoder's tensors, then the pre-training heads'
     assert all(isinstance(w, np.memmap) for w in loaded.values())
-    assert sum(w.nbytes for w in loaded.values()) == 4 * 109_482_240  # every bert-base parameter, mapped
+    heads = 768 * 768 + 3 * 768 + 30522 + 2 * 768 + 2  # transform dense, its LayerNorm, bias; NSP
+    assert sum(w.nbytes for w in loaded.values()) == 4 * (109_482_240 + heads)  # every parameter, mapped
 
 
 def test_minilm_real_checkpoint_loads(minilm_dir):

@@ -123,10 +123,10 @@ def test_is_next_is_the_softmax_of_the_next_sentence_logits(head_checkpoint, tor
 
 @pytest.mark.parity
 @pytest.mark.parametrize("config, function", [
-    (dict(id2label={0: "negative", 1: "neutral", 2: "positive"}), "softmax"),
-    (dict(num_labels=4, problem_type="multi_label_classification"), "sigmoid"),
-    (dict(num_labels=1, problem_type="regression"), "none"),
-    (dict(num_labels=1), "sigmoid"),  # one label and no problem_type: the pipeline's sigmoid
+    ({"id2label": {0: "negative", 1: "neutral", 2: "positive"}}, "softmax"),
+    ({"num_labels": 4, "problem_type": "multi_label_classification"}, "sigmoid"),
+    ({"num_labels": 1, "problem_type": "regression"}, "none"),
+    ({"num_labels": 1}, "sigmoid"),  # one label and no problem_type: the pipeline's sigmoid
 ])
 def test_classify_matches_the_text_classification_pipeline(head_checkpoint, pipeline, config, function):
     directory, reference = head_checkpoint("BertForSequenceClassification", **config)
@@ -161,7 +161,7 @@ def assert_same_entities(ours: list[Entity], theirs: list[dict], grouped: bool):
     assert [(e.entity, e.word, e.start, e.end) for e in ours] == [(t[key], t["word"], t["start"], t["end"])
                                                                   for t in theirs]
     if not grouped:
-        assert [e.index for e in ours] == [t["index"] for t in theirs]
+        assert [e.token_index for e in ours] == [t["index"] for t in theirs]
     np.testing.assert_allclose([e.score for e in ours], [float(t["score"]) for t in theirs], rtol=RTOL)
 
 
@@ -262,7 +262,7 @@ def test_qa_runs_a_long_context_as_overlapping_windows(reader, transformers, tor
     question = "What did the scientists discover?"
     context = ("In 1953 the scientists in Cambridge discovered the double helix, the structure of DNA. " * 3
                + "Meanwhile, in an unrelated laboratory, a cat knocked over seventeen beakers of tea. " * 24)
-    options = {} if max_seq_len is None else dict(max_seq_len=max_seq_len, doc_stride=doc_stride)
+    options = {} if max_seq_len is None else {"max_seq_len": max_seq_len, "doc_stride": doc_stride}
     expected, windows = expected_answers(transformers, torch, directory, reference, question, context, top_k=4,
                                          **options)
     assert windows >= 2
