@@ -103,7 +103,7 @@ def fill_mask(model: Bert, text: str, top_k: int = 5, *, max_masks: int = MAX_MA
 
 
 def top(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k largest scores, largest first (ties: lower index first). (n,) -> (min(k, n),)"""
+    """Indices of the k largest scores, largest first. (n,) -> (min(k, n),)"""
     k = min(k, len(scores))
     best = np.argpartition(-scores, k - 1)[:k]
     return best[np.argsort(-scores[best], kind="stable")]

