@@ -97,16 +97,17 @@ def fill_mask(model: Bert, text: str, top_k: int = 5, *, max_masks: int = MAX_MA
     c = model.config
     probs = softmax(masked_lm_logits(out.last_hidden_state[masks], head, c.hidden_act, c.layer_norm_eps))  # (masks, vocab)
     single = len(masks) == 1
-    guesses = [[_filled(tokenizer, encoding.ids, mask, int(i), float(p[i]), single) for i in top(p, top_k)]
-               for mask, p in zip(masks, probs)]
+    guesses = [[_filled(tokenizer, encoding.ids, mask, int(i), float(p[i]), single) for i in best]
+               for mask, p, best in zip(masks, probs, top(probs, top_k))]
     return guesses[0] if single else guesses
 
 
 def top(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k largest scores, largest first. (n,) -> (min(k, n),)"""
-    k = min(k, len(scores))
-    best = np.argpartition(-scores, k - 1)[:k]
-    return best[np.argsort(-scores[best], kind="stable")]
+    """Indices of the k largest scores along the last axis, largest first. (..., n) -> (..., min(k, n))"""
+    k = min(k, scores.shape[-1])
+    best = np.argpartition(-scores, k - 1, axis=-1)[..., :k]
+    order = np.argsort(-np.take_along_axis(scores, best, axis=-1), axis=-1, kind="stable")
+    return np.take_along_axis(best, order, axis=-1)
 
 
 def _filled(tokenizer: Tokenizer, ids: list[int], mask: int, token_id: int, score: float, single: bool) -> Prediction:

@@ -72,9 +72,8 @@ def torch_head(head: MaskedLM) -> BertOnlyMLMHead:
     return module
 
 
-def numbert_fill(head: MaskedLM, h: np.ndarray) -> list[np.ndarray]:
-    probs = softmax(masked_lm_logits(h, head, "gelu", EPS))
-    return [top(p, 5) for p in probs]
+def numbert_fill(head: MaskedLM, h: np.ndarray) -> np.ndarray:
+    return top(softmax(masked_lm_logits(h, head, "gelu", EPS)), 5)
 
 
 def torch_fill(module: BertOnlyMLMHead, h: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import numbert
-from numbert.tasks import Answer, Entity, Label, Prediction
+from numbert.tasks import Answer, Entity, Label, Prediction, top
 
 CONLL = {i: label for i, label in enumerate(["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC",
                                              "I-MISC"])}
@@ -97,6 +97,12 @@ def test_fill_mask_refuses_texts_without_a_mask_with_too_many_or_too_long(masked
         model.fill_mask("a [MASK]", top_k=0)
     with pytest.raises(TypeError, match="fill_mask takes text as a str, not list"):
         model.fill_mask(["a [MASK]"])
+
+
+def test_top_gives_the_k_largest_of_each_row_best_first():
+    scores = np.array([[0.1, 0.5, 0.3, 0.9], [4.0, 3.0, 2.0, 1.0]], np.float32)
+    np.testing.assert_array_equal(top(scores, 2), [[3, 1], [0, 1]])
+    np.testing.assert_array_equal(top(scores[0], 10), [3, 1, 2, 0])
 
 
 # ----------------------------------------------------------------------------------------------
