@@ -17,7 +17,8 @@ from numbert.recipes import cosine
 
 SENTENCE = "Here is the sentence I want embeddings for."
 MASKED = "The man worked as a [MASK]."
-BERT_BASE_GUESSES = [("carpenter", 0.097), ("waiter", 0.052), ("barber", 0.050), ("mechanic", 0.038), ("salesman", 0.038)]
+BERT_BASE_GUESSES = [("carpenter", 0.097), ("waiter", 0.052), ("barber", 0.050), ("mechanic", 0.038),
+                     ("salesman", 0.038)]  # bert-base-uncased's model card (transformers' fill-mask pipeline)
 BANK = ("After stealing money from the bank vault, the bank robber was seen "
         "fishing on the Mississippi river bank.")
 
@@ -46,7 +47,8 @@ def main() -> None:
 
     step("3. hidden_states: the embedding layer's output, then one per encoder layer (numbert/model.py: Bert.forward)")
     print(f"hidden_states {out.hidden_states.shape} = (layers + 1, tokens, hidden), {out.hidden_states.dtype}")
-    print(f"pooler_output {'absent (no pooler in this checkpoint)' if out.pooler_output is None else out.pooler_output.shape}")
+    pooled = out.pooler_output
+    print(f"pooler_output {'absent (no pooler in this checkpoint)' if pooled is None else pooled.shape}")
 
     step("4. token vectors by strategy (numbert/recipes.py: token_vectors)")
     for strategy in ("last", "second_to_last", "sum_last_four", "concat_last_four"):

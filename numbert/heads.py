@@ -139,7 +139,8 @@ class HeadConfig:
             raise ValueError(f"{source}: architectures must be a list of names, got {architectures!r}")
         problem_type = d.get("problem_type")
         if problem_type is not None and problem_type not in PROBLEM_TYPES:
-            raise ValueError(f"{source}: unknown problem_type {problem_type!r}; expected one of {', '.join(PROBLEM_TYPES)}")
+            raise ValueError(f"{source}: unknown problem_type {problem_type!r}; "
+                             f"expected one of {', '.join(PROBLEM_TYPES)}")
         id2label = d.get("id2label")
         if id2label is not None:
             try:
@@ -243,7 +244,7 @@ class Heads:
 
     @property
     def labels(self) -> list[str]:
-        """The classifier's label names: config.json's id2label, else LABEL_0, LABEL_1, ... as transformers names them."""
+        """The classifier's label names: config.json's id2label, else LABEL_0, LABEL_1, ... (transformers' names)."""
         rows = len(self.weights["classifier.weight"]) if "classifier.weight" in self.weights else 2
         if self.head_config.id2label is None:
             return [f"LABEL_{i}" for i in range(rows)]

@@ -95,7 +95,8 @@ def fill_mask(model: Bert, text: str, top_k: int = 5, *, max_masks: int = MAX_MA
                          f"each is predicted on its own, not jointly; pass max_masks= to allow more")
     out = model.forward(np.array(encoding.ids), np.array(encoding.type_ids))
     c = model.config
-    probs = softmax(masked_lm_logits(out.last_hidden_state[masks], head, c.hidden_act, c.layer_norm_eps))  # (masks, vocab)
+    logits = masked_lm_logits(out.last_hidden_state[masks], head, c.hidden_act, c.layer_norm_eps)  # (masks, vocab)
+    probs = softmax(logits)
     single = len(masks) == 1
     guesses = [[_filled(tokenizer, encoding.ids, mask, int(i), float(p[i]), single) for i in best]
                for mask, p, best in zip(masks, probs, top(probs, top_k))]

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from bench import blas_info, cpu_name, markdown  # noqa: E402
+from bench.harness import blas_info, cpu_name, markdown  # noqa: E402
 from transformers import BertConfig  # noqa: E402
 from transformers.models.bert.modeling_bert import BertOnlyMLMHead  # noqa: E402
 
@@ -65,8 +65,10 @@ def torch_head(head: MaskedLM) -> BertOnlyMLMHead:
     module = BertOnlyMLMHead(BertConfig(hidden_size=HIDDEN, vocab_size=VOCAB, layer_norm_eps=EPS)).eval()
     p = module.predictions
     with torch.no_grad():
-        for param, array in ((p.transform.dense.weight, head.transform.weight), (p.transform.dense.bias, head.transform.bias),
-                             (p.transform.LayerNorm.weight, head.norm.weight), (p.transform.LayerNorm.bias, head.norm.bias),
+        for param, array in ((p.transform.dense.weight, head.transform.weight),
+                             (p.transform.dense.bias, head.transform.bias),
+                             (p.transform.LayerNorm.weight, head.norm.weight),
+                             (p.transform.LayerNorm.bias, head.norm.bias),
                              (p.decoder.weight, head.decoder), (p.decoder.bias, head.bias), (p.bias, head.bias)):
             param.copy_(torch.from_numpy(array))
     return module
@@ -105,7 +107,8 @@ def main() -> None:
     blas = blas_info()
     print(f"CPU: {cpu_name()}; {ARGS.threads} thread(s) each")
     print(f"numbert: NumPy {blas['numpy']}, {blas['library']} core {blas['core']}")
-    print(f"transformers: torch {torch.__version__}, {torch.backends.mkldnn.is_available() and 'oneDNN' or 'no oneDNN'}, "
+    onednn = "oneDNN" if torch.backends.mkldnn.is_available() else "no oneDNN"
+    print(f"transformers: torch {torch.__version__}, {onednn}, "
           f"BLAS {torch.__config__.show().split('BLAS_INFO=')[-1].split(',')[0]}")
     rng = np.random.default_rng(0)
     head = random_head(rng)

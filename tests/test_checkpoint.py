@@ -12,7 +12,14 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from numbert.checkpoint import HEAD_PREFIXES, load_weights, normalise_names, read_safetensors, read_torch_bin, tensor_shapes
+from numbert.checkpoint import (
+    HEAD_PREFIXES,
+    load_weights,
+    normalise_names,
+    read_safetensors,
+    read_torch_bin,
+    tensor_shapes,
+)
 from numbert.config import BertConfig
 from numbert.testing import random_weights
 

@@ -182,7 +182,8 @@ def test_a_classifier_serves_the_task_its_architecture_names(head_checkpoint):
     tokens = numbert.load(head_checkpoint("BertForTokenClassification", num_labels=5)[0])
     with pytest.raises(ValueError, match="belongs to a BertForTokenClassification .*; use ner instead"):
         tokens.classify("a text")
-    sequences = numbert.load(head_checkpoint("BertForSequenceClassification", id2label={0: "neg", 1: "neu", 2: "pos"})[0])
+    directory, _ = head_checkpoint("BertForSequenceClassification", id2label={0: "neg", 1: "neu", 2: "pos"})
+    sequences = numbert.load(directory)
     with pytest.raises(ValueError, match="belongs to a BertForSequenceClassification .*; use classify instead"):
         sequences.ner("a text")
 

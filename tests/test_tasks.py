@@ -15,7 +15,7 @@ from numbert.tasks import Answer, Entity, Label, Prediction, top
 CONLL = {i: label for i, label in enumerate(["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC",
                                              "I-MISC"])}
 NER_TEXTS = [
-    "Hugging Face Inc. is a company based in New York City. Its headquarters are in DUMBO, close to the Manhattan Bridge.",
+    "Hugging Face Inc. is a company based in New York City. Its headquarters are in DUMBO, near the Manhattan Bridge.",
     "Wolfgang Amadeus Mozart et Émilie du Châtelet ☃ visitèrent Zürich-Oerlikon, then ate gnocchi with Tschaikowsky.",
 ]
 RTOL = 1e-4  # scores from logits within 1e-4
