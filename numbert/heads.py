@@ -202,7 +202,7 @@ class Heads:
         if bias_name not in self.weights and "cls.predictions.decoder.bias" in self.weights:
             bias_name = "cls.predictions.decoder.bias"
             shapes[bias_name] = shapes.pop("cls.predictions.bias")
-        w = self._take("a masked-LM head", shapes, "fill_mask needs a checkpoint saved from BertForMaskedLM or "
+        w = self._take("masked-LM head", shapes, "fill_mask needs a checkpoint saved from BertForMaskedLM or "
                                                    "BertForPreTraining, such as bert-base-uncased")
         decoder = (w["cls.predictions.decoder.weight"] if not self.head_config.tie_word_embeddings
                    else self.weights["embeddings.word_embeddings.weight"])
@@ -215,7 +215,7 @@ class Heads:
     @functools.cached_property
     def next_sentence(self) -> Linear:
         """The next-sentence head (2, hidden) of BertForPreTraining / BertForNextSentencePrediction checkpoints."""
-        w = self._take("a next-sentence head", {name: shape for name, shape in pre_training_shapes(self.config).items()
+        w = self._take("next-sentence head", {name: shape for name, shape in pre_training_shapes(self.config).items()
                                                  if name.startswith("cls.seq_relationship.")},
                        "is_next needs a checkpoint saved from BertForPreTraining or BertForNextSentencePrediction, "
                        "such as bert-base-uncased")
@@ -238,7 +238,7 @@ class Heads:
     def question_answering(self) -> Linear:
         """The span head (2, hidden) of BertForQuestionAnswering checkpoints: start and end logits per token."""
         h = self.config.hidden_size
-        w = self._take("a question-answering head", {"qa_outputs.weight": (2, h), "qa_outputs.bias": (2,)},
+        w = self._take("question-answering head", {"qa_outputs.weight": (2, h), "qa_outputs.bias": (2,)},
                        "qa needs a checkpoint saved from BertForQuestionAnswering")
         return Linear(w["qa_outputs.weight"], w["qa_outputs.bias"])
 
@@ -261,7 +261,7 @@ class Heads:
                              f"checkpoint saved from {architecture}")
         h = self.config.hidden_size
         rows = self.weights["classifier.weight"].shape[0] if "classifier.weight" in self.weights else len(self.labels)
-        w = self._take(f"a {architecture} classifier", {"classifier.weight": (rows, h), "classifier.bias": (rows,)},
+        w = self._take(f"{architecture} classifier", {"classifier.weight": (rows, h), "classifier.bias": (rows,)},
                        f"this task needs a checkpoint saved from {architecture}")
         if len(self.labels) != rows:
             raise ValueError(f"{self.source}: config.json's id2label names {len(self.labels)} labels but the "

@@ -147,7 +147,7 @@ def test_a_model_without_heads_names_the_tensors_each_task_lacks(minilm_dir):
         ("BertForTokenClassification", lambda: model.ner("a"), "'classifier.weight'"),
         ("question-answering", lambda: model.qa("a?", "b"), "'qa_outputs.weight'"),
     ]:
-        with pytest.raises(ValueError, match=f"has no a {task} (head|classifier): its checkpoint lacks tensors") as e:
+        with pytest.raises(ValueError, match=f"has no {task} (head|classifier): its checkpoint lacks tensors") as e:
             call()
         assert tensor in str(e.value) and "architectures: BertModel" in str(e.value)
 

@@ -8,6 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
+from test_cli import one_error_line, run
 
 import numbert
 from numbert.tasks import Answer, Entity, Label, Prediction, top
@@ -309,3 +310,83 @@ def test_qa_refuses_a_question_longer_than_the_model_reads(reader):
         model.qa("Who?", "  ")
     with pytest.raises(ValueError, match="max_seq_len must lie between 4 and the model's 512 positions, got 1000"):
         model.qa("Who?", "Me.", max_seq_len=1000)
+
+
+# ----------------------------------------------------------------------------------------------
+# the commands: numbert fill-mask | classify | ner | qa
+
+
+def json_lines(result) -> list[dict]:
+    assert result.returncode == 0, result.stderr.decode()
+    return [json.loads(line) for line in result.stdout.decode().splitlines()]
+
+
+def test_fill_mask_command_streams_one_json_line_per_input(bert_base_dir, bert_base):
+    texts = ["The man worked as a [MASK].", "[MASK] is the capital of [MASK].", "Naïve café [MASK]!"]
+    records = json_lines(run("fill-mask", "--json", "-k", "3", model=bert_base_dir,
+                             stdin="\n".join(texts).encode() + b"\n"))
+    assert [r["text"] for r in records] == texts
+    for text, record in zip(texts, records):
+        found = bert_base.fill_mask(text, top_k=3)
+        masks = found if isinstance(found[0], list) else [found]
+        assert [[(g["token"], g["id"], g["sequence"]) for g in mask] for mask in record["predictions"]] == \
+               [[(g.token, g.id, g.sequence) for g in mask] for mask in masks]
+    shown = run("fill-mask", "The man worked as a [MASK].", model=bert_base_dir).stdout.decode().splitlines()
+    guesses = bert_base.fill_mask("The man worked as a [MASK].")
+    assert [line.split()[0] for line in shown[:5]] == [g.token for g in guesses] and shown[5] == ""
+
+
+def test_fill_mask_command_names_the_line_without_a_mask_and_the_missing_head(bert_base_dir, minilm_dir):
+    error = one_error_line(run("fill-mask", model=bert_base_dir, stdin=b"a [MASK].\nno mask here\n"))
+    assert error == "numbert fill-mask: error: line 2: fill_mask needs a [MASK] token in the text; there is none " \
+                    "in 'no mask here'"
+    error = one_error_line(run("fill-mask", "a [MASK].", model=minilm_dir))
+    assert error.startswith("numbert fill-mask: error: ") and "has no masked-LM head" in error
+
+
+def test_classify_command_reads_pairs_and_gives_top_k(head_checkpoint):
+    labels = {0: "negative", 1: "neutral", 2: "positive"}
+    directory, _ = head_checkpoint("BertForSequenceClassification", id2label=labels)
+    model = numbert.load(directory)
+    lines = ["I loved this film.", "Is it raining? ||| The streets are wet.", ""]
+    records = json_lines(run("classify", "--json", "-k", "2", model=directory, stdin="\n".join(lines).encode() + b"\n"))
+    expected = [model.classify(lines[0], top_k=2), model.classify("Is it raining?", "The streets are wet.", top_k=2),
+                model.classify("", top_k=2)]
+    for record, labels in zip(records, expected, strict=True):
+        assert [x["label"] for x in record["labels"]] == [label.label for label in labels]
+        np.testing.assert_allclose([x["score"] for x in record["labels"]], [s for _, s in labels], rtol=1e-6)
+    best = run("classify", lines[0], model=directory).stdout.decode().split()
+    assert best[0] == expected[0][0].label and float(best[1]) == pytest.approx(expected[0][0].score, abs=1e-4)
+
+
+def test_ner_command_lists_entities_with_offsets(tagger):
+    model, directory, _ = tagger
+    records = json_lines(run("ner", "--json", "--aggregation", "first", model=directory,
+                             stdin="\n".join(NER_TEXTS).encode()))
+    for text, record in zip(NER_TEXTS, records, strict=True):
+        expected = model.ner(text, aggregation="first")
+        assert [(e["entity"], e["start"], e["end"]) for e in record["entities"]] == \
+               [(e.entity, e.start, e.end) for e in expected]
+    shown = run("ner", NER_TEXTS[0], "--ignore", model=directory).stdout.decode().split("\n")
+    entities = model.ner(NER_TEXTS[0], ignore_labels=())
+    assert [line.split("\t")[:2] for line in shown[:len(entities)]] == \
+           [[NER_TEXTS[0][e.start:e.end], e.entity] for e in entities]
+    assert shown[len(entities)] == ""
+
+
+def test_qa_command_takes_a_question_and_context_or_lines_of_them(reader, tmp_path):
+    model, directory, _ = reader
+    question, context = "Where do I live?", "My name is Wolfgang and I live in Berlin."
+    expected = model.qa(question, context)
+    answer, score, start, end = run("qa", "-q", question, "-c", context, model=directory).stdout.decode().split("\t")
+    assert (answer, int(start), int(end)) == (expected.answer, expected.start, expected.end)
+    assert float(score) == pytest.approx(expected.score, abs=1e-4)
+    records = json_lines(run("qa", "--json", model=directory, stdin=f"{question} ||| {context}\n".encode()))
+    assert records[0]["answers"][0]["answer"] == expected.answer
+    (tmp_path / "context.txt").write_text(context, encoding="utf-8")
+    records = json_lines(run("qa", "--json", "--context-file", tmp_path / "context.txt", model=directory,
+                             stdin=b"Where do I live?\nWhat is my name?\n"))
+    assert [r["question"] for r in records] == ["Where do I live?", "What is my name?"]
+    assert records[0]["answers"][0]["answer"] == expected.answer
+    error = one_error_line(run("qa", model=directory, stdin=b"no context here\n"))
+    assert error == "numbert qa: error: line 1: without --context, each line is 'question ||| context'"
