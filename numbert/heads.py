@@ -39,16 +39,6 @@ from .layers import ACTIVATIONS, Linear, Norm, exp_shifted, layer_norm, linear, 
 f32 = np.float32
 
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
-# The architectures whose heads numbert runs, and what each carries besides the encoder.
-ARCHITECTURES = {
-    "BertModel": (),
-    "BertForMaskedLM": ("masked_lm",),
-    "BertForPreTraining": ("masked_lm", "next_sentence"),
-    "BertForNextSentencePrediction": ("next_sentence",),
-    "BertForSequenceClassification": ("sequence_classifier",),
-    "BertForTokenClassification": ("token_classifier",),
-    "BertForQuestionAnswering": ("question_answering",),
-}
 
 
 def pre_training_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:

@@ -133,6 +133,17 @@ def test_bert_base_uncased_naming_in_a_pytorch_bin_loads_both_pre_training_heads
                                expected.seq_relationship_logits[0].numpy(), atol=ATOL, rtol=0)
 
 
+def test_the_decoder_bias_is_found_under_its_older_name(head_checkpoint, tmp_path):
+    """Some checkpoints keep the masked-LM bias only as cls.predictions.decoder.bias."""
+    directory, _ = head_checkpoint("BertForPreTraining")
+    tensors = load_file(directory / "model.safetensors")
+    tensors["cls.predictions.decoder.bias"] = tensors.pop("cls.predictions.bias")
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    for name in ("config.json", "vocab.txt"):
+        (tmp_path / name).write_bytes((directory / name).read_bytes())
+    assert numbert.load(tmp_path).fill_mask(TEXT) == numbert.load(directory).fill_mask(TEXT)
+
+
 # ----------------------------------------------------------------------------------------------
 # missing or mismatched heads
 
