@@ -45,7 +45,7 @@ def test_masked_lm_logits_match_bert_for_masked_lm_at_bert_base_size(head_checkp
     expected = torch_logits(torch, reference, out.encodings[0]).logits[0].numpy()
     assert logits.shape == expected.shape == (len(out.tokens), 30522) and logits.dtype == np.float32
     np.testing.assert_allclose(logits, expected, atol=ATOL, rtol=0)
-    assert model.heads.masked_lm.decoder is model.word_embeddings  # tied: no copy of the 94 MB matrix
+    assert model.heads.masked_lm.decoder is model.encoder.word_embeddings  # tied: no copy of the 94 MB matrix
 
 
 @pytest.mark.parity
@@ -108,7 +108,7 @@ def test_untied_decoder_is_read_from_the_checkpoint(head_checkpoint, torch):
     assert "cls.predictions.decoder.weight" in load_file(directory / "model.safetensors")
     model = numbert.load(directory)
     out = model(TEXT)
-    assert model.heads.masked_lm.decoder is not model.word_embeddings
+    assert model.heads.masked_lm.decoder is not model.encoder.word_embeddings
     np.testing.assert_allclose(mlm_logits(model, out), torch_logits(torch, reference, out.encodings[0]).logits[0],
                                atol=ATOL, rtol=0)
 
