@@ -321,23 +321,24 @@ def json_lines(result) -> list[dict]:
     return [json.loads(line) for line in result.stdout.decode().splitlines()]
 
 
-def test_fill_mask_command_streams_one_json_line_per_input(bert_base_dir, bert_base):
+def test_fill_mask_command_streams_one_json_line_per_input(masked_lm):
+    model, directory, _ = masked_lm
     texts = ["The man worked as a [MASK].", "[MASK] is the capital of [MASK].", "Naïve café [MASK]!"]
-    records = json_lines(run("fill-mask", "--json", "-k", "3", model=bert_base_dir,
+    records = json_lines(run("fill-mask", "--json", "-k", "3", model=directory,
                              stdin="\n".join(texts).encode() + b"\n"))
     assert [r["text"] for r in records] == texts
     for text, record in zip(texts, records):
-        found = bert_base.fill_mask(text, top_k=3)
+        found = model.fill_mask(text, top_k=3)
         masks = found if isinstance(found[0], list) else [found]
         assert [[(g["token"], g["id"], g["sequence"]) for g in mask] for mask in record["predictions"]] == \
                [[(g.token, g.id, g.sequence) for g in mask] for mask in masks]
-    shown = run("fill-mask", "The man worked as a [MASK].", model=bert_base_dir).stdout.decode().splitlines()
-    guesses = bert_base.fill_mask("The man worked as a [MASK].")
+    shown = run("fill-mask", "The man worked as a [MASK].", model=directory).stdout.decode().splitlines()
+    guesses = model.fill_mask("The man worked as a [MASK].")
     assert [line.split()[0] for line in shown[:5]] == [g.token for g in guesses] and shown[5] == ""
 
 
-def test_fill_mask_command_names_the_line_without_a_mask_and_the_missing_head(bert_base_dir, minilm_dir):
-    error = one_error_line(run("fill-mask", model=bert_base_dir, stdin=b"a [MASK].\nno mask here\n"))
+def test_fill_mask_command_names_the_line_without_a_mask_and_the_missing_head(masked_lm, minilm_dir):
+    error = one_error_line(run("fill-mask", model=masked_lm[1], stdin=b"a [MASK].\nno mask here\n"))
     assert error == "numbert fill-mask: error: line 2: fill_mask needs a [MASK] token in the text; there is none " \
                     "in 'no mask here'"
     error = one_error_line(run("fill-mask", "a [MASK].", model=minilm_dir))
