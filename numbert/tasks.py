@@ -322,7 +322,7 @@ def merge_overlapping(entities: list[Entity]) -> list[Entity]:
 
 def qa(model: Bert, question: str, context: str, *, top_k: int = 1, max_answer_len: int = 15,
        max_seq_len: int | None = None, doc_stride: int | None = None, handle_impossible_answer: bool = False,
-       align_to_words: bool = True) -> Answer | list[Answer]:
+       align_to_words: bool = True, batch_size: int = 32) -> Answer | list[Answer]:
     """The span of `context` that best answers `question`; a list of the top_k best when top_k > 1.
 
     As transformers 4's question-answering pipeline: `[CLS] question [SEP] context [SEP]` in windows
@@ -330,6 +330,7 @@ def qa(model: Bert, question: str, context: str, *, top_k: int = 1, max_answer_l
     softmaxes of the start and end logits over the context tokens (and [CLS]), and the best span
     end >= start of at most max_answer_len tokens by P(start) P(end); with align_to_words, the
     answer widened to whole words. handle_impossible_answer adds the empty answer, scored by [CLS].
+    Windows run batch_size at a time, so a context of any length needs bounded memory.
     """
     head = model.heads.question_answering
     tokenizer = _tokenizer(model)
@@ -344,6 +345,8 @@ def qa(model: Bert, question: str, context: str, *, top_k: int = 1, max_answer_l
     if not 4 <= _count("max_seq_len", max_seq_len) <= positions:
         raise ValueError(f"max_seq_len must lie between 4 and the model's {positions} positions, got {max_seq_len}")
     doc_stride = min(max_seq_len // 2, 128) if doc_stride is None else doc_stride
+    if isinstance(doc_stride, bool) or not isinstance(doc_stride, int) or doc_stride < 0:
+        raise ValueError(f"doc_stride must be an integer >= 0, got {doc_stride!r}")
     room = max_seq_len - 3 - len(tokenizer.encode(question, add_special_tokens=False, truncation=False))
     if room < 1:
         raise ValueError(f"the question is {max_seq_len - 3 - room} tokens long, which leaves no room for the "
@@ -356,9 +359,12 @@ def qa(model: Bert, question: str, context: str, *, top_k: int = 1, max_answer_l
                          f"shorten the question or lower doc_stride")
     first = tokenizer.encode(question, context, max_length=max_seq_len, truncation="only_second", stride=doc_stride)
     windows = [first, *first.overflowing]
-    starts, ends = span_logits(model.forward_encodings(windows).last_hidden_state, head)  # (windows, seq) each
+    logits: list[tuple[np.ndarray, np.ndarray]] = []  # (start, end) logits per window, (seq,) each
+    for b in range(0, len(windows), _count("batch_size", batch_size)):
+        starts, ends = span_logits(model.forward_encodings(windows[b:b + batch_size]).last_hidden_state, head)
+        logits += zip(starts, ends)
     answers, null_score = [], 1.0
-    for encoding, start, end in zip(windows, starts, ends):
+    for encoding, (start, end) in zip(windows, logits):
         p_start, p_end = answer_probabilities(encoding, start[:len(encoding)], end[:len(encoding)], tokenizer)
         null_score = min(null_score, float(p_start[0] * p_end[0]))
         context_tokens = np.flatnonzero([s == 1 for s in encoding.sequence_ids])

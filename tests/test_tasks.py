@@ -274,6 +274,7 @@ def test_qa_runs_a_long_context_as_overlapping_windows(reader, transformers, tor
                                          **options)
     assert windows >= 2
     assert_same_answers(model.qa(question, context, top_k=4, **options), expected, context)
+    assert_same_answers(model.qa(question, context, top_k=4, batch_size=1, **options), expected, context)
 
 
 @pytest.mark.parity
@@ -310,6 +311,8 @@ def test_qa_refuses_a_question_longer_than_the_model_reads(reader):
         model.qa("Who?", "  ")
     with pytest.raises(ValueError, match="max_seq_len must lie between 4 and the model's 512 positions, got 1000"):
         model.qa("Who?", "Me.", max_seq_len=1000)
+    with pytest.raises(ValueError, match="doc_stride must be an integer >= 0, got -1"):
+        model.qa("Who?", "Me.", doc_stride=-1)
 
 
 # ----------------------------------------------------------------------------------------------
