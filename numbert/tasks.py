@@ -106,7 +106,7 @@ def fill_mask(model: Bert, text: str, top_k: int = 5, *, max_masks: int = MAX_MA
 def top(scores: np.ndarray, k: int) -> np.ndarray:
     """Indices of the k largest scores along the last axis, largest first. (..., n) -> (..., min(k, n))"""
     k = min(k, scores.shape[-1])
-    best = np.argpartition(-scores, k - 1, axis=-1)[..., :k]
+    best = np.argpartition(scores, -k, axis=-1)[..., -k:]
     order = np.argsort(-np.take_along_axis(scores, best, axis=-1), axis=-1, kind="stable")
     return np.take_along_axis(best, order, axis=-1)
 
