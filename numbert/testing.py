@@ -69,9 +69,10 @@ def write_random_bert(directory: str | Path, vocab_path: str | Path, config: Ber
 
 
 def write_google_bert(directory: str | Path, vocab_path: str | Path, config: BertConfig | None = None,
-                      seed: int = 0) -> Path:
+                      seed: int = 0, heads: bool = False) -> Path:
     """The random BERT of `random_weights` as Google released BERT: bert_config.json, vocab.txt and a
-    TensorFlow checkpoint `bert_model.ckpt` (variables `bert/...`, kernels (in, out))."""
+    TensorFlow checkpoint `bert_model.ckpt` (variables `bert/...`, kernels (in, out)); with heads, the
+    pre-training heads too (`cls/predictions/...`, `cls/seq_relationship/output_weights` (2, hidden))."""
     directory, config = Path(directory), config or BertConfig()
     directory.mkdir(parents=True, exist_ok=True)
     google = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "architectures", "layer_norm_eps",
@@ -79,9 +80,13 @@ def write_google_bert(directory: str | Path, vocab_path: str | Path, config: Ber
     (directory / "bert_config.json").write_text(json.dumps(google, indent=2) + "\n", encoding="utf-8")
     shutil.copyfile(vocab_path, directory / "vocab.txt")
     tensors = {}
-    for name, w in random_weights(config, seed).items():
-        name = re.sub(r"layer\.(\d+)", r"layer_\1", f"bert.{name}").replace(".", "/")
+    for name, w in random_weights(config, seed, heads=heads).items():
+        name = name if name.startswith("cls.") else f"bert.{name}"
+        name = re.sub(r"layer\.(\d+)", r"layer_\1", name).replace(".", "/")
         name = re.sub(r"LayerNorm/weight$", "LayerNorm/gamma", re.sub(r"LayerNorm/bias$", "LayerNorm/beta", name))
+        name = {"cls/predictions/bias": "cls/predictions/output_bias",  # Google's names for the heads' own
+                "cls/seq_relationship/weight": "cls/seq_relationship/output_weights",  # (2, hidden), as it is
+                "cls/seq_relationship/bias": "cls/seq_relationship/output_bias"}.get(name, name)
         if name.endswith("embeddings/weight"):
             name = name.removesuffix("/weight")
         elif name.endswith("/weight"):

@@ -11,7 +11,9 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 import numbert
+from numbert.config import BertConfig
 from numbert.heads import HeadConfig, classifier_logits, masked_lm_logits, sigmoid, softmax, span_logits
+from numbert.testing import write_google_bert, write_random_bert
 
 FIXTURE = Path(__file__).parent / "fixtures" / "heads_expected.json"
 FIXTURE_TEXTS = ["The man worked as a [MASK].", "Paris is the [MASK] of [MASK], n'est-ce pas?"]
@@ -142,6 +144,18 @@ def test_the_decoder_bias_is_found_under_its_older_name(head_checkpoint, tmp_pat
     for name in ("config.json", "vocab.txt"):
         (tmp_path / name).write_bytes((directory / name).read_bytes())
     assert numbert.load(tmp_path).fill_mask(TEXT) == numbert.load(directory).fill_mask(TEXT)
+
+
+def test_a_google_tensorflow_checkpoint_carries_the_same_pre_training_heads(vocab_path, tmp_path):
+    """bert_model.ckpt names them cls/predictions/output_bias, cls/seq_relationship/output_weights (2, hidden),
+    kernels (in, out): the same random weights (seed 0) as safetensors give the same answers."""
+    config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
+    google = numbert.load(write_google_bert(tmp_path / "google", vocab_path, config, heads=True))
+    ours = numbert.load(write_random_bert(tmp_path / "safetensors", vocab_path, config))
+    g, o = google.fill_mask(TEXT), ours.fill_mask(TEXT)  # kernels transposed: the sums run in another order
+    assert [(p.id, p.sequence) for p in g] == [(p.id, p.sequence) for p in o]
+    np.testing.assert_allclose([p.score for p in g], [p.score for p in o], rtol=1e-5)
+    assert google.is_next(*PAIR) == pytest.approx(ours.is_next(*PAIR), rel=1e-5)
 
 
 # ----------------------------------------------------------------------------------------------
