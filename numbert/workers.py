@@ -124,7 +124,7 @@ class Pool:
         self._finalizer = weakref.finalize(self, Pool._stop, self.workers)
         for _ in range(workers):
             self.workers.append(self._start())
-        self.dim = [self._ready(worker) for worker in self.workers][0]  # the width of the vectors
+        self.dim = max(self._ready(worker) for worker in self.workers)  # the width of the vectors (all the same)
 
     def _start(self) -> Worker:
         return Worker(self.model, self.load_options, self.embed_options, self.threads)
@@ -160,7 +160,7 @@ class Pool:
     def memory(self) -> list[dict[str, int]]:
         """Each worker's {"pid", "rss", "pss"} in bytes (PSS shares each shared page among the processes
         mapping it, so the weights count once in the sum); from /proc, so Linux only."""
-        return [dict(pid=w.pid, **process_memory(w.pid)) for w in self.workers]
+        return [{"pid": w.pid, **process_memory(w.pid)} for w in self.workers]
 
     def map(self, chunks: Iterable[Chunk]) -> Iterator[np.ndarray]:
         """Embed each (lines, texts) chunk; yield its (len(texts), dim) vectors, in the order given.
@@ -178,18 +178,13 @@ class Pool:
         taken, next_out, exhausted = 0, 0, False
         try:
             while True:
-                for worker in self.workers:  # hand a chunk to every idle worker
-                    if worker.chunk is not None:
-                        continue
-                    if retry:
-                        item = retry.popleft()
-                    elif exhausted or taken >= next_out + 2 * len(self.workers):
+                for worker in [w for w in self.workers if w.chunk is None]:  # a chunk for every idle worker
+                    item = retry.popleft() if retry else None
+                    if item is None and not exhausted and taken < next_out + 2 * len(self.workers):
+                        item = next(source, None)
+                        exhausted, taken = item is None, taken + (item is not None)
+                    if item is None:
                         break
-                    elif (item := next(source, None)) is None:
-                        exhausted = True
-                        break
-                    else:
-                        taken += 1
                     worker.chunk = item
                     worker.send((item[0], list(item[1][1])))  # if it died, its pipe's end of file says so below
                 while next_out in done:
@@ -206,7 +201,8 @@ class Pool:
 
     def _collect(self, worker: Worker, done: dict, retry: deque, deaths: dict) -> None:
         """Take a worker's result, or replace it if it died and queue its chunk again."""
-        number, (lines, _) = worker.chunk
+        assert worker.chunk is not None
+        number, (lines, texts) = worker.chunk
         message = worker.receive()
         if message is not None:
             kind, _, payload = message
@@ -227,7 +223,7 @@ class Pool:
                       f"running them again in a new worker", RuntimeWarning, stacklevel=3)
         self.workers[index] = self._start()
         self._ready(self.workers[index])
-        retry.append((number, (lines, _)))
+        retry.append((number, (lines, texts)))
 
 
 def describe(lines: Sequence[int]) -> str:
