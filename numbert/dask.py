@@ -8,23 +8,22 @@
     vectors = numbert.dask.embed(texts, "/shared/all-MiniLM-L6-v2")     # a dask array, one block per partition
     vectors.to_zarr(...)  /  vectors.compute()
 
-Each Dask worker process loads the model once, on its first task, and keeps it (`BatchEncoder`
-holds only the model's name and options; the loaded model is cached per process by both), so
+Each Dask worker process loads the model once, on its first task, and keeps it (a `BatchEncoder`
+holds only the model's name and options; the loaded model is cached per process), so
 partitions cost a forward pass each, not a load. The model must be a directory or hub name every
 worker can reach. Dask's nannies already start workers with OMP/MKL/OPENBLAS_NUM_THREADS=1, so a
 worker per core is the right layout (`dask worker --nworkers N --nthreads 1`). Vectors of a partition
 are `Bert.embed` of that partition's texts, bit-identical to running the same partition in one
 process; when a worker dies, Dask runs its partitions again elsewhere.
 
-`BatchEncoder` is a plain picklable callable (texts -> (n, dim) float32), so the same object plugs
-into other engines' batch maps (Ray Data's map_batches, Spark's mapInPandas): see docs/cluster.md.
+`numbert.batch_encoder.BatchEncoder` is a plain picklable callable (texts -> (n, dim) float32) that
+needs no Dask, so the same object plugs into other engines' batch maps (Ray Data's map_batches,
+Spark's mapInPandas): see docs/cluster.md.
 """
 
 from __future__ import annotations
 
-import functools
 import os
-import threading
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -37,47 +36,9 @@ try:
 except ImportError as e:  # pragma: no cover - only without the extra
     raise ImportError("numbert.dask needs Dask: pip install 'numbert[dask]'") from e
 
+from .batch_encoder import BatchEncoder
 
-_load_lock = threading.Lock()  # a worker with several threads still loads a model once
-
-
-def loaded(model: str, revision: str | None = None):
-    """The model, loaded once per process (per worker) and kept for every later task."""
-    with _load_lock:
-        return _load(model, revision)
-
-
-@functools.lru_cache(maxsize=4)
-def _load(model: str, revision: str | None):
-    from numbert import load
-
-    return load(model, revision=revision)
-
-
-class BatchEncoder:
-    """texts -> their sentence vectors (n, dim) float32, with the model loaded once per process.
-
-    Pickles as (model, revision, options): cheap to ship with every task. Keyword arguments are
-    Bert.embed's (pooling, layers, combine, normalize, max_length, long, stride, batch_size).
-    """
-
-    def __init__(self, model: str | os.PathLike, *, revision: str | None = None, **options):
-        self.model, self.revision = os.fspath(model), revision
-        self.options = dict(options, progress=False)
-
-    def __call__(self, texts: Iterable[str]) -> np.ndarray:
-        return loaded(self.model, self.revision).embed(list(texts), **self.options)
-
-    @property
-    def dim(self) -> int:
-        """The width of the vectors (loads the model here; a bad option fails here, not on the cluster)."""
-        return self([]).shape[1]
-
-    def __repr__(self) -> str:
-        return f"BatchEncoder({self.model!r}, {self.options})"
-
-    def __dask_tokenize__(self):  # the same encoder on the same partition is the same task
-        return self.model, self.revision, sorted(self.options.items(), key=str)
+__all__ = ["BatchEncoder", "embed", "map_chunks", "read_lines", "read_parquet_column"]
 
 
 def embed(texts, model: str | os.PathLike | BatchEncoder, **options) -> da.Array:

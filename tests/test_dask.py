@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import numbert
+import numbert.batch_encoder
 
 distributed = pytest.importorskip("distributed")
 dask_bag = pytest.importorskip("dask.bag")
@@ -48,7 +49,7 @@ def test_a_bag_gives_the_single_process_vectors_row_for_row(client, minilm_dir, 
     partitions = [list(p) for p in bag.to_delayed() for p in [p.compute()]]
     assert np.array_equal(got, single_process(model, partitions, batch_size=16))
     assert np.allclose(got, model.embed(texts, progress=False), atol=2e-6)  # whole-corpus batches: same up to rounding
-    loads = client.run(lambda: ndask._load.cache_info().misses)
+    loads = client.run(lambda: numbert.batch_encoder._load.cache_info().misses)
     assert all(n <= 1 for n in loads.values()), loads  # once per worker, not once per task
 
 
