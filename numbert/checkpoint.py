@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from .config import BertConfig
-from .hub import WEIGHT_FILES
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # the files numbert reads weights from, in this order
 
 # safetensors dtype names -> how the bytes are read. BF16 has no NumPy dtype: read as uint16, widen later.
 DTYPES = {

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
+from .layers import ACTIVATIONS  # the hidden_act names numbert runs, each with its function
 
 
 @dataclass(frozen=True)

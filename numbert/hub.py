@@ -12,9 +12,10 @@ import json
 import os
 from pathlib import Path
 
+from .checkpoint import WEIGHT_FILES
+
 TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 MODEL_FILES = ("modules.json", "sentence_bert_config.json")  # besides config.json, fetched first
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
 def model_dir(

@@ -13,7 +13,7 @@ Figures are plain `matplotlib.figure.Figure` objects, not pyplot's, so nothing n
 A PNG is exactly figsize × dpi pixels: 640 × 400 for a histogram, 640 × 640 for an attention map,
 640 × 480 for a PCA scatter at the default sizes and dpi 100 (FIGSIZE, DPI below).
 
-The same pictures from the shell (`numbert plot --help`):
+The same pictures from the shell (`numbert plot --help`, in numbert/cli/plot.py):
 
     numbert plot histogram "The cat sat on the mat." --layer 6 --token cat -o cat.png
     numbert plot attention "The cat sat on the mat." --layer 0 --head 3 -o head.png
@@ -22,13 +22,10 @@ The same pictures from the shell (`numbert plot --help`):
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Sequence
 
 import numpy as np
-
-from .cli import add_model, load_model
 
 INSTALL_HINT = 'numbert plots need matplotlib: pip install "numbert[plot]"'
 DPI = 100
@@ -182,92 +179,3 @@ def pca_scatter(vectors: np.ndarray, labels: Sequence[str], *, title: str | None
     if save is not None:
         save_png(fig, save)
     return fig
-
-
-# --- the `numbert plot` commands ------------------------------------------------------------------
-
-def _saved(fig, args: argparse.Namespace) -> None:
-    save_png(fig, args.output)
-    width, height = (round(v) for v in fig.get_size_inches() * fig.dpi)
-    print(f"wrote {args.output} ({width} x {height} PNG)")
-
-
-def _needs_matplotlib() -> None:
-    """Fail before loading a model when matplotlib is missing: one line, exit status 1."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise SystemExit(f"numbert plot: error: {INSTALL_HINT}") from None
-
-
-def plot_histogram(args: argparse.Namespace) -> None:
-    _needs_matplotlib()
-    out = load_model(args.model)(args.text)
-    token = int(args.token) if args.token.lstrip("-").isdigit() else args.token
-    _saved(histogram(out, args.layer, token, bins=args.bins), args)
-
-
-def plot_attention(args: argparse.Namespace) -> None:
-    _needs_matplotlib()
-    out = load_model(args.model)(args.text, output_attentions=True)
-    _saved(attention_map(out, args.layer, args.head), args)
-
-
-def plot_pca(args: argparse.Namespace) -> None:
-    _needs_matplotlib()
-    texts = list(args.text)
-    if args.file is not None:
-        with open(args.file, encoding="utf-8") as f:
-            texts += [line.rstrip("\n") for line in f if line.strip()]
-    if not texts:
-        raise ValueError("give texts as arguments or with --file")
-    model = load_model(args.model)
-    if args.words:
-        words = [w for text in texts for w in model.word_vectors(text)]
-        vectors, labels = np.stack([w.vector for w in words]), [w.text for w in words]
-        title = f"{len(words)} word vectors (sum of the last four layers), PCA"
-    else:
-        vectors, labels = model.embed(texts, progress=False), texts
-        title = f"{len(texts)} sentence vectors, PCA"
-    _saved(pca_scatter(vectors, labels, title=title), args)
-
-
-def add_commands(subparsers) -> None:
-    """Register `numbert plot histogram|attention|pca` on the CLI's subparsers."""
-    p = subparsers.add_parser("plot", help="draw a histogram, an attention map or a PCA scatter as PNG",
-                              description="Draw what BERT computes as a PNG (needs matplotlib: "
-                                          'pip install "numbert[plot]").')
-    kinds = p.add_subparsers(dest="plot", required=True, metavar="PLOT")
-
-    def common(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--output", "-o", required=True, metavar="OUT", help="the PNG file to write")
-        add_model(q)
-
-    q = kinds.add_parser("histogram", help="the values of one token at one layer",
-                         description="Histogram of hidden_states[LAYER][TOKEN]: one token's values at one layer.")
-    q.add_argument("text", metavar="TEXT")
-    q.add_argument("--layer", type=int, default=-1, metavar="L",
-                   help="index into hidden_states: 0 = embedding layer, -1 = last (default: -1)")
-    q.add_argument("--token", default="1", metavar="T",
-                   help="a token position (0 = [CLS]) or a token string such as bank (default: 1)")
-    q.add_argument("--bins", type=int, default=50, metavar="N", help="histogram bins (default: 50)")
-    common(q)
-    q.set_defaults(run=plot_histogram)
-
-    q = kinds.add_parser("attention", help="one head's attention map, tokens on both axes",
-                         description="Heatmap of attentions[LAYER][HEAD]: row i is how token i attends to each token.")
-    q.add_argument("text", metavar="TEXT")
-    q.add_argument("--layer", type=int, default=0, metavar="L", help="encoder layer, from 0 (default: 0)")
-    q.add_argument("--head", type=int, default=0, metavar="H", help="attention head, from 0 (default: 0)")
-    common(q)
-    q.set_defaults(run=plot_attention)
-
-    q = kinds.add_parser("pca", help="sentence (or word) vectors projected on two principal axes",
-                         description="Scatter of the texts' sentence vectors (or, with --words, of every word's "
-                                     "vector) on their first two principal axes, labelled.")
-    q.add_argument("text", nargs="*", metavar="TEXT")
-    q.add_argument("--file", "-f", metavar="F", help="also read one text per line from F")
-    q.add_argument("--words", action="store_true",
-                   help="plot each word's vector (sum of the last four layers) instead of one vector per text")
-    common(q)
-    q.set_defaults(run=plot_pca)

@@ -12,8 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import numbert
-
 COMMAND = Path(sys.executable).parent / "numbert"
 
 
@@ -31,11 +29,6 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
     lines = result.stderr.decode().strip().splitlines()
     assert len(lines) == 1, result.stderr.decode()
     return lines[0]
-
-
-@pytest.fixture(scope="module")
-def model(minilm_dir) -> numbert.Bert:
-    return numbert.load(minilm_dir)
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +164,48 @@ def test_text_format_from_the_suffix_and_npy_into_a_pipe(tmp_path, minilm_dir, m
     np.testing.assert_allclose(rows, model.embed(texts), atol=1e-6)
     piped = run("encode", *texts, "--model", minilm_dir)  # stdout is a pipe here: .npy bytes
     np.testing.assert_allclose(np.load(io.BytesIO(piped.stdout)), model.embed(texts), atol=1e-6)
+
+
+# --- the package: `python -m numbert`, and the CLI on top of the library ---------------------------------
+
+def python(code_or_module: list[str]) -> subprocess.CompletedProcess:
+    """A fresh interpreter, so sys.modules shows what an import really pulls in."""
+    return subprocess.run([sys.executable, *code_or_module], capture_output=True, text=True,
+                          env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=120)
+
+
+def test_python_m_numbert(minilm_dir):
+    result = python(["-m", "numbert", "--help"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: numbert")
+    assert all(command in result.stdout for command in ("tokenize", "encode", "neighbors", "similarity", "plot"))
+    result = python(["-m", "numbert", "tokenize", "hello, world", "--json", "--model", str(minilm_dir)])
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["tokens"] == ["[CLS]", "hello", ",", "world", "[SEP]"]
+    result = python(["-m", "numbert", "tokenize"])
+    assert result.returncode == 2 and "the following arguments are required: TEXT" in result.stderr
+
+
+def test_plot_does_not_import_the_cli():
+    result = python(["-c", "import sys, numbert.plot; assert 'numbert.cli' not in sys.modules, 'imported numbert.cli'"])
+    assert result.returncode == 0, result.stderr
+
+
+def test_no_library_module_imports_the_cli():
+    """Import every module of numbert except the CLI, one at a time: none of them brings numbert.cli in."""
+    code = """if True:
+        import importlib, pathlib, sys
+        import numbert
+        root = pathlib.Path(numbert.__file__).parent
+        names = sorted(".".join(("numbert", *p.relative_to(root).with_suffix("").parts)).removesuffix(".__init__")
+                       for p in root.rglob("*.py"))
+        library = [n for n in names if not n.startswith(("numbert.cli", "numbert.__main__"))]
+        assert "numbert.plot" in library and "numbert.model" in library, library
+        for name in library:
+            importlib.import_module(name)
+            assert "numbert.cli" not in sys.modules, f"importing {name} imports numbert.cli"
+        print(len(library))
+    """
+    result = python(["-c", code])
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) >= 10

@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import numbert
 from numbert import plot
+from numbert.cli import plot as plot_commands
+from numbert.testing import BANK as SENTENCE
 
 pytest.importorskip("matplotlib")  # the [plot] extra; scripts/test installs it, and CI fails on a skip
 
-SENTENCE = "After stealing money from the bank vault, the bank robber was seen fishing on the river bank."
 TEXTS = ["A man is eating food.", "A man is eating a meal.", "The stock market fell.", "Shares dropped sharply."]
 ENV = dict(os.environ, HF_HUB_OFFLINE="1", MPLBACKEND="Agg")
 
@@ -41,11 +41,6 @@ def assert_picture(path: Path, width: int, height: int) -> None:
     assert len(colours) > 10 and pixels.std() > 0.01
     not_white = (pixels[..., :3] < 0.9).any(axis=-1).mean()
     assert not_white > 0.01, f"only {not_white:.2%} of the pixels are drawn"
-
-
-@pytest.fixture(scope="module")
-def model(minilm_dir) -> numbert.Bert:
-    return numbert.load(minilm_dir)
 
 
 @pytest.fixture(scope="module")
@@ -136,11 +131,11 @@ def test_the_core_never_imports_matplotlib():
     assert result.returncode == 0, result.stderr
 
 
-# --- the commands, through add_commands and a parser of our own ------------------------------------------
+# --- the commands (numbert.cli.plot), through add_commands and a parser of our own ------------------------
 
 def parse(*argv) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="numbert")
-    plot.add_commands(parser.add_subparsers(dest="command", required=True))
+    plot_commands.add_commands(parser.add_subparsers(dest="command", required=True))
     return parser.parse_args([str(a) for a in argv])
 
 
@@ -177,7 +172,7 @@ def test_plot_handler_without_matplotlib_fails_before_loading(monkeypatch, tmp_p
     assert not (tmp_path / "x.png").exists()
 
 
-# --- the installed command: python -m numbert.cli plot ... ----------------------------------------------
+# --- the command's main: numbert.cli.main(['plot', ...]) -----------------------------------------------
 
 def cli(*argv, prelude: str = "") -> subprocess.CompletedProcess:
     code = f"import sys; {prelude}from numbert.cli import main; sys.exit(main(sys.argv[1:]))"

@@ -1,0 +1,74 @@
+"""The `numbert` command: tokenize, encode, neighbors, similarity and plot, from the shell.
+
+    numbert tokenize "Here is the sentence I want embeddings for."
+    numbert encode --file sentences.txt --model ./all-MiniLM-L6-v2 -o vectors.npy
+    numbert encode --format jsonl --layers -1,-2,-3,-4 < input.txt > features.jsonl
+    numbert neighbors bank -k 5
+    numbert similarity "A man is eating food." "A man is eating a meal."
+    numbert plot histogram "The cat sat on the mat." --layer 6 --token cat -o cat.png
+
+One module per family of commands, each with `add_commands(commands)`, which adds its subparsers
+and sets `run` to the function that carries the command out; COMMANDS lists them in the order
+`numbert --help` shows. Options several commands take (--model, the sentence-vector options) and
+the option types live in common.py; streamed input and atomically written output in files.py.
+A new command is a module with `add_commands` and one more entry in COMMANDS.
+
+Errors are one line on stderr and a non-zero exit status (1 for a failed run, 2 for bad usage).
+The model and the tokenizer are imported inside the commands, so `numbert --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+
+from . import encode, plot, similarity, tokenize
+from .common import Failure, Parser
+
+COMMANDS = (tokenize, encode, similarity, plot)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        numbert_version = version("numbert")
+    except PackageNotFoundError:
+        numbert_version = "unknown"
+    parser = Parser(prog="numbert", description="BERT in NumPy: tokens, vectors and similarities from the shell.")
+    parser.add_argument("--version", action="version", version=f"numbert {numbert_version}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
+    for module in COMMANDS:
+        module.add_commands(commands)
+    return parser
+
+
+def join_negative_values(argv: list[str]) -> list[str]:
+    """argparse reads `--layers -1,-2` as two options; pass it on as `--layers=-1,-2`."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] == "--layers" and re.match(r"-\d", arg):
+            out[-1] = f"--layers={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `numbert ARGV...` (default: the process's arguments); returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(join_negative_values(sys.argv[1:] if argv is None else list(argv)))
+    try:
+        args.run(args)
+    except BrokenPipeError:  # e.g. `numbert encode --format jsonl ... | head`: the reader has gone
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (Failure, OSError, ValueError, TypeError) as e:
+        print(f"numbert {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"numbert {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return 0

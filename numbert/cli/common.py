@@ -1,0 +1,88 @@
+"""What every command shares: the parser, the option types, --model, the sentence-vector options, the model."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import NoReturn
+
+DEFAULT_MODEL = os.environ.get("NUMBERT_MODEL", "bert-base-uncased")
+
+
+class Failure(Exception):
+    """An error to report as one line on stderr."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with errors on one line."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+# --- option types ---------------------------------------------------------------------------------
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def layer_list(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated layer indices such as -1,-2,-3,-4, "
+                                         f"got {text!r}") from None
+
+
+# --- options more than one command takes -----------------------------------------------------------
+
+def add_model(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", "-m", default=DEFAULT_MODEL, metavar="M",
+                   help="a local model directory or a Hugging Face hub id (default: %(default)s; "
+                        "set NUMBERT_MODEL to change it)")
+
+
+def add_sentence_options(p: argparse.ArgumentParser) -> None:
+    from ..recipes import COMBINES, POOLINGS, STRATEGIES
+
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--strategy", choices=list(STRATEGIES),
+                       help="the layers to pool, by the BERT paper's names (default: the model's own recipe "
+                            "for a sentence-transformers model, else second_to_last)")
+    which.add_argument("--layers", type=layer_list, metavar="L",
+                       help="comma-separated layer indices, -1 = last, 0 = embeddings (e.g. -1,-2,-3,-4)")
+    p.add_argument("--combine", choices=COMBINES, help="how --layers are combined (default: sum)")
+    p.add_argument("--pooling", choices=POOLINGS,
+                   help="how token vectors become one sentence vector (default: the sentence-transformers "
+                        "model's pooling, else mean); padding never counts")
+
+
+def sentence_options(args: argparse.Namespace) -> dict:
+    """The sentence-vector choices given on the command line (absent ones take the model's defaults)."""
+    options = {"pooling": args.pooling, "layers": args.strategy or args.layers, "combine": args.combine}
+    if getattr(args, "normalize", None) is not None:
+        options["normalize"] = args.normalize
+    return options
+
+
+def load_model(name: str):
+    """The model named by --model (imported here, so `numbert --help` never waits for it)."""
+    from .. import load
+
+    return load(name)

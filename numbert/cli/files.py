@@ -1,0 +1,163 @@
+"""Texts in, one per line, read lazily; results out, into a file that appears only when the run succeeds.
+
+Input is streamed (memory stays flat on a file of any length); output goes to a temporary file
+renamed to OUT at the end, so a failed run never leaves a half-written OUT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import struct
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from .common import Failure
+
+# --- input ----------------------------------------------------------------------------------------
+
+def input_lines(args: argparse.Namespace) -> Iterator[str]:
+    """The input texts: the TEXT arguments, else one per line of --file or stdin, read lazily.
+
+    Invalid UTF-8 is a Failure naming the line. A missing file fails here, before any model loads.
+    """
+    if args.text:
+        return iter(args.text)
+    if args.file is None or args.file == "-":
+        return decoded_lines(sys.stdin.buffer, "stdin")
+    try:
+        f = open(args.file, "rb")
+    except OSError as e:
+        raise Failure(f"cannot read {args.file}: {e.strerror}") from None
+    return decoded_lines(f, args.file)
+
+
+def decoded_lines(f: IO[bytes], name: str) -> Iterator[str]:
+    """Each line of a binary file as str without its line ending (a UTF-8 BOM on line 1 is dropped)."""
+    with f:
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise Failure(f"{name}: line {number} is not valid UTF-8 (byte {raw[e.start]:#04x} at "
+                              f"column {e.start + 1})") from None
+            if number == 1:
+                line = line.removeprefix("\ufeff")
+            yield line.removesuffix("\n").removesuffix("\r")
+
+
+def chunked(lines: Iterator[str], size: int) -> Iterator[list[str]]:
+    chunk = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def count_lines(args: argparse.Namespace) -> int | None:
+    """The number of input lines when it is cheap to know (arguments or a regular file), for the bar."""
+    if args.text:
+        return len(args.text)
+    if args.file in (None, "-") or not os.path.isfile(args.file):
+        return None
+    with open(args.file, "rb") as f:
+        count, last = 0, b"\n"
+        for block in iter(lambda: f.read(1 << 20), b""):
+            count, last = count + block.count(b"\n"), block[-1:]
+    return count + (last != b"\n")
+
+
+@contextlib.contextmanager
+def progress_bar(args: argparse.Namespace) -> Iterator[Any]:
+    """A tqdm bar over input lines on stderr, only when stderr is a terminal."""
+    from tqdm.auto import tqdm
+
+    show = sys.stderr.isatty()
+    with tqdm(total=count_lines(args) if show else None, unit="line", disable=not show, file=sys.stderr) as bar:
+        yield bar
+
+
+# --- output ---------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def output_file(path: str | None, format: str) -> Iterator[IO[bytes]]:
+    """A binary file to write into, which becomes `path` only if the block succeeds.
+
+    With a path, a temporary file in the same directory is renamed over it at the end (a failed run
+    leaves nothing at OUT). To stdout or a special file (/dev/null, a pipe), .npy/.npz are staged in a
+    temporary file (their header needs the row count) and copied at the end; JSON lines stream.
+    """
+    target = None if path is None or path == "-" else Path(path)
+    if target is not None and target.is_dir():
+        raise Failure(f"cannot write {path}: it is a directory")
+    if target is None or (target.exists() and not target.is_file()):
+        try:
+            sink = sys.stdout.buffer if target is None else open(target, "wb")
+        except OSError as e:
+            raise Failure(f"cannot write {path}: {e.strerror}") from None
+        with contextlib.ExitStack() as stack:
+            if target is not None:
+                stack.enter_context(sink)
+            if format == "jsonl":
+                yield sink
+            else:
+                with tempfile.TemporaryFile() as tmp:
+                    yield tmp
+                    tmp.seek(0)
+                    shutil.copyfileobj(tmp, sink, 1 << 20)
+            sink.flush()
+        return
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as e:
+        raise Failure(f"cannot write {path}: {e.strerror}") from None
+    try:
+        with os.fdopen(fd, "w+b") as tmp:
+            yield tmp
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp_name, 0o666 & ~umask)  # mkstemp makes 0600; give OUT the usual permissions
+        os.replace(tmp_name, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+
+
+class NpyRows:
+    """Float32 rows streamed into a .npy file whose header, holding the row count, is written last.
+
+    The header is padded to a fixed 128 bytes, so the final one (written over the placeholder)
+    has the same length whatever the count.
+    """
+
+    HEADER_BYTES = 128
+
+    def __init__(self, f: IO[bytes], dim: int):
+        self.f, self.dim, self.rows = f, dim, 0
+        f.write(self.header())
+
+    def header(self) -> bytes:
+        text = f"{{'descr': '<f4', 'fortran_order': False, 'shape': ({self.rows}, {self.dim}), }}"
+        text = text.ljust(self.HEADER_BYTES - 10 - 1) + "\n"  # magic 6 + version 2 + length 2, then text
+        return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text.encode("latin1")
+
+    def write(self, rows: np.ndarray) -> None:
+        """rows: (n, dim)"""
+        self.f.write(np.ascontiguousarray(rows, dtype="<f4").tobytes())
+        self.rows += len(rows)
+
+    def finish(self) -> None:
+        self.f.seek(0)
+        self.f.write(self.header())
+        self.f.seek(0, os.SEEK_END)
