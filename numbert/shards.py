@@ -125,7 +125,8 @@ def write_locked(directory: Path, lines: Iterable[str], embed: Embed, job: dict,
     return manifest
 
 
-def shard_chunks(lines: Iterable[str], shard_lines: int, chunk_lines: int) -> Iterator[tuple[int, range, list[str], bool]]:
+def shard_chunks(lines: Iterable[str], shard_lines: int,
+                 chunk_lines: int) -> Iterator[tuple[int, range, list[str], bool]]:
     """(shard number, the chunk's line range, its texts, whether it is its shard's last chunk) for each chunk.
 
     Chunks start afresh at every shard boundary, so a shard's vectors never depend on its neighbours.
@@ -159,8 +160,9 @@ def open_manifest(directory: Path, job: dict, shard_lines: int, chunk_lines: int
     json_job = json.loads(json.dumps(wanted))  # tuples as lists, as they were read back
     for key, value in json_job.items():
         if manifest.get(key) != value:
-            raise ShardError(f"{directory} was written by another job: its {key} is {differences(manifest.get(key), value)}; "
-                             f"use a new output directory (or remove this one) to start over")
+            raise ShardError(f"{directory} was written by another job: its {key} is "
+                             f"{differences(manifest.get(key), value)}; use a new output directory (or remove "
+                             f"this one) to start over")
     manifest.update(complete=False)
     manifest.pop("lines", None)
     return manifest

@@ -136,7 +136,8 @@ def child(system: str, directory: Path, size: int, repeats: int, batch_size: int
     cosine = np.sum(vectors * reference, 1) / np.linalg.norm(vectors, axis=1) / np.linalg.norm(reference, axis=1)
     return {"system": system, "seconds": seconds, "start_seconds": start_seconds, "memory": memory,
             "sentences": len(corpus), "tokens": sum(lengths), "min_cosine": float(cosine.min()),
-            "warm_shape": list(warm.shape), "blas": blas_info(), "bit_identical": bool(np.array_equal(vectors, reference))}
+            "warm_shape": list(warm.shape), "blas": blas_info(),
+            "bit_identical": bool(np.array_equal(vectors, reference))}
 
 
 def systems(system: str, bert, directory: Path, batch_size: int):
@@ -167,9 +168,8 @@ def systems(system: str, bert, directory: Path, batch_size: int):
 
     tokenizer = AutoTokenizer.from_pretrained(directory)
     if system == "onnxruntime":
-        from bench.systems import ensure_onnx
-
         import onnxruntime
+        from bench.systems import ensure_onnx
 
         onnx_path = ensure_onnx(directory)
         options_ort = onnxruntime.SessionOptions()

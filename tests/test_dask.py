@@ -14,7 +14,7 @@ import numbert.batch_encoder
 
 distributed = pytest.importorskip("distributed")
 dask_bag = pytest.importorskip("dask.bag")
-import numbert.dask as ndask  # after the importorskip that guards it
+ndask = pytest.importorskip("numbert.dask")
 
 
 @pytest.fixture(scope="module")
@@ -24,10 +24,6 @@ def client():
             distributed.Client(cluster) as client:
         yield client
 
-
-@pytest.fixture(scope="module")
-def model(minilm_dir) -> numbert.Bert:
-    return numbert.load(minilm_dir)
 
 
 def corpus(n: int) -> list[str]:

@@ -16,11 +16,6 @@ import numbert
 from numbert.shards import ShardError, model_fingerprint, read_shards, shard_chunks, write_shards
 
 
-@pytest.fixture(scope="module")
-def model(minilm_dir) -> numbert.Bert:
-    return numbert.load(minilm_dir)
-
-
 def corpus(n: int) -> list[str]:
     rng = np.random.default_rng(2)
     words = "the bank river money vault café naïve 東京 data vector model sentence".split()

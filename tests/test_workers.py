@@ -8,13 +8,7 @@ import signal
 import numpy as np
 import pytest
 
-import numbert
 from numbert.workers import BLAS_THREADS, Pool, WorkerDied, describe
-
-
-@pytest.fixture(scope="module")
-def model(minilm_dir) -> numbert.Bert:
-    return numbert.load(minilm_dir)
 
 
 def corpus(n: int) -> list[str]:
