@@ -28,7 +28,7 @@ import sys
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
@@ -224,6 +224,37 @@ class Pool:
         self.workers[index] = self._start()
         self._ready(self.workers[index])
         retry.append((number, (lines, texts)))
+
+
+CHUNK_TEXTS = 256  # texts per chunk handed to a worker, at most (whole batches; at least one)
+
+
+def embed_batches(model: str | os.PathLike, texts: Sequence[str], batches: Sequence[Sequence[int]], dim: int,
+                  workers: int, *, progress: Callable[[int], object] | None = None,
+                  load_options: dict | None = None, **embed_options) -> np.ndarray:
+    """Sentence vectors of `texts` from `workers` processes: (len(texts), dim) float32 in input order.
+
+    batches: the positions of every batch in the order one process runs them (`Bert.batch_plan`):
+    texts sorted longest first, `batch_size` at a time, then each text run as windows alone.
+    Consecutive batches are handed out together as chunks, and a worker's `embed` of a chunk makes
+    these very batches again (its texts come sorted and whole batches at a time), so every vector
+    is bit-identical to the single-process one.
+    """
+    per_chunk = max(1, min(CHUNK_TEXTS // max(map(len, batches), default=1),
+                           -(-len(batches) // (4 * workers))))  # and 4 chunks per worker, for balance
+    chunks = []
+    for start in range(0, len(batches), per_chunk):
+        positions = [i for batch in batches[start:start + per_chunk] for i in batch]
+        chunks.append((positions, [texts[i] for i in positions]))
+    vectors = np.empty((len(texts), dim), np.float32)
+    if not chunks:
+        return vectors
+    with Pool(model, min(workers, len(chunks)), load_options=load_options, **embed_options) as pool:
+        for (positions, _), chunk_vectors in zip(chunks, pool.map(chunks)):
+            vectors[positions] = chunk_vectors
+            if progress is not None:
+                progress(len(positions))
+    return vectors
 
 
 def describe(lines: Sequence[int]) -> str:

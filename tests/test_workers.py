@@ -8,7 +8,7 @@ import signal
 import numpy as np
 import pytest
 
-from numbert.workers import BLAS_THREADS, Pool, WorkerDied, describe
+from numbert.workers import BLAS_THREADS, Pool, WorkerDied, describe, embed_batches
 
 
 def corpus(n: int) -> list[str]:
@@ -97,3 +97,14 @@ def test_an_error_in_a_chunk_is_raised_in_the_caller(minilm_dir):
 def test_describe():
     assert describe(range(4096, 6144)) == "lines 4096-6143"
     assert describe([3, 17, 2, 9, 40]) == "inputs 3, 17, 2, 9, ... (5 texts)"
+
+
+def test_embed_batches_gives_embed_of_the_whole_list_bit_for_bit(minilm_dir, model):
+    texts = corpus(150)
+    lengths = [len(model.tokenizer.encode(t)) for t in texts]  # all shorter than MiniLM's 256 tokens
+    order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+    batches = [order[i:i + 8] for i in range(0, len(order), 8)]  # the batches embed(batch_size=8) runs
+    done = []
+    got = embed_batches(minilm_dir, texts, batches, 384, 2, progress=done.append, batch_size=8)
+    assert sum(done) == 150
+    assert np.array_equal(got, model.embed(texts, batch_size=8, progress=False))  # MiniLM normalizes, too
