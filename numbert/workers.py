@@ -4,7 +4,7 @@
         for vectors in pool.map([(range(0, 3), ["a", "b", "c"]), (range(3, 5), ["d", "e"])]):
             ...                                  # (len(chunk), dim) float32, chunk by chunk, in order
 
-Each worker is a fresh Python interpreter (`python -m numbert.workers`) whose environment sets
+Each worker is a fresh Python interpreter (running `numbert.workers.main`) whose environment sets
 OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, MKL_NUM_THREADS, ... to `threads` before NumPy loads; the
 caller's own process and its BLAS settings are never touched. Each worker runs `numbert.load(model)`,
 which memory-maps the safetensors weights read-only, so the page cache holds one copy of the weights
@@ -57,7 +57,8 @@ class Worker:
         package_root = str(Path(__file__).resolve().parent.parent)  # the child imports this very numbert
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "numbert.workers", str(child_reads), str(child_writes)],
+            [sys.executable, "-c", "import sys; from numbert.workers import main; main(sys.argv[1:])",
+             str(child_reads), str(child_writes)],
             pass_fds=(child_reads, child_writes), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         os.close(child_reads)
         os.close(child_writes)
@@ -132,14 +133,13 @@ class Pool:
     def _ready(self, worker: Worker) -> int:
         """Wait for a new worker to load the model; its error (a bad path, bad options) is raised here."""
         message = worker.receive()
-        if message is None:
-            raise WorkerDied(f"numbert worker {worker.pid} died while loading {self.model} "
-                             f"({worker.how_it_ended()})", ())
-        kind, _, payload = message
-        if kind == "error":
+        if message is None or message[0] == "error":
             self.close()
-            raise payload
-        return payload
+            if message is None:
+                raise WorkerDied(f"numbert worker {worker.pid} died while loading {self.model} "
+                                 f"({worker.how_it_ended()})", ())
+            raise message[2]
+        return message[2]
 
     def __enter__(self) -> Pool:
         return self
@@ -316,8 +316,9 @@ def picklable(error: Exception) -> Exception:
         return RuntimeError(f"{type(error).__name__}: {error}")
 
 
-if __name__ == "__main__":
-    with Connection(int(sys.argv[1]), writable=False) as receive, Connection(int(sys.argv[2]), readable=False) as send:
+def main(argv: list[str]) -> None:
+    """A worker process's entry point: serve on the two pipe file descriptors the parent passed."""
+    with Connection(int(argv[0]), writable=False) as receive, Connection(int(argv[1]), readable=False) as send:
         try:
             serve(receive, send)
         except (EOFError, BrokenPipeError, KeyboardInterrupt):  # the parent has gone: nothing left to do

@@ -173,7 +173,11 @@ def systems(system: str, bert, directory: Path, batch_size: int):
         import onnxruntime
         from bench.systems import ensure_onnx
 
-        onnx_path = ensure_onnx(directory)
+        cached = Path.home() / ".cache" / "numbert-bench" / f"{directory.parent.name}-{directory.name}"
+        if not cached.exists():  # the export goes next to the model directory: keep it out of site-packages
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.symlink_to(directory, target_is_directory=True)
+        onnx_path = ensure_onnx(cached)
         options_ort = onnxruntime.SessionOptions()
         options_ort.intra_op_num_threads, options_ort.inter_op_num_threads = 2, 1
         session = onnxruntime.InferenceSession(str(onnx_path), options_ort, providers=["CPUExecutionProvider"])
