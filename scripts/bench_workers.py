@@ -165,8 +165,7 @@ def systems(system: str, bert, directory: Path, batch_size: int):
             pool = st.start_multi_process_pool(["cpu", "cpu"])
             return lambda texts: st.encode(texts, pool=pool, batch_size=batch_size, show_progress_bar=False)
         return None, start
-    import torch
-    from transformers import AutoTokenizer, BertModel
+    from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(directory)
     if system == "onnxruntime":
@@ -186,6 +185,9 @@ def systems(system: str, bert, directory: Path, batch_size: int):
         def run(enc):
             return session.run(None, {n: enc[n].astype(np.int64) for n in names})[0]
     else:
+        import torch
+        from transformers import BertModel
+
         torch.set_num_threads(2)
         model = BertModel.from_pretrained(directory).eval()
 
