@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import BinaryIO
+from typing import IO
 
 import numpy as np
 
@@ -18,7 +18,7 @@ class NpyRows:
 
     HEADER_BYTES = 128
 
-    def __init__(self, f: BinaryIO, dim: int):
+    def __init__(self, f: IO[bytes], dim: int):
         self.f, self.dim, self.rows = f, dim, 0
         f.write(self.header())
 
