@@ -8,6 +8,7 @@ import signal
 import numpy as np
 import pytest
 
+import numbert
 from numbert.workers import BLAS_THREADS, Pool, WorkerDied, describe, embed_batches
 
 
@@ -108,3 +109,26 @@ def test_embed_batches_gives_embed_of_the_whole_list_bit_for_bit(minilm_dir, mod
     got = embed_batches(minilm_dir, texts, batches, 384, 2, progress=done.append, batch_size=8)
     assert sum(done) == 150
     assert np.array_equal(got, model.embed(texts, batch_size=8, progress=False))  # MiniLM normalizes, too
+
+
+def test_embed_with_workers_is_embed_bit_for_bit(model):
+    texts = corpus(120)
+    assert np.array_equal(model.embed(texts, workers=2, batch_size=16), model.embed(texts, batch_size=16))
+    options = dict(pooling="cls", layers=-2, normalize=False)
+    assert np.array_equal(model.embed(texts, workers=2, **options), model.embed(texts, **options))
+    assert model.embed("one text", workers=1).shape == (384,)
+    assert model.embed([], workers=2).shape == (0, 384)
+
+
+def test_embed_with_workers_runs_long_texts_as_windows_too(model):
+    texts = [*corpus(40), " ".join(["river bank"] * 40), "short", " ".join(["money"] * 50)]
+    options = dict(max_length=24, long="window", stride=4, batch_size=8)
+    assert np.array_equal(model.embed(texts, workers=2, **options), model.embed(texts, **options))
+
+
+def test_embed_with_workers_needs_a_loaded_model_and_a_count(model):
+    with pytest.raises(ValueError, match="workers must be a positive integer, got 0"):
+        model.embed(["a"], workers=0)
+    in_memory = numbert.Bert(model.encoder, model.tokenizer, model.sentence_config)
+    with pytest.raises(ValueError, match="workers= needs a model loaded by numbert.load"):
+        in_memory.embed(["a"], workers=2)
