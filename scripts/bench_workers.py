@@ -96,6 +96,41 @@ class MemorySampler(threading.Thread):
         return [me, *self.peaks.values()]
 
 
+class OtherLoad:
+    """CPU cores' worth of work that processes outside this one's tree did while a block ran (Linux).
+
+    Busy time the kernel counted (/proc/stat) less the CPU time of this process and its descendants
+    (live ones from /proc/PID/stat, finished ones from RUSAGE_CHILDREN), per second of wall time.
+    """
+
+    def __enter__(self):
+        self.start = self.sample()
+        return self
+
+    def __exit__(self, *exc):
+        end = self.sample()
+        busy, own, wall = (b - a for a, b in zip(self.start, end))
+        self.cores = max(0.0, busy - own) / wall
+
+    @staticmethod
+    def sample() -> tuple[float, float, float]:
+        import resource
+
+        tick = os.sysconf("SC_CLK_TCK")
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        busy = (sum(fields[:3]) + sum(fields[5:7])) / tick
+        own = resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(resource.RUSAGE_SELF).ru_stime
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        own += children.ru_utime + children.ru_stime
+        for pid in descendants(os.getpid()):
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            own += (int(stat[11]) + int(stat[12])) / tick  # utime, stime
+        return busy, own, time.perf_counter()
+
+
 def descendants(pid: int) -> list[int]:
     found = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
@@ -120,23 +155,25 @@ def child(system: str, directory: Path, size: int, repeats: int, batch_size: int
 
     corpus, lengths = build_corpus(bert.tokenizer, size)
     embed, start = systems(system, bert, directory, batch_size)
-    sampler = MemorySampler()
-    sampler.start()
     started = time.perf_counter()
     embed = start() if start else embed
     start_seconds = time.perf_counter() - started
     warm = embed(corpus[:64])
-    seconds = []
+    sampler = MemorySampler()  # the timed passes' processes only (embed(workers=N) starts a pool per call)
+    sampler.start()
+    seconds, others = [], []
     for _ in range(repeats):
-        t = time.perf_counter()
-        vectors = embed(corpus)
-        seconds.append(time.perf_counter() - t)
+        with OtherLoad() as load:
+            t = time.perf_counter()
+            vectors = embed(corpus)
+            seconds.append(time.perf_counter() - t)
+        others.append(load.cores)
     memory = sampler.stop()
     if not reference_path.exists():  # the first system (numbert 1x2) leaves its vectors for the others
         np.save(reference_path, vectors)
     reference = np.load(reference_path)
     cosine = np.sum(vectors * reference, 1) / np.linalg.norm(vectors, axis=1) / np.linalg.norm(reference, axis=1)
-    return {"system": system, "seconds": seconds, "start_seconds": start_seconds, "memory": memory,
+    return {"system": system, "seconds": seconds, "start_seconds": start_seconds, "memory": memory, "others": others,
             "sentences": len(corpus), "tokens": sum(lengths), "min_cosine": float(cosine.min()),
             "warm_shape": list(warm.shape), "blas": blas_info(),
             "bit_identical": bool(np.array_equal(vectors, reference))}
@@ -231,12 +268,15 @@ def table(results: list[dict]) -> str:
         rate = r["sentences"] / statistics.median(r["seconds"])
         processes, threads = SYSTEMS[r["system"]]
         workers = r["memory"][1:]
+        others = [c for c in r["others"] if c is not None]
         rows.append([r["system"], f"{processes} x {threads}", f"{rate:.1f}", f"{rate / base_rate:.2f}x",
+                     f"{max(others):.2f}" if others else "?",
                      f"{r['start_seconds']:.1f}" if r["start_seconds"] > 0.05 else "-",
                      f"{r['memory'][0]['rss'] / 2**20:.0f}",
                      ", ".join(f"{m['rss'] / 2**20:.0f}/{m['pss'] / 2**20:.0f}" for m in workers) or "-",
                      f"{r['min_cosine']:.6f}"])
-    text = markdown(["system", "processes x threads", "sentences/s (median)", "vs numbert 1x2", "pool start s",
+    text = markdown(["system", "processes x threads", "sentences/s (median)", "vs numbert 1x2", "others' cores",
+                     "pool start s",
                      "main RSS MiB", "started processes RSS/PSS MiB", "min cosine vs numbert"], rows)
     two = next((r for r in results if r["system"] == "numbert 2x1 workers"), None)
     if one_worker and two:
