@@ -93,8 +93,12 @@ class Worker:
         return f"exit status {code}"
 
     def close(self, timeout: float = 10) -> None:
+        """Stop the worker: at once if it holds a chunk nobody will take (an error, an early stop), else
+        after it has read the stop message."""
         if self.send_end.closed:
             return
+        if self.chunk is not None:
+            self.process.kill()
         self.send(None)
         for end in (self.send_end, self.receive_end):
             end.close()
