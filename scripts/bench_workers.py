@@ -298,12 +298,14 @@ def memory_bench(args) -> str:
             with open(source, "w", encoding="utf-8") as f:
                 for i in range(n):
                     f.write(f"line {i} is short\n")
-            command = ["/usr/bin/time", "-f", "%M %e", sys.executable, "-m", "numbert.cli", "encode", "--file",
+            command = ["/usr/bin/time", "-f", "%M %e", sys.executable, "-m", "numbert", "encode", "--file",
                        str(source), "--model", str(directory), "-o", f"{tmp}/out{n}/", "--shard-lines", "100000"]
             if args.memory_workers:
                 command += ["--workers", str(args.memory_workers)]
             env = dict(os.environ, **QUIET, PYTHONPATH=str(SCRIPTS.parent))
             result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
+            if result.returncode != 0:
+                sys.exit(f"{' '.join(command)} failed:\n{result.stderr}")
             peak_kib, seconds = result.stderr.split()[-2:]
             rows.append([f"{n:,}", f"{int(peak_kib) / 1024:.0f}", seconds])
     return markdown(["lines", "peak RSS MiB (main process)", "seconds"], rows)
