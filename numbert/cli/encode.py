@@ -31,6 +31,7 @@ from .common import (
     Failure,
     add_model,
     add_sentence_options,
+    add_vector_options,
     load_model,
     non_negative_int,
     positive_int,
@@ -252,10 +253,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--output", "-o", metavar="OUT", help="output file (default: stdout)")
     add_model(p)
     add_sentence_options(p)
-    p.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
-                   help="scale sentence vectors to unit length (default: as the model's Normalize module says)")
-    p.add_argument("--max-length", type=positive_int, metavar="N",
-                   help="tokens per input, [CLS] and [SEP] included (default: the model's maximum)")
+    add_vector_options(p)
     p.add_argument("--long", choices=("truncate", "window"), default="truncate",
                    help="longer inputs: cut them, or run overlapping windows and average each token over "
                         "them (default: truncate)")
