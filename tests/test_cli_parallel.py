@@ -87,7 +87,8 @@ def test_a_dask_cluster_writes_the_single_process_vectors(tmp_path, source, mini
 @pytest.mark.parametrize("args, message", [
     (["--workers", "2", "--format", "jsonl"],
      "--workers computes sentence vectors (npy, npz, text), not --format jsonl"),
-    (["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"], "--workers and --scheduler are two ways to run the job: choose one"),
+    (["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"],
+     "--workers and --scheduler are two ways to run the job: choose one"),
     (["--shard-lines", "10"], "--shard-lines writes a directory of .npy shards and a manifest: give it as -o DIR/"),
     (["--shard-lines", "10", "-o", "out/", "--format", "npz"], "--shard-lines writes .npy shards, not --format npz"),
 ])
