@@ -55,10 +55,9 @@ class Worker:
         parent_reads, child_writes = os.pipe()
         env = dict(os.environ, **{name: str(threads) for name in BLAS_THREADS})
         package_root = str(Path(__file__).resolve().parent.parent)  # the child imports this very numbert
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         self.process = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from numbert.workers import main; main(sys.argv[1:])",
-             str(child_reads), str(child_writes)],
+            [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); from numbert.workers import main; "
+             "main(sys.argv[2:])", package_root, str(child_reads), str(child_writes)],
             pass_fds=(child_reads, child_writes), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         os.close(child_reads)
         os.close(child_writes)
