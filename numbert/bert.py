@@ -16,10 +16,11 @@ import numpy as np
 
 from . import recipes
 from .checkpoint import load_weights
-from .config import BertConfig
-from .hub import model_dir
+from .config import BertConfig, config_file
+from .hub import VOCAB_FILES, model_dir
 from .model import Encoder, Output
 from .sentence_config import SentenceConfig, read_sentence_config
+from .tf_bundle import prefix_of as tf_checkpoint_prefix
 from .tokenizer import Tokenizer
 from .windows import run_windows, window_spans
 from .workers import embed_batches
@@ -35,7 +36,7 @@ class Bert:
         self.tokenizer = tokenizer
         self.sentence_config = sentence_config  # a sentence-transformers directory's recipe, else None
         self.name = name
-        self.directory = directory  # where from_pretrained found it: worker processes load it from there
+        self.directory = directory  # where from_pretrained found it (a TF checkpoint: its prefix): workers load it
 
     @property
     def config(self) -> BertConfig:
@@ -46,10 +47,12 @@ class Bert:
                         cache_dir: str | os.PathLike | None = None) -> Bert:
         """Load config, tokenizer and weights from a local directory or a Hugging Face hub id."""
         directory = model_dir(name_or_path, revision=revision, cache_dir=cache_dir)
-        config = BertConfig.from_json(directory / "config.json")
-        tokenizer = Tokenizer.from_pretrained(directory) if (directory / "vocab.txt").is_file() else None
-        return cls(Encoder(config, load_weights(directory, config)), tokenizer, read_sentence_config(directory),
-                   name=str(name_or_path), directory=directory)
+        config = BertConfig.from_json(config_file(directory))  # config.json, or Google's bert_config.json
+        weights = load_weights(tf_checkpoint_prefix(name_or_path) or directory, config)  # or `.../bert_model.ckpt`
+        has_vocab = any((directory / f).is_file() for f in VOCAB_FILES)  # vocab.txt, or tokenizer.json
+        tokenizer = Tokenizer.from_pretrained(directory) if has_vocab else None
+        return cls(Encoder(config, weights), tokenizer, read_sentence_config(directory), name=str(name_or_path),
+                   directory=Path(os.fspath(name_or_path)) if tf_checkpoint_prefix(name_or_path) else directory)
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, *,
                 output_attentions: bool = False) -> Output:
@@ -89,7 +92,8 @@ class Bert:
 
     def _require_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
-            raise ValueError(f"model {self.name!r} has no vocab.txt, so it can only run on token ids (forward)")
+            raise ValueError(f"model {self.name!r} has no vocab.txt (nor tokenizer.json), so it can only run on "
+                             f"token ids (forward)")
         return self.tokenizer
 
     def __repr__(self) -> str:
@@ -101,12 +105,15 @@ class Bert:
     def embed(self, texts: str | Sequence[str], *, batch_size: int = 32, pooling: str | Sequence[str] | None = None,
               layers: str | int | Sequence[int] | None = None, combine: str | None = None,
               normalize: bool | None = None, max_length: int | None = None, long: str = "truncate",
-              stride: int = 128, progress: bool | None = None, workers: int | None = None) -> np.ndarray:
+              stride: int = 128, progress: bool | None = None, prompt: str | None = None,
+              prompt_name: str | None = None, workers: int | None = None) -> np.ndarray:
         """Sentence vectors of many texts: (n, dim) float32 in the input order, (dim,) for one string.
 
         Defaults: for a sentence-transformers directory its own recipe (its pooling of the last layer,
-        its Normalize, max_seq_length and lowercasing), so the vectors are SentenceTransformer.encode's;
-        for a plain BERT the mean of the second-to-last layer, bert-as-service's default.
+        its Dense layers and Normalize, max_seq_length and lowercasing, its default prompt), so the
+        vectors are SentenceTransformer.encode's; for a plain BERT the mean of the second-to-last
+        layer, bert-as-service's default. `prompt` (a text) or `prompt_name` (one of the model's
+        prompts, e.g. "query") is prepended to every text, as sentence-transformers does.
         Batching, truncation and long texts as in `batches`. A progress bar (tqdm, on stderr) shows
         once the job has run 2 s; progress=True shows it at once, progress=False never.
         workers=N runs the batches in N new processes of one BLAS thread each (numbert.workers), which
@@ -114,20 +121,30 @@ class Bert:
         """
         single = isinstance(texts, str)
         texts = self._text_list([texts] if single else texts)
+        st = self.sentence_config
+        dense = st.dense if st is not None and pooling is None else ()  # the model's own recipe only
+        prefix = st.prompt(prompt, prompt_name) if st is not None else (prompt or "")
+        if st is None and prompt_name is not None:
+            raise ValueError("prompt_name needs a sentence-transformers model with prompts; pass prompt= instead")
+        texts = [prefix + t for t in texts] if prefix else texts
+        requested = {"pooling": pooling, "layers": layers, "combine": combine, "normalize": normalize}
         pooling, layers, combine, normalize = self._sentence_recipe(pooling, layers, combine, normalize)
-        dim = self._sentence_dim(pooling, layers, combine)
+        dim = dense[-1].weight.shape[0] if dense else self._sentence_dim(pooling, layers, combine)
         from tqdm.auto import tqdm
 
         with tqdm(total=len(texts), unit="text", disable=progress is False, delay=0 if progress else 2) as bar:
-            if workers is not None:
+            if workers is not None:  # the texts carry their prompt already; the recipe is resolved again there
                 vectors = self._embed_in_workers(texts, workers, dim, bar.update, batch_size=batch_size,
-                                                 pooling=pooling, layers=layers, combine=combine, normalize=normalize,
-                                                 max_length=max_length, long=long, stride=stride)
+                                                 max_length=max_length, long=long, stride=stride, prompt="",
+                                                 **requested)
                 return vectors[0] if single else vectors
             vectors = np.empty((len(texts), dim), np.float32)
             for positions, out in self.batches(texts, batch_size=batch_size, max_length=max_length, long=long,
                                                stride=stride):
-                vectors[positions] = out.sentence_vector(pooling, layers, combine)
+                vector = out.sentence_vector(pooling, layers, combine)
+                for layer in dense:
+                    vector = layer(vector)
+                vectors[positions] = vector
                 bar.update(len(positions))
         if normalize:
             vectors = recipes.normalize(vectors)

@@ -81,6 +81,8 @@ def check_encode_options(args: argparse.Namespace) -> None:
                               f"the layers listed by --layers, as extract_features.py does")
         if args.normalize is not None:
             raise Failure("--normalize applies to sentence vectors (npy, npz), not to --format jsonl")
+        if args.prompt is not None or args.prompt_name is not None:
+            raise Failure("--prompt and --prompt-name apply to sentence vectors (npy, npz), not to --format jsonl")
     if args.output is None and args.format in ("npy", "npz") and sys.stdout.isatty():
         raise Failure(f"refusing to write binary .{args.format} data to a terminal; use -o OUT or a redirect")
     parallel = [name for name in ("workers", "scheduler", "dask") if getattr(args, name)]
@@ -96,7 +98,7 @@ def embed_options(model, args: argparse.Namespace) -> tuple[dict, int]:
     """The keyword arguments of model.embed for these options, checked before any work is done, and
     the width of the vectors they give."""
     options = dict(sentence_options(args), batch_size=args.batch_size, max_length=args.max_length, long=args.long,
-                   stride=args.stride, progress=False)
+                   stride=args.stride, progress=False, prompt=args.prompt, prompt_name=args.prompt_name)
     return options, model.embed([], **options).shape[1]
 
 
@@ -271,4 +273,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                         "name every worker can load (pip install 'numbert[dask]')")
     p.add_argument("--dask", action="store_true",
                    help="run on a local Dask cluster of --workers (default: all cores) processes")
+    p.add_argument("--prompt", metavar="TEXT", help="prepend TEXT to every input (e.g. 'query: ')")
+    p.add_argument("--prompt-name", metavar="NAME",
+                   help="prepend the model's prompt NAME (sentence-transformers prompts, e.g. query; "
+                        "default: the model's default_prompt_name, if any)")
     p.set_defaults(run=encode)
