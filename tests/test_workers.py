@@ -7,6 +7,7 @@ import signal
 
 import numpy as np
 import pytest
+from test_sentence_modules import random_bert, st  # noqa: F401 - its fixtures, used below
 
 import numbert
 from numbert.workers import BLAS_THREADS, Pool, WorkerDied, describe, embed_batches
@@ -132,3 +133,14 @@ def test_embed_with_workers_needs_a_loaded_model_and_a_count(model):
     in_memory = numbert.Bert(model.encoder, model.tokenizer, model.sentence_config)
     with pytest.raises(ValueError, match="workers= needs a model loaded by numbert.load"):
         in_memory.embed(["a"], workers=2)
+
+
+def test_embed_with_workers_keeps_the_models_prompt_and_dense_layers(tmp_path, st, torch, random_bert):  # noqa: F811
+    from test_sentence_modules import TEXTS, save_st
+
+    save_st(st, torch, random_bert, tmp_path / "st", "cls", dense=16, prompts={"query": "query: "},
+            default_prompt_name="query")
+    ours = numbert.load(tmp_path / "st")
+    assert np.array_equal(ours.embed(TEXTS, workers=2), ours.embed(TEXTS))  # default prompt, Dense, Normalize
+    assert np.array_equal(ours.embed(TEXTS, workers=2, prompt="x: ", pooling="mean"),
+                          ours.embed(TEXTS, prompt="x: ", pooling="mean"))
