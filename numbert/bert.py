@@ -12,6 +12,7 @@ import functools
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from pathlib import Path
 
 import numpy as np
 
@@ -26,6 +27,7 @@ from .tf_bundle import prefix_of as tf_checkpoint_prefix
 from .tokenizer import Tokenizer
 from .tokenizer.tokenizer import alias
 from .windows import run_windows, window_spans
+from .workers import embed_batches
 
 
 class Bert:
@@ -34,13 +36,14 @@ class Bert:
 
     def __init__(self, encoder: Encoder, tokenizer: Tokenizer | None = None,
                  sentence_config: SentenceConfig | None = None, name: str | None = None,
-                 head_config: HeadConfig | None = None):
+                 head_config: HeadConfig | None = None, directory: Path | None = None):
         self.encoder = encoder
         self.tokenizer = tokenizer
         self.sentence_config = sentence_config  # a sentence-transformers directory's recipe, else None
         self.name = name
         # the checkpoint's task heads (masked LM, next sentence, classifier, QA), built when a task first needs one
         self.heads = Heads(encoder.weights, encoder.config, head_config, source=name or "model")
+        self.directory = directory  # where from_pretrained found it (a TF checkpoint: its prefix): workers load it
 
     @property
     def config(self) -> BertConfig:
@@ -56,7 +59,8 @@ class Bert:
         has_vocab = any((directory / f).is_file() for f in VOCAB_FILES)  # vocab.txt, or tokenizer.json
         tokenizer = Tokenizer.from_pretrained(directory) if has_vocab else None
         return cls(Encoder(config, weights), tokenizer, read_sentence_config(directory), name=str(name_or_path),
-                   head_config=HeadConfig.from_json(config_file(directory)))
+                   head_config=HeadConfig.from_json(config_file(directory)),
+                   directory=Path(os.fspath(name_or_path)) if tf_checkpoint_prefix(name_or_path) else directory)
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, *,
                 output_attentions: bool = False) -> Output:
@@ -139,7 +143,7 @@ class Bert:
               layers: str | int | Sequence[int] | None = None, combine: str | None = None,
               normalize: bool | None = None, max_length: int | None = None, long: str = "truncate",
               stride: int = 128, progress: bool | None = None, prompt: str | None = None,
-              prompt_name: str | None = None, normalize_embeddings: bool | None = None,
+              prompt_name: str | None = None, workers: int | None = None, normalize_embeddings: bool | None = None,
               show_progress_bar: bool | None = None, convert_to_numpy: bool = True) -> np.ndarray | list[np.ndarray]:
         """Sentence vectors of many texts: (n, dim) float32 in the input order, (dim,) for one string.
 
@@ -150,6 +154,8 @@ class Bert:
         prompts, e.g. "query") is prepended to every text, as sentence-transformers does.
         Batching, truncation and long texts as in `batches`. A progress bar (tqdm, on stderr) shows
         once the job has run 2 s; progress=True shows it at once, progress=False never.
+        workers=N runs the batches in N new processes of one BLAS thread each (numbert.workers), which
+        load the model from its directory: the same vectors, bit for bit, on N cores.
 
         sentence-transformers' names work too: `normalize_embeddings=True` is normalize=True (False
         leaves the model's own recipe, as there: a Normalize module still normalizes),
@@ -168,12 +174,18 @@ class Bert:
         if st is None and prompt_name is not None:
             raise ValueError("prompt_name needs a sentence-transformers model with prompts; pass prompt= instead")
         texts = [prefix + t for t in texts] if prefix else texts
+        requested = {"pooling": pooling, "layers": layers, "combine": combine, "normalize": normalize}
         pooling, layers, combine, normalize = self._sentence_recipe(pooling, layers, combine, normalize)
         dim = dense[-1].weight.shape[0] if dense else self._sentence_dim(pooling, layers, combine)
-        vectors = np.empty((len(texts), dim), np.float32)
         from tqdm.auto import tqdm
 
         with tqdm(total=len(texts), unit="text", disable=progress is False, delay=0 if progress else 2) as bar:
+            if workers is not None:  # the texts carry their prompt already; the recipe is resolved again there
+                vectors = self._embed_in_workers(texts, workers, dim, bar.update, batch_size=batch_size,
+                                                 max_length=max_length, long=long, stride=stride, prompt="",
+                                                 **requested)
+                return vectors[0] if single else vectors if convert_to_numpy else list(vectors)
+            vectors = np.empty((len(texts), dim), np.float32)
             for positions, out in self.batches(texts, batch_size=batch_size, max_length=max_length, long=long,
                                                stride=stride):
                 vector = out.sentence_vector(pooling, layers, combine)
@@ -198,23 +210,56 @@ class Bert:
         return self.embed(sentences, batch_size=batch_size, show_progress_bar=show_progress_bar,
                           convert_to_numpy=convert_to_numpy, normalize_embeddings=normalize_embeddings, **options)
 
+    def _embed_in_workers(self, texts: list[str], workers: int, dim: int, progress, **options) -> np.ndarray:
+        """embed's vectors from `workers` processes, given the very batches this process would run."""
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be a positive integer, got {workers!r}")
+        if self.directory is None:
+            raise ValueError("workers= needs a model loaded by numbert.load (from a directory or the hub): "
+                             "the worker processes load it from there")
+        plan = [positions for positions, _ in self._planned(texts, None, options["batch_size"], options["max_length"],
+                                                             options["long"], options["stride"])]
+        return embed_batches(self.directory, texts, plan, dim, workers, progress=progress, **options)
+
     def batches(self, texts: Sequence[str], text_pair: Sequence[str | None] | None = None, *, batch_size: int = 32,
                 max_length: int | None = None, long: str = "truncate", stride: int = 128,
                 pairs: Sequence[str | None] | None = None) -> Iterator[tuple[list[int], Output]]:
         """Run many texts, yielding (positions in `texts`, Output) batch by batch, longest texts first.
 
         Texts are taken longest first by character count and tokenized LOOK_AHEAD batches at a time;
-        within those, sorted by token count and batched with their neighbours, so a batch is padded
-        only to its own longest text, and memory does not grow with the number of texts. Inputs
-        longer than max_length tokens (default: a sentence-transformers max_seq_length, else the
-        model's positions) are cut (long="truncate"; only the tokens kept are tokenized), or, with
-        long="window", run alone through `windowed`, their Output then having no batch axis. A
-        sentence-transformers model with do_lower_case sees lowercased text, as in
+        within those, sorted by token count and batched with their neighbours (`batch_plan`), so a
+        batch is padded only to its own longest text, and memory does not grow with the number of
+        texts. Inputs longer than max_length tokens (default: a sentence-transformers max_seq_length,
+        else the model's positions) are cut (long="truncate"; only the tokens kept are tokenized),
+        or, with long="window", run alone through `windowed`, their Output then having no batch axis.
+        A sentence-transformers model with do_lower_case sees lowercased text, as in
         sentence-transformers. `pairs` is an older name of `text_pair`.
         """
-        texts = self._text_list(texts)
         text_pair = alias(text_pair, pairs, "text_pair", "pairs")
-        pair_list = [None] * len(texts) if text_pair is None else self._text_list(text_pair, none_ok=True)
+        planned = self._planned(texts, text_pair, batch_size, max_length, long, stride)
+        limit = self._max_length(max_length)
+        for positions, encodings in planned:
+            if len(encodings[0]) <= limit:
+                yield positions, self.forward_encodings(encodings)
+            else:  # only with long="window"
+                yield positions, run_windows(self.encoder, encodings[0], limit, stride, batch_size)
+
+    @staticmethod
+    def batch_plan(lengths: Sequence[int], limit: int, batch_size: int) -> list[list[int]]:
+        """The positions of each batch `batches` runs, in order: the inputs of up to `limit` tokens longest
+        first (ties in input order), `batch_size` at a time, then each longer input alone (as windows)."""
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])  # stable: ties keep input order
+        fitting = [i for i in order if lengths[i] <= limit]
+        return ([fitting[start:start + batch_size] for start in range(0, len(fitting), batch_size)]
+                + [[i] for i in order if lengths[i] > limit])
+
+    def _planned(self, texts: Sequence[str], pairs: Sequence[str | None] | None, batch_size: int,
+                 max_length: int | None, long: str, stride: int) -> Iterator[tuple[list[int], list]]:
+        """(positions, their encodings) of each batch `batches` runs, in order, after checking the options:
+        the texts longest first by characters, LOOK_AHEAD batches' worth tokenized at a time and
+        planned by `batch_plan`."""
+        texts = self._text_list(texts)
+        pair_list = [None] * len(texts) if pairs is None else self._text_list(pairs, none_ok=True, name="text_pair")
         if len(pair_list) != len(texts):
             raise ValueError(f"got {len(texts)} texts but {len(pair_list)} pairs")
         _check_long(long)
@@ -227,22 +272,19 @@ class Bert:
         lower = self.sentence_config is not None and self.sentence_config.do_lower_case
         by_length = sorted(range(len(texts)), key=lambda i: -len(texts[i]) - len(pair_list[i] or ""))  # stable
         for block in range(0, len(texts), LOOK_AHEAD * batch_size):
-            encodings = {}
-            for i in by_length[block:block + LOOK_AHEAD * batch_size]:
+            chosen = by_length[block:block + LOOK_AHEAD * batch_size]
+            encodings = []
+            for i in chosen:
                 text, pair = texts[i], pair_list[i]
                 if lower:
                     text, pair = text.lower(), pair and pair.lower()
-                encodings[i] = tokenizer.encode(text, pair, max_length=None if window else limit, truncation=not window)
-            order = sorted(encodings, key=lambda i: -len(encodings[i]))  # stable: ties keep the order above
-            fitting = [i for i in order if len(encodings[i]) <= limit]
-            for start in range(0, len(fitting), batch_size):
-                positions = fitting[start:start + batch_size]
-                yield positions, self.forward_encodings([encodings[i] for i in positions])
-            for i in (i for i in order if len(encodings[i]) > limit):  # only with long="window"
-                if pair_list[i] is not None:
-                    raise ValueError(f"input {i} is a pair of {len(encodings[i])} tokens; long='window' runs single "
+                encoding = tokenizer.encode(text, pair, max_length=None if window else limit, truncation=not window)
+                if pair is not None and len(encoding) > limit:
+                    raise ValueError(f"input {i} is a pair of {len(encoding)} tokens; long='window' runs single "
                                      f"texts only (max_length is {limit})")
-                yield [i], run_windows(self.encoder, encodings.pop(i), limit, stride, batch_size)
+                encodings.append(encoding)
+            for batch in self.batch_plan([len(e) for e in encodings], limit, batch_size):
+                yield [chosen[j] for j in batch], [encodings[j] for j in batch]
 
     def forward_encodings(self, encodings: Sequence, *, output_attentions: bool = False) -> Output:
         """Run tokenizer Encodings of different lengths as one batch, right-padded to the longest."""
