@@ -217,8 +217,14 @@ class Bert:
         if self.directory is None:
             raise ValueError("workers= needs a model loaded by numbert.load (from a directory or the hub): "
                              "the worker processes load it from there")
-        plan = [positions for positions, _ in self._planned(texts, None, options["batch_size"], options["max_length"],
-                                                             options["long"], options["stride"])]
+        # The plan of all texts at once (token counts only are kept), as a worker's embed of a chunk of
+        # whole batches makes them again (one block, if at most LOOK_AHEAD batches' worth).
+        lengths = [0] * len(texts)
+        for positions, encodings in self._planned(texts, None, options["batch_size"], options["max_length"],
+                                                  options["long"], options["stride"]):
+            for i, encoding in zip(positions, encodings):
+                lengths[i] = len(encoding)
+        plan = self.batch_plan(lengths, self._max_length(options["max_length"]), options["batch_size"])
         return embed_batches(self.directory, texts, plan, dim, workers, progress=progress, **options)
 
     def batches(self, texts: Sequence[str], text_pair: Sequence[str | None] | None = None, *, batch_size: int = 32,
@@ -272,7 +278,7 @@ class Bert:
         lower = self.sentence_config is not None and self.sentence_config.do_lower_case
         by_length = sorted(range(len(texts)), key=lambda i: -len(texts[i]) - len(pair_list[i] or ""))  # stable
         for block in range(0, len(texts), LOOK_AHEAD * batch_size):
-            chosen = by_length[block:block + LOOK_AHEAD * batch_size]
+            chosen = sorted(by_length[block:block + LOOK_AHEAD * batch_size])  # in input order: ties keep it
             encodings = []
             for i in chosen:
                 text, pair = texts[i], pair_list[i]
