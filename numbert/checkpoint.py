@@ -297,10 +297,12 @@ def read_torch_bin(path: str | Path) -> dict[str, np.ndarray]:
                 state = _GatedUnpickler(pickled, storages.load).load()
         except EOFError:
             raise BadPickle(f"{path} is truncated or corrupt: its data.pkl ends early") from None
+        except pickle.UnpicklingError as e:  # a refused global, or the pickle machine's own complaint
+            ends_early = "truncated" in str(e)  # pickle's "pickle data was truncated"
+            raise BadPickle(f"{path} is truncated or corrupt: its data.pkl ends early" if ends_early
+                            else f"{path}: {e}") from None
         except zipfile.BadZipFile as e:  # e.g. "Bad CRC-32 for file 'archive/data.pkl'"
             raise BadPickle(f"{path} is corrupt ({e})") from None
-        except pickle.UnpicklingError as e:  # a refused global, or the pickle machine's own complaint
-            raise BadPickle(f"{path}: {e}") from None
         except (ValueError, TypeError, AttributeError, IndexError, KeyError, OverflowError, RecursionError) as e:
             raise BadPickle(f"{path} is corrupt: its data.pkl does not describe tensors ({type(e).__name__}: "
                             f"{e})") from None

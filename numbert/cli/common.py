@@ -42,6 +42,18 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def utf8_text(text: str) -> str:
+    """A text argument, refused if the command line held bytes that are not UTF-8 (Python keeps them as
+    lone surrogates, which the tokenizer would silently drop)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        byte = text.encode("utf-8", "surrogateescape")[len(text[:e.start].encode("utf-8", "surrogateescape"))]
+        raise argparse.ArgumentTypeError(f"{text!r} is not valid UTF-8 (byte {byte:#04x} at column "
+                                         f"{e.start + 1})") from None
+    return text
+
+
 def layer_list(text: str) -> list[int]:
     try:
         return [int(part) for part in text.split(",")]

@@ -31,10 +31,11 @@ from .common import (
     non_negative_int,
     positive_int,
     sentence_options,
+    utf8_text,
 )
 from .files import NpyRows, chunked, input_lines, output_file, progress_bar
 
-CHUNK_LINES = {"npy": 2048, "npz": 2048, "text": 2048, "jsonl": 256}  # lines embedded at a time (bounds the memory)
+CHUNK_LINES = {"npy": 2048, "npz": 2048, "jsonl": 256}  # lines embedded at a time (bounds the memory); text: a batch
 FORMAT_OF_SUFFIX = {".npy": "npy", ".npz": "npz", ".jsonl": "jsonl", ".txt": "text", ".tsv": "text"}
 PAIR = re.compile(r"^(.*) \|\|\| (.*)$")  # extract_features.py's "text_a ||| text_b"
 
@@ -44,7 +45,7 @@ def encode(args: argparse.Namespace) -> None:
     check_encode_options(args)
     lines = input_lines(args)  # opens the input now, so a missing file fails before the model loads
     model = load_model(args.model)
-    chunks = chunked(lines, CHUNK_LINES[args.format])
+    chunks = chunked(lines, CHUNK_LINES.get(args.format, args.batch_size))
     with progress_bar(args) as bar, output_file(args.output, args.format) as out:
         if args.format == "jsonl":
             write_features(model, chunks, out, args, bar)
@@ -58,8 +59,6 @@ def check_encode_options(args: argparse.Namespace) -> None:
     if args.format is None:  # from OUT's suffix; readable text on a terminal; else .npy
         suffix = Path(args.output).suffix.lower() if args.output not in (None, "-") else ""
         args.format = FORMAT_OF_SUFFIX.get(suffix) or ("text" if args.output is None and sys.stdout.isatty() else "npy")
-    if args.text and args.file is not None:
-        raise Failure("give texts as arguments or --file, not both")
     if args.format == "jsonl":
         for name in ("strategy", "pooling", "combine"):
             if getattr(args, name) is not None:
@@ -83,10 +82,12 @@ def embed_options(model, args: argparse.Namespace) -> tuple[dict, int]:
 
 def write_text_vectors(model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace,
                        bar: Any) -> None:
-    """One line of space-separated values (6 decimals) per input line, in input order."""
+    """One line of space-separated values (6 decimals) per input line, in input order, written (and
+    flushed) a batch at a time, so a reader such as `head -1` gets its lines as soon as they exist."""
     options, _ = embed_options(model, args)
     for chunk in chunks:
         np.savetxt(out, model.embed(chunk, **options), fmt="%.6f")
+        out.flush()
         bar.update(len(chunk))
 
 
@@ -144,6 +145,11 @@ def features_line(index: int, tokens: list[str], states: np.ndarray, layers: lis
 
 # --- the command line -----------------------------------------------------------------------------
 
+def output_format(text: str) -> str:
+    """--format's value, "txt" read as "text" (the suffix and the habit)."""
+    return "text" if text == "txt" else text
+
+
 def add_commands(commands: argparse._SubParsersAction) -> None:
     """Register `numbert encode`."""
     p = commands.add_parser(
@@ -157,10 +163,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                     "Input is read and embedded a chunk at a time, so memory stays flat on any file.\n"
                     "With -o OUT the output is written to a temporary file renamed to OUT at the end:\n"
                     "a failed run never leaves a half-written OUT.")
-    p.add_argument("text", nargs="*", metavar="TEXT", help="texts to embed (default: the lines of --file or stdin)")
+    p.add_argument("text", nargs="*", type=utf8_text, metavar="TEXT",
+                   help="texts to embed (default: the lines of --file or stdin)")
     p.add_argument("--file", "-f", metavar="F", help="read one text per line from F ('-' for stdin)")
-    p.add_argument("--format", choices=("npy", "npz", "text", "jsonl"),
-                   help="output format (default: from OUT's suffix, text on a terminal, else npy)")
+    p.add_argument("--format", type=output_format, choices=("npy", "npz", "text", "jsonl"),
+                   help="output format (txt = text; default: from OUT's suffix, text on a terminal, else npy: "
+                        "piped or redirected output is .npy unless --format text)")
     p.add_argument("--output", "-o", metavar="OUT", help="output file (default: stdout)")
     add_model(p)
     add_sentence_options(p)

@@ -12,7 +12,7 @@ import argparse
 import numpy as np
 
 from ..plot import INSTALL_HINT, attention_map, histogram, pca_scatter, save_png
-from .common import add_model, load_model
+from .common import add_model, load_model, utf8_text
 
 
 def saved(fig, args: argparse.Namespace) -> None:
@@ -75,7 +75,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     q = kinds.add_parser("histogram", help="the values of one token at one layer",
                          description="Histogram of hidden_states[LAYER][TOKEN]: one token's values at one layer.")
-    q.add_argument("text", metavar="TEXT")
+    q.add_argument("text", type=utf8_text, metavar="TEXT")
     q.add_argument("--layer", type=int, default=-1, metavar="L",
                    help="index into hidden_states: 0 = embedding layer, -1 = last (default: -1)")
     q.add_argument("--token", default="1", metavar="T",
@@ -86,7 +86,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     q = kinds.add_parser("attention", help="one head's attention map, tokens on both axes",
                          description="Heatmap of attentions[LAYER][HEAD]: row i is how token i attends to each token.")
-    q.add_argument("text", metavar="TEXT")
+    q.add_argument("text", type=utf8_text, metavar="TEXT")
     q.add_argument("--layer", type=int, default=0, metavar="L", help="encoder layer, from 0 (default: 0)")
     q.add_argument("--head", type=int, default=0, metavar="H", help="attention head, from 0 (default: 0)")
     common(q)
@@ -95,7 +95,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     q = kinds.add_parser("pca", help="sentence (or word) vectors projected on two principal axes",
                          description="Scatter of the texts' sentence vectors (or, with --words, of every word's "
                                      "vector) on their first two principal axes, labelled.")
-    q.add_argument("text", nargs="*", metavar="TEXT")
+    q.add_argument("text", nargs="*", type=utf8_text, metavar="TEXT")
     q.add_argument("--file", "-f", metavar="F", help="also read one text per line from F")
     q.add_argument("--words", action="store_true",
                    help="plot each word's vector (sum of the last four layers) instead of one vector per text")
