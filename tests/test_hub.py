@@ -145,6 +145,7 @@ def test_only_the_files_numbert_reads_are_downloaded(tmp_path, monkeypatch):
         return str(tmp_path / filename)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", lambda url, timeout: None)  # the hub answers
     assert model_dir("org/st-model") == tmp_path
     assert set(requested) == {"config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
                               "modules.json", "sentence_bert_config.json", "1_Pooling/config.json",
