@@ -196,3 +196,14 @@ def test_npz_and_jsonl_to_a_pipe_are_unchanged(minilm_dir):
     result = run("encode", "a", "b", "--format", "npz", "--model", minilm_dir)
     with zipfile.ZipFile(io.BytesIO(result.stdout)) as z:
         assert z.namelist() == ["vectors.npy"]
+
+
+def test_plot_pca_of_hundreds_of_texts_labels_a_few(tmp_path, minilm_dir):
+    pytest.importorskip("matplotlib")
+    source = tmp_path / "texts.txt"
+    source.write_text("\n".join(f"sentence number {i} about {w}" for i, w in enumerate(["cats", "stocks"] * 100)),
+                      encoding="utf-8")
+    out = tmp_path / "pca.png"
+    result = run("plot", "pca", "--file", source, "--labels", "5", "-o", out, "--model", minilm_dir)
+    assert result.returncode == 0, result.stderr.decode()
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

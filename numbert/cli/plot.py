@@ -12,7 +12,8 @@ import argparse
 import numpy as np
 
 from ..plot import INSTALL_HINT, attention_map, histogram, pca_scatter, save_png
-from .common import add_model, load_model, utf8_text
+from .common import Failure, add_model, load_model, non_negative_int, utf8_text
+from .files import decoded_lines
 
 
 def saved(fig, args: argparse.Namespace) -> None:
@@ -47,8 +48,11 @@ def plot_pca(args: argparse.Namespace) -> None:
     needs_matplotlib()
     texts = list(args.text)
     if args.file is not None:
-        with open(args.file, encoding="utf-8") as f:
-            texts += [line.rstrip("\n") for line in f if line.strip()]
+        try:
+            f = open(args.file, "rb")
+        except OSError as e:
+            raise Failure(f"cannot read {args.file}: {e.strerror}") from None
+        texts += [line for line in decoded_lines(f, args.file) if line.strip()]
     if not texts:
         raise ValueError("give texts as arguments or with --file")
     model = load_model(args.model)
@@ -59,7 +63,7 @@ def plot_pca(args: argparse.Namespace) -> None:
     else:
         vectors, labels = model.embed(texts, progress=False), texts
         title = f"{len(texts)} sentence vectors, PCA"
-    saved(pca_scatter(vectors, labels, title=title), args)
+    saved(pca_scatter(vectors, labels, title=title, max_labels=args.labels), args)
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -99,5 +103,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     q.add_argument("--file", "-f", metavar="F", help="also read one text per line from F")
     q.add_argument("--words", action="store_true",
                    help="plot each word's vector (sum of the last four layers) instead of one vector per text")
+    q.add_argument("--labels", type=non_negative_int, default=30, metavar="N",
+                   help="label at most N points, spread over the plot (default: 30; 0: no labels)")
     common(q)
     q.set_defaults(run=plot_pca)
