@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import BinaryIO
 
 import numpy as np
 
@@ -42,9 +43,9 @@ def _figure(kind: str, figsize: tuple[float, float] | None, dpi: int | None):
     return Figure(figsize=figsize or FIGSIZE[kind], dpi=dpi or DPI, layout="constrained")
 
 
-def save_png(fig, path: str | os.PathLike) -> str:
-    """Write the figure as a PNG of exactly figsize × dpi pixels; returns the path."""
-    path = os.fspath(path)
+def save_png(fig, path: str | os.PathLike | BinaryIO) -> str | BinaryIO:
+    """Write the figure as a PNG of exactly figsize × dpi pixels to a path or a binary file; returns it."""
+    path = path if hasattr(path, "write") else os.fspath(path)
     fig.savefig(path, format="png", dpi=fig.dpi)
     return path
 

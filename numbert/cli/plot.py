@@ -13,12 +13,13 @@ import numpy as np
 
 from ..plot import INSTALL_HINT, attention_map, histogram, pca_scatter, save_png
 from .common import Failure, add_model, load_model, non_negative_int, utf8_text
-from .files import decoded_lines
+from .files import decoded_lines, output_file
 
 
 def saved(fig, args: argparse.Namespace) -> None:
-    """Write the figure to --output and say so, with its size in pixels."""
-    save_png(fig, args.output)
+    """Write the figure to --output (whole or not at all, as encode's output) and say so, with its size."""
+    with output_file(args.output, "png") as f:
+        save_png(fig, f)
     width, height = (round(v) for v in fig.get_size_inches() * fig.dpi)
     print(f"wrote {args.output} ({width} x {height} PNG)")
 
