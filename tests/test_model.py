@@ -14,25 +14,11 @@ import pytest
 
 import numbert
 from numbert import layers
-from numbert.model import Bert
+from numbert.testing import PAIR, SENTENCES
 
 FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"
 
 TOLERANCE = 2e-5  # float32 noise: transformers fp32 itself differs from fp64 by 3e-6 to 5e-6
-SENTENCES = ["Here is the sentence I want embeddings for.",
-             "After stealing money from the bank vault, the bank robber was seen fishing on the Mississippi river bank.",
-             "hello, world!"]
-PAIR = ("How old are you?", "I am six years old.")
-
-
-@pytest.fixture(scope="session")
-def minilm(minilm_dir) -> Bert:
-    return numbert.load(minilm_dir)
-
-
-@pytest.fixture(scope="session")
-def bert_base(bert_base_dir) -> Bert:
-    return numbert.load(bert_base_dir)
 
 
 @pytest.fixture(scope="session", params=["bert_base", "minilm"])

@@ -12,13 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import numbert
 from numbert import plot
 from numbert.cli import plot as plot_commands
+from numbert.testing import BANK as SENTENCE
 
 pytest.importorskip("matplotlib")  # the [plot] extra; scripts/test installs it, and CI fails on a skip
 
-SENTENCE = "After stealing money from the bank vault, the bank robber was seen fishing on the river bank."
 TEXTS = ["A man is eating food.", "A man is eating a meal.", "The stock market fell.", "Shares dropped sharply."]
 ENV = dict(os.environ, HF_HUB_OFFLINE="1", MPLBACKEND="Agg")
 
@@ -42,11 +41,6 @@ def assert_picture(path: Path, width: int, height: int) -> None:
     assert len(colours) > 10 and pixels.std() > 0.01
     not_white = (pixels[..., :3] < 0.9).any(axis=-1).mean()
     assert not_white > 0.01, f"only {not_white:.2%} of the pixels are drawn"
-
-
-@pytest.fixture(scope="module")
-def model(minilm_dir) -> numbert.Bert:
-    return numbert.load(minilm_dir)
 
 
 @pytest.fixture(scope="module")

