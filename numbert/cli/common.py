@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import NoReturn
-
-DEFAULT_MODEL = os.environ.get("NUMBERT_MODEL", "bert-base-uncased")
 
 
 class Failure(Exception):
@@ -65,7 +62,9 @@ def layer_list(text: str) -> list[int]:
 # --- options more than one command takes -----------------------------------------------------------
 
 def add_model(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", "-m", default=DEFAULT_MODEL, metavar="M",
+    from ..hub import default_model
+
+    p.add_argument("--model", "-m", default=default_model(), metavar="M",
                    help="a local model directory or a Hugging Face hub id (default: %(default)s; "
                         "set NUMBERT_MODEL to change it)")
 
