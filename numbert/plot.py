@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import BinaryIO
+from typing import IO
 
 import numpy as np
 
@@ -43,11 +43,11 @@ def _figure(kind: str, figsize: tuple[float, float] | None, dpi: int | None):
     return Figure(figsize=figsize or FIGSIZE[kind], dpi=dpi or DPI, layout="constrained")
 
 
-def save_png(fig, path: str | os.PathLike | BinaryIO) -> str | BinaryIO:
+def save_png(fig, path: str | os.PathLike | IO[bytes]) -> str | IO[bytes]:
     """Write the figure as a PNG of exactly figsize × dpi pixels to a path or a binary file; returns it."""
-    path = path if hasattr(path, "write") else os.fspath(path)
-    fig.savefig(path, format="png", dpi=fig.dpi)
-    return path
+    target = os.fspath(path) if isinstance(path, (str, os.PathLike)) else path
+    fig.savefig(target, format="png", dpi=fig.dpi)
+    return target
 
 
 def _token_position(output, token: int | str, row: int | None) -> tuple[list[str], int]:

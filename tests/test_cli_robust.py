@@ -15,7 +15,7 @@ import zipfile
 import numpy as np
 import pytest
 from test_checkpoint_errors import Call, real_bin, rewritten, tensor, write_bin
-from test_cli import COMMAND, model, one_error_line, run  # noqa: F401 - `model` is a fixture
+from test_cli import COMMAND, one_error_line, run
 
 from numbert.config import BertConfig
 
@@ -110,7 +110,7 @@ def test_invalid_utf8_in_a_text_argument_is_an_error(minilm_dir, command):
 
 # --- tokenize reads files and stdin like encode ---------------------------------------------------------
 
-def test_tokenize_reads_a_file_and_stdin_one_line_per_input_line(tmp_path, minilm_dir, model):  # noqa: F811
+def test_tokenize_reads_a_file_and_stdin_one_line_per_input_line(tmp_path, minilm_dir, model):
     texts = ["Here is the sentence I want embeddings for.", "", "ünïcödé 東京", "an unbelievably long sentence " * 3]
     source = tmp_path / "in.txt"
     source.write_text("\n".join(texts) + "\n", encoding="utf-8")
@@ -165,7 +165,7 @@ def test_reading_stdin_on_a_terminal_says_so(minilm_dir):
 
 # --- encode's output ------------------------------------------------------------------------------------
 
-def test_format_txt_is_an_alias_of_text(minilm_dir, model):  # noqa: F811
+def test_format_txt_is_an_alias_of_text(minilm_dir, model):
     result = run("encode", "hello", "world", "--format", "txt", "--model", minilm_dir)
     assert result.returncode == 0, result.stderr.decode()
     np.testing.assert_allclose(np.loadtxt(io.StringIO(result.stdout.decode()), dtype=np.float32),
