@@ -32,7 +32,7 @@ def main() -> None:
     print(f"{model.name}: {c.num_hidden_layers} layers, hidden size {c.hidden_size}, "
           f"{c.num_attention_heads} heads, {c.vocab_size} tokens in the vocabulary")
 
-    step("1. tokens and ids (numbert/tokenizer.py: Tokenizer.encode)")
+    step("1. tokens and ids (numbert/tokenizer/: Tokenizer.encode)")
     out = model(SENTENCE)
     for token, id_ in zip(out.tokens, out.input_ids):
         print(f"{token:<12} {id_:>6}")

@@ -4,16 +4,35 @@ tokenizer outputs (tests/fixtures/tokenizer_expected.json, see tests/test_tokeni
 
 from __future__ import annotations
 
+import doctest
+import gc
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numbert.tokenizer import (Batch, Encoding, Tokenizer, is_chinese_char, is_control, is_punctuation, is_whitespace,
-                               pre_tokenize, truncated_lengths, windows, wordpiece)
+from numbert.tokenizer import (
+    Batch,
+    Encoding,
+    Tokenizer,
+    basic,
+    is_chinese_char,
+    is_control,
+    is_punctuation,
+    is_whitespace,
+    load_vocab,
+    pre_tokenize,
+    truncated_lengths,
+    truncation,
+    windows,
+    wordpiece,
+)
+from numbert.tokenizer.fast import FastTokenizer
+from numbert.tokenizer.tokenizer import PAUSE_COLLECTOR_FROM
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tokenizer_expected.json"
 TOY_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un", "runn", "##ing", ","]
@@ -173,20 +192,53 @@ def test_offsets_point_into_the_original_text(bert):
 
 ASCII_EXAMPLES = ["hello, world!", "  leading,\ttabs\nand\r\nnewlines  ", "a" * 100 + " " + "b" * 101 + " c",
                   "embeddings don't $5+^`~|_", "UPPER lower MiXeD", "x\x0bdeleted\x7fcontrols", "", " \n "]
+# Characters that take each branch of the fast path: ASCII whitespace and controls, deleted and
+# zero-width characters, accents (NFD), marks that canonical reordering moves and keeps (U+1D165),
+# 'İ' (two characters lowercased), CJK, new Unicode, unassigned code points.
+TRICKY = list("aZ09 .,!?'-_$^`\t\n\r\x00\x0b\x1c\x85\xa0\u3000\u200b\u00ad\ufeff\ufffd\u0301\u0308\u0316\u064e"
+              "éÅİıΣßﬁ日本豈한あア\U0001D165\U0001D16D\U0001D160\u1734\u0f73\u2e43\u0890\U0002b820\U0001FA77")
+WORDS = ["the", "bank", "##s", "un", "x" * 101, "é" * 101, " ", "  ", "\n", ",", "'", "Café", "naïve"]
+# A letter and combining marks in any order: NFD reorders them by combining class, and accent
+# stripping drops all but U+1D165 / U+1D16D (classes 216 and 226, not Mn).
+MARKED = st.builds(str.__add__, st.sampled_from("aEİ中 "),
+                   st.lists(st.sampled_from("\u0301\u0316\u0308\u064e\u05b8\U0001D165\U0001D16D\U0001D160"),
+                            max_size=4).map("".join))
+FAST_OPTIONS = [{}, {"lower": False, "strip": False}, {"lower": False}, {"strip": False}, {"split_chinese": False}]
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.fixture(scope="module")
+def fast_tokenizers(vocab_path) -> list[tuple[FastTokenizer, dict]]:
+    """One FastTokenizer per option set, kept across examples so that their memos fill up."""
+    vocab = load_vocab(vocab_path)
+    return [(FastTokenizer(vocab, **{"lower": True, "strip": True, "split_chinese": True, **options},
+                           unk_token="[UNK]", max_input_chars_per_word=100), options) for options in FAST_OPTIONS]
+
+
+@settings(max_examples=int(os.environ.get("NUMBERT_TOKENIZER_EXAMPLES", "1000")), deadline=None)
 @given(text=st.one_of(st.sampled_from(ASCII_EXAMPLES), st.text(st.characters(max_codepoint=127), max_size=60),
-                      st.lists(st.sampled_from(["the", "bank", "##s", "un", "x" * 101, " ", "  ", "\n", ",", "'"]),
-                               max_size=20).map("".join)))
-def test_ascii_fast_path_agrees_with_the_general_path(bert, text):
-    """Plain ASCII takes a fast path. With a zero-width space (deleted) after every character, the
-    same text goes the general way, character by character, and must come to the same tokens."""
-    assume(not any(special in text for special in bert.special_tokens))  # "[SEP]" split by spaces is no [SEP]
-    fast = bert.encode(text)
-    general = bert.encode("".join(c + "\u200b" for c in text))
-    assert general.tokens == fast.tokens and general.word_ids == fast.word_ids
-    assert general.offsets == [(2 * s, 2 * e - 1) if e else (0, 0) for s, e in fast.offsets]
+                      st.text(max_size=60), st.text(st.characters(codec="utf-8"), max_size=60),
+                      st.lists(st.one_of(st.sampled_from(TRICKY + WORDS), st.characters(max_codepoint=127), MARKED),
+                               max_size=40).map("".join)),
+       which=st.integers(0, len(FAST_OPTIONS) - 1))
+def test_fast_path_is_the_basic_stages(fast_tokenizers, text, which):
+    """fast.py (memos, the ASCII path) gives exactly the ids, offsets and word ids of basic.tokenize,
+    the stages written plainly; on a second call too, when every memo is filled."""
+    fast, options = fast_tokenizers[which]
+    expected = basic.tokenize(text, fast.vocab, **options)
+    for _ in range(2):
+        got = fast.segment(text)
+        assert got.tokens == [piece for piece, _, _ in expected]
+        assert got.ids == [fast.vocab[piece] for piece, _, _ in expected]
+        assert got.offsets == [span for _, span, _ in expected]
+        assert got.words == [word for _, _, word in expected]
+    normalized, origin = fast.normalize(text)
+    assert (normalized, list(origin)) == basic.normalize(text, **options)
+
+
+def test_the_docstring_examples_hold():
+    """The examples in the docstrings of the stages and of truncation."""
+    for module in (basic, truncation):
+        assert doctest.testmod(module).failed == 0, module.__name__
 
 
 def test_special_tokens_in_the_text_stay_whole(bert):
@@ -287,6 +339,19 @@ def test_encode_batch_pads(bert):
     same = bert.encode_batch(["one two", "three four"], padding=False)
     assert same.input_ids.shape == (2, 4)
     assert bert.encode_batch([]).input_ids.shape == (0, 0)
+
+
+def test_a_large_batch_leaves_the_garbage_collector_as_it_was(bert):
+    texts = [f"text number {i}" for i in range(PAUSE_COLLECTOR_FROM)]
+    assert gc.isenabled()
+    batch = bert.encode_batch(texts)
+    assert gc.isenabled() and batch.encodings == [bert.encode(t) for t in texts]
+    gc.disable()
+    try:
+        bert.encode_batch(texts)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_encode_batch_bad_arguments(bert):

@@ -4,31 +4,9 @@ Reference: transformers' Rust-backed `BertTokenizer`. numbert must give the same
 ids, offsets, word ids, sequence ids and overflowing windows on every text. The pure-Python
 `BertTokenizerLegacy` must give the same ids and tokens wherever the two HF tokenizers agree.
 
-Where the two HF tokenizers disagree with each other, numbert follows the Rust one. The known cases
-(`known_hf_disagreement` recognises them; `test_known_hf_disagreements` shows one of each):
-- Unicode versions. The Rust tokenizer takes character categories from Unicode 8.0, Python's
-  `unicodedata` is 14.0 (Python 3.11): characters made punctuation (U+2E43...), format (U+0890...)
-  or nonspacing marks (U+1ABF...) since 8.0 are classified the old way by Rust; U+166D and U+111C9
-  are still punctuation and U+1734 still a nonspacing mark. Lowercasing in Rust knows characters
-  newer than Python's tables (U+1C89...). numbert carries these tables (numbert/tokenizer.py).
-- Unassigned code points (Python category Cn, which includes emoji newer than Python's tables,
-  like U+1FA77): the Python tokenizer deletes them as control characters, Rust keeps them ([UNK]).
-- Final sigma: Python's str.lower() writes a word-final 'Σ' as 'ς'; Rust lowercases per character.
-- NFC: the Python tokenizer NFC-composes the text first, which matters when accents are not
-  stripped ("e" + U+0301, CJK compatibility ideographs such as U+F902 -> U+8ECA).
-- CJK: the Python tokenizer also spaces out U+2B820..U+2B91F; the Rust tables skip that range.
-- Decoding: the Rust decoder cleans up per token ("don ' t"), the Python one on the whole string
-  ("don't"). An empty pair `tok("a", "")` is dropped by transformers' single-text call only (its
-  batch call, the Rust backend and the Python tokenizer keep an empty second segment; so does numbert).
-- U+0085 (NEL), named as a disagreement elsewhere, is deleted by both here (a control character
-  to both; Python's str.split() would split at it, which is why numbert never uses split() on it).
-numbert also follows two Rust details the Python tokenizer has no equivalent for: offsets, and
-NFD's canonical reordering of combining marks, after which the Rust normalizer hands out
-alignments by position.
-Divergences from the Rust tokenizer left in numbert: none found on Python 3.11 (every code point,
-the corpus, thousands of hypothesis examples). A Python with a newer `unicodedata` (3.12+)
-classifies characters added to Unicode after 14.0 by their new categories, where Rust may not;
-test_every_code_point would list them.
+Where the two HF tokenizers disagree with each other, numbert follows the Rust one. The known
+cases are listed in docs/tokenizer.md ("Where transformers' two tokenizers differ");
+`known_hf_disagreement` recognises them, and `test_known_hf_disagreements` shows one of each.
 
 More hypothesis examples: NUMBERT_TOKENIZER_EXAMPLES=5000 (default 1000).
 
@@ -39,6 +17,7 @@ tests/test_tokenizer.py) is written from the Rust tokenizer by:
 
 from __future__ import annotations
 
+import os
 import random
 import unicodedata
 from pathlib import Path
@@ -49,12 +28,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from numbert import tokenizer as nt
-from numbert.tokenizer import Tokenizer
+from numbert.tokenizer import Tokenizer, unicode_tables
 
 pytestmark = pytest.mark.parity
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tokenizer_expected.json"
-HYPOTHESIS = settings(max_examples=int(__import__("os").environ.get("NUMBERT_TOKENIZER_EXAMPLES", 1000)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+HYPOTHESIS = settings(max_examples=int(os.environ.get("NUMBERT_TOKENIZER_EXAMPLES", "1000")), deadline=None,
+                      suppress_health_check=[HealthCheck.too_slow])
 
 CORPUS = [
     # English prose, the BERT tutorials' sentences
@@ -148,9 +128,8 @@ def generated_lines(n: int = 120, seed: int = 0) -> list[str]:
 
 def known_hf_disagreement(text: str, lowercase: bool = True) -> bool:
     """Whether `text` holds a character on which the Rust and the Python HF tokenizers differ."""
-    rust_tables = (nt._NEW_FORMAT_CHARS | nt._NEW_PUNCTUATION | nt._OLD_PUNCTUATION | nt._NEW_NONSPACING_MARKS
-                   | nt._OLD_NONSPACING_MARKS | nt._NEW_DECOMPOSITIONS | set(nt._NEW_LOWERCASE))
-    return (any(unicodedata.category(c) == "Cn" or c in rust_tables or 0x2B820 <= ord(c) <= 0x2B91F for c in text)
+    return (any(unicodedata.category(c) == "Cn" or c in unicode_tables.DIFFERENCES or 0x2B820 <= ord(c) <= 0x2B91F
+                for c in text)
             or (lowercase and "Σ" in text)
             or (not lowercase and unicodedata.normalize("NFC", text) != text))
 
@@ -338,7 +317,7 @@ def test_from_pretrained_matches_the_model_directory(transformers, minilm_dir):
 
 def test_every_code_point(transformers):
     """Each code point through the Rust normalizer and pre-tokenizer against numbert's character
-    classes and normalization: this is where the Unicode tables in numbert/tokenizer.py come from."""
+    classes and normalization: this is where numbert/tokenizer/unicode_tables.py comes from."""
     from tokenizers import normalizers, pre_tokenizers
 
     pre = pre_tokenizers.BertPreTokenizer()
@@ -367,7 +346,8 @@ def test_known_hf_disagreements(uncased, transformers, cased_vocab):
         assert cased.encode(text).ids == rust_cased(text)["input_ids"]
         assert known_hf_disagreement(text, lowercase=False)
     ids = rust("don't")["input_ids"]
-
+    assert tok.decode(ids) == rust.decode(ids, skip_special_tokens=True) == "don ' t"  # per token
+    assert legacy.decode(ids, skip_special_tokens=True) == "don't"  # on the whole string
     assert len(rust("a", "")["input_ids"]) == 3 and len(rust(["a"], [""])["input_ids"][0]) == len(tok.encode("a", "")) == 4
 
 

@@ -1,0 +1,32 @@
+"""BERT's WordPiece tokenizer in pure Python, token for token the same as Hugging Face's.
+
+Read in this order (docs/tokenizer.md tells the whole story):
+
+- basic.py: the stages, plainly: normalize (with offsets), split into words, WordPiece.
+- unicode_tables.py: where the Rust tokenizer's Unicode tables differ from Python's, as data.
+- fast.py: the same stages memoized, with a fast path for ASCII.
+- encoding.py, truncation.py, tokenizer.py: `Tokenizer.encode` and `encode_batch`: special
+  tokens, the `[CLS] A [SEP] B [SEP]` template, truncation into windows, padding; and `decode`.
+"""
+
+from .basic import (
+    clean_char,
+    is_chinese_char,
+    is_control,
+    is_nonspacing_mark,
+    is_punctuation,
+    is_whitespace,
+    lowercase,
+    normalize,
+    normalize_char,
+    pre_tokenize,
+    wordpiece,
+)
+from .encoding import Batch, Encoding
+from .fast import keeps_combining_mark
+from .tokenizer import Tokenizer, load_vocab
+from .truncation import truncated_lengths, windows
+
+__all__ = ["Batch", "Encoding", "Tokenizer", "clean_char", "is_chinese_char", "is_control", "is_nonspacing_mark",
+           "is_punctuation", "is_whitespace", "keeps_combining_mark", "load_vocab", "lowercase", "normalize",
+           "normalize_char", "pre_tokenize", "truncated_lengths", "windows", "wordpiece"]

@@ -1,0 +1,179 @@
+"""The tokenizer stages made fast: the same tokens, offsets and word indices as `basic.tokenize`.
+
+Two ideas (tests/test_tokenizer.py checks fast == basic on random text):
+- Memos. Text repeats its characters, words and whitespace-free chunks, so each one's normalization,
+  WordPiece split and tokens are computed once (`Memo`).
+- ASCII. Printable ASCII (and \\t \\n \\r) normalizes character for character, so both stages run on
+  the whole string with two regular expressions, and the memoized tokens of its words join up
+  without a Python step per token.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import operator
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from .basic import decompose, is_nonspacing_mark, normalize, normalize_char, pre_tokenize, wordpiece
+from .encoding import Segment
+
+
+class Memo(dict):
+    """A dict that fills in a missing key with fn(key), and starts afresh once it holds `max_size`."""
+
+    def __init__(self, fn: Callable[[Any], Any], max_size: int = 1 << 17):
+        super().__init__()
+        self.fn, self.max_size = fn, max_size
+
+    def __missing__(self, key):
+        if len(self) >= self.max_size:
+            self.clear()
+        self[key] = value = self.fn(key)
+        return value
+
+
+@functools.cache
+def keeps_combining_mark(ch: str) -> bool:
+    """Whether accent stripping leaves a combining mark (class > 0 but not Mn, like U+1D165) from
+    `ch`: only then can canonical reordering make `normalize` differ from `normalize_char` character
+    by character."""
+    return any(unicodedata.combining(c) and not is_nonspacing_mark(c) for c in decompose(ch))
+
+
+_ASCII_WORDS = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9 ]")
+
+
+def split_words(text: str) -> list[tuple[int, int]]:
+    """`pre_tokenize`, with shortcuts for one plain word and for ASCII."""
+    if text.isalnum():
+        return [(0, len(text))]
+    if text.isascii():  # normalized ASCII holds only letters, digits, punctuation and spaces
+        return [m.span() for m in _ASCII_WORDS.finditer(text)]
+    return pre_tokenize(text)
+
+
+class Chunk(NamedTuple):
+    """The token ids of a whitespace-free run of text; spans and word indices are relative to it."""
+
+    ids: tuple[int, ...]
+    spans: tuple[tuple[int, int], ...]
+    words: tuple[int, ...]
+    n_words: int
+
+
+# The word memo maps a word (on the ASCII path, with the whitespace before it) to its tokens as one
+# flat tuple of FIELDS values per token: its id, its string, 1 if it starts the word (else 0), the
+# characters from the previous token's end (or the word's start) to its start, and its length.
+# One object per word for the garbage collector to count; and on the ASCII path, where the words
+# tile the text, a text's tokens are one list that slices apart into ids and strings, whose word
+# starts add up to word indices, and whose gaps and lengths add up to spans.
+FIELDS = 5
+_flat = itertools.chain.from_iterable
+
+
+def spans_of(fields: list, start: int = 0) -> list[tuple[int, int]]:
+    """The character spans of consecutive tokens, from their fields, counting from `start`.
+    Empties `fields` of all but the gaps and lengths."""
+    del fields[0::FIELDS], fields[0::FIELDS - 1], fields[0::FIELDS - 2]  # ids, strings, word starts
+    bounds = itertools.accumulate(fields, initial=start)
+    next(bounds)  # start itself; then the start and end of each token in turn
+    return list(zip(bounds, bounds))
+
+
+# The ASCII path's text: ASCII that normalizes character for character, printable or the whitespace
+# \t \n \r (which becomes a space); lowercased if at all. Its words, each with the whitespace before
+# it, tile it: "a  (b)" -> "a", "  (", "b", ")".
+_ASCII_SPACES = " \t\n\r"
+_PLAIN_ASCII = re.compile(r"[ -~\t\n\r]*")
+_SPACED_ASCII_WORDS = re.compile(r"[ \t\n\r]*(?:[A-Za-z0-9]+|[^A-Za-z0-9 \t\n\r])")
+# Runs of text between spaces. Python's \s also matches \x0b \x0c \x1c-\x1f \x85: control
+# characters for BERT, deleted, so they never separate words.
+_CHUNKS = re.compile(r"(?:[^\s]|[\x0b\x0c\x1c-\x1f\x85])+")
+
+
+def is_plain_ascii(text: str) -> bool:
+    """Whether `text` takes the ASCII path."""
+    return text.isascii() and (text.isprintable() or _PLAIN_ASCII.fullmatch(text) is not None)
+
+
+class FastTokenizer:
+    """`basic.tokenize`, memoized, for text that holds no special token."""
+
+    def __init__(self, vocab: dict[str, int], *, lower: bool, strip: bool, split_chinese: bool, unk_token: str,
+                 max_input_chars_per_word: int):
+        self.vocab, self.lower, self.strip, self.split_chinese = vocab, lower, strip, split_chinese
+        self.unk_token, self.max_input_chars_per_word = unk_token, max_input_chars_per_word
+        self.id_to_token = {i: t for t, i in vocab.items()}
+        self.longest_piece = max(map(len, vocab))
+        self._normalized = Memo(functools.partial(normalize_char, lower=lower, strip=strip,
+                                                  split_chinese=split_chinese))
+        self._chunks = Memo(self._tokenize_chunk)
+        self._words = Memo(self._tokenize_word)
+
+    def normalize(self, text: str) -> tuple[str, Sequence[int]]:
+        """`basic.normalize`: character by character from a memo unless canonical reordering may move
+        a mark that stays; printable ASCII as it is (lowercased)."""
+        if text.isascii() and text.isprintable():  # lowercasing maps one char to one char
+            return (text.lower() if self.lower else text), range(len(text))
+        if self.strip and any(map(keeps_combining_mark, text)):
+            return normalize(text, lower=self.lower, strip=self.strip, split_chinese=self.split_chinese)
+        pieces = list(map(self._normalized.__getitem__, text))
+        return "".join(pieces), [i for i, piece in enumerate(pieces) for _ in piece]
+
+    def segment(self, text: str, pos: int = 0) -> Segment:
+        """The tokens of `text`, offsets counted from `pos`: at once on plain ASCII, else
+        whitespace-free chunk by chunk, each memoized."""
+        if is_plain_ascii(text):
+            return self._tokenize_ascii(text, pos)
+        if text.isprintable():  # no whitespace but ' ', no control characters
+            runs = text.split(" ")  # '' between two spaces: a chunk without tokens
+            starts = map(operator.add, itertools.accumulate(map(len, runs), initial=0), itertools.count(pos))
+            chunks = list(zip(starts, map(self._chunks.__getitem__, runs)))
+        else:
+            chunks = [(pos + m.start(), self._chunks[m.group()]) for m in _CHUNKS.finditer(text)]
+        first_words = itertools.accumulate((chunk.n_words for _, chunk in chunks), initial=0)
+        ids = [i for _, chunk in chunks for i in chunk.ids]
+        return Segment(ids, [self.id_to_token[i] for i in ids],
+                       offsets=[(start + s, start + e) for start, chunk in chunks for s, e in chunk.spans],
+                       words=[first + w for (_, chunk), first in zip(chunks, first_words) for w in chunk.words])
+
+    def _tokenize_ascii(self, text: str, pos: int) -> Segment:
+        """Both stages at once on ASCII that normalizes character for character. Its words, each with
+        the whitespace before it, tile the text, so their memoized tokens join up without a Python
+        step per token."""
+        text = text.lower() if self.lower else text
+        fields = list(_flat(map(self._words.__getitem__, _SPACED_ASCII_WORDS.findall(text))))
+        ids, tokens, word_starts = fields[0::FIELDS], fields[1::FIELDS], fields[2::FIELDS]
+        words = list(itertools.accumulate(word_starts, initial=-1))  # each token's word: word starts so far - 1
+        del words[0]
+        return Segment(ids, tokens, spans_of(fields, pos), words)
+
+    def _tokenize_chunk(self, chunk: str) -> Chunk:
+        """Both stages on a whitespace-free run of text: normalize, split into words, WordPiece."""
+        if is_plain_ascii(chunk):  # (in text that is not all plain ASCII)
+            seg = self._tokenize_ascii(chunk, 0)
+            return Chunk(tuple(seg.ids), tuple(seg.offsets), tuple(seg.words), seg.words[-1] + 1 if seg.words else 0)
+        text, origin = self.normalize(chunk)
+        spans = split_words(text)
+        ids, offsets, words = [], [], []
+        for w, (start, end) in enumerate(spans):
+            fields = self._words[text[start:end]]
+            ids += fields[0::FIELDS]
+            offsets += [(origin[s], origin[e - 1] + 1) for s, e in spans_of(list(fields), start)]
+            words += [w] * (len(fields) // FIELDS)
+        return Chunk(tuple(ids), tuple(offsets), tuple(words), len(spans))
+
+    def _tokenize_word(self, word: str) -> tuple:
+        """WordPiece on one word: its tokens' fields (see FIELDS). Whitespace before the word (on the
+        ASCII path) only puts its first token further."""
+        bare = word.lstrip(_ASCII_SPACES)
+        if bare != word:
+            fields = self._words[bare]
+            return (*fields[:3], fields[3] + len(word) - len(bare), *fields[4:])
+        pieces = wordpiece(word, self.vocab, unk_token=self.unk_token, longest_piece=self.longest_piece,
+                           max_input_chars_per_word=self.max_input_chars_per_word)
+        return tuple(_flat((self.vocab[piece], piece, int(start == 0), 0, end - start) for piece, start, end in pieces))

@@ -1,0 +1,279 @@
+"""The `Tokenizer`: BERT's WordPiece tokenizer, token for token transformers' Rust-backed `BertTokenizer`.
+
+It loads vocab.txt (and a model directory's tokenizer options), cuts special tokens such as
+`[MASK]` out of the text whole, tokenizes the text between them (the stages of basic.py, made
+fast by fast.py), wraps the tokens in `[CLS] A [SEP]` / `[CLS] A [SEP] B [SEP]`, truncates
+(truncation.py) and pads; and turns ids back into text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .encoding import NO_TOKENS, Batch, Encoding, Segment
+from .fast import FastTokenizer
+from .truncation import truncated_lengths, truncation_strategy, window_pairs, windows
+
+
+def load_vocab(path: str | os.PathLike) -> dict[str, int]:
+    """vocab.txt: one token a line, the line number is the id (a repeated token keeps its last id)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"vocabulary file not found: {path}")
+    lines = path.read_text(encoding="utf-8").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise ValueError(f"vocabulary file is empty: {path}")
+    return {token: i for i, token in enumerate(lines)}
+
+
+# encode_batch(texts, max_length=512) on scripts/bench_tokenizer.py's corpus, collector paused vs
+# on (medians, 2 cores shared with other jobs, noisy; 2026-11-23): 32 texts 1.0x, 256 texts 1.24x,
+# 1000 texts 1.4x, 10,000 texts 2.0x. Below a few hundred texts there is nothing to win.
+PAUSE_COLLECTOR_FROM = 256
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector (gc.disable(), process-wide) for the duration, then
+    turn it back on if it was on.
+
+    Encodings hold no reference cycles, so the collector has nothing to find while a batch is made;
+    left on, its full collections walk every encoding already made, again and again, as the batch
+    grows. Another thread's allocations go uncollected meanwhile (reference counting still frees
+    everything that is not a cycle); a gc.disable() elsewhere during the pause is undone at its end.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class Tokenizer:
+    """BERT's WordPiece tokenizer: `encode(text)` gives the ids, offsets and word ids of transformers'
+    Rust-backed `BertTokenizer`, built from the same vocab.txt."""
+
+    def __init__(self, vocab_path: str | os.PathLike, *, do_lower_case: bool = True, strip_accents: bool | None = None,
+                 tokenize_chinese_chars: bool = True, never_split: Sequence[str] | None = None,
+                 unk_token: str = "[UNK]", sep_token: str = "[SEP]", pad_token: str = "[PAD]",
+                 cls_token: str = "[CLS]", mask_token: str = "[MASK]", max_input_chars_per_word: int = 100,
+                 model_max_length: int | None = None):
+        self.vocab = load_vocab(vocab_path)
+        self.do_lower_case = do_lower_case
+        self.strip_accents = do_lower_case if strip_accents is None else strip_accents  # None follows lowercasing
+        self.tokenize_chinese_chars = tokenize_chinese_chars
+        self.unk_token, self.sep_token, self.pad_token = unk_token, sep_token, pad_token
+        self.cls_token, self.mask_token = cls_token, mask_token
+        self.max_input_chars_per_word = max_input_chars_per_word
+        self.model_max_length = model_max_length
+        # Special tokens are matched whole in the raw text, never normalized or split; like
+        # transformers, a special token missing from the vocabulary gets the next free id.
+        self.special_tokens = list(dict.fromkeys([unk_token, sep_token, pad_token, cls_token, mask_token,
+                                                  *(never_split or ())]))
+        next_id = max(self.vocab.values()) + 1
+        for token in self.special_tokens:
+            if token not in self.vocab:
+                self.vocab[token], next_id = next_id, next_id + 1
+        self.vocab_size = len(self.vocab)
+        self.unk_token_id, self.sep_token_id = self.vocab[unk_token], self.vocab[sep_token]
+        self.pad_token_id = self.vocab[pad_token]
+        self.cls_token_id, self.mask_token_id = self.vocab[cls_token], self.vocab[mask_token]
+        self._special_ids = {self.vocab[t] for t in self.special_tokens}
+        self._special = re.compile("|".join(map(re.escape, sorted(self.special_tokens, key=len, reverse=True))))
+        self._fast = FastTokenizer(self.vocab, lower=do_lower_case, strip=self.strip_accents,
+                                   split_chinese=tokenize_chinese_chars, unk_token=unk_token,
+                                   max_input_chars_per_word=max_input_chars_per_word)
+        self._id_to_token = self._fast.id_to_token
+        self._cls = Segment([self.cls_token_id], [cls_token], [(0, 0)], [None])
+        self._sep = Segment([self.sep_token_id], [sep_token], [(0, 0)], [None])
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | os.PathLike, *, revision: str | None = None,
+                        cache_dir: str | os.PathLike | None = None) -> Tokenizer:
+        """The tokenizer of a model directory or hub id: vocab.txt, with the options of
+        tokenizer_config.json and special_tokens_map.json when present."""
+        from ..hub import model_dir
+
+        directory = model_dir(name_or_path, weights=False, revision=revision, cache_dir=cache_dir)
+        config = {}
+        for name in ("tokenizer_config.json", "special_tokens_map.json"):
+            if (directory / name).is_file():
+                config.update(json.loads((directory / name).read_text(encoding="utf-8")))
+        content = lambda token: token["content"] if isinstance(token, dict) else token  # AddedToken dicts
+        options = {key: config[key] for key in ("do_lower_case", "strip_accents", "tokenize_chinese_chars")
+                   if key in config}
+        options |= {key: content(config[key]) for key in ("unk_token", "sep_token", "pad_token", "cls_token",
+                                                          "mask_token") if config.get(key) is not None}
+        never_split = [*(config.get("never_split") or ()), *map(content, config.get("additional_special_tokens") or ())]
+        max_length = config.get("model_max_length")
+        return cls(directory / "vocab.txt", never_split=never_split or None, **options,
+                   model_max_length=max_length if isinstance(max_length, int) and max_length < 10**12 else None)
+
+    # -- text to tokens ------------------------------------------------------------------------------
+
+    def normalize(self, text: str) -> tuple[str, Sequence[int]]:
+        """The normalized text, and for each of its characters the index of the original character it
+        came from (`basic.normalize` with this tokenizer's options)."""
+        return self._fast.normalize(text)
+
+    def tokenize(self, text: str) -> list[str]:
+        """The WordPiece tokens of `text`, without [CLS]/[SEP]."""
+        return self._segment(text).tokens
+
+    def _segment(self, text: str, name: str = "text") -> Segment:
+        """Tokens, ids, offsets and word indices of one text. Special tokens are cut out of the raw
+        text first and make words of their own."""
+        if not isinstance(text, str):
+            raise TypeError(f"{name} must be a str, not {type(text).__name__}")
+        parts, pos = [], 0
+        for special in self._special.finditer(text):
+            token = special.group()
+            parts += [self._fast.segment(text[pos:special.start()], pos),
+                      Segment([self.vocab[token]], [token], [special.span()], [0])]
+            pos = special.end()
+        parts.append(self._fast.segment(text[pos:], pos))
+        return Segment.join(parts)
+
+    # -- encoding ------------------------------------------------------------------------------------
+
+    def encode(self, text: str, pair: str | None = None, *, add_special_tokens: bool = True,
+               max_length: int | None = None, truncation: bool | str = True, stride: int = 0) -> Encoding:
+        """Token ids and their alignment for `text` (and `pair`): `[CLS] text [SEP] pair [SEP]`.
+
+        With `max_length`, truncation (True = "longest_first", "only_first", "only_second"; False:
+        none) cuts the segments to fit; the cut tokens come back in `.overflowing` as further windows,
+        each overlapping the previous one by `stride` tokens.
+        """
+        strategy = truncation_strategy(truncation, max_length, stride)
+        a = self._segment(text)
+        b = None if pair is None else self._segment(pair, "pair")
+        if max_length is None or strategy == "do_not_truncate":
+            return self._template(a, b, add_special_tokens)
+        n_special = (2 if b is None else 3) if add_special_tokens else 0
+        if max_length < n_special:
+            raise ValueError(f"max_length={max_length} leaves no room for the {n_special} special tokens")
+        len_a, len_b = truncated_lengths(len(a.ids), None if b is None else len(b.ids), max_length - n_special,
+                                         strategy)
+        windows_a = windows(len(a.ids), len_a, stride)
+        windows_b = [None] if b is None or len_b is None else windows(len(b.ids), len_b, stride)
+        first, *overflowing = (self._template(a[wa], None if b is None else b[wb], add_special_tokens)
+                               for wa, wb in window_pairs(windows_a, windows_b))
+        first.overflowing = overflowing
+        return first
+
+    def _template(self, a: Segment, b: Segment | None, add_special_tokens: bool) -> Encoding:
+        """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`: type ids 0 up to the first [SEP], 1 after it;
+        sequence ids None for the template's own tokens."""
+        cls, sep = (self._cls, self._sep) if add_special_tokens else (NO_TOKENS, NO_TOKENS)
+        b, sep_b = (NO_TOKENS, NO_TOKENS) if b is None else (b, sep)
+        n_cls, n_a, n_sep, n_b, n_sep_b = len(cls.ids), len(a.ids), len(sep.ids), len(b.ids), len(sep_b.ids)
+        return Encoding(ids=[*cls.ids, *a.ids, *sep.ids, *b.ids, *sep_b.ids],
+                        tokens=[*cls.tokens, *a.tokens, *sep.tokens, *b.tokens, *sep_b.tokens],
+                        type_ids=[0] * (n_cls + n_a + n_sep) + [1] * (n_b + n_sep_b),
+                        attention_mask=[1] * (n_cls + n_a + n_sep + n_b + n_sep_b),
+                        offsets=[*cls.offsets, *a.offsets, *sep.offsets, *b.offsets, *sep_b.offsets],
+                        word_ids=[*cls.words, *a.words, *sep.words, *b.words, *sep_b.words],
+                        sequence_ids=[*[None] * n_cls, *[0] * n_a, *[None] * n_sep, *[1] * n_b, *[None] * n_sep_b],
+                        special_tokens_mask=[*[1] * n_cls, *[0] * n_a, *[1] * n_sep, *[0] * n_b, *[1] * n_sep_b])
+
+    def encode_batch(self, texts: Sequence[str], pairs: Sequence[str] | None = None, *,
+                     add_special_tokens: bool = True, max_length: int | None = None, truncation: bool | str = True,
+                     padding: bool | str = "longest", stride: int = 0) -> Batch:
+        """Encode `texts` (with `pairs`) and pad them into (batch, seq) int64 arrays.
+
+        padding: "longest" (or True) pads to the longest encoding, "max_length" to `max_length`,
+        False requires all encodings to have the same length.
+
+        From PAUSE_COLLECTOR_FROM texts on, Python's cyclic garbage collector is paused while the
+        encodings are made (see `collector_paused`).
+        """
+        for name, seq in (("texts", texts), ("pairs", pairs)):
+            if seq is not None and (isinstance(seq, str) or not isinstance(seq, Sequence)):
+                raise TypeError(f"{name} must be a list of str, not {type(seq).__name__}")
+        if pairs is not None and len(pairs) != len(texts):
+            raise ValueError(f"got {len(texts)} texts but {len(pairs)} pairs")
+        if padding not in ("longest", "max_length", True, False):
+            raise ValueError(f"unknown padding {padding!r}; use 'longest', 'max_length' or False")
+        if padding == "max_length" and max_length is None:
+            raise ValueError("padding='max_length' needs max_length")
+        fixed_width = max_length if padding == "max_length" else None
+        with collector_paused() if len(texts) >= PAUSE_COLLECTOR_FROM else contextlib.nullcontext():
+            encodings = [self.encode(text, None if pairs is None else pairs[i], add_special_tokens=add_special_tokens,
+                                     max_length=max_length, truncation=truncation, stride=stride)
+                         for i, text in enumerate(texts)]
+        lengths = [len(e) for e in encodings]
+        width = max(lengths, default=0)
+        if fixed_width is not None:
+            if width > fixed_width:
+                raise ValueError(f"an encoding has {width} tokens, more than max_length={fixed_width}; "
+                                 f"enable truncation")
+            width = fixed_width
+        elif padding is False and len(set(lengths)) > 1:
+            raise ValueError(f"padding=False needs encodings of one length, got lengths {sorted(set(lengths))}")
+        return self.pad(encodings, width)
+
+    def pad(self, encodings: Sequence[Encoding], width: int | None = None) -> Batch:
+        """Encodings right-padded with [PAD] to `width` (default: the longest) as (batch, seq) int64 arrays."""
+        width = max((len(e) for e in encodings), default=0) if width is None else width
+        input_ids = np.full((len(encodings), width), self.pad_token_id, dtype=np.int64)
+        token_type_ids = np.zeros((len(encodings), width), dtype=np.int64)
+        attention_mask = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, enc in enumerate(encodings):
+            n = len(enc)
+            input_ids[row, :n] = enc.ids
+            token_type_ids[row, :n] = enc.type_ids
+            attention_mask[row, :n] = 1
+        return Batch(input_ids, token_type_ids, attention_mask, list(encodings))
+
+    # -- ids back to text ----------------------------------------------------------------------------
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        """Text from ids, as the Rust WordPiece decoder: `##` pieces glue to the previous token, other
+        tokens get a space, except `.`, `,`, `!` and `?`. Ids outside the vocabulary are dropped.
+
+        The decoder cleans up each token on its own, so its rules that span tokens (" n't", " 's", ...)
+        never apply: "don't" comes back as "don ' t" (transformers' Python tokenizer gives "don't").
+        """
+        tokens = [self._id_to_token[i] for i in map(int, ids) if i in self._id_to_token
+                  and not (skip_special_tokens and i in self._special_ids)]
+        out = []
+        for i, token in enumerate(tokens):
+            if i > 0:
+                token = token[2:] if token.startswith("##") else " " + token
+            out.append(_cleanup(token))
+        return "".join(out)
+
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
+        """The id of a token (the [UNK] id when it is not in the vocabulary), or of each token of a list."""
+        if isinstance(tokens, str):
+            return self.vocab.get(tokens, self.unk_token_id)
+        return [self.vocab.get(t, self.unk_token_id) for t in tokens]
+
+    def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
+        """The token of an id (the [UNK] token for an id outside the vocabulary), or of each id of a list."""
+        if isinstance(ids, (int, np.integer)):
+            return self._id_to_token.get(int(ids), self.unk_token)
+        return [self._id_to_token.get(int(i), self.unk_token) for i in ids]
+
+    def __repr__(self) -> str:
+        return (f"Tokenizer(vocab_size={self.vocab_size}, do_lower_case={self.do_lower_case}, "
+                f"strip_accents={self.strip_accents}, tokenize_chinese_chars={self.tokenize_chinese_chars})")
+
+
+def _cleanup(token: str) -> str:
+    """The Rust WordPiece decoder's clean-up, applied to each (space-prefixed) token."""
+    for dirty, clean in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
+                         (" 'm", "'m"), (" do not", " don't"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")):
+        token = token.replace(dirty, clean)
+    return token
