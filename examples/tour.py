@@ -42,7 +42,7 @@ def main() -> None:
     print(" ".join(pair.tokens))
     print(" ".join(f"{t:>{len(tok)}}" for t, tok in zip(pair.token_type_ids, pair.tokens)))
 
-    step("3. hidden_states: the embedding layer's output, then one per encoder layer (numbert/model.py: Bert.forward)")
+    step("3. hidden_states: the embedding layer's output, then one per encoder layer (numbert/model.py: Encoder.forward)")
     print(f"hidden_states {out.hidden_states.shape} = (layers + 1, tokens, hidden), {out.hidden_states.dtype}")
     print(f"pooler_output {out.pooler_output.shape}")
 

@@ -9,12 +9,28 @@ from __future__ import annotations
 
 import functools
 import os
+import re
+from importlib import metadata
+from pathlib import Path
 
+from .bert import Bert, load
 from .config import BertConfig
-from .model import Bert, Output, load
+from .model import Output
 from .tokenizer import Encoding, Tokenizer
 
-__all__ = ["Bert", "BertConfig", "Encoding", "Output", "Tokenizer", "encode", "load"]
+__all__ = ["Bert", "BertConfig", "Encoding", "Output", "Tokenizer", "__version__", "encode", "load"]
+
+
+def _version() -> str:
+    """The installed package's version, else (a source tree never installed) pyproject.toml's."""
+    try:
+        return metadata.version("numbert")
+    except metadata.PackageNotFoundError:
+        pyproject = (Path(__file__).parent.parent / "pyproject.toml").read_text(encoding="utf-8")
+        return re.search(r'^version = "([^"]+)"', pyproject, re.MULTILINE).group(1)  # type: ignore[union-attr]
+
+
+__version__ = _version()
 
 
 @functools.lru_cache(maxsize=4)

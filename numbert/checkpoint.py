@@ -41,7 +41,22 @@ TORCH_STORAGES = {
     "LongStorage": "I64", "IntStorage": "I32", "ShortStorage": "I16", "CharStorage": "I8",
     "ByteStorage": "U8", "BoolStorage": "BOOL",
 }
-POOLER = ("pooler.dense.weight", "pooler.dense.bias")  # absent where the model was built without it (BertForMaskedLM)
+# The encoder's weights by their names in numbert.model, and the names a BERT checkpoint (a bare
+# transformers BertModel) gives them, less the `.weight` / `.bias` suffix: the one place the two meet.
+EMBEDDING_NAMES = {"word": "embeddings.word_embeddings", "position": "embeddings.position_embeddings",
+                   "segment": "embeddings.token_type_embeddings", "norm": "embeddings.LayerNorm"}
+LAYER_NAMES = {  # under encoder.layer.{i}.; Linear weights first, then the norms (the order checkpoints list them)
+    "query": "attention.self.query",
+    "key": "attention.self.key",
+    "value": "attention.self.value",
+    "attention_output": "attention.output.dense",
+    "up": "intermediate.dense",  # the feed-forward network's first Linear, hidden -> intermediate
+    "down": "output.dense",  # and its second, intermediate -> hidden
+    "attention_norm": "attention.output.LayerNorm",
+    "feed_forward_norm": "output.LayerNorm",
+}
+POOLER_NAME = "pooler.dense"
+POOLER = (f"{POOLER_NAME}.weight", f"{POOLER_NAME}.bias")  # absent where the model was built without it (BertForMaskedLM)
 HEAD_PREFIXES = ("cls.",)  # pre-training heads of BertForPreTraining / BertForMaskedLM
 BUFFER_SUFFIXES = ("position_ids", "token_type_ids")  # index buffers some checkpoints save
 
@@ -52,30 +67,22 @@ def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
     Linear weights are stored as torch does, (out_features, in_features): y = x @ W.T + b.
     """
     h, i = config.hidden_size, config.intermediate_size
+    word, position, segment, norm = (EMBEDDING_NAMES[k] for k in ("word", "position", "segment", "norm"))
     shapes = {
-        "embeddings.word_embeddings.weight": (config.vocab_size, h),
-        "embeddings.position_embeddings.weight": (config.max_position_embeddings, h),
-        "embeddings.token_type_embeddings.weight": (config.type_vocab_size, h),
-        "embeddings.LayerNorm.weight": (h,),
-        "embeddings.LayerNorm.bias": (h,),
+        f"{word}.weight": (config.vocab_size, h),
+        f"{position}.weight": (config.max_position_embeddings, h),
+        f"{segment}.weight": (config.type_vocab_size, h),
+        f"{norm}.weight": (h,),
+        f"{norm}.bias": (h,),
     }
+    layer_shapes = {"query": (h, h), "key": (h, h), "value": (h, h), "attention_output": (h, h), "up": (i, h),
+                    "down": (h, i), "attention_norm": (h,), "feed_forward_norm": (h,)}
     for n in range(config.num_hidden_layers):
-        layer = f"encoder.layer.{n}"
-        for name, out_features, in_features in (
-            ("attention.self.query", h, h),
-            ("attention.self.key", h, h),
-            ("attention.self.value", h, h),
-            ("attention.output.dense", h, h),
-            ("intermediate.dense", i, h),
-            ("output.dense", h, i),
-        ):
-            shapes[f"{layer}.{name}.weight"] = (out_features, in_features)
-            shapes[f"{layer}.{name}.bias"] = (out_features,)
-        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
-            shapes[f"{layer}.{norm}.weight"] = (h,)
-            shapes[f"{layer}.{norm}.bias"] = (h,)
-    shapes["pooler.dense.weight"] = (h, h)
-    shapes["pooler.dense.bias"] = (h,)
+        for field, name in LAYER_NAMES.items():
+            shapes[f"encoder.layer.{n}.{name}.weight"] = layer_shapes[field]
+            shapes[f"encoder.layer.{n}.{name}.bias"] = layer_shapes[field][:1]
+    shapes[f"{POOLER_NAME}.weight"] = (h, h)
+    shapes[f"{POOLER_NAME}.bias"] = (h,)
     return shapes
 
 

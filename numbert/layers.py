@@ -1,4 +1,9 @@
-"""The building blocks of a BERT layer, each a few lines of NumPy, float32 in and out.
+"""The building blocks of a BERT layer, fast: float32 in and out, each a few lines of NumPy.
+
+numbert/reference.py writes each block as the paper does; tests/test_reference.py proves the two
+equal. Every block here names its reference function and says what it does differently to be faster.
+A block returns new arrays, or writes into the `out` array its caller passes (which may be its input);
+only its own temporaries come from scratch memory (numbert/scratch.py), and none is ever returned.
 
 Shapes use `tokens` for any leading axes (batch, seq) and bert-base numbers as examples:
 hidden 768, 12 heads of size 64, intermediate 3072.
@@ -6,50 +11,26 @@ hidden 768, 12 heads of size 64, intermediate 3072.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
+from .scratch import scratch_array
+
 f32 = np.float32
 
-
-class Scratch:
-    """One encoder layer's temporary arrays, handed on to the next layer: `with scratch:` around each layer.
-
-    Every layer makes the same temporaries in the same order, and fresh memory costs a page fault per
-    4 KiB, zeroed by the kernel: reusing them makes an 8x128 forward 4-8 % faster (measured). An array
-    made inside is overwritten in the next `with scratch:`, so whatever must last is copied out first.
-    """
-    active = threading.local()  # the Scratch in use on this thread, if any
-
-    def __init__(self):
-        self.arrays: list[np.ndarray] = []
-        self.taken = 0
-
-    def __enter__(self):
-        self.outer = getattr(Scratch.active, "scratch", None)
-        Scratch.active.scratch, self.taken = self, 0
-        return self
-
-    def __exit__(self, *exc):
-        Scratch.active.scratch = self.outer
-
-    def take(self, shape: tuple[int, ...]) -> np.ndarray:
-        """The array made at this point of the previous layer, if it had this shape, else a new one."""
-        i, self.taken = self.taken, self.taken + 1
-        if i == len(self.arrays):
-            self.arrays.append(np.empty(shape, np.float32))
-        elif self.arrays[i].shape != shape:
-            self.arrays[i] = np.empty(shape, np.float32)
-        return self.arrays[i]
-
-
-def empty(*shape: int) -> np.ndarray:
-    """A float32 array to write a result into: np.empty, or within `with scratch:` a reused one."""
-    scratch = getattr(Scratch.active, "scratch", None)
-    return np.empty(shape, np.float32) if scratch is None else scratch.take(shape)
+# Tuning constants, measured on the machine numbert was developed on: AMD EPYC, 2 cores with AVX-512
+# (1 MiB L2 each), NumPy's OpenBLAS with OPENBLAS_CORETYPE=Haswell (AVX2 kernels) and without.
+FEW_ROWS = 192  # up to here, OpenBLAS's GEMM kernels run faster with the weight as the left operand
+BLOCK_BYTES = 256 << 10  # a block of rows plus the few temporaries a function makes of it fit in a 1 MiB L2 cache
+def result(out: np.ndarray | None, *shape: int) -> np.ndarray:
+    """The caller's `out` array seen as `shape` (a view, never a copy), or a new float32 array."""
+    if out is None:
+        return np.empty(shape, f32)
+    view = out.view()
+    view.shape = shape  # raises rather than copy if out cannot be seen as shape
+    return view
 
 
 class Linear(NamedTuple):
@@ -62,30 +43,30 @@ class Norm(NamedTuple):
     bias: np.ndarray  # (hidden,) the shift, beta
 
 
-def linear(x: np.ndarray, p: Linear) -> np.ndarray:
-    """y = x W^T + b over the last axis. (..., in) -> (..., out)"""
-    y = matmul_weight(x, p.weight)
+def linear(x: np.ndarray, p: Linear, out: np.ndarray | None = None) -> np.ndarray:
+    """y = x W^T + b over the last axis. (..., in) -> (..., out)
+
+    Reference: `reference.linear`. Faster by `matmul_weight`, and by adding b in place.
+    """
+    y = matmul_weight(x, p.weight, out)
     y += p.bias
     return y
 
 
-FEW_ROWS = 192  # up to here, OpenBLAS's GEMM kernels run faster with the weight as the left operand
-
-
-def matmul_weight(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+def matmul_weight(x: np.ndarray, weight: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """x W^T for W (out, in) as stored, over the last axis. (..., in) -> (..., out)
 
-    Flattened to one 2-D matmul so BLAS sees a single large GEMM instead of one per sequence; for a
-    few tokens, (W x^T)^T computes the same product up to 25 % faster (measured on OpenBLAS).
+    Flattened to one 2-D matmul so BLAS sees a single large GEMM instead of one per sequence; for up
+    to FEW_ROWS tokens, (W x^T)^T computes the same product up to 25 % faster (measured on OpenBLAS).
     """
     rows = x.reshape(-1, x.shape[-1])
-    tokens, out = len(rows), len(weight)
+    tokens, width = len(rows), len(weight)
+    y = result(out, tokens, width)
     if tokens <= FEW_ROWS:
-        y = empty(tokens, out)
-        y[...] = np.matmul(weight, rows.T, out=empty(out, tokens)).T
+        y[...] = np.matmul(weight, rows.T, out=scratch_array(width, tokens)).T
     else:
-        y = np.matmul(rows, weight.T, out=empty(tokens, out))
-    return y.reshape(*x.shape[:-1], out)
+        np.matmul(rows, weight.T, out=y)
+    return y.reshape(*x.shape[:-1], width)
 
 
 def row_sums(x: np.ndarray) -> np.ndarray:
@@ -93,18 +74,20 @@ def row_sums(x: np.ndarray) -> np.ndarray:
     return np.einsum("...i->...", x)[..., None]  # einsum: no temporary array, faster than sum
 
 
-def layer_norm(x: np.ndarray, p: Norm, eps: float) -> np.ndarray:
-    """LayerNorm(x) = (x - mean) / sqrt(var + eps) * gamma + beta over the hidden axis; overwrites x.
+def layer_norm(x: np.ndarray, p: Norm, eps: float, out: np.ndarray | None = None) -> np.ndarray:
+    """LayerNorm(x) = (x - mean) / sqrt(var + eps) * gamma + beta over the hidden axis, into `out`
+    (pass out=x to normalise in place), else a new array. BERT uses eps = 1e-12 (`layer_norm_eps`).
 
-    BERT uses eps = 1e-12 (config `layer_norm_eps`). (tokens, hidden) -> (tokens, hidden)
+    Reference: `reference.layer_norm`. Faster by working in one array (no temporaries of x's size)
+    and by einsum's row sums. (tokens, hidden) -> (tokens, hidden)
     """
     n = f32(x.shape[-1])
-    x -= row_sums(x) / n
-    var = np.einsum("...i,...i->...", x, x) / n
-    x *= (1 / np.sqrt(var + f32(eps)))[..., None]
-    x *= p.weight
-    x += p.bias
-    return x
+    y = np.subtract(x, row_sums(x) / n, out=result(out, *x.shape))
+    var = np.einsum("...i,...i->...", y, y) / n
+    y *= (1 / np.sqrt(var + f32(eps)))[..., None]
+    y *= p.weight
+    y += p.bias
+    return y
 
 
 def polynomial(coefficients: Sequence[float], x: np.ndarray) -> np.ndarray:
@@ -144,22 +127,24 @@ _TANH_APPROXIMATION_LOGIT = (2 * np.sqrt(2 / np.pi), 2 * np.sqrt(2 / np.pi) * 0.
 def gelu(x: np.ndarray) -> np.ndarray:
     """GELU(x) = x * Phi(x), Phi the standard normal CDF: the exact form BERT uses ("gelu").
 
-    Error below 1.5e-7 * max(1, |x|) (NumPy has no erf to write Phi = (1 + erf(x / sqrt 2)) / 2 with).
+    Reference: `reference.gelu`, Phi = (1 + erf(x / sqrt 2)) / 2 with math.erf one number at a time
+    (NumPy has no erf). Faster as `logistic_gelu`, whole-array passes; error below 1.5e-7 * max(1, |x|).
     """
     return logistic_gelu(x, _NORMAL_CDF_LOGIT, 5.5)
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
     """x/2 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the approximation of Google's original code
-    ("gelu_new", "gelu_pytorch_tanh"); (1 + tanh u) / 2 = sigmoid(2u)."""
+    ("gelu_new", "gelu_pytorch_tanh"); (1 + tanh u) / 2 = sigmoid(2u).
+
+    Reference: `reference.gelu_tanh`. Faster as `logistic_gelu`: fewer NumPy passes than tanh's form.
+    """
     return logistic_gelu(x, _TANH_APPROXIMATION_LOGIT, 10)
 
 
 def relu(x: np.ndarray) -> np.ndarray:
+    """max(x, 0). Reference: `reference.relu`, the same."""
     return np.maximum(x, f32(0))
-
-
-BLOCK_BYTES = 256 << 10  # a block of rows plus the few temporaries a function makes of it fit in a 1 MiB L2 cache
 
 
 def by_rows(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
@@ -178,14 +163,17 @@ def by_rows(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
     return x
 
 
-def feed_forward(x: np.ndarray, up: Linear, down: Linear, activation) -> np.ndarray:
+def feed_forward(x: np.ndarray, up: Linear, down: Linear, activation: Callable[[np.ndarray], np.ndarray],
+                 out: np.ndarray | None = None) -> np.ndarray:
     """FFN(x) = activation(x W1^T + b1) W2^T + b2, the same two-layer network at every position.
 
+    Reference: `reference.feed_forward`. Faster by adding b1 and applying the activation in
+    cache-sized blocks (`by_rows`), and by keeping the (tokens, intermediate) array in scratch memory.
     (tokens, hidden) -> (tokens, intermediate) -> (tokens, hidden); 768 -> 3072 -> 768 for bert-base.
     """
-    # the bias and the activation in cache-sized blocks
-    h = by_rows(lambda rows: activation(rows + up.bias), matmul_weight(x, up.weight))
-    return linear(h, down)
+    inner = matmul_weight(x, up.weight, scratch_array(*x.shape[:-1], len(up.weight)))
+    h = by_rows(lambda rows: activation(rows + up.bias), inner)
+    return linear(h, down, out)
 
 
 ACTIVATIONS = {"gelu": gelu, "gelu_new": gelu_tanh, "gelu_pytorch_tanh": gelu_tanh, "relu": relu}
@@ -197,6 +185,7 @@ def exp_shifted(x: np.ndarray) -> np.ndarray:
     Dividing by the sum cancels any shift of a row; the textbook shift, subtracting each row's max,
     only keeps exp from overflowing. Where every value lies within +-64, exp can neither overflow
     nor underflow, so the row maxima (NumPy's slowest reduction here) and the shift are skipped.
+    Reference: the numerator of `reference.softmax`, which always shifts by the row max.
     """
     if not -64 <= x.min() <= x.max() <= 64:  # also true for NaN
         x -= np.fmax.reduce(x, axis=-1, keepdims=True)  # fmax: the faster row maximum (max also checks for NaN)
@@ -224,27 +213,35 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
     return x.transpose(0, 2, 1, 3).reshape(batch, seq, heads * head_size)
 
 
-def empty_heads(batch: int, heads: int, seq: int, head_size: int) -> np.ndarray:
-    """An empty (batch, heads, seq, head_size) array laid out in memory as split_heads leaves one,
-    (batch, seq, heads, head_size): filling it needs no transposing, and merge_heads on it is free."""
-    return empty(batch, seq, heads, head_size).transpose(0, 2, 1, 3)
+def heads_layout(x: np.ndarray) -> np.ndarray:
+    """A (batch, seq, heads, head_size) array seen as (batch, heads, seq, head_size), as split_heads
+    leaves one: filling it needs no transposing, and merge_heads on it is free."""
+    return x.transpose(0, 2, 1, 3)
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask_bias: np.ndarray | None,
-              output_probs: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+              output_probs: bool = False, *, out: np.ndarray | None = None,
+              probs_out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Scaled dot-product attention: softmax(q k^T / sqrt(d) + mask) v, for every head at once.
 
     q, k, v: (batch, heads, seq, head_size); mask_bias: (batch, 1, 1, seq), or None without padding.
-    Returns the context (batch, heads, seq, head_size) and, if asked for, the probabilities
-    (batch, heads, seq, seq).
+    Returns the context (batch, heads, seq, head_size), written into `out` if given, and, if asked
+    for, the probabilities (batch, heads, seq, seq), written into `probs_out` if given.
+
+    Reference: `reference.attention`'s inner part. Faster by scaling q rather than the scores (fewer
+    numbers), by the softmax in cache-sized blocks without its max shift where it cannot overflow
+    (`exp_shifted`), and by dividing the context rather than the probabilities by the row sums.
     """
     batch, heads, seq, head_size = q.shape
-    q = np.multiply(q, f32(1 / np.sqrt(head_size)), out=empty_heads(*q.shape))  # scaling q: fewer numbers than scores
-    scores = np.matmul(q, k.transpose(0, 1, 3, 2), out=empty(batch, heads, seq, seq))
+    q = np.multiply(q, f32(1 / np.sqrt(head_size)), out=heads_layout(scratch_array(batch, seq, heads, head_size)))
+    scores = result(probs_out, batch, heads, seq, seq) if output_probs else scratch_array(batch, heads, seq, seq)
+    np.matmul(q, k.transpose(0, 1, 3, 2), out=scores)
     if mask_bias is not None:
         scores += mask_bias
     weights = by_rows(exp_shifted, scores)  # softmax = weights / total, in cache-sized blocks
     total = row_sums(weights)  # (batch, heads, seq, 1)
-    context = np.matmul(weights, v, out=empty_heads(batch, heads, seq, head_size))
+    context = heads_layout(np.empty((batch, seq, heads, head_size), f32)) if out is None else out
+    np.matmul(weights, v, out=context)
     context /= total  # (weights / total) v: dividing seq x head_size numbers per head instead of seq x seq
     return context, (np.divide(weights, total, out=weights) if output_probs else None)
+

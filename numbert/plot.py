@@ -85,7 +85,7 @@ def histogram(output, layer: int, token: int | str, *, bins: int = 50, row: int 
     `layer` indexes hidden_states (0 = the embedding layer's output, -1 = the last layer); `token` is
     a position or a token string (its first occurrence); `row` chooses the input of a batch.
     """
-    batched = output.attention_mask.ndim == 2
+    batched = output.batched
     states = _row(output.hidden_states, batched, row)  # (layers + 1, seq, hidden)
     if not -len(states) <= layer < len(states):
         raise ValueError(f"layer {layer} does not exist: hidden_states has layers 0 .. {len(states) - 1}")
@@ -113,7 +113,7 @@ def attention_map(output, layer: int, head: int, *, row: int | None = None,
     """
     if output.attentions is None:
         raise ValueError("this output has no attentions: call the model with output_attentions=True")
-    batched = output.attention_mask.ndim == 2
+    batched = output.batched
     probs = _row(output.attentions, batched, row)  # (layers, heads, seq, seq)
     layers, heads = probs.shape[:2]
     if not -layers <= layer < layers:

@@ -17,7 +17,7 @@ weightedmean, lasttoken). Padding never counts: every reduction over tokens is m
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -254,46 +254,3 @@ def nearest(unit_rows: np.ndarray, query: np.ndarray, k: int, exclude: Sequence[
     top = np.argpartition(-sims, k - 1)[:k]
     top = top[np.argsort(-sims[top], kind="stable")]
     return [(int(i), float(sims[i])) for i in top]
-
-
-# --- texts longer than the model -------------------------------------------------------------------
-
-def window_spans(n_tokens: int, size: int, stride: int) -> list[tuple[int, int]]:
-    """[start, end) spans of windows of `size` tokens over `n_tokens`, neighbours sharing `stride` tokens.
-
-    The last window ends exactly at n_tokens (it may be shorter), so every token is covered.
-    """
-    if size < 1:
-        raise ValueError(f"window size must be at least 1 token, got {size}")
-    if not 0 <= stride < size:
-        raise ValueError(f"stride (the overlap between windows) must be in [0, {size}), got {stride}")
-    spans, start = [], 0
-    while True:
-        end = min(start + size, n_tokens)
-        spans.append((start, end))
-        if end >= n_tokens:
-            return spans
-        start += size - stride
-
-
-def average_windows(windows: Iterable[tuple[int, np.ndarray]], n_tokens: int) -> np.ndarray:
-    """Stitch the states of overlapping windows into one sequence, averaging where they overlap.
-
-    Each window is (start, states) with states (..., 1 + length + 1, hidden): [CLS], the content
-    tokens start .. start + length of the long text, [SEP]. The result is (..., 1 + n_tokens + 1,
-    hidden): [CLS] and [SEP] averaged over all windows, each content token over the windows that
-    contain it.
-    """
-    total, count = None, np.zeros(n_tokens + 2, f32)
-    for start, states in windows:
-        if total is None:
-            total = np.zeros((*states.shape[:-2], n_tokens + 2, states.shape[-1]), f32)
-        length = states.shape[-2] - 2
-        total[..., 0, :] += states[..., 0, :]
-        total[..., 1 + start:1 + start + length, :] += states[..., 1:-1, :]
-        total[..., -1, :] += states[..., -1, :]
-        count[[0, -1]] += 1
-        count[1 + start:1 + start + length] += 1
-    if total is None:
-        raise ValueError("no windows to average")
-    return total / count[:, None]

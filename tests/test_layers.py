@@ -7,6 +7,7 @@ import pytest
 
 from numbert import layers
 from numbert.layers import Linear, Norm
+from numbert.scratch import Scratch, scratch_array
 
 f32 = np.float32
 
@@ -148,15 +149,15 @@ def test_by_rows_on_a_non_contiguous_array():
 
 
 def test_scratch_hands_each_layer_the_arrays_the_layer_before_made():
-    scratch = layers.Scratch()
+    scratch = Scratch()
     with scratch:
-        a, b = layers.empty(2, 3), layers.empty(4)
+        a, b = scratch_array(2, 3), scratch_array(4)
     with scratch:
-        c, d, e = layers.empty(2, 3), layers.empty(5), layers.empty(4)
+        c, d, e = scratch_array(2, 3), scratch_array(5), scratch_array(4)
     assert c is a and d is not b and e is not b  # same place and shape: the same array, else a new one
     assert d.shape == (5,) and e.shape == (4,) and c.dtype == np.float32
-    assert layers.empty(2, 3) is not a  # outside `with scratch:` every array is new
+    assert scratch_array(2, 3) is not a  # outside `with scratch:` every array is new
     with scratch:
-        with layers.Scratch():
-            assert layers.empty(2, 3) is not a
-        assert layers.empty(2, 3) is a  # the outer scratch is back
+        with Scratch():
+            assert scratch_array(2, 3) is not a
+        assert scratch_array(2, 3) is a  # the outer scratch is back

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import numbert
-from numbert import recipes
+from numbert import recipes, windows
 from numbert.config import BertConfig
 from numbert.layers import Norm, layer_norm
+from numbert.model import Encoder
 from numbert.testing import BANK as SENTENCE
 from numbert.testing import random_weights
 from numbert.tokenizer import Tokenizer
@@ -25,7 +26,7 @@ TEXTS = ["Hello, world!", "Embeddings are useful.", SENTENCE, "x", ""]
 def plain_bert(minilm_dir) -> numbert.Bert:
     """A small random BERT with no sentence-transformers modules: bert-as-service defaults apply."""
     config = BertConfig(hidden_size=32, num_hidden_layers=3, num_attention_heads=2, intermediate_size=64)
-    return numbert.Bert(config, random_weights(config, seed=1), Tokenizer.from_pretrained(minilm_dir), name="tiny")
+    return numbert.Bert(Encoder(config, random_weights(config, seed=1)), Tokenizer.from_pretrained(minilm_dir), name="tiny")
 
 
 def cos(a, b) -> float:
@@ -250,10 +251,10 @@ def test_similarity(model):
 
 def test_token_embedding_is_the_raw_row(model):
     vocab = model.tokenizer.vocab
-    np.testing.assert_array_equal(model.token_embedding("bank"), model.word_embeddings[vocab["bank"]])
-    np.testing.assert_array_equal(model.token_embedding("Bank"), model.word_embeddings[vocab["bank"]])  # uncased
-    np.testing.assert_array_equal(model.token_embedding(2088), model.word_embeddings[2088])
-    np.testing.assert_array_equal(model.token_embedding(["##ing", 101]), model.word_embeddings[[vocab["##ing"], 101]])
+    np.testing.assert_array_equal(model.token_embedding("bank"), model.encoder.word_embeddings[vocab["bank"]])
+    np.testing.assert_array_equal(model.token_embedding("Bank"), model.encoder.word_embeddings[vocab["bank"]])  # uncased
+    np.testing.assert_array_equal(model.token_embedding(2088), model.encoder.word_embeddings[2088])
+    np.testing.assert_array_equal(model.token_embedding(["##ing", 101]), model.encoder.word_embeddings[[vocab["##ing"], 101]])
     with pytest.raises(ValueError, match=r"'embeddings' is not one vocabulary entry: .*\['em', '##bed', '##ding'"):
         model.token_embedding("embeddings")
     with pytest.raises(ValueError, match=r"token id 30522 is outside the vocabulary \[0, 30522\)"):
@@ -265,17 +266,18 @@ def test_token_embedding_is_the_raw_row(model):
 def test_embedding_layer_is_layernorm_of_word_position_and_segment(model):
     out = model("hello, world!")
     assert out.tokens[3] == "world" and out.input_ids[3] == 2088
-    x = model.word_embeddings[2088] + model.position_embeddings[3] + model.token_type_embeddings[0]
-    norm = Norm(model.embedding_norm.weight, model.embedding_norm.bias)
+    e = model.encoder
+    x = e.word_embeddings[2088] + e.position_embeddings[3] + e.token_type_embeddings[0]
+    norm = Norm(e.embedding_norm.weight, e.embedding_norm.bias)
     np.testing.assert_allclose(layer_norm(x[None].copy(), norm, model.config.layer_norm_eps)[0],
                                out.hidden_states[0][3], rtol=1e-5, atol=1e-5)
     # the same by hand, LayerNorm written out
-    by_hand = (x - x.mean()) / np.sqrt(x.var() + 1e-12) * model.embedding_norm.weight + model.embedding_norm.bias
+    by_hand = (x - x.mean()) / np.sqrt(x.var() + 1e-12) * e.embedding_norm.weight + e.embedding_norm.bias
     np.testing.assert_allclose(by_hand, out.hidden_states[0][3], rtol=1e-4, atol=1e-4)
 
 
 def test_nearest_tokens_by_cosine(model):
-    E = model.word_embeddings.astype(np.float64)
+    E = model.encoder.word_embeddings.astype(np.float64)
     unit = E / np.linalg.norm(E, axis=1, keepdims=True)
     bank = model.tokenizer.vocab["bank"]
     sims = unit @ unit[bank]
@@ -285,7 +287,7 @@ def test_nearest_tokens_by_cosine(model):
     assert [n.id for n in got] == list(want)
     assert [n.token for n in got] == model.tokenizer.convert_ids_to_tokens([int(i) for i in want])
     assert [n.similarity for n in got] == pytest.approx(sims[want], abs=1e-5)
-    by_vector = model.nearest_tokens(model.word_embeddings[bank], k=3)
+    by_vector = model.nearest_tokens(model.encoder.word_embeddings[bank], k=3)
     assert by_vector[0].token == "bank" and by_vector[0].similarity == pytest.approx(1, abs=1e-5)
     with pytest.raises(ValueError, match="k must be a positive integer"):
         model.nearest_tokens("bank", k=0)
@@ -296,17 +298,17 @@ def test_nearest_tokens_by_cosine(model):
 # --- long texts ----------------------------------------------------------------------------------------
 
 def test_window_spans_cover_every_token():
-    assert recipes.window_spans(10, 4, 1) == [(0, 4), (3, 7), (6, 10)]
-    assert recipes.window_spans(3, 4, 1) == [(0, 3)]
+    assert windows.window_spans(10, 4, 1) == [(0, 4), (3, 7), (6, 10)]
+    assert windows.window_spans(3, 4, 1) == [(0, 3)]
     for n, size, stride in [(1000, 510, 128), (511, 510, 0), (77, 10, 9)]:
-        spans = recipes.window_spans(n, size, stride)
+        spans = windows.window_spans(n, size, stride)
         covered = np.zeros(n, int)
         for s, e in spans:
             covered[s:e] += 1
             assert e - s <= size
         assert covered.min() >= 1 and spans[-1][1] == n
     with pytest.raises(ValueError, match="stride"):
-        recipes.window_spans(10, 4, 4)
+        windows.window_spans(10, 4, 4)
 
 
 def test_windowed_averages_each_token_over_its_windows(model):

@@ -124,7 +124,7 @@ def write_features(model, chunks: Iterator[list[str]], out: IO[bytes], args: arg
         lines: list = [None] * len(chunk)  # every position is filled below
         for positions, output in model.batches(texts, seconds, batch_size=args.batch_size, max_length=args.max_length,
                                                long=args.long, stride=args.stride):
-            batched = output.attention_mask.ndim == 2
+            batched = output.batched
             for row, i in enumerate(positions):
                 encoding = output.encodings[row if batched else 0]
                 states = output.hidden_states[:, row] if batched else output.hidden_states

@@ -95,7 +95,7 @@ def memory_mapped(bert) -> tuple[int, int]:
                 return True
             a = getattr(a, "base", None) if not isinstance(a, memoryview) else a.obj
         return False
-    return sum(map(mapped, bert.weights.values())), len(bert.weights)
+    return sum(map(mapped, bert.encoder.weights.values())), len(bert.encoder.weights)
 
 
 def cold_table(c: dict) -> str:

@@ -52,7 +52,7 @@ class GemmBound:
     def __init__(self, bert, batch: int, seq: int):
         import numpy as np
 
-        c, w = bert.config, bert.weights
+        c, w = bert.config, bert.encoder.weights
         rng = np.random.default_rng(SEED)
         rand = lambda *shape: rng.standard_normal(shape, dtype=np.float32)
         heads, tokens = c.num_attention_heads, batch * seq
