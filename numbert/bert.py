@@ -7,16 +7,18 @@ run as windows (numbert.windows).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 from . import recipes
 from .checkpoint import load_weights
 from .config import BertConfig
-from .hub import model_dir
+from .hub import default_model, model_dir
 from .model import Encoder, Output
 from .sentence_config import SentenceConfig, read_sentence_config
 from .tokenizer import Tokenizer
@@ -38,14 +40,17 @@ class Bert:
         return self.encoder.config
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | os.PathLike = "bert-base-uncased", *, revision: str | None = None,
-                        cache_dir: str | os.PathLike | None = None) -> Bert:
-        """Load config, tokenizer and weights from a local directory or a Hugging Face hub id."""
+    def from_pretrained(cls, name_or_path: str | os.PathLike | None = None, *, revision: str | None = None,
+                        cache_dir: str | os.PathLike | None = None, check_finite: bool = False) -> Bert:
+        """Load config, tokenizer and weights from a local directory or a Hugging Face hub id (default:
+        $NUMBERT_MODEL, else bert-base-uncased). check_finite: refuse weights holding NaN or infinity,
+        naming the tensor (reads every page of the weights: ~0.1 s for bert-base)."""
+        name_or_path = default_model() if name_or_path is None else name_or_path
         directory = model_dir(name_or_path, revision=revision, cache_dir=cache_dir)
         config = BertConfig.from_json(directory / "config.json")
         tokenizer = Tokenizer.from_pretrained(directory) if (directory / "vocab.txt").is_file() else None
-        return cls(Encoder(config, load_weights(directory, config)), tokenizer, read_sentence_config(directory),
-                   name=str(name_or_path))
+        weights = load_weights(directory, config, check_finite=check_finite)
+        return cls(Encoder(config, weights), tokenizer, read_sentence_config(directory), name=str(name_or_path))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, *,
                 output_attentions: bool = False) -> Output:
@@ -97,14 +102,15 @@ class Bert:
     def embed(self, texts: str | Sequence[str], *, batch_size: int = 32, pooling: str | Sequence[str] | None = None,
               layers: str | int | Sequence[int] | None = None, combine: str | None = None,
               normalize: bool | None = None, max_length: int | None = None, long: str = "truncate",
-              stride: int = 128, progress: bool | None = None) -> np.ndarray:
+              stride: int = 128, progress: bool | Any | None = None) -> np.ndarray:
         """Sentence vectors of many texts: (n, dim) float32 in the input order, (dim,) for one string.
 
         Defaults: for a sentence-transformers directory its own recipe (its pooling of the last layer,
         its Normalize, max_seq_length and lowercasing), so the vectors are SentenceTransformer.encode's;
         for a plain BERT the mean of the second-to-last layer, bert-as-service's default.
         Batching, truncation and long texts as in `batches`. A progress bar (tqdm, on stderr) shows
-        once the job has run 2 s; progress=True shows it at once, progress=False never.
+        once the job has run 2 s; progress=True shows it at once, progress=False never; or pass a
+        tqdm bar of your own, which each batch advances (one bar over several calls).
         """
         single = isinstance(texts, str)
         texts = self._text_list([texts] if single else texts)
@@ -112,7 +118,9 @@ class Bert:
         vectors = np.empty((len(texts), self._sentence_dim(pooling, layers, combine)), np.float32)
         from tqdm.auto import tqdm
 
-        with tqdm(total=len(texts), unit="text", disable=progress is False, delay=0 if progress else 2) as bar:
+        own_bar = progress is None or isinstance(progress, bool)
+        with (tqdm(total=len(texts), unit="text", disable=progress is False, delay=0 if progress else 2) if own_bar
+              else contextlib.nullcontext(progress)) as bar:
             for positions, out in self.batches(texts, batch_size=batch_size, max_length=max_length, long=long,
                                                stride=stride):
                 vectors[positions] = out.sentence_vector(pooling, layers, combine)
@@ -301,7 +309,8 @@ def _check_long(long: str) -> None:
         raise ValueError(f"long must be 'truncate' or 'window', got {long!r}")
 
 
-def load(name_or_path: str | os.PathLike = "bert-base-uncased", *, revision: str | None = None,
-         cache_dir: str | os.PathLike | None = None) -> Bert:
-    """Load a BERT checkpoint (a hub id such as "bert-base-uncased", or a local directory)."""
-    return Bert.from_pretrained(name_or_path, revision=revision, cache_dir=cache_dir)
+def load(name_or_path: str | os.PathLike | None = None, *, revision: str | None = None,
+         cache_dir: str | os.PathLike | None = None, check_finite: bool = False) -> Bert:
+    """Load a BERT checkpoint: a hub id such as "bert-base-uncased", or a local directory; by default
+    $NUMBERT_MODEL, else bert-base-uncased (as the numbert command). See Bert.from_pretrained."""
+    return Bert.from_pretrained(name_or_path, revision=revision, cache_dir=cache_dir, check_finite=check_finite)

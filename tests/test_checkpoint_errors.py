@@ -270,3 +270,21 @@ def test_check_finite_passes_huge_but_finite_weights(tmp_path):
     write_config(tmp_path)
     save_file(weights, str(tmp_path / "model.safetensors"))
     load_weights(tmp_path, SMALL, check_finite=True)
+
+
+def test_load_check_finite_names_the_tensor(tmp_path, minilm_dir):
+    import shutil
+
+    import numbert
+    from numbert.checkpoint import read_safetensors
+
+    directory = tmp_path / "model"
+    shutil.copytree(minilm_dir, directory, ignore=shutil.ignore_patterns("model.safetensors"))
+    from safetensors.numpy import save_file
+
+    weights = {name: np.array(w) for name, w in read_safetensors(minilm_dir / "model.safetensors").items()}
+    weights["encoder.layer.3.attention.self.key.bias"][7] = np.nan
+    save_file(weights, str(directory / "model.safetensors"))
+    with pytest.raises(ValueError, match=r"tensor 'encoder.layer.3.attention.self.key.bias' holds NaN .* index \(7,\)"):
+        numbert.load(directory, check_finite=True)
+    assert np.isnan(numbert.load(directory).embed("hello")).all()  # unchecked, the NaN reaches every output

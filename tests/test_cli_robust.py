@@ -207,3 +207,29 @@ def test_plot_pca_of_hundreds_of_texts_labels_a_few(tmp_path, minilm_dir):
     result = run("plot", "pca", "--file", source, "--labels", "5", "-o", out, "--model", minilm_dir)
     assert result.returncode == 0, result.stderr.decode()
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+class Bar:
+    """Stands in for the CLI's tqdm bar: records each update."""
+
+    def __init__(self):
+        self.updates: list[int] = []
+
+    def update(self, n: int) -> None:
+        self.updates.append(n)
+
+
+@pytest.mark.parametrize("fmt", ["npy", "text", "jsonl"])
+def test_the_progress_bar_moves_per_batch(model, fmt):
+    from numbert.cli import build_parser
+    from numbert.cli.encode import check_encode_options, write_features, write_sentence_vectors, write_text_vectors
+    from numbert.cli.files import chunked
+
+    args = build_parser().parse_args(["encode", "--format", fmt, "--batch-size", "4", "-o", os.devnull])
+    check_encode_options(args)
+    texts = [f"line {i} " + "word " * (i % 5) for i in range(19)]
+    chunk_lines = {"npy": 2048, "text": args.batch_size, "jsonl": 256}[fmt]
+    writer = {"npy": write_sentence_vectors, "text": write_text_vectors, "jsonl": write_features}[fmt]
+    bar = Bar()
+    writer(model, chunked(iter(texts), chunk_lines), io.BytesIO(), args, bar)
+    assert sum(bar.updates) == 19 and len(bar.updates) == 5  # 4 + 4 + 4 + 4 + 3: one update per batch

@@ -7,6 +7,7 @@ refused) or held by a listener that records every connection, to prove none was 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -155,3 +156,20 @@ def on_a_terminal(command: list[str], env: dict[str, str]) -> tuple[int, str, st
     os.close(controller)
     stderr = process.stderr.read().decode()
     return process.wait(timeout=300), printed.decode(), stderr
+
+
+def test_numbert_model_is_honoured_by_load_encode_and_the_command(tmp_path, minilm_dir):
+    """NUMBERT_MODEL names the default model everywhere a model is not named: the library as the CLI."""
+    code = """if True:
+        import numbert
+        model = numbert.load()
+        print(model.config.hidden_size, numbert.encode("hello").hidden_states.shape[-1])
+    """
+    env = environment(tmp_path, f"http://127.0.0.1:{closed_port()}", NUMBERT_MODEL=str(minilm_dir))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["384", "384"]
+    result = subprocess.run([str(COMMAND), "tokenize", "--json", "hello"], capture_output=True, text=True, env=env,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr  # MiniLM's directory, not bert-base-uncased from the hub
+    assert json.loads(result.stdout)["ids"] == [101, 7592, 102]

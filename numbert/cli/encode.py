@@ -72,11 +72,11 @@ def check_encode_options(args: argparse.Namespace) -> None:
 
 # --- the writers: one per format ------------------------------------------------------------------
 
-def embed_options(model, args: argparse.Namespace) -> tuple[dict, int]:
+def embed_options(model, args: argparse.Namespace, bar: Any) -> tuple[dict, int]:
     """The keyword arguments of model.embed for these options, checked before any work is done, and
-    the width of the vectors they give."""
+    the width of the vectors they give. Each batch embedded advances `bar`."""
     options = dict(sentence_options(args), batch_size=args.batch_size, max_length=args.max_length, long=args.long,
-                   stride=args.stride, progress=False)
+                   stride=args.stride, progress=bar)
     return options, model.embed([], **options).shape[1]
 
 
@@ -84,23 +84,21 @@ def write_text_vectors(model, chunks: Iterator[list[str]], out: IO[bytes], args:
                        bar: Any) -> None:
     """One line of space-separated values (6 decimals) per input line, in input order, written (and
     flushed) a batch at a time, so a reader such as `head -1` gets its lines as soon as they exist."""
-    options, _ = embed_options(model, args)
+    options, _ = embed_options(model, args, bar)
     for chunk in chunks:
         np.savetxt(out, model.embed(chunk, **options), fmt="%.6f")
         out.flush()
-        bar.update(len(chunk))
 
 
 def write_sentence_vectors(model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace,
                            bar: Any) -> None:
     """One float32 row per line, in input order: OUT.npy, or OUT.npz holding `vectors`."""
-    options, dim = embed_options(model, args)
+    options, dim = embed_options(model, args, bar)
     with contextlib.ExitStack() as stack:
         npy = out if args.format == "npy" else stack.enter_context(tempfile.TemporaryFile())
         rows = NpyRows(npy, dim)
         for chunk in chunks:
             rows.write(model.embed(chunk, **options))
-            bar.update(len(chunk))
         rows.finish()
         if args.format == "npz":  # the layout of np.savez: an uncompressed zip of vectors.npy
             npy.seek(0)
@@ -129,9 +127,9 @@ def write_features(model, chunks: Iterator[list[str]], out: IO[bytes], args: arg
                 encoding = output.encodings[row if batched else 0]
                 states = output.hidden_states[:, row] if batched else output.hidden_states
                 lines[i] = features_line(index + i, encoding.tokens, states[layers, :len(encoding)], layers)
+            bar.update(len(positions))
         out.write("".join(lines).encode("utf-8"))
         index += len(chunk)
-        bar.update(len(chunk))
 
 
 def features_line(index: int, tokens: list[str], states: np.ndarray, layers: list[int]) -> str:

@@ -84,7 +84,7 @@ def count_lines(args: argparse.Namespace) -> int | None:
 
 @contextlib.contextmanager
 def progress_bar(args: argparse.Namespace) -> Iterator[Any]:
-    """A tqdm bar over input lines on stderr, only when stderr is a terminal."""
+    """A tqdm bar over input lines on stderr, only when stderr is a terminal; each batch embedded advances it."""
     from tqdm.auto import tqdm
 
     show = sys.stderr.isatty()
