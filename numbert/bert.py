@@ -119,8 +119,9 @@ class Bert:
         from tqdm.auto import tqdm
 
         own_bar = progress is None or isinstance(progress, bool)
-        with (tqdm(total=len(texts), unit="text", disable=progress is False, delay=0 if progress else 2) if own_bar
-              else contextlib.nullcontext(progress)) as bar:
+        bar: Any = (tqdm(total=len(texts), unit="text", disable=progress is False, delay=0 if progress else 2)
+                    if own_bar else progress)
+        with bar if own_bar else contextlib.nullcontext():
             for positions, out in self.batches(texts, batch_size=batch_size, max_length=max_length, long=long,
                                                stride=stride):
                 vectors[positions] = out.sentence_vector(pooling, layers, combine)
