@@ -17,10 +17,11 @@ import numpy as np
 
 from . import recipes
 from .checkpoint import load_weights
-from .config import BertConfig
-from .hub import default_model, model_dir
+from .config import BertConfig, config_file
+from .hub import VOCAB_FILES, default_model, model_dir
 from .model import Encoder, Output
 from .sentence_config import SentenceConfig, read_sentence_config
+from .tf_bundle import prefix_of as tf_checkpoint_prefix
 from .tokenizer import Tokenizer
 from .windows import run_windows, window_spans
 
@@ -47,9 +48,11 @@ class Bert:
         naming the tensor (reads every page of the weights: ~0.1 s for bert-base)."""
         name_or_path = default_model() if name_or_path is None else name_or_path
         directory = model_dir(name_or_path, revision=revision, cache_dir=cache_dir)
-        config = BertConfig.from_json(directory / "config.json")
-        tokenizer = Tokenizer.from_pretrained(directory) if (directory / "vocab.txt").is_file() else None
-        weights = load_weights(directory, config, check_finite=check_finite)
+        config = BertConfig.from_json(config_file(directory))  # config.json, or Google's bert_config.json
+        weights = load_weights(tf_checkpoint_prefix(name_or_path) or directory, config,  # or `.../bert_model.ckpt`
+                               check_finite=check_finite)
+        has_vocab = any((directory / f).is_file() for f in VOCAB_FILES)  # vocab.txt, or tokenizer.json
+        tokenizer = Tokenizer.from_pretrained(directory) if has_vocab else None
         return cls(Encoder(config, weights), tokenizer, read_sentence_config(directory), name=str(name_or_path))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, *,
@@ -90,7 +93,8 @@ class Bert:
 
     def _require_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
-            raise ValueError(f"model {self.name!r} has no vocab.txt, so it can only run on token ids (forward)")
+            raise ValueError(f"model {self.name!r} has no vocab.txt (nor tokenizer.json), so it can only run on "
+                             f"token ids (forward)")
         return self.tokenizer
 
     def __repr__(self) -> str:
@@ -102,20 +106,30 @@ class Bert:
     def embed(self, texts: str | Sequence[str], *, batch_size: int = 32, pooling: str | Sequence[str] | None = None,
               layers: str | int | Sequence[int] | None = None, combine: str | None = None,
               normalize: bool | None = None, max_length: int | None = None, long: str = "truncate",
-              stride: int = 128, progress: bool | Any | None = None) -> np.ndarray:
+              stride: int = 128, progress: bool | Any | None = None, prompt: str | None = None,
+              prompt_name: str | None = None) -> np.ndarray:
         """Sentence vectors of many texts: (n, dim) float32 in the input order, (dim,) for one string.
 
         Defaults: for a sentence-transformers directory its own recipe (its pooling of the last layer,
-        its Normalize, max_seq_length and lowercasing), so the vectors are SentenceTransformer.encode's;
-        for a plain BERT the mean of the second-to-last layer, bert-as-service's default.
+        its Dense layers and Normalize, max_seq_length and lowercasing, its default prompt), so the
+        vectors are SentenceTransformer.encode's; for a plain BERT the mean of the second-to-last
+        layer, bert-as-service's default. `prompt` (a text) or `prompt_name` (one of the model's
+        prompts, e.g. "query") is prepended to every text, as sentence-transformers does.
         Batching, truncation and long texts as in `batches`. A progress bar (tqdm, on stderr) shows
         once the job has run 2 s; progress=True shows it at once, progress=False never; or pass a
         tqdm bar of your own, which each batch advances (one bar over several calls).
         """
         single = isinstance(texts, str)
         texts = self._text_list([texts] if single else texts)
+        st = self.sentence_config
+        dense = st.dense if st is not None and pooling is None else ()  # the model's own recipe only
+        prefix = st.prompt(prompt, prompt_name) if st is not None else (prompt or "")
+        if st is None and prompt_name is not None:
+            raise ValueError("prompt_name needs a sentence-transformers model with prompts; pass prompt= instead")
+        texts = [prefix + t for t in texts] if prefix else texts
         pooling, layers, combine, normalize = self._sentence_recipe(pooling, layers, combine, normalize)
-        vectors = np.empty((len(texts), self._sentence_dim(pooling, layers, combine)), np.float32)
+        dim = dense[-1].weight.shape[0] if dense else self._sentence_dim(pooling, layers, combine)
+        vectors = np.empty((len(texts), dim), np.float32)
         from tqdm.auto import tqdm
 
         own_bar = progress is None or isinstance(progress, bool)
@@ -124,7 +138,10 @@ class Bert:
         with bar if own_bar else contextlib.nullcontext():
             for positions, out in self.batches(texts, batch_size=batch_size, max_length=max_length, long=long,
                                                stride=stride):
-                vectors[positions] = out.sentence_vector(pooling, layers, combine)
+                vector = out.sentence_vector(pooling, layers, combine)
+                for layer in dense:
+                    vector = layer(vector)
+                vectors[positions] = vector
                 bar.update(len(positions))
         if normalize:
             vectors = recipes.normalize(vectors)

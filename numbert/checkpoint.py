@@ -1,6 +1,6 @@
 """Read BERT weights from a checkpoint into NumPy arrays named as a bare transformers `BertModel`.
 
-Two file formats, neither needs torch:
+Three file formats, none needs torch or TensorFlow:
 
 - model.safetensors: 8 bytes of little-endian header length, a JSON header giving each tensor's
   dtype, shape and byte range, then the raw little-endian data. We parse the header ourselves and
@@ -8,6 +8,13 @@ Two file formats, neither needs torch:
 - pytorch_model.bin (torch >= 1.6): an uncompressed zip holding a pickle (`<name>/data.pkl`) that
   describes the tensors, and one raw file per storage (`<name>/data/<key>`). A pickle can call any
   importable function, so we unpickle with a gate that lets through only what a state dict needs.
+
+- Google's TensorFlow checkpoints (`bert_model.ckpt.index` + `.data-*` shards), read by `tf_bundle`;
+  their variable names (`bert/encoder/layer_0/attention/self/query/kernel`) are mapped onto
+  transformers' (`bert.encoder.layer.0.attention.self.query.weight`), kernels transposed.
+
+Large checkpoints may be split into shards listed by `model.safetensors.index.json` or
+`pytorch_model.bin.index.json` (a `weight_map` from tensor name to shard file).
 
 Names are then normalised (`bert.` prefix, legacy LayerNorm `gamma`/`beta`, heads and buffers) and
 every tensor the config needs is checked for presence, shape and dtype before anything runs.
@@ -26,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import tf_bundle
 from .config import BertConfig
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # the files numbert reads weights from, in this order
@@ -59,6 +67,7 @@ POOLER_NAME = "pooler.dense"
 POOLER = (f"{POOLER_NAME}.weight", f"{POOLER_NAME}.bias")  # absent where the model was built without it (BertForMaskedLM)
 HEAD_PREFIXES = ("cls.",)  # pre-training heads of BertForPreTraining / BertForMaskedLM
 BUFFER_SUFFIXES = ("position_ids", "token_type_ids")  # index buffers some checkpoints save
+SHARD_INDEXES = tuple(f"{name}.index.json" for name in WEIGHT_FILES)  # weight_map -> shards, for large checkpoints
 
 
 def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
@@ -90,31 +99,56 @@ def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
 # The entry point
 
 
-def load_weights(directory: str | Path, config: BertConfig, check_finite: bool = False) -> dict[str, np.ndarray]:
-    """Weights of the BERT encoder in `directory`, by bare `BertModel` name, float32, read-only.
+def load_weights(path: str | Path, config: BertConfig, *, verify_crc: bool | None = None,
+                 check_finite: bool = False) -> dict[str, np.ndarray]:
+    """Weights of the BERT encoder at `path`, by bare `BertModel` name, float32, read-only.
 
-    Reads model.safetensors, else pytorch_model.bin. The keys are exactly those of
+
+    `path` is a model directory or a TensorFlow checkpoint prefix (`.../bert_model.ckpt`). A directory
+    is read from model.safetensors, else pytorch_model.bin, else their sharded forms, else a
+    TensorFlow checkpoint (the one its `checkpoint` file names). The keys are exactly those of
     `tensor_shapes(config)`, less the pooler's if the checkpoint has neither of them; each tensor is
-    checked for presence and shape first, so a checkpoint that disagrees with its config.json fails
-    here, naming the tensor, rather than mid-forward. With `check_finite`, a tensor holding NaN or
-    infinity is refused too, by name (this reads every page of the file).
+    checked for presence and shape first, so a checkpoint that disagrees with its config fails
+    here, naming the tensor, rather than mid-forward. A TensorFlow checkpoint's per-tensor CRC-32C
+    is checked with verify_crc=True, skipped with False, and by default checked when that is cheap
+    (google-crc32c installed: `pip install numbert[crc]`); sizes and bounds are always checked.
+    With `check_finite`, a tensor holding NaN or infinity is refused too, by name (this reads every
+    page of the file).
     """
-    path = weight_file(directory)
-    raw = read_safetensors(path) if path.name.endswith(".safetensors") else read_torch_bin(path)
-    weights = _check_weights(normalise_names(raw), config, path, raw_names=list(raw))
+    source, raw = read_checkpoint(path, verify_crc=verify_crc)
+    weights = _check_weights(normalise_names(raw), config, source, raw_names=list(raw))
     if check_finite:
         for name, tensor in weights.items():
-            _check_finite(path, name, tensor)
+            _check_finite(source, name, tensor)
     return weights
 
 
+def read_checkpoint(path: str | Path, *, verify_crc: bool | None = None) -> tuple[Path, dict[str, np.ndarray]]:
+    """(the file to name in errors, every tensor by its transformers name) of the checkpoint at `path`."""
+    prefix = tf_bundle.prefix_of(path)
+    if prefix is None:
+        path = weight_file(path)
+        if path.name in SHARD_INDEXES:
+            return path, read_sharded(path)
+        if path.name.endswith(".index"):  # a TensorFlow checkpoint found in the directory
+            prefix = path.with_suffix("")
+        else:
+            return path, read_safetensors(path) if path.name.endswith(".safetensors") else read_torch_bin(path)
+    return tf_bundle.index_path(prefix), read_tf_checkpoint(prefix, verify_crc=verify_crc)
+
+
 def weight_file(directory: str | Path) -> Path:
-    """The weight file numbert reads in `directory`: model.safetensors, else pytorch_model.bin."""
+    """The weight file numbert reads in `directory`: model.safetensors, else pytorch_model.bin, else the
+    index of their shards, else the `.index` of a TensorFlow checkpoint."""
     directory = Path(directory)
-    for name in WEIGHT_FILES:
+    for name in (*WEIGHT_FILES, *SHARD_INDEXES):
         if (directory / name).is_file():
             return directory / name
-    raise FileNotFoundError(f"{directory} has no weight file: neither {' nor '.join(WEIGHT_FILES)}")
+    prefix = tf_bundle.latest_checkpoint(directory) if directory.is_dir() else None
+    if prefix is not None:
+        return tf_bundle.index_path(prefix)
+    raise FileNotFoundError(f"{directory} has no weight file: neither {', '.join(WEIGHT_FILES + SHARD_INDEXES)} "
+                            f"nor a TensorFlow checkpoint (*.index)")
 
 
 def normalise_names(weights: dict) -> dict:
@@ -463,3 +497,84 @@ def _rebuild_parameter(data: np.ndarray, requires_grad, backward_hooks, state=No
     """torch._utils._rebuild_parameter(_with_state): an nn.Parameter is just its data here. The state is
     the Parameter's Python attributes, e.g. transformers 5's `_is_hf_initialized` (state_dict(keep_vars=True))."""
     return data
+
+
+# ---------------------------------------------------------------------------------------------
+# Sharded checkpoints
+
+
+def read_sharded(index: str | Path) -> dict[str, np.ndarray]:
+    """Every tensor of a checkpoint split into shards, by name, as `index` (its weight_map) lists them."""
+    index = Path(index)
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
+        raise ValueError(f"{index} is not a checkpoint shard index (a JSON object with a weight_map): {e!r}") from None
+    if not (isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values())):
+        raise ValueError(f"{index}: weight_map must map each tensor name to a shard file name")
+    tensors = {}
+    for shard in sorted(set(weight_map.values())):
+        path = index.parent / shard
+        if Path(shard).name != shard:
+            raise ValueError(f"{index}: shard {shard!r} is not a file name in the checkpoint's directory")
+        if not path.is_file():
+            example = next(name for name, s in weight_map.items() if s == shard)
+            raise FileNotFoundError(f"{index} lists shard {shard!r} (holding {example!r}, among others), "
+                                    f"but {path} is missing")
+        held = read_safetensors(path) if shard.endswith(".safetensors") else read_torch_bin(path)
+        for name, tensor in held.items():
+            if name in tensors:
+                raise ValueError(f"{index}: tensor {name!r} is in two shards (one of them {shard!r})")
+            tensors[name] = tensor
+    for name, shard in weight_map.items():
+        if name not in tensors:
+            raise ValueError(f"{index} maps tensor {name!r} to shard {shard!r}, which does not hold it")
+    return tensors
+
+
+# ---------------------------------------------------------------------------------------------
+# Google's TensorFlow checkpoints
+
+GOOGLE_LEAVES = {  # last part of a Google variable name -> transformers' parameter name
+    "kernel": "weight", "gamma": "weight", "beta": "bias", "bias": "bias",
+    "output_weights": "weight", "output_bias": "bias",
+}
+OPTIMIZER_STATE = ("adam_m", "adam_v", "global_step")  # AdamWeightDecayOptimizer's slots and the step counter
+
+
+def transformers_name(google_name: str) -> str | None:
+    """The transformers name of a variable in Google's BERT checkpoints; None for optimizer state.
+
+        bert/embeddings/word_embeddings                  -> bert.embeddings.word_embeddings.weight
+        bert/encoder/layer_3/output/LayerNorm/gamma      -> bert.encoder.layer.3.output.LayerNorm.weight
+        bert/pooler/dense/kernel                         -> bert.pooler.dense.weight (transpose it)
+        cls/predictions/output_bias                      -> cls.predictions.bias
+        cls/seq_relationship/output_weights (2, hidden)  -> cls.seq_relationship.weight (as it is)
+        cls/squad/output_weights, output_weights         -> qa_outputs.weight, classifier.weight
+    """
+    *scope, leaf = google_name.split("/")
+    if leaf in OPTIMIZER_STATE or any(part.startswith("AdamWeightDecayOptimizer") for part in scope):
+        return None
+    if leaf.endswith("_embeddings"):
+        scope, leaf = [*scope, leaf], "weight"
+    else:
+        leaf = GOOGLE_LEAVES.get(leaf, leaf)
+    if scope[:2] == ["cls", "squad"]:  # run_squad.py's head
+        scope = ["qa_outputs", *scope[2:]]
+    elif not scope:  # run_classifier.py's head: output_weights (labels, hidden), output_bias
+        scope = ["classifier"]
+    return ".".join([re.sub(r"^layer_(\d+)$", r"layer.\1", part) for part in scope] + [leaf])
+
+
+def read_tf_checkpoint(prefix: str | Path, *, verify_crc: bool | None = None) -> dict[str, np.ndarray]:
+    """Every model variable of the TensorFlow checkpoint at `prefix`, by transformers name, widened to float32.
+
+    Kernels, stored (in, out), are returned transposed, (out, in) as torch stores them (a view, not a copy).
+    """
+    tensors = tf_bundle.read_bundle(prefix, select=lambda name: transformers_name(name) is not None,
+                                    verify_crc=verify_crc)
+    renamed = {}
+    for google_name, (tensor, dtype) in tensors.items():
+        tensor = _widen(tensor, dtype)
+        renamed[str(transformers_name(google_name))] = tensor.T if google_name.endswith("/kernel") else tensor
+    return renamed

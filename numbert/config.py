@@ -1,13 +1,43 @@
-"""The handful of numbers that define a BERT encoder, read from a checkpoint's config.json."""
+"""The handful of numbers that define a BERT encoder, read from a checkpoint's config.json.
+
+Google's TensorFlow release names the file bert_config.json, with the same keys less three whose
+defaults are BERT's own: layer_norm_eps (1e-12), pad_token_id (0) and model_type (bert). Its
+`"hidden_act": "gelu"` is evaluated as transformers evaluates it when it converts such a checkpoint,
+in the exact erf form, 0.5 x (1 + erf(x / sqrt 2)), not the tanh approximation Google's modeling.py
+computes (the two differ by up to about 1e-3 per activation).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from .layers import ACTIVATIONS  # the hidden_act names numbert runs, each with its function
+
+CONFIG_FILES = ("config.json", "bert_config.json")  # transformers', then Google's TensorFlow release's
+# Google's release folders, as google-research/bert's validate_case_matches_checkpoint names them, by casing
+GOOGLE_RELEASE = re.compile(r"(?P<casing>uncased|cased|multi_cased|multilingual|chinese|wwm_uncased|wwm_cased)"
+                            r"_L-\d+_H-\d+_A-\d+")
+
+
+def config_file(directory: str | Path) -> Path:
+    """The config file of the model in `directory`: config.json, else Google's bert_config.json."""
+    directory = Path(directory)
+    for name in CONFIG_FILES:
+        if (directory / name).is_file():
+            return directory / name
+    raise FileNotFoundError(f"no config.json at {directory / CONFIG_FILES[0]} (nor Google's {CONFIG_FILES[1]})")
+
+
+def google_release_lowercases(directory: str | Path) -> bool | None:
+    """Whether the Google release in `directory` was trained on lowercased text, read from its folder
+    name as Google's run_classifier.py checks --do_lower_case (uncased_L-12_H-768_A-12: yes,
+    cased_L-12_H-768_A-12: no); None for a folder not named like a release."""
+    match = GOOGLE_RELEASE.fullmatch(Path(directory).resolve().name)
+    return None if match is None else match["casing"] not in ("cased", "multi_cased", "wwm_cased")
 
 
 @dataclass(frozen=True)

@@ -1,27 +1,42 @@
 """Find a model's files: a local directory as it is, or a Hugging Face hub id through the HF cache.
 
+A TensorFlow checkpoint prefix (`.../bert_model.ckpt`) stands for its directory, and a .zip or
+.tar.gz of a model (as Google published BERT) is unpacked once into numbert's cache
+(`$XDG_CACHE_HOME/numbert/archives`, default `~/.cache/numbert/archives`).
+
 Only the files numbert reads are fetched: config, tokenizer files, the sentence-transformers
-description (when there is one) and ONE weight file (model.safetensors, else pytorch_model.bin).
+description (when there is one) and ONE weight file (model.safetensors, else pytorch_model.bin,
+else the shards of one of them).
 huggingface_hub does the work, so the usual cache, `HF_HOME`, `HF_HUB_CACHE`, `HF_ENDPOINT` and
 `HF_HUB_OFFLINE=1` all behave as they do for transformers.
 
-The first run, offline or online: a model already in the cache is used from there without touching
-the network (to update it, pass a revision or delete it from the cache). An uncached model is
-fetched; when the hub cannot be reached, one request without retries finds that out and the error
-says what to do instead, rather than huggingface_hub retrying for 20 s.
+The first run, offline or online: a model whose files are all in the cache is used from there
+without touching the network (to update it, pass a revision or delete it from the cache). Otherwise
+one request without retries asks whether the hub answers (huggingface_hub would retry for some 20 s);
+when it does not, the files come from the cache alone, and a model not there fails at once with one
+message saying what to do instead.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from .checkpoint import WEIGHT_FILES
+from .tf_bundle import prefix_of
 
 DEFAULT_MODEL = "bert-base-uncased"  # when neither an argument nor NUMBERT_MODEL names one
 TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
-MODEL_FILES = ("modules.json", "sentence_bert_config.json")  # besides config.json, fetched first
+VOCAB_FILES = ("vocab.txt", "tokenizer.json")  # WordPiece's vocabulary: vocab.txt, else inside tokenizer.json
+MODEL_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")  # besides config.json
+ARCHIVES = (".zip", ".tar.gz", ".tgz", ".tar")
 PROBE_SECONDS = 3.0  # how long the one request that checks the hub is reachable may take
 OFFLINE_ROUTE = ("to run without the hub, pass a local model directory instead (numbert.load(DIR), "
                  "--model DIR or NUMBERT_MODEL=DIR for the numbert command), e.g. the packaged all-MiniLM-L6-v2: "
@@ -43,7 +58,8 @@ def model_dir(
     revision: str | None = None,
     cache_dir: str | os.PathLike | None = None,
 ) -> Path:
-    """A local directory holding the model's files: the path itself, or the hub id's snapshot.
+    """A local directory holding the model's files: the path itself, the directory of a TensorFlow
+    checkpoint prefix, an archive's unpacked copy, or the hub id's snapshot.
 
     With `weights=False` only config.json and the tokenizer files are fetched (enough for `Tokenizer`).
     """
@@ -52,7 +68,12 @@ def model_dir(
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         return path
+    prefix = prefix_of(path)
+    if prefix is not None:
+        return prefix.parent
     name = str(name_or_path)
+    if path.is_file() and path.name.endswith(ARCHIVES):
+        return unpacked(path)
     if path.exists():
         raise FileNotFoundError(f"{name!r} is a file, not a model directory")
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
@@ -63,8 +84,10 @@ def model_dir(
 def _cached(repo_id: str, weights: bool, revision: str | None, cache_dir) -> Path | None:
     """The snapshot directory when the cache holds all numbert needs of `repo_id`, else None; no network.
 
-    Needed: config.json, vocab.txt (unless known to be absent from the repo) and, with `weights`, a
-    weight file. The other files are read when cached; one never fetched counts as absent.
+    Needed: config.json, a vocabulary (vocab.txt or tokenizer.json, unless both are known to be absent
+    from the repo) and, with `weights`, a weight file and the config (and a Dense module's weights)
+    of every sentence-transformers module. The other files are read when cached; one never fetched
+    counts as absent. Sharded weights always take the other path.
     """
     from huggingface_hub import try_to_load_from_cache
 
@@ -75,37 +98,57 @@ def _cached(repo_id: str, weights: bool, revision: str | None, cache_dir) -> Pat
             return None
 
     config = cached("config.json")
-    if not isinstance(config, str) or cached("vocab.txt") is None:
+    vocab = [cached(f) for f in VOCAB_FILES]
+    if not isinstance(config, str) or not (any(isinstance(v, str) for v in vocab) or None not in vocab):
         return None
-    if weights and not any(isinstance(cached(f), str) for f in WEIGHT_FILES):
+    if not weights:
+        return Path(config).parent
+    if not any(isinstance(cached(f), str) for f in WEIGHT_FILES):
         return None
+    modules = cached("modules.json")
+    if isinstance(modules, str):
+        try:
+            listed = [m for m in json.loads(Path(modules).read_text(encoding="utf-8")) if m.get("path")]
+        except (ValueError, TypeError, AttributeError):  # a damaged modules.json: reading it reports that
+            return Path(config).parent
+        for module in listed:
+            if cached(f"{module['path']}/config.json") is None:
+                return None
+            dense = str(module.get("type", "")).endswith("Dense")
+            if dense and not any(isinstance(cached(f"{module['path']}/{f}"), str) for f in WEIGHT_FILES):
+                return None
     return Path(config).parent
 
 
-def _unreachable(repo_id: str, revision: str | None) -> str | None:
-    """Why the hub cannot be reached, from one quick request without retries; None when it answers.
+def _hub_unreachable(repo_id: str, revision: str | None) -> str | None:
+    """Why the hub cannot be reached (HF_HUB_OFFLINE, no network, the hub down), from one quick request
+    without retries; None when it answers.
 
-    An answer of any HTTP status counts as reachable (hf_hub_download then reports a missing repo
-    or a refused token as it should).
+    An answer below 500 counts as reachable (hf_hub_download then reports a missing repo or a refused
+    token as it should); a server error, like no answer, means the files come from the cache alone.
     """
     import huggingface_hub
+    from huggingface_hub import constants
     from huggingface_hub.errors import HfHubHTTPError
     from huggingface_hub.utils import validate_repo_id
 
+    if constants.is_offline_mode():
+        return "HF_HUB_OFFLINE is set"
     validate_repo_id(repo_id)  # HFValidationError before any request
     url = huggingface_hub.hf_hub_url(repo_id, "config.json", revision=revision)
     try:
         huggingface_hub.get_hf_file_metadata(url, timeout=PROBE_SECONDS)
-    except HfHubHTTPError:
-        return None
+    except HfHubHTTPError as e:
+        status = e.response.status_code if e.response is not None else 0
+        return f"{constants.ENDPOINT} answered HTTP {status}" if status >= 500 else None
     except Exception as e:  # connection refused, DNS, timeout, proxy: the network, whatever library raised it
-        return f"{type(e).__name__}: {e}"
+        return f"{constants.ENDPOINT}: {type(e).__name__}: {e}"
     return None
 
 
 def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> Path:
     """Fetch the files numbert needs from `repo_id` into the HF cache; return the snapshot directory."""
-    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import (
         EntryNotFoundError,
         HFValidationError,
@@ -114,34 +157,35 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
         RevisionNotFoundError,
     )
 
-    def fetch(filename: str) -> Path | None:
-        """The cached file, or None when the repo has no such file."""
-        try:
-            return Path(hf_hub_download(repo_id, filename, revision=revision, cache_dir=cache_dir))
-        except EntryNotFoundError:  # also LocalEntryNotFoundError: offline, a file never cached counts as absent
-            return None
+    cached = _cached(repo_id, weights, revision, cache_dir)
+    if cached is not None:  # everything is there: no request at all
+        return cached
+    try:
+        why = _hub_unreachable(repo_id, revision)
+    except HFValidationError as e:
+        raise ValueError(f"{repo_id!r} is neither a model directory nor a valid hub id: {e}") from None
+    cache_only = bool(why)  # then no request at all: no retries, no waiting
 
-    def unreachable(why: str) -> OSError:
+    def unreachable() -> OSError:
         return OSError(f"cannot load model {repo_id!r}: it is not a local directory, it is not in the Hugging Face "
                        f"cache, and the hub could not be reached ({why}); {OFFLINE_ROUTE}")
 
-    cached = _cached(repo_id, weights, revision, cache_dir)
-    if cached is not None:
-        return cached
-    offline = constants.is_offline_mode()
-    if not offline:
+    def fetch(filename: str) -> Path | None:
+        """The cached file, or None when the repo has no such file."""
         try:
-            why = _unreachable(repo_id, revision)
-        except HFValidationError as e:
-            raise ValueError(f"{repo_id!r} is neither a model directory nor a valid hub id: {e}") from None
-        if why is not None:
-            raise unreachable(f"{constants.ENDPOINT}: {why}")
+            return Path(hf_hub_download(repo_id, filename, revision=revision, cache_dir=cache_dir,
+                                        local_files_only=cache_only))
+        except EntryNotFoundError:  # also LocalEntryNotFoundError: offline, a file never cached counts as absent
+            return None
+
     try:
-        config = Path(hf_hub_download(repo_id, "config.json", revision=revision, cache_dir=cache_dir))
+        config = Path(hf_hub_download(repo_id, "config.json", revision=revision, cache_dir=cache_dir,
+                                      local_files_only=cache_only))
     except HFValidationError as e:
         raise ValueError(f"{repo_id!r} is neither a model directory nor a valid hub id: {e}") from None
     except LocalEntryNotFoundError:  # a subclass of EntryNotFoundError: caught first
-        raise unreachable("HF_HUB_OFFLINE is set" if offline else "the download failed") from None
+        why = why or "the download failed"
+        raise unreachable() from None
     except (RepositoryNotFoundError, RevisionNotFoundError) as e:
         raise OSError(f"cannot load model {repo_id!r}: {type(e).__name__}: {e}") from None
     except EntryNotFoundError:
@@ -150,11 +194,85 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
     files = [*TOKENIZER_FILES, *MODEL_FILES] if weights else list(TOKENIZER_FILES)
     for filename in files:
         fetch(filename)
+    if not (config.parent / VOCAB_FILES[0]).is_file():  # no vocab.txt: the vocabulary inside tokenizer.json
+        fetch(VOCAB_FILES[1])
     modules = config.parent / "modules.json"
     if weights and modules.is_file():  # sentence-transformers: each module's own config
         for module in json.loads(modules.read_text(encoding="utf-8")):
             if module.get("path"):
                 fetch(f"{module['path']}/config.json")
-    if weights and not any(fetch(f) for f in WEIGHT_FILES):
-        raise FileNotFoundError(f"model {repo_id!r} has neither {' nor '.join(WEIGHT_FILES)}")
+                if str(module.get("type", "")).endswith("Dense"):  # a Dense module's own weights: one format
+                    any(fetch(f"{module['path']}/{f}") for f in WEIGHT_FILES)
+    if weights and not any(fetch(f) for f in WEIGHT_FILES) and not any(_fetch_shards(fetch, f) for f in WEIGHT_FILES):
+        if cache_only:  # the weights were never fetched, not known to be absent
+            raise unreachable()
+        raise FileNotFoundError(f"model {repo_id!r} has neither {' nor '.join(WEIGHT_FILES)}, nor their shards")
     return config.parent
+
+
+def _fetch_shards(fetch: Callable[[str], Path | None], weight_file: str) -> bool:
+    """Fetch `<weight_file>.index.json` and every shard its weight_map names; False if there is no index."""
+    index = fetch(f"{weight_file}.index.json")
+    if index is None:
+        return False
+    weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
+    for shard in sorted(set(weight_map.values())):
+        if fetch(shard) is None:
+            raise FileNotFoundError(f"{index.name} of the model lists shard {shard!r}, which the repository lacks")
+    return True
+
+
+def unpacked(archive: Path) -> Path:
+    """The model directory inside `archive` (.zip, .tar.gz, .tgz, .tar), unpacked once into the cache.
+
+    The cache entry is keyed by the archive's path, size and modification time, and is written to a
+    temporary directory first, so an interrupted unpacking never leaves a half-filled entry.
+    """
+    stat = archive.resolve().stat()
+    key = hashlib.sha256(f"{archive.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "numbert" / "archives"
+    target = cache / f"{archive.name}-{key}"
+    if not target.is_dir():
+        cache.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(dir=cache, prefix=".unpacking-"))
+        try:
+            _unpack(archive, scratch)
+            try:
+                scratch.rename(target)
+            except OSError:  # another process unpacked the same archive meanwhile
+                if not target.is_dir():
+                    raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return _model_root(archive, target)
+
+
+def _unpack(archive: Path, into: Path) -> None:
+    """Extract every member, refusing paths that would land outside `into` (absolute, `..`, links out)."""
+    try:
+        if archive.name.endswith(".zip"):
+            with zipfile.ZipFile(archive) as z:
+                for member in z.namelist():
+                    if Path(member).is_absolute() or ".." in Path(member).parts:
+                        raise ValueError(f"{archive}: member {member!r} would be written outside the archive's folder")
+                z.extractall(into)
+        else:
+            with tarfile.open(archive) as t:
+                t.extractall(into, filter="data")  # the "data" filter refuses absolute paths, `..` and links out
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as e:
+        raise ValueError(f"{archive} is not a readable {archive.suffix} archive: {e}") from None
+
+
+def _model_root(archive: Path, unpacked: Path) -> Path:
+    """The folder of the unpacked archive that holds the model: itself, or its single top-level folder."""
+    def has_model(d: Path) -> bool:
+        return any((d / name).is_file() for name in ("config.json", "bert_config.json"))
+
+    if has_model(unpacked):
+        return unpacked
+    candidates = [d for d in sorted(unpacked.iterdir()) if d.is_dir() and has_model(d)]
+    if len(candidates) != 1:
+        raise FileNotFoundError(f"{archive} holds no model folder (a config.json or bert_config.json at its top "
+                                f"level or in one folder below it)" if not candidates else
+                                f"{archive} holds several model folders: {', '.join(d.name for d in candidates)}")
+    return candidates[0]

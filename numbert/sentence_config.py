@@ -4,20 +4,31 @@ A sentence-transformers model is a BERT checkpoint plus a pipeline described in 
 
     [{"path": "",           "type": "sentence_transformers.models.Transformer"},   # BERT itself
      {"path": "1_Pooling",  "type": "sentence_transformers.models.Pooling"},       # token vectors -> one vector
-     {"path": "2_Normalize","type": "sentence_transformers.models.Normalize"}]     # L2 normalisation
+     {"path": "2_Dense",    "type": "sentence_transformers.models.Dense"},         # optional: activation(W x + b)
+     {"path": "3_Normalize","type": "sentence_transformers.models.Normalize"}]     # L2 normalisation
 
 The Pooling module's `config.json` names its modes either by flags (`pooling_mode_mean_tokens`: true, ...)
 or, since sentence-transformers 5, by one `pooling_mode` string or list; several modes are
 concatenated. `sentence_bert_config.json` holds `max_seq_length` (inputs are cut to that many
 tokens, [CLS] and [SEP] included) and `do_lower_case` (lowercase the text before tokenizing).
-The pooling always runs over the LAST layer's token vectors.
+The pooling always runs over the LAST layer's token vectors. A Dense module (`config.json`:
+in_features, out_features, bias, activation_function; weights `linear.weight` (out, in) and
+`linear.bias` in its own model.safetensors or pytorch_model.bin) maps the pooled vector, before
+the Normalize. `config_sentence_transformers.json` may name prompts ({"query": "query: ", ...}),
+texts prepended to the input, and a `default_prompt_name` used when the caller names none.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
+
+from .checkpoint import read_safetensors, read_torch_bin
+from .layers import gelu, relu
 
 # sentence-transformers' pooling modes, in the order it concatenates flagged modes, and numbert's names.
 POOLING_MODES = {
@@ -38,6 +49,31 @@ POOLING_FLAGS = {
 }
 
 
+# torch activations a Dense module names (activation_function: "torch.nn.modules.activation.Tanh"), in NumPy.
+DENSE_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "Identity": lambda x: x,
+    "Tanh": np.tanh,
+    "ReLU": relu,
+    "GELU": gelu,
+    "Sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+}
+
+
+@dataclass(frozen=True, eq=False)
+class Dense:
+    """A sentence-transformers Dense module: activation(x W^T + b). (..., in) -> (..., out)"""
+
+    weight: np.ndarray  # (out, in)
+    bias: np.ndarray | None  # (out,)
+    activation: str  # a key of DENSE_ACTIVATIONS
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        y = x @ self.weight.T
+        if self.bias is not None:
+            y += self.bias
+        return DENSE_ACTIVATIONS[self.activation](y).astype(np.float32, copy=False)
+
+
 @dataclass(frozen=True)
 class SentenceConfig:
     """The sentence-transformers recipe of a model directory, in numbert's terms."""
@@ -46,7 +82,24 @@ class SentenceConfig:
     normalize: bool = False  # a Normalize module follows the pooling
     max_seq_length: int | None = None  # tokens per input, [CLS] and [SEP] included
     do_lower_case: bool = False  # lowercase texts before tokenizing
-    unsupported: tuple[str, ...] = ()  # modules numbert does not run (Dense, LayerNorm, ...), as "path (Type)"
+    unsupported: tuple[str, ...] = ()  # modules numbert does not run (LayerNorm, ...), as "path (Type)"
+    dense: tuple[Dense, ...] = field(default=(), compare=False)  # applied in order to the pooled vector
+    prompts: Mapping[str, str] = field(default_factory=dict)  # prompt name -> text prepended to the input
+    default_prompt_name: str | None = None
+
+    def prompt(self, prompt: str | None, prompt_name: str | None) -> str:
+        """The text to prepend: `prompt` itself, else the named prompt, else the default prompt, else none."""
+        if prompt is not None:
+            if prompt_name is not None:
+                raise ValueError("pass prompt= or prompt_name=, not both")
+            return prompt
+        name = self.default_prompt_name if prompt_name is None else prompt_name
+        if name is None:
+            return ""
+        if name not in self.prompts:
+            known = ", ".join(repr(n) for n in self.prompts) or "none"
+            raise ValueError(f"unknown prompt_name {name!r}; this model's prompts: {known}")
+        return self.prompts[name]
 
 
 def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
@@ -58,7 +111,8 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
     modules = _read_json(modules_file)
     if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
         raise ValueError(f"{modules_file}: expected a list of modules, each an object with 'path' and 'type'")
-    pooling, normalize, unsupported = ("mean",), False, []
+    pooling: tuple[str, ...] = ("mean",)
+    normalize, unsupported, dense = False, [], []
     for module in modules:
         kind = str(module.get("type", "")).rsplit(".", 1)[-1]
         path = module.get("path", "")
@@ -66,8 +120,12 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
             raise ValueError(f"{modules_file}: a module's 'path' must be a string, got {path!r}")
         if kind == "Pooling":
             pooling = _pooling_modes(directory / path / "config.json")
+            if _read_json_if_any(directory / path / "config.json").get("include_prompt", True) is False:
+                unsupported.append(f"{path} (Pooling with include_prompt=false)")
         elif kind == "Normalize":
             normalize = True
+        elif kind == "Dense" and not normalize:
+            dense.append(_dense(directory / path))
         elif kind != "Transformer":
             unsupported.append(f"{path or '.'} ({kind or 'unknown type'})")
     settings_file = directory / "sentence_bert_config.json"
@@ -75,8 +133,44 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
     max_seq_length = settings.get("max_seq_length")
     if max_seq_length is not None and (not isinstance(max_seq_length, int) or max_seq_length < 2):
         raise ValueError(f"{settings_file}: max_seq_length must be an integer >= 2, got {max_seq_length!r}")
+    prompting = _read_json_if_any(directory / "config_sentence_transformers.json")
+    prompts, default_prompt_name = prompting.get("prompts") or {}, prompting.get("default_prompt_name")
+    if not (isinstance(prompts, dict) and all(isinstance(v, str) for v in prompts.values())):
+        raise ValueError(f"{directory / 'config_sentence_transformers.json'}: prompts must map names to texts")
+    if default_prompt_name is not None and default_prompt_name not in prompts:
+        raise ValueError(f"{directory / 'config_sentence_transformers.json'}: default_prompt_name "
+                         f"{default_prompt_name!r} is not one of its prompts")
     return SentenceConfig(pooling, normalize, max_seq_length, bool(settings.get("do_lower_case", False)),
-                          tuple(unsupported))
+                          tuple(unsupported), tuple(dense), prompts, default_prompt_name)
+
+
+def _dense(directory: Path) -> Dense:
+    """A Dense module's layer: its config.json and its weights (linear.weight (out, in), linear.bias)."""
+    config = _read_json(directory / "config.json")
+    activation = str(config.get("activation_function", "torch.nn.modules.activation.Tanh")).rsplit(".", 1)[-1]
+    if activation not in DENSE_ACTIVATIONS:
+        raise ValueError(f"{directory / 'config.json'}: unsupported activation_function "
+                         f"{config.get('activation_function')!r}; numbert runs {', '.join(DENSE_ACTIVATIONS)}")
+    if (directory / "model.safetensors").is_file():
+        weights, source = read_safetensors(directory / "model.safetensors"), directory / "model.safetensors"
+    elif (directory / "pytorch_model.bin").is_file():
+        weights, source = read_torch_bin(directory / "pytorch_model.bin"), directory / "pytorch_model.bin"
+    else:
+        raise FileNotFoundError(f"{directory} (a Dense module) has neither model.safetensors nor pytorch_model.bin")
+    shape = (config.get("out_features"), config.get("in_features"))
+    weight, bias = weights.get("linear.weight"), weights.get("linear.bias")
+    if weight is None or weight.shape != shape:
+        raise ValueError(f"{source}: expected tensor 'linear.weight' of shape {shape}, "
+                         f"found {None if weight is None else weight.shape}")
+    if config.get("bias", True) and (bias is None or bias.shape != shape[:1]):
+        raise ValueError(f"{source}: expected tensor 'linear.bias' of shape {shape[:1]}")
+    as_float32 = lambda w: np.asarray(w, dtype=np.float32)
+    return Dense(as_float32(weight), as_float32(bias) if config.get("bias", True) else None, activation)
+
+
+def _read_json_if_any(path: Path) -> dict:
+    """A JSON object file's contents, {} when there is no such file."""
+    return _read_json(path) if path.is_file() else {}
 
 
 def _pooling_modes(config_file: Path) -> tuple[str, ...]:

@@ -1,9 +1,11 @@
-"""Deterministic random BERT checkpoints, for tests, benchmarks and docs that must run without a hub."""
+"""Deterministic random BERT checkpoints, for tests, benchmarks and docs that must run without a hub
+(and without torch or TensorFlow: `write_google_bert` writes Google's TensorFlow layout)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -11,6 +13,8 @@ import numpy as np
 
 from .checkpoint import tensor_shapes
 from .config import BertConfig
+from .crc32c import crc32c, masked
+from .tf_bundle import TABLE_MAGIC, index_path, shard_path
 
 # The inputs of the committed transformers fixtures (tests/fixtures/model_outputs.npz, scripts/make_fixtures.py).
 SENTENCES = [
@@ -62,3 +66,98 @@ def write_random_bert(directory: str | Path, vocab_path: str | Path, config: Ber
     shutil.copyfile(vocab_path, directory / "vocab.txt")
     save_file(random_weights(config, seed), str(directory / "model.safetensors"))
     return directory
+
+
+def write_google_bert(directory: str | Path, vocab_path: str | Path, config: BertConfig | None = None,
+                      seed: int = 0) -> Path:
+    """The random BERT of `random_weights` as Google released BERT: bert_config.json, vocab.txt and a
+    TensorFlow checkpoint `bert_model.ckpt` (variables `bert/...`, kernels (in, out))."""
+    directory, config = Path(directory), config or BertConfig()
+    directory.mkdir(parents=True, exist_ok=True)
+    google = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "architectures", "layer_norm_eps",
+                                                                     "pad_token_id", "position_embedding_type")}
+    (directory / "bert_config.json").write_text(json.dumps(google, indent=2) + "\n", encoding="utf-8")
+    shutil.copyfile(vocab_path, directory / "vocab.txt")
+    tensors = {}
+    for name, w in random_weights(config, seed).items():
+        name = re.sub(r"layer\.(\d+)", r"layer_\1", f"bert.{name}").replace(".", "/")
+        name = re.sub(r"LayerNorm/weight$", "LayerNorm/gamma", re.sub(r"LayerNorm/bias$", "LayerNorm/beta", name))
+        if name.endswith("embeddings/weight"):
+            name = name.removesuffix("/weight")
+        elif name.endswith("/weight"):
+            name, w = name.removesuffix("/weight") + "/kernel", w.T
+        tensors[name] = (w, 1)
+    write_tensor_bundle(directory / "bert_model.ckpt", tensors)
+    (directory / "checkpoint").write_text('model_checkpoint_path: "bert_model.ckpt"\n', encoding="utf-8")
+    return directory
+
+
+# ---------------------------------------------------------------------------------------------
+# A TensorFlow tensor bundle, written the way tf_bundle reads it (for tests of what TensorFlow
+# itself will not write: other dtypes, many index blocks, corrupt entries)
+
+
+def varint(n: int) -> bytes:
+    """7 bits per byte, least significant first, the high bit set on all bytes but the last."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
+
+
+def field(number: int, value: int | bytes, wire_type: int = 0) -> bytes:
+    """A protobuf field: a varint (wire type 0, absent at 0), fixed32 (5) or bytes (2)."""
+    if isinstance(value, bytes):
+        return varint(number << 3 | 2) + varint(len(value)) + value
+    if wire_type == 5:
+        return varint(number << 3 | 5) + value.to_bytes(4, "little")
+    return varint(number << 3) + varint(value) if value else b""
+
+
+def table_block(items: list[tuple[bytes, bytes]], restart_interval: int = 4) -> bytes:
+    """A LevelDB block: prefix-compressed entries, the restart array, its length."""
+    out, restarts, previous = bytearray(), [], b""
+    for i, (key, value) in enumerate(items):
+        shared = 0
+        if i % restart_interval:
+            while shared < min(len(key), len(previous)) and key[shared] == previous[shared]:
+                shared += 1
+        else:
+            restarts.append(len(out))
+        out += varint(shared) + varint(len(key) - shared) + varint(len(value)) + key[shared:] + value
+        previous = key
+    return bytes(out) + b"".join(r.to_bytes(4, "little") for r in restarts) + len(restarts).to_bytes(4, "little")
+
+
+def write_tensor_bundle(prefix: str | Path, tensors: dict[str, tuple[np.ndarray, int]], entries_per_block: int = 64,
+                        claimed_sizes: dict[str, int] | None = None) -> None:
+    """Write {name: (array, TensorFlow DataType enum)} as a one-shard tensor bundle at `prefix`, with
+    `entries_per_block` entries per index data block (and, to test refusals, entries whose size field
+    is `claimed_sizes[name]` instead of the truth)."""
+    items, offset = [(b"", field(1, 1))], 0  # BundleHeaderProto: num_shards 1
+    with open(shard_path(prefix, 0, 1), "wb") as data:
+        for name in sorted(tensors):
+            array, dtype = tensors[name]
+            raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+            shape = b"".join(field(2, field(1, n)) for n in array.shape)
+            entry = (field(1, dtype) + field(2, shape) + field(4, offset)
+                     + field(5, (claimed_sizes or {}).get(name, raw.size))
+                     + field(6, masked(crc32c(raw)), wire_type=5))
+            items.append((name.encode(), entry))
+            data.write(raw.tobytes())
+            offset += raw.size
+    table, index_items = bytearray(), []
+
+    def append_block(contents: bytes) -> bytes:
+        handle = varint(len(table)) + varint(len(contents))
+        table.extend(contents + b"\0" + masked(crc32c(contents + b"\0")).to_bytes(4, "little"))
+        return handle
+
+    for start in range(0, len(items), entries_per_block):
+        chunk = items[start:start + entries_per_block]
+        index_items.append((chunk[-1][0], append_block(table_block(chunk))))
+    metaindex = append_block(table_block([]))
+    index = append_block(table_block(index_items))
+    footer = (metaindex + index).ljust(40, b"\0") + TABLE_MAGIC.to_bytes(8, "little")
+    index_path(prefix).write_bytes(bytes(table) + footer)

@@ -94,8 +94,8 @@ def test_hf_home_is_honoured_in_a_fresh_process(tmp_path):
 def test_weights_false_needs_only_tokenizer_files(tmp_path, offline):
     snapshot = fake_hf_cache(tmp_path, "org/name", model_files(weights=False))
     assert model_dir("org/name", weights=False, cache_dir=tmp_path) == snapshot
-    with pytest.raises(FileNotFoundError, match="'org/name' has neither model.safetensors nor pytorch_model.bin"):
-        model_dir("org/name", cache_dir=tmp_path)
+    with pytest.raises(OSError, match="cannot load model 'org/name'.*could not be reached .HF_HUB_OFFLINE is set"):
+        model_dir("org/name", cache_dir=tmp_path)  # offline, the weights were never fetched (not known absent)
 
 
 def test_pytorch_model_bin_alone_is_enough(tmp_path, offline):
@@ -132,11 +132,15 @@ def test_invalid_hub_id_and_wrong_type(offline):
 def test_only_the_files_numbert_reads_are_downloaded(tmp_path, monkeypatch):
     """A sentence-transformers repo: config, tokenizer, module configs, and ONE weight file."""
     repo = {**model_files(), "pytorch_model.bin": b"", "tf_model.h5": b"", "onnx/model.onnx": b"",
-            "modules.json": json.dumps([{"path": ""}, {"path": "1_Pooling"}, {"path": "2_Normalize"}]).encode(),
-            "1_Pooling/config.json": b"{}", "tokenizer_config.json": b"{}"}
+            "modules.json": json.dumps([{"path": ""}, {"path": "1_Pooling"},
+                                        {"path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+                                        {"path": "3_Normalize"}]).encode(),
+            "1_Pooling/config.json": b"{}", "tokenizer_config.json": b"{}", "2_Dense/config.json": b"{}",
+            "2_Dense/model.safetensors": b"", "2_Dense/pytorch_model.bin": b""}
     requested = []
 
-    def fake_download(repo_id, filename, revision=None, cache_dir=None):
+    def fake_download(repo_id, filename, revision=None, cache_dir=None, local_files_only=False):
+        assert not local_files_only  # the hub is "reachable" here
         requested.append(filename)
         if filename not in repo:
             raise EntryNotFoundError(f"{filename} is not in {repo_id}")
@@ -145,11 +149,38 @@ def test_only_the_files_numbert_reads_are_downloaded(tmp_path, monkeypatch):
         return str(tmp_path / filename)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
-    monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", lambda url, timeout: None)  # the hub answers
+    monkeypatch.setattr("numbert.hub._hub_unreachable", lambda repo_id, revision: None)  # the hub answers
     assert model_dir("org/st-model") == tmp_path
     assert set(requested) == {"config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
-                              "modules.json", "sentence_bert_config.json", "1_Pooling/config.json",
-                              "2_Normalize/config.json", "model.safetensors"}
+                              "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
+                              "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors",
+                              "3_Normalize/config.json", "model.safetensors"}
     requested.clear()
     model_dir("org/st-model", weights=False)
     assert set(requested) == {"config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"}
+
+
+def test_cached_model_loads_at_once_when_the_hub_does_not_answer(tmp_path, monkeypatch):
+    """No HF_HUB_OFFLINE, but nothing listens at the endpoint: one failed request, then only the cache
+    (huggingface_hub alone would retry each file for about 20 s)."""
+    snapshot = fake_hf_cache(tmp_path, "org/name", model_files())
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")  # the discard port: refused
+    monkeypatch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                        "http://127.0.0.1:9/{repo_id}/resolve/{revision}/{filename}")
+    calls = []
+    real = huggingface_hub.hf_hub_download
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("local_files_only"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", spy)
+    assert model_dir("org/name", cache_dir=tmp_path) == snapshot
+    assert calls == []  # everything was in the cache: not even a download call, let alone a request
+    (snapshot / "model.safetensors").unlink()  # now the cache is incomplete: one failed request, then the cache
+    with pytest.raises(OSError, match=r"could not be reached \(http://127.0.0.1:9: "):
+        model_dir("org/name", cache_dir=tmp_path)
+    assert calls and all(calls)  # every file asked of the cache only, none of the hub
+    with pytest.raises(OSError, match=r"not in the Hugging Face cache.*could not be reached \(http://127.0.0.1:9: "):
+        model_dir("org/other", cache_dir=tmp_path)

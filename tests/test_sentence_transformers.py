@@ -133,11 +133,11 @@ def test_bad_and_unsupported_configs(tmp_path, minilm_dir):
 
 
 def test_a_module_numbert_does_not_run_is_refused_only_for_the_default(tmp_path, minilm_dir):
-    dense = {"idx": 3, "name": "3", "path": "3_Dense", "type": "sentence_transformers.models.Dense"}
-    d = write_st_dir(tmp_path, minilm_dir, {"pooling_mode": "mean"}, normalize=False, extra_modules=[dense])
+    norm = {"idx": 3, "name": "3", "path": "3_LayerNorm", "type": "sentence_transformers.models.LayerNorm"}
+    d = write_st_dir(tmp_path, minilm_dir, {"pooling_mode": "mean"}, normalize=False, extra_modules=[norm])
     model = numbert.load(d)
-    assert model.sentence_config.unsupported == ("3_Dense (Dense)",)
-    with pytest.raises(ValueError, match=r"modules numbert does not run \(3_Dense \(Dense\)\)"):
+    assert model.sentence_config.unsupported == ("3_LayerNorm (LayerNorm)",)
+    with pytest.raises(ValueError, match=r"modules numbert does not run \(3_LayerNorm \(LayerNorm\)\)"):
         model.embed(["hello"])
     assert model.embed(["hello"], pooling="mean").shape == (1, 384)
 

@@ -1,4 +1,4 @@
-"""The `numbert` command: tokenize, encode, neighbors, similarity and plot, from the shell.
+"""The `numbert` command: tokenize, encode, neighbors, similarity, plot and serve, from the shell.
 
     numbert tokenize "Here is the sentence I want embeddings for."
     numbert encode --file sentences.txt --model ./all-MiniLM-L6-v2 -o vectors.npy
@@ -6,6 +6,7 @@
     numbert neighbors bank -k 5
     numbert similarity "A man is eating food." "A man is eating a meal."
     numbert plot histogram "The cat sat on the mat." --layer 6 --token cat -o cat.png
+    numbert serve --model ./all-MiniLM-L6-v2 --port 8000
 
 One module per family of commands, each with `add_commands(commands)`, which adds its subparsers
 and sets `run` to the function that carries the command out; COMMANDS lists them in the order
@@ -26,10 +27,10 @@ import signal
 import sys
 import threading
 
-from . import encode, plot, similarity, tokenize
+from . import encode, plot, serve, similarity, tokenize
 from .common import Failure, Parser
 
-COMMANDS = (tokenize, encode, similarity, plot)
+COMMANDS = (tokenize, encode, similarity, plot, serve)
 
 
 def build_parser() -> argparse.ArgumentParser:

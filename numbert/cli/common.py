@@ -84,6 +84,14 @@ def add_sentence_options(p: argparse.ArgumentParser) -> None:
                         "model's pooling, else mean); padding never counts")
 
 
+def add_vector_options(p: argparse.ArgumentParser) -> None:
+    """--normalize and --max-length: how sentence vectors are finished and how long their inputs may be."""
+    p.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
+                   help="scale sentence vectors to unit length (default: as the model's Normalize module says)")
+    p.add_argument("--max-length", type=positive_int, metavar="N",
+                   help="tokens per input, [CLS] and [SEP] included (default: the model's maximum)")
+
+
 def sentence_options(args: argparse.Namespace) -> dict:
     """The sentence-vector choices given on the command line (absent ones take the model's defaults)."""
     options = {"pooling": args.pooling, "layers": args.strategy or args.layers, "combine": args.combine}

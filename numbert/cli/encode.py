@@ -27,6 +27,7 @@ from .common import (
     Failure,
     add_model,
     add_sentence_options,
+    add_vector_options,
     load_model,
     non_negative_int,
     positive_int,
@@ -66,6 +67,8 @@ def check_encode_options(args: argparse.Namespace) -> None:
                               f"the layers listed by --layers, as extract_features.py does")
         if args.normalize is not None:
             raise Failure("--normalize applies to sentence vectors (npy, npz), not to --format jsonl")
+        if args.prompt is not None or args.prompt_name is not None:
+            raise Failure("--prompt and --prompt-name apply to sentence vectors (npy, npz), not to --format jsonl")
     if args.output is None and args.format in ("npy", "npz") and sys.stdout.isatty():
         raise Failure(f"refusing to write binary .{args.format} data to a terminal; use -o OUT or a redirect")
 
@@ -76,7 +79,7 @@ def embed_options(model, args: argparse.Namespace, bar: Any) -> tuple[dict, int]
     """The keyword arguments of model.embed for these options, checked before any work is done, and
     the width of the vectors they give. Each batch embedded advances `bar`."""
     options = dict(sentence_options(args), batch_size=args.batch_size, max_length=args.max_length, long=args.long,
-                   stride=args.stride, progress=bar)
+                   stride=args.stride, progress=bar, prompt=args.prompt, prompt_name=args.prompt_name)
     return options, model.embed([], **options).shape[1]
 
 
@@ -170,10 +173,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--output", "-o", metavar="OUT", help="output file (default: stdout)")
     add_model(p)
     add_sentence_options(p)
-    p.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
-                   help="scale sentence vectors to unit length (default: as the model's Normalize module says)")
-    p.add_argument("--max-length", type=positive_int, metavar="N",
-                   help="tokens per input, [CLS] and [SEP] included (default: the model's maximum)")
+    add_vector_options(p)
     p.add_argument("--long", choices=("truncate", "window"), default="truncate",
                    help="longer inputs: cut them, or run overlapping windows and average each token over "
                         "them (default: truncate)")
@@ -181,4 +181,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                    help="tokens shared by neighbouring windows with --long window (default: 128)")
     p.add_argument("--batch-size", type=positive_int, default=32, metavar="N",
                    help="texts per forward pass (default: 32)")
+    p.add_argument("--prompt", metavar="TEXT", help="prepend TEXT to every input (e.g. 'query: ')")
+    p.add_argument("--prompt-name", metavar="NAME",
+                   help="prepend the model's prompt NAME (sentence-transformers prompts, e.g. query; "
+                        "default: the model's default_prompt_name, if any)")
     p.set_defaults(run=encode)

@@ -7,6 +7,7 @@ Read in this order (docs/tokenizer.md tells the whole story):
 - fast.py: the same stages memoized, with a fast path for ASCII.
 - encoding.py, truncation.py, tokenizer.py: `Tokenizer.encode` and `encode_batch`: special
   tokens, the `[CLS] A [SEP] B [SEP]` template, truncation into windows, padding; and `decode`.
+- tokenizer_json.py: the same settings read from a Hugging Face tokenizer.json (no vocab.txt).
 """
 
 from .basic import (

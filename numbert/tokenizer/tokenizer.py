@@ -13,7 +13,7 @@ import gc
 import json
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -118,12 +118,13 @@ class Tokenizer:
     """BERT's WordPiece tokenizer: `encode(text)` gives the ids, offsets and word ids of transformers'
     Rust-backed `BertTokenizer`, built from the same vocab.txt."""
 
-    def __init__(self, vocab_path: str | os.PathLike, *, do_lower_case: bool = True, strip_accents: bool | None = None,
+    def __init__(self, vocab_path: str | os.PathLike | Mapping[str, int], *, do_lower_case: bool = True,
+                 strip_accents: bool | None = None,
                  tokenize_chinese_chars: bool = True, never_split: Sequence[str] | None = None,
                  unk_token: str = "[UNK]", sep_token: str = "[SEP]", pad_token: str = "[PAD]",
                  cls_token: str = "[CLS]", mask_token: str = "[MASK]", max_input_chars_per_word: int = 100,
                  model_max_length: int | None = None):
-        self.vocab = load_vocab(vocab_path)
+        self.vocab = dict(vocab_path) if isinstance(vocab_path, Mapping) else load_vocab(vocab_path)
         self.do_lower_case = do_lower_case
         self.strip_accents = do_lower_case if strip_accents is None else strip_accents  # None follows lowercasing
         self.tokenize_chinese_chars = tokenize_chinese_chars
@@ -154,8 +155,9 @@ class Tokenizer:
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, *, revision: str | None = None,
                         cache_dir: str | os.PathLike | None = None) -> Tokenizer:
-        """The tokenizer of a model directory or hub id: vocab.txt, with the options of
-        tokenizer_config.json and special_tokens_map.json when present."""
+        """The tokenizer of a model directory or hub id: vocab.txt (else a BERT tokenizer.json), with
+        the options of tokenizer_config.json and special_tokens_map.json when present."""
+        from ..config import google_release_lowercases
         from ..hub import model_dir
 
         directory = model_dir(name_or_path, weights=False, revision=revision, cache_dir=cache_dir)
@@ -164,7 +166,22 @@ class Tokenizer:
             if (directory / name).is_file():
                 options |= read_options(directory / name)
         never_split = [*options.pop("never_split", ()), *options.pop("additional_special_tokens", ())]
-        return cls(directory / "vocab.txt", never_split=never_split or None, **options)
+        if "do_lower_case" not in options and (directory / "bert_config.json").is_file():  # Google's release
+            options["do_lower_case"] = google_release_lowercases(directory) is not False
+        max_length = options.pop("model_max_length", None)
+        if not (directory / "vocab.txt").is_file() and (directory / "tokenizer.json").is_file():
+            return cls.from_tokenizer_json(directory / "tokenizer.json", model_max_length=max_length,
+                                           **{k: v for k, v in options.items() if k in ("pad_token", "mask_token")})
+        return cls(directory / "vocab.txt", never_split=never_split or None, **options, model_max_length=max_length)
+
+    @classmethod
+    def from_tokenizer_json(cls, path: str | os.PathLike, **overrides) -> Tokenizer:
+        """The tokenizer a Hugging Face tokenizer.json describes, if it is BERT's WordPiece pipeline
+        (vocabulary, [UNK], lowercasing, accents, Chinese characters and special tokens from the file)."""
+        from .tokenizer_json import wordpiece_settings
+
+        vocab, settings = wordpiece_settings(path)
+        return cls(vocab, **(settings | overrides))
 
     # -- text to tokens ------------------------------------------------------------------------------
 

@@ -1,0 +1,17 @@
+"""`numbert serve`: an OpenAI- and text-embeddings-inference-compatible embedding server.
+
+    numbert serve --model ./all-MiniLM-L6-v2 --port 8000
+
+Requests are validated and tokenized off the event loop, queued, and run by one model thread that
+batches the waiting inputs by a token budget (`batching`); answers are exactly `Bert.embed`'s.
+The modules, bottom up: `settings` (what the server was told), `metrics` (Prometheus text),
+`protocol` (the JSON wire formats and their errors), `batching` (the queue and the model thread),
+`app` (the Starlette routes), `main` (the uvicorn process: workers, signals, graceful shutdown).
+Needs the [serve] extra (Starlette and uvicorn): `pip install "numbert[serve]"`.
+"""
+
+from __future__ import annotations
+
+from .settings import Settings
+
+__all__ = ["Settings"]

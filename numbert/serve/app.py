@@ -1,0 +1,255 @@
+"""The HTTP routes (Starlette): OpenAI's /v1/embeddings and /v1/models, text-embeddings-inference's /embed,
+/tokenize, /health and /metrics.
+
+Every route that works on inputs goes through `Server.handle`: admission (429 with Retry-After
+beyond max_concurrent_requests, 503 until the model is loaded), the body read up to payload_limit
+(413), parsing and tokenizing, the model thread's queue, and the answer rendered, or the error in
+OpenAI's shape. Parsing, tokenizing and rendering run in threads, except for small requests (a
+thread hop costs more than they do), so the event loop never stalls on a big one and the model
+never runs on it. An unexpected error is a 500 and the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+
+import anyio
+import numpy as np
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from . import protocol
+from .batching import Batcher
+from .embedder import Embedder
+from .metrics import Metrics
+from .protocol import ApiError, EmbeddingRequest
+from .settings import Settings
+
+log = logging.getLogger("numbert.serve")
+JSON = "application/json"
+SMALL = 2048  # bytes of a request body, or numbers in an answer, handled on the event loop itself
+SETTINGS_VARIABLE = "NUMBERT_SERVE_SETTINGS"  # how `--workers N` hands the settings to its worker processes
+
+
+class Server:
+    """One server process: its settings, its model (loaded in the background) and its counters."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.metrics = Metrics()
+        self.embedder: Embedder | None = None
+        self.batcher: Batcher | None = None
+        self.load_error: str | None = None
+        self.threads = anyio.CapacityLimiter(2)  # parsing, tokenizing, rendering: off the event loop
+        self.started = int(time.time())
+
+    # --- life: load in the background, stop after the last accepted request ---------------------------
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette):
+        loading = asyncio.create_task(self.load())
+        try:
+            yield
+        finally:
+            await loading
+            if self.batcher is not None:
+                await anyio.to_thread.run_sync(self.batcher.stop)
+            answered = sum(self.metrics.requests.values())
+            log.info("numbert serve: stopped after answering %d requests; nothing was left waiting", answered)
+
+    async def load(self) -> None:
+        try:
+            embedder = await anyio.to_thread.run_sync(Embedder, self.settings)
+        except Exception as e:  # noqa: BLE001 (/health says why; the embedding routes answer 503)
+            self.load_error = f"cannot load the model {self.settings.model}: {e}"
+            log.error("%s", self.load_error)
+            return
+        s = self.settings
+        await anyio.to_thread.run_sync(embedder.warm_up)
+        self.batcher = Batcher(embedder.model, embedder.pooling, embedder.layers, embedder.combine, embedder.dim,
+                               s.max_batch_tokens, s.max_batch_size, self.metrics)
+        self.batcher.start()
+        self.embedder = embedder
+        log.info("numbert serve: %s ready (%d-dimensional vectors, inputs up to %d tokens)", s.name, embedder.dim,
+                 embedder.max_length)
+
+    # --- the routes -------------------------------------------------------------------------------
+
+    async def openai_embeddings(self, request: Request) -> Response:
+        return await self.handle(request, "/v1/embeddings", protocol.openai_request, "input")
+
+    async def tei_embed(self, request: Request) -> Response:
+        return await self.handle(request, "/embed", protocol.tei_request, "inputs")
+
+    async def tokenize(self, request: Request) -> Response:
+        return await self.handle(request, "/tokenize", None, "inputs")
+
+    async def models(self, request: Request) -> Response:
+        model = {"id": self.settings.name, "object": "model", "created": self.started, "owned_by": "numbert"}
+        return json_response({"object": "list", "data": [model]})
+
+    async def health(self, request: Request) -> Response:
+        if self.embedder is not None:
+            return json_response({"status": "ready"})
+        return json_response({"status": "error" if self.load_error else "loading", "error": self.load_error}, 503)
+
+    async def prometheus(self, request: Request) -> Response:
+        return Response(self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    # --- one request ------------------------------------------------------------------------------
+
+    async def handle(self, request: Request, endpoint: str, parse: Callable | None, name: str) -> Response:
+        """Admit, read, check, tokenize, queue, answer: the path of every request that carries inputs."""
+        start = time.perf_counter()
+        inputs = tokens = 0
+        try:
+            if self.metrics.in_flight >= self.settings.max_concurrent_requests:
+                raise ApiError(429, f"the server is busy: {self.metrics.in_flight} requests are in flight "
+                                    f"(--max-concurrent-requests); retry after a second",
+                               code="rate_limit_exceeded", headers={"Retry-After": "1"})
+            if self.embedder is None or self.batcher is None:
+                raise ApiError(503, self.load_error or "the model is loading; retry in a moment",
+                               code="model_not_ready", headers={"Retry-After": "1"})
+            embedder, batcher = self.embedder, self.batcher
+            self.metrics.in_flight += 1
+            try:
+                if parse is None:
+                    body = await self.read_body(request)
+                    answer = await self.run(len(body), tokenize_answer, embedder, body,
+                                            self.settings.max_client_batch_size)
+                else:
+                    answer, inputs, tokens = await self.embed_answer(embedder, batcher, request, parse, name)
+            finally:
+                self.metrics.in_flight -= 1
+            response = Response(answer, media_type=JSON)
+        except ApiError as e:
+            response = error_response(e)
+        except Exception as e:  # a bug: say so, and keep serving
+            log.exception("%s failed", endpoint)
+            response = error_response(ApiError(500, f"internal error: {type(e).__name__}: {e}", code="internal_error"))
+        self.metrics.answered(endpoint, response.status_code, time.perf_counter() - start, inputs, tokens)
+        return response
+
+    async def read_body(self, request: Request) -> bytes:
+        """The request body, refused with a 413 as soon as it is longer than payload_limit bytes."""
+        limit = self.settings.payload_limit
+        too_long = ApiError(413, f"the request body is over {limit} bytes (--payload-limit)", code="payload_too_large")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise too_long
+        body = bytearray()
+        try:
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise too_long
+        except ClientDisconnect:
+            raise ApiError(400, "the client disconnected before sending the whole body") from None
+        return bytes(body)
+
+    async def embed_answer(self, embedder: Embedder, batcher: Batcher, http: Request, parse: Callable,
+                           name: str) -> tuple[bytes, int, int]:
+        """The answer to /v1/embeddings or /embed, with the number of inputs and tokens it embedded.
+
+        While it waits for the model, a request holds its token ids only (4 bytes a token), not its body or texts.
+        """
+        body = await self.read_body(http)
+        request, rows = await self.run(len(body), self.embedding_rows, embedder, body, parse, name)
+        del body
+        vectors = await batcher.submit(rows)  # (inputs, dim), pooled
+        tokens = sum(len(row) for row in rows)
+        answer = await self.run(vectors.size, self.render, embedder, request, vectors, tokens)
+        return answer, len(rows), tokens
+
+    async def run(self, size: int, work: Callable, *args):
+        """work(*args) in a thread, or right here on the event loop when `size` is SMALL."""
+        if size <= SMALL:
+            return work(*args)
+        return await anyio.to_thread.run_sync(work, *args, limiter=self.threads)
+
+    def embedding_rows(self, e: Embedder, body: bytes, parse: Callable, name: str) -> tuple[EmbeddingRequest, list]:
+        """The request, checked, and its inputs as token ids."""
+        request = parse(body, self.settings.max_client_batch_size)
+        e.check_dimensions(request.dimensions, normalizes(e, request))
+        truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
+        rows = e.ids_to_rows(request.inputs, name) if request.ids else e.texts_to_rows(request.inputs, truncate, name)
+        request.inputs = []  # the token ids stand for them from here on
+        return request, rows
+
+    def render(self, e: Embedder, request: EmbeddingRequest, vectors: np.ndarray, tokens: int) -> bytes:
+        """The finished vectors as OpenAI's or text-embeddings-inference's JSON."""
+        vectors = e.finish(vectors, normalizes(e, request), request.dimensions)
+        if request.normalize is None:  # OpenAI
+            return protocol.openai_response(vectors, request.encoding_format, self.settings.name, tokens)
+        return protocol.tei_response(vectors)
+
+
+def normalizes(e: Embedder, request: EmbeddingRequest) -> bool:
+    """Whether the answer is unit-length: as the request says (/embed), else as the server's recipe says."""
+    return e.normalize if request.normalize is None else request.normalize
+
+
+def tokenize_answer(e: Embedder, body: bytes, max_inputs: int) -> bytes:
+    """/tokenize: each input's tokens with ids and character offsets."""
+    texts, special = protocol.tokenize_request(body, max_inputs)
+    texts = [t.lower() for t in texts] if e.lowercase else texts
+    encodings = [e.tokenizer.encode(t, add_special_tokens=special, max_length=None, truncation=False) for t in texts]
+    return protocol.tokenize_response(encodings, texts)
+
+
+def json_response(value, status: int = 200) -> Response:
+    return Response(json.dumps(value), status, media_type=JSON)
+
+
+def error_response(error: ApiError) -> Response:
+    return Response(error.body(), error.status, headers=error.headers, media_type=JSON)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own errors (404 no such route, 405 wrong method) in OpenAI's shape."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    return error_response(ApiError(status, f"{request.method} {request.url.path}: {getattr(exc, 'detail', exc)}"))
+
+
+def create_app(settings: Settings) -> Starlette:
+    """The ASGI app serving `settings.model`; the model loads in the background once the app starts."""
+    server = Server(settings)
+    routes = [Route("/v1/embeddings", server.openai_embeddings, methods=["POST"]),
+              Route("/v1/models", server.models, methods=["GET"]),
+              Route("/embed", server.tei_embed, methods=["POST"]),
+              Route("/tokenize", server.tokenize, methods=["POST"]),
+              Route("/health", server.health, methods=["GET"]),
+              Route("/metrics", server.prometheus, methods=["GET"])]
+    app = Starlette(routes=routes, lifespan=server.lifespan, exception_handlers={HTTPException: http_error})
+    app.state.server = server
+    return app
+
+
+def log_to_stderr() -> None:
+    """The server's own log lines (ready, stopped) on stderr, beside uvicorn's."""
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+
+
+def app_from_environment() -> Starlette:
+    """The app of a worker process started by `numbert serve --workers N` (uvicorn's factory): settings from
+    the environment, BLAS threads set for this process alone."""
+    log_to_stderr()
+    settings = Settings.from_json(os.environ[SETTINGS_VARIABLE])
+    if settings.blas_threads is not None:
+        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+        threadpool_limits(settings.blas_threads)
+    return create_app(settings)

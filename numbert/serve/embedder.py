@@ -1,0 +1,110 @@
+"""The model as the server runs it: the sentence recipe `Bert.embed` would use, inputs turned into token ids
+with the server's length checks, and pooled vectors finished (normalized, shortened) per request.
+
+Whatever batches the rows share, the answer for a text is `model.embed([text], **options)` of the
+server's options: the same tokens (lowercased first for a sentence-transformers model that says
+do_lower_case, cut to the same max_length), the same pooling and layers, the same normalization.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import Tokenizer, load, recipes
+from .protocol import ApiError
+from .settings import Settings
+
+
+class Embedder:
+    """A loaded model with the server's recipe: pooling, layers, combine, normalize, max_length."""
+
+    def __init__(self, settings: Settings):
+        self.model = model = load(settings.model)
+        if model.tokenizer is None:
+            raise ValueError(f"{settings.model} has no vocab.txt, so it cannot embed text")
+        self.tokenizer: Tokenizer = model.tokenizer
+        self.pooling, self.layers, self.combine, self.normalize = self.recipe(settings)
+        empty = model.embed([], pooling=self.pooling, layers=self.layers, combine=self.combine, progress=False)
+        self.dim = empty.shape[1]  # (0, dim): the recipe is checked before the server answers anything
+        self.max_length = self.length_limit(settings.max_length)
+        self.lowercase = model.sentence_config is not None and model.sentence_config.do_lower_case
+        self.vocab_size = model.config.vocab_size
+
+    def warm_up(self) -> None:
+        """One forward of [CLS] [SEP], so that the first request finds the weights' pages mapped in."""
+        ids = np.array(self.tokenizer.encode("").ids)
+        self.model.forward(ids).sentence_vector(self.pooling, self.layers, self.combine)
+
+    def recipe(self, s: Settings) -> tuple:
+        """(pooling, layers, combine, normalize): the options given, else the model's own, as `Bert.embed`
+        resolves them (a sentence-transformers directory's pooling of the last layer and its Normalize;
+        else the mean of the second-to-last layer, not normalized)."""
+        st = self.model.sentence_config
+        if st is None:
+            return s.pooling or "mean", -2 if s.layers is None else s.layers, s.combine, bool(s.normalize)
+        if s.pooling is None and st.unsupported:
+            raise ValueError(f"this sentence-transformers model has modules numbert does not run "
+                             f"({', '.join(st.unsupported)}); pass --pooling (and --layers) to pool BERT's "
+                             f"token vectors yourself")
+        return (s.pooling or st.pooling, -1 if s.layers is None else s.layers, s.combine,
+                st.normalize if s.normalize is None else s.normalize)
+
+    def length_limit(self, max_length: int | None) -> int:
+        """Tokens per input, [CLS] and [SEP] included, as `Bert.embed` cuts them."""
+        positions = self.model.config.max_position_embeddings
+        if max_length is None:
+            st = self.model.sentence_config
+            return min(st.max_seq_length or positions, positions) if st else positions
+        if not 3 <= max_length <= positions:
+            raise ValueError(f"max_length must be between 3 and {positions}, got {max_length}")
+        return max_length
+
+    def texts_to_rows(self, texts: list[str], truncate: bool, name: str) -> list[np.ndarray]:
+        """Token ids per text, cut to max_length if `truncate`, else a 413 naming the first text too long."""
+        rows = []
+        for i, text in enumerate(texts):
+            encoding = self.tokenizer.encode(text.lower() if self.lowercase else text,
+                                             max_length=self.max_length if truncate else None, truncation=truncate)
+            if len(encoding) > self.max_length:
+                raise ApiError(413, f"'{name}[{i}]' is {len(encoding)} tokens long; this model takes at most "
+                                    f"{self.max_length} ([CLS] and [SEP] included). Shorten it, or send "
+                                    f"truncate=true (or start the server with --auto-truncate)",
+                               param=f"{name}[{i}]", code="input_too_long")
+            rows.append(np.array(encoding.ids, np.int32))
+        return rows
+
+    def ids_to_rows(self, inputs: list[list[int]], name: str) -> list[np.ndarray]:
+        """Token-id inputs, used as given ([CLS] and [SEP] included, as /tokenize returns them): a 422 for an id
+        outside the vocabulary, a 413 for an input over max_length (ids are never cut)."""
+        rows = []
+        for i, ids in enumerate(inputs):
+            if len(ids) > self.max_length:
+                raise ApiError(413, f"'{name}[{i}]' is {len(ids)} tokens long; this model takes at most "
+                                    f"{self.max_length} ([CLS] and [SEP] included); token ids are not truncated",
+                               param=f"{name}[{i}]", code="input_too_long")
+            j = next((j for j, t in enumerate(ids) if not 0 <= t < self.vocab_size), None)
+            if j is not None:
+                raise ApiError(422, f"'{name}[{i}][{j}]' is {ids[j]}, not a token id of this model's vocabulary "
+                                    f"[0, {self.vocab_size})", param=f"{name}[{i}][{j}]", code="invalid_token_id")
+            rows.append(np.array(ids, np.int32))
+        return rows
+
+    def finish(self, vectors: np.ndarray, normalize: bool, dimensions: int | None) -> np.ndarray:
+        """Pooled (n, dim) vectors as answered: L2-normalized if asked; shortened to `dimensions` and renormalized."""
+        if normalize:
+            vectors = recipes.normalize(vectors)
+        if dimensions is not None:
+            vectors = recipes.normalize(vectors[:, :dimensions])
+        return vectors
+
+    def check_dimensions(self, dimensions: int | None, normalize: bool) -> None:
+        """`dimensions` makes sense for unit vectors (cut, then renormalize) and at most the model's width."""
+        if dimensions is None:
+            return
+        if not normalize:
+            raise ApiError(400, "'dimensions' shortens unit-length vectors and renormalizes them; this server "
+                                "answers vectors that are not normalized (start it with --normalize)",
+                           param="dimensions")
+        if dimensions > self.dim:
+            raise ApiError(400, f"'dimensions' is {dimensions}; this model's vectors have {self.dim}",
+                           param="dimensions")

@@ -1,0 +1,46 @@
+"""What the server is told: the model, its sentence-vector recipe, and the limits that bound its memory."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a server process needs to build its app (JSON round-trips it to worker processes).
+
+    pooling / layers / combine / normalize / max_length: as for `Bert.embed` (None = the model's own
+    recipe). Limits, with text-embeddings-inference's names and defaults where it has them:
+    payload_limit bytes per request body, max_client_batch_size inputs per request (413 beyond),
+    max_concurrent_requests requests admitted at once (429 beyond), max_batch_tokens padded tokens
+    and max_batch_size inputs per forward. A request waiting for the model holds its token ids only
+    (4 bytes a token, and a token takes at least a byte of the body), so the queue holds at most about
+    4 x payload_limit x max_concurrent_requests bytes, plus the bodies being read and tokenized.
+    """
+
+    model: str
+    served_model_name: str | None = None  # the name in /v1/models and in answers (default: `model`)
+    pooling: str | list[str] | None = None
+    layers: str | int | list[int] | None = None
+    combine: str | None = None
+    normalize: bool | None = None
+    max_length: int | None = None
+    auto_truncate: bool = False  # cut inputs over max_length instead of answering 413
+    max_batch_tokens: int = 16384
+    max_batch_size: int = 32
+    max_concurrent_requests: int = 512
+    max_client_batch_size: int = 2048
+    payload_limit: int = 2_000_000
+    blas_threads: int | None = None  # set in a worker process `numbert serve --workers N` started
+
+    @property
+    def name(self) -> str:
+        return self.served_model_name or self.model
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Settings:
+        return cls(**json.loads(text))

@@ -1,0 +1,366 @@
+"""numbert serve: the real server in a subprocess on 127.0.0.1 (an ephemeral port), called with the official
+openai client and with httpx; every answer is compared with offline `Bert.embed` on all-MiniLM-L6-v2.
+
+Load loops are bounded in count and in time. Timing is never asserted (scripts/bench_serve.py measures it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import openai
+import pytest
+
+import numbert
+from numbert.serve.batching import Item, next_batch
+
+ROOT = Path(__file__).resolve().parent.parent
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "retrieval", "augmented",
+         "generation", "needs", "dense", "sentence", "embeddings", "from", "small", "encoder", "running", "on",
+         "two", "cores", "Zürich", "café", "naïve", "3.14", "ok"]
+
+
+def mixed_texts(n: int, seed: int, longest: int = 40) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, rng.integers(0, longest))) for _ in range(n)]
+
+
+class ServerProcess:
+    """`python -m numbert serve` on 127.0.0.1 and a free port; its log lines are kept as they come."""
+
+    def __init__(self, model_dir: Path, *options: str, timeout: float = 60):
+        self.model_name = str(model_dir)
+        env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+        command = [sys.executable, "-m", "numbert", "serve", "--model", str(model_dir), "--port", "0", *options]
+        self.proc = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+        self.lines: list[str] = []
+        self.port = None
+        started = threading.Event()
+
+        def read():
+            for line in self.proc.stderr:
+                self.lines.append(line)
+                if m := re.search(r"Uvicorn running on http://127\.0\.0\.1:(\d+)", line):
+                    self.port = int(m.group(1))
+                    started.set()
+            started.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not started.wait(timeout) or self.port is None:
+            self.proc.kill()
+            raise RuntimeError("the server did not start:\n" + "".join(self.lines))
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + timeout
+        while not self.ready():  # the model loads once the server has started
+            assert time.monotonic() < deadline and self.proc.poll() is None, "".join(self.lines)
+            time.sleep(0.02)
+
+    def ready(self) -> bool:
+        try:
+            return httpx.get(self.url + "/health").status_code == 200
+        except httpx.TransportError:  # with --workers, the port opens when a worker has started
+            return False
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+    def answered(self) -> int:
+        """The number of requests the server says it answered before it stopped."""
+        found = [re.search(r"stopped after answering (\d+) requests", line) for line in self.lines]
+        return int([m for m in found if m][-1].group(1))
+
+
+@pytest.fixture(scope="module")
+def model(minilm_dir):
+    return numbert.load(minilm_dir)
+
+
+@pytest.fixture(scope="module")
+def server(minilm_dir):
+    s = ServerProcess(minilm_dir, "--max-concurrent-requests", "64", "--max-client-batch-size", "64")
+    yield s
+    if s.proc.poll() is None:
+        assert s.stop() == 0, "".join(s.lines)
+
+
+def assert_close(got, want):
+    got = np.asarray(got, np.float32)
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= 1e-6
+
+
+def error_of(response: httpx.Response, status: int, param: str | None = None) -> str:
+    """The message of an OpenAI-shaped error answer, after checking its status, shape and param."""
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["message"]
+    assert error["param"] == param
+    return error["message"]
+
+
+def still_serving(server: ServerProcess, model) -> None:
+    r = httpx.post(server.url + "/v1/embeddings", json={"input": "still here", "model": "m"})
+    assert r.status_code == 200
+    assert_close(r.json()["data"][0]["embedding"], model.embed("still here", progress=False))
+
+
+# --- the official openai client and httpx ------------------------------------------------------------
+
+def test_openai_client_both_encoding_formats(server, model):
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+    texts = mixed_texts(12, seed=1) + ["", "Café naïve résumé", "The quick brown fox jumps over the lazy dog. " * 10]
+    want = model.embed(texts, progress=False)
+    default = client.embeddings.create(model="all-MiniLM-L6-v2", input=texts)  # the client asks for base64
+    assert [d.index for d in default.data] == list(range(len(texts)))
+    assert_close([d.embedding for d in default.data], want)
+    assert default.model == server.model_name  # the served name: --model by default
+    tokens = sum(len(model.tokenizer.encode(t, max_length=256)) for t in texts)
+    assert default.usage.prompt_tokens == default.usage.total_tokens == tokens
+    floats = client.embeddings.create(model="m", input=texts, encoding_format="float")
+    assert_close([d.embedding for d in floats.data], want)
+    raw = client.embeddings.create(model="m", input=texts[:3], encoding_format="base64")  # left encoded
+    assert_close([np.frombuffer(base64.b64decode(d.embedding), "<f4") for d in raw.data], want[:3])
+    one = client.embeddings.create(model="m", input="a single string")
+    assert_close([one.data[0].embedding], model.embed(["a single string"], progress=False))
+    short = client.embeddings.create(model="m", input=texts[:4], dimensions=64, encoding_format="float")
+    cut = want[:4, :64] / np.linalg.norm(want[:4, :64], axis=1, keepdims=True)
+    assert_close([d.embedding for d in short.data], cut)
+    with pytest.raises(openai.BadRequestError, match="dimensions"):
+        client.embeddings.create(model="m", input="x", dimensions=385)
+    assert [m.id for m in client.models.list()] == [server.model_name]
+
+
+@pytest.fixture(scope="module")
+def SentenceTransformer(torch):
+    return pytest.importorskip("sentence_transformers").SentenceTransformer
+
+
+@pytest.mark.parity
+def test_openai_client_matches_sentence_transformers(server, minilm_dir, SentenceTransformer):
+    texts = mixed_texts(16, seed=2) + ["Москва — столица России.", "東京は日本の首都です。"]
+    want = SentenceTransformer(str(minilm_dir), device="cpu").encode(texts)
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+    got = np.array([d.embedding for d in client.embeddings.create(model="m", input=texts).data], np.float32)
+    cosines = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
+    assert cosines.min() >= 0.99999
+
+
+def test_tei_routes_and_token_ids(server, model):
+    texts = ["Hello world!", "Token ids work too.", "x"]
+    r = httpx.post(server.url + "/embed", json={"inputs": texts})
+    assert_close(r.json(), model.embed(texts, progress=False))
+    r = httpx.post(server.url + "/embed", json={"inputs": texts[0], "normalize": False})
+    assert_close(r.json(), model.embed(texts[:1], normalize=False, progress=False))
+    tokens = httpx.post(server.url + "/tokenize", json={"inputs": texts}).json()
+    assert [[t["id"] for t in row] for row in tokens] == [model.tokenizer.encode(t).ids for t in texts]
+    assert tokens[0][1] == {"id": 7592, "text": "Hello", "special": False, "start": 0, "stop": 5}
+    assert tokens[0][0]["special"] and tokens[0][0]["start"] is None
+    ids = [[t["id"] for t in row] for row in tokens]  # ids as /tokenize gives them embed as their text does
+    r = httpx.post(server.url + "/v1/embeddings", json={"input": ids, "model": "m", "encoding_format": "float"})
+    assert_close([d["embedding"] for d in r.json()["data"]], model.embed(texts, progress=False))
+    r = httpx.post(server.url + "/v1/embeddings", json={"input": ids[0]})  # one input as a list of ids
+    assert_close([r.json()["data"][0]["embedding"]], model.embed(texts[:1], progress=False))
+    assert httpx.get(server.url + "/health").json() == {"status": "ready"}
+    metrics = httpx.get(server.url + "/metrics")
+    assert metrics.headers["content-type"].startswith("text/plain")
+    for name in ("numbert_requests_total{", "numbert_inputs_total ", "numbert_tokens_total ", "numbert_queue_depth ",
+                 "numbert_batch_inputs_bucket{", "numbert_request_duration_seconds_bucket{"):
+        assert name in metrics.text
+    assert 'numbert_requests_total{endpoint="/embed",status="200"} 2' in metrics.text
+
+
+# --- load: many clients, overload, shutdown ------------------------------------------------------------
+
+async def client_loop(url: str, texts: list[str], requests: int, seed: int, results: list, deadline: float) -> None:
+    """One client: `requests` requests of 1 or 2 texts, one after the other, each answer kept with its texts."""
+    rng = np.random.default_rng(seed)
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        for _ in range(requests):
+            if time.monotonic() > deadline:
+                return
+            picked = [int(i) for i in rng.integers(0, len(texts), rng.integers(1, 3))]
+            body = {"input": [texts[i] for i in picked], "model": "m", "encoding_format": "base64"}
+            try:
+                r = await client.post("/v1/embeddings", json=body)
+            except httpx.TransportError as e:
+                results.append((picked, e))
+                return
+            results.append((picked, r))
+
+
+def check_answers(results: list, want: np.ndarray) -> int:
+    """Every answer is complete and equal to offline embed; returns how many there were."""
+    for picked, r in results:
+        assert r.status_code == 200, r.text
+        data = r.json()["data"]
+        assert [d["index"] for d in data] == list(range(len(picked)))
+        got = np.stack([np.frombuffer(base64.b64decode(d["embedding"]), "<f4") for d in data])
+        assert np.abs(got - want[picked]).max() <= 1e-6
+    return len(results)
+
+
+def test_64_concurrent_clients_get_every_answer_right(server, model):
+    texts = mixed_texts(200, seed=3, longest=10)
+    want = model.embed(texts, progress=False)
+    results: list = []
+    deadline = time.monotonic() + 300  # a bound against hangs: it takes far less
+
+    async def main():
+        await asyncio.gather(*(client_loop(server.url, texts, 20, seed, results, deadline) for seed in range(64)))
+
+    asyncio.run(main())
+    assert check_answers(results, want) == 64 * 20
+
+
+def test_overload_answers_429_then_recovers(server, model):
+    texts = mixed_texts(2, seed=4, longest=12)
+    want = model.embed(texts, progress=False)
+    body = {"input": texts, "model": "m"}
+
+    async def burst(n):
+        async with httpx.AsyncClient(base_url=server.url, timeout=60,
+                                     limits=httpx.Limits(max_connections=n)) as client:
+            return await asyncio.gather(*(client.post("/v1/embeddings", json=body) for _ in range(n)))
+
+    answers = asyncio.run(burst(160))  # 2.5 x --max-concurrent-requests
+    busy = [r for r in answers if r.status_code == 429]
+    assert busy and all(r.status_code == 200 for r in answers if r not in busy)
+    assert busy[0].headers["Retry-After"] == "1"
+    assert error_of(busy[0], 429) and busy[0].json()["error"]["code"] == "rate_limit_exceeded"
+    for r in answers:
+        if r.status_code == 200:
+            assert_close([d["embedding"] for d in r.json()["data"]], want)
+    again = asyncio.run(burst(16))  # within the limit: all answered
+    assert [r.status_code for r in again] == [200] * 16
+
+
+def test_sigterm_mid_load_loses_no_accepted_request(minilm_dir, model):
+    s = ServerProcess(minilm_dir)
+    texts = mixed_texts(100, seed=5, longest=24)
+    want = model.embed(texts, progress=False)
+    results: list = []
+
+    async def main():
+        clients = [asyncio.create_task(client_loop(s.url, texts, 200, seed, results, time.monotonic() + 30))
+                   for seed in range(16)]
+        while len(results) < 40:  # the server is busy; now stop it
+            await asyncio.sleep(0.01)
+        s.proc.send_signal(signal.SIGTERM)
+        await asyncio.gather(*clients)
+
+    asyncio.run(main())
+    assert s.proc.wait(60) == 0, "".join(s.lines)
+    answered = [(p, r) for p, r in results if isinstance(r, httpx.Response)]
+    refused = [r for p, r in results if not isinstance(r, httpx.Response)]  # never accepted: the port had closed
+    assert check_answers(answered, want) == s.answered() >= 40
+    assert len(refused) == 16  # each client ended on a closed connection, not on a lost answer
+
+
+def test_workers_share_the_port(minilm_dir, model):
+    s = ServerProcess(minilm_dir, "--workers", "2")
+    try:
+        texts = mixed_texts(6, seed=6)
+        for _ in range(4):  # connections land on either worker
+            r = httpx.post(s.url + "/v1/embeddings", json={"input": texts, "encoding_format": "float"})
+            assert_close([d["embedding"] for d in r.json()["data"]], model.embed(texts, progress=False))
+    finally:
+        assert s.stop(signal.SIGINT) == 0, "".join(s.lines)  # Ctrl-C: a graceful stop too
+
+
+# --- bad requests ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("body, status, param, says", [
+    (b'{"input": ', 400, None, "not valid JSON"),
+    (b"\xff\xfe", 400, None, "not valid JSON"),
+    (b"[" * 100_000 + b"]" * 100_000, 400, None, "not valid JSON"),
+    (b'["a"]', 422, None, "JSON object"),
+    (b'{"model": "m"}', 422, "input", "required"),
+    (b'{"input": 5}', 422, "input", "not a number"),
+    (b'{"input": []}', 422, "input", "not be empty"),
+    (b'{"input": ["a", 3]}', 422, "input[1]", "must be a string"),
+    (b'{"input": [[1, 2], []]}', 422, "input[1]", "non-empty list"),
+    (b'{"input": [101, "a"]}', 422, "input[1]", "token id"),
+    (b'{"input": [101, 1.5, 102]}', 422, "input[1]", "token id"),
+    (b'{"input": [[101, 30522, 102]]}', 422, "input[0][1]", "30522"),
+    (b'{"input": [101, -1, 102]}', 422, "input[0][1]", "vocabulary"),
+    (b'{"input": [101, 100000000000000000000000, 102]}', 422, "input[0][1]", "vocabulary"),
+    (b'{"input": "a", "model": 3}', 422, "model", "string"),
+    (b'{"input": "a", "encoding_format": "hex"}', 422, "encoding_format", "'float' or 'base64'"),
+    (b'{"input": "a", "dimensions": "64"}', 422, "dimensions", "integer"),
+    (b'{"input": "a", "dimensions": true}', 422, "dimensions", "integer"),
+    (b'{"input": "a", "dimensions": 0}', 400, "dimensions", "positive"),
+    (b'{"input": "a", "dimensions": 1000}', 400, "dimensions", "384"),
+])
+def test_malformed_requests_get_openai_errors(server, model, body, status, param, says):
+    r = httpx.post(server.url + "/v1/embeddings", content=body, headers={"content-type": "application/json"})
+    assert says in error_of(r, status, param)
+    still_serving(server, model)
+
+
+def test_too_many_too_long_and_too_big(server, model):
+    r = httpx.post(server.url + "/v1/embeddings", json={"input": ["a"] * 10_000}, timeout=60)
+    assert "10000 inputs" in error_of(r, 413, "input")
+    huge = "word " * 200_000  # 1 MB, 200,002 tokens
+    r = httpx.post(server.url + "/v1/embeddings", json={"input": ["ok", huge]}, timeout=60)
+    assert "200002 tokens" in error_of(r, 413, "input[1]")
+    r = httpx.post(server.url + "/embed", json={"inputs": [huge], "truncate": True}, timeout=60)
+    assert_close(r.json(), model.embed([huge], progress=False))  # cut to max_seq_length, as embed cuts it
+    r = httpx.post(server.url + "/v1/embeddings", json={"input": [[101] * 300]})
+    assert "300 tokens" in error_of(r, 413, "input[0]")
+    r = httpx.post(server.url + "/v1/embeddings", json={"input": "x" * 3_000_000}, timeout=60)
+    assert "2000000 bytes" in error_of(r, 413)
+    assert "normalize" in error_of(httpx.post(server.url + "/embed", json={"inputs": "a", "normalize": 1}), 422,
+                                   "normalize")
+    assert "token ids" in error_of(httpx.post(server.url + "/tokenize", json={"inputs": [1, 2]}), 422, "inputs")
+    error_of(httpx.get(server.url + "/v1/embeddings"), 405)
+    error_of(httpx.get(server.url + "/v2/nothing"), 404)
+    still_serving(server, model)
+
+
+def test_not_ready_until_loaded_and_a_failed_load_says_why(tmp_path):
+    from starlette.testclient import TestClient
+
+    from numbert.serve import Settings
+    from numbert.serve.app import create_app
+
+    app = create_app(Settings(model=str(tmp_path)))  # an empty directory: no config.json
+    client = TestClient(app)  # the app has not started, so the model is not loaded
+    assert client.get("/health").status_code == 503 and client.get("/health").json()["status"] == "loading"
+    r = client.post("/v1/embeddings", json={"input": "a"})
+    assert "loading" in error_of(r, 503) and r.headers["Retry-After"] == "1"
+    with client:  # start: the load fails, and /health says why
+        deadline = time.monotonic() + 30
+        while client.get("/health").json()["status"] == "loading" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        health = client.get("/health")
+        assert health.status_code == 503 and "config.json" in health.json()["error"]
+        assert "config.json" in error_of(client.post("/embed", json={"inputs": "a"}), 503)
+
+
+# --- the batching rule --------------------------------------------------------------------------------
+
+def test_next_batch_runs_the_oldest_input_with_neighbours_by_length():
+    def items(lengths):
+        return [Item(arrival, length, None, arrival) for arrival, length in enumerate(lengths)]
+
+    def arrivals(waiting, max_tokens, max_rows):
+        return [i.arrival for i in next_batch(waiting, max_tokens, max_rows)]
+
+    waiting = items([10, 50, 12, 11, 9, 49, 3])  # longest first: 50 49 12 11 [10] 9 3; the oldest is 10
+    assert arrivals(waiting, 10_000, 8) == [2, 3, 0, 4]  # 12 11 10 9: (32 + 4 x 12) / 42 tokens, the cheapest
+    assert arrivals(waiting, 40, 8) == [2, 3, 0]  # 4 x 12 > 40 tokens
+    assert arrivals(waiting, 10_000, 2) == [3, 0]
+    assert arrivals(items([600]), 100, 4) == [0]  # the oldest input always runs
+    assert arrivals(items([8] * 40), 10_000, 32) == list(range(32))  # like lengths: a full batch
