@@ -16,6 +16,9 @@ import numbert
 from numbert.recipes import cosine
 
 SENTENCE = "Here is the sentence I want embeddings for."
+MASKED = "The man worked as a [MASK]."
+BERT_BASE_GUESSES = [("carpenter", 0.097), ("waiter", 0.052), ("barber", 0.050), ("mechanic", 0.038),
+                     ("salesman", 0.038)]  # bert-base-uncased's model card (transformers' fill-mask pipeline)
 BANK = ("After stealing money from the bank vault, the bank robber was seen "
         "fishing on the Mississippi river bank.")
 
@@ -44,7 +47,8 @@ def main() -> None:
 
     step("3. hidden_states: the embedding layer's output, then one per encoder layer (numbert/model.py: Encoder.forward)")
     print(f"hidden_states {out.hidden_states.shape} = (layers + 1, tokens, hidden), {out.hidden_states.dtype}")
-    print(f"pooler_output {out.pooler_output.shape}")
+    pooled = out.pooler_output
+    print(f"pooler_output {'absent (no pooler in this checkpoint)' if pooled is None else pooled.shape}")
 
     step("4. token vectors by strategy (numbert/recipes.py: token_vectors)")
     for strategy in ("last", "second_to_last", "sum_last_four", "concat_last_four"):
@@ -70,6 +74,17 @@ def main() -> None:
     step("8. nearest tokens of a word in the embedding matrix (Bert.nearest_tokens)")
     for n in model.nearest_tokens("bank", k=5):
         print(f"{n.token:<12} {n.similarity:.3f}")
+
+    step("9. BERT's top guesses for a masked word (numbert/heads.py: masked_lm_logits, Bert.fill_mask)")
+    print(f"{MASKED}  ->  x = GELU(h W^T + b); x = LayerNorm(x); logits = x E^T + b, E the word embeddings")
+    if "masked_lm" in model.heads.available():
+        for guess in model.fill_mask(MASKED):
+            print(f"{guess.token:<12} {guess.score:.3f}")
+    else:
+        print(f"{model.name} carries no masked-LM head (cls.predictions.*). bert-base-uncased does; its "
+              f"answer, from its model card (not run here):")
+        for token, score in BERT_BASE_GUESSES:
+            print(f"{token:<12} {score:.3f}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 Text in, vectors out: tokenize, batch texts of similar length, run numbert.model's Encoder, and turn its
 hidden states into the token, word and sentence vectors of numbert.recipes; texts longer than the model
-run as windows (numbert.windows).
+run as windows (numbert.windows). The heads the checkpoint carries (numbert.heads) answer the tasks of
+numbert.tasks, which are also methods here: fill_mask, is_next, classify, ner, qa.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from . import recipes
+from . import recipes, tasks
 from .checkpoint import load_weights
 from .config import BertConfig, config_file
+from .heads import HeadConfig, Heads
 from .hub import VOCAB_FILES, default_model, model_dir
 from .model import Encoder, Output
 from .sentence_config import SentenceConfig, read_sentence_config
@@ -27,14 +29,18 @@ from .windows import run_windows, window_spans
 
 
 class Bert:
-    """A BERT encoder with its tokenizer and, for a sentence-transformers model, its sentence recipe."""
+    """A BERT encoder with its tokenizer, the task heads its checkpoint carries and, for a sentence-transformers
+    model, its sentence recipe."""
 
     def __init__(self, encoder: Encoder, tokenizer: Tokenizer | None = None,
-                 sentence_config: SentenceConfig | None = None, name: str | None = None):
+                 sentence_config: SentenceConfig | None = None, name: str | None = None,
+                 head_config: HeadConfig | None = None):
         self.encoder = encoder
         self.tokenizer = tokenizer
         self.sentence_config = sentence_config  # a sentence-transformers directory's recipe, else None
         self.name = name
+        # the checkpoint's task heads (masked LM, next sentence, classifier, QA), built when a task first needs one
+        self.heads = Heads(encoder.weights, encoder.config, head_config, source=name or "model")
 
     @property
     def config(self) -> BertConfig:
@@ -53,12 +59,21 @@ class Bert:
                                check_finite=check_finite)
         has_vocab = any((directory / f).is_file() for f in VOCAB_FILES)  # vocab.txt, or tokenizer.json
         tokenizer = Tokenizer.from_pretrained(directory) if has_vocab else None
-        return cls(Encoder(config, weights), tokenizer, read_sentence_config(directory), name=str(name_or_path))
+        return cls(Encoder(config, weights), tokenizer, read_sentence_config(directory), name=str(name_or_path),
+                   head_config=HeadConfig.from_json(config_file(directory)))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, *,
                 output_attentions: bool = False) -> Output:
         """Run the encoder on token ids of shape (seq,) or (batch, seq): `Encoder.forward`."""
         return self.encoder.forward(input_ids, token_type_ids, attention_mask, output_attentions=output_attentions)
+
+    # --- the heads a checkpoint carries: model.fill_mask(text) is numbert.tasks.fill_mask(model, text) ----------
+
+    fill_mask = tasks.fill_mask  # masked-LM head: top-k tokens for each [MASK]
+    is_next = tasks.is_next  # next-sentence head: P(b follows a)
+    classify = tasks.classify  # BertForSequenceClassification: labels and scores
+    ner = tasks.ner  # BertForTokenClassification: entities with character offsets
+    qa = tasks.qa  # BertForQuestionAnswering: the best answer span of a context
 
     # --- text in, vectors out ------------------------------------------------------------------
 

@@ -16,8 +16,9 @@ Three file formats, none needs torch or TensorFlow:
 Large checkpoints may be split into shards listed by `model.safetensors.index.json` or
 `pytorch_model.bin.index.json` (a `weight_map` from tensor name to shard file).
 
-Names are then normalised (`bert.` prefix, legacy LayerNorm `gamma`/`beta`, heads and buffers) and
-every tensor the config needs is checked for presence, shape and dtype before anything runs.
+Names are then normalised (`bert.` prefix, legacy LayerNorm `gamma`/`beta`, buffers) and every
+tensor the config needs is checked for presence, shape and dtype before anything runs. The task heads'
+tensors come along (numbert.heads checks them when a task first uses them).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ LAYER_NAMES = {  # under encoder.layer.{i}.; Linear weights first, then the norm
 }
 POOLER_NAME = "pooler.dense"
 POOLER = (f"{POOLER_NAME}.weight", f"{POOLER_NAME}.bias")  # absent where the model was built without it (BertForMaskedLM)
-HEAD_PREFIXES = ("cls.",)  # pre-training heads of BertForPreTraining / BertForMaskedLM
+HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.")  # pre-training heads (cls.*) and fine-tuning heads
 BUFFER_SUFFIXES = ("position_ids", "token_type_ids")  # index buffers some checkpoints save
 SHARD_INDEXES = tuple(f"{name}.index.json" for name in WEIGHT_FILES)  # weight_map -> shards, for large checkpoints
 
@@ -106,14 +107,14 @@ def load_weights(path: str | Path, config: BertConfig, *, verify_crc: bool | Non
 
     `path` is a model directory or a TensorFlow checkpoint prefix (`.../bert_model.ckpt`). A directory
     is read from model.safetensors, else pytorch_model.bin, else their sharded forms, else a
-    TensorFlow checkpoint (the one its `checkpoint` file names). The keys are exactly those of
-    `tensor_shapes(config)`, less the pooler's if the checkpoint has neither of them; each tensor is
-    checked for presence and shape first, so a checkpoint that disagrees with its config fails
-    here, naming the tensor, rather than mid-forward. A TensorFlow checkpoint's per-tensor CRC-32C
-    is checked with verify_crc=True, skipped with False, and by default checked when that is cheap
-    (google-crc32c installed: `pip install numbert[crc]`); sizes and bounds are always checked.
-    With `check_finite`, a tensor holding NaN or infinity is refused too, by name (this reads every
-    page of the file).
+    TensorFlow checkpoint (the one its `checkpoint` file names). The keys are those of
+    `tensor_shapes(config)`, less the pooler's if the checkpoint has neither of them, then the heads'
+    (names starting with HEAD_PREFIXES); each encoder tensor is checked for presence and shape first,
+    so a checkpoint that disagrees with its config fails here, naming the tensor, rather than
+    mid-forward. A TensorFlow checkpoint's per-tensor CRC-32C is checked with verify_crc=True,
+    skipped with False, and by default checked when that is cheap (google-crc32c installed:
+    `pip install numbert[crc]`); sizes and bounds are always checked. With `check_finite`, a tensor
+    holding NaN or infinity is refused too, by name (this reads every page of the file).
     """
     source, raw = read_checkpoint(path, verify_crc=verify_crc)
     weights = _check_weights(normalise_names(raw), config, source, raw_names=list(raw))
@@ -152,16 +153,17 @@ def weight_file(directory: str | Path) -> Path:
 
 
 def normalise_names(weights: dict) -> dict:
-    """The same tensors under bare `BertModel` names, heads and buffers dropped.
+    """The same tensors under bare `BertModel` names, buffers dropped.
 
     `bert.embeddings.LayerNorm.gamma` (the published bert-base-uncased) and
-    `embeddings.LayerNorm.weight` (sentence-transformers) both become the latter. Other extra
-    tensors (e.g. a task head) are kept; `load_weights` only picks the ones the encoder needs.
+    `embeddings.LayerNorm.weight` (sentence-transformers) both become the latter, and so do the heads'
+    LayerNorms (`cls.predictions.transform.LayerNorm.gamma`). Other extra tensors are kept;
+    `load_weights` only picks the ones the encoder and its heads need.
     """
     normalised = {}
     for raw_name, tensor in weights.items():
         name = raw_name.removeprefix("bert.")
-        if name.startswith(HEAD_PREFIXES) or name.endswith(BUFFER_SUFFIXES):
+        if name.endswith(BUFFER_SUFFIXES):
             continue
         name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", name)
         name = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name)
@@ -174,7 +176,7 @@ def normalise_names(weights: dict) -> dict:
 
 def _check_weights(weights: dict[str, np.ndarray], config: BertConfig, path: Path,
                    raw_names: list[str]) -> dict[str, np.ndarray]:
-    """The tensors `config` needs, checked for presence, shape and dtype, as float32."""
+    """The tensors `config` needs, checked for presence, shape and dtype, then the heads', as float32."""
     expected = tensor_shapes(config)
     if not any(name in weights for name in expected):
         raise ValueError(f"{path} holds none of the BERT encoder tensors numbert expects "
@@ -191,9 +193,10 @@ def _check_weights(weights: dict[str, np.ndarray], config: BertConfig, path: Pat
                          f"{config.num_hidden_layers}: the config does not describe this checkpoint")
     checked = {}
     for name, shape in expected.items():
+        if weights[name].shape != shape:
+            raise ValueError(f"{path}: tensor {name!r} has shape {weights[name].shape}, config.json expects {shape}")
+    for name in [*expected, *(name for name in weights if name.startswith(HEAD_PREFIXES))]:
         tensor = weights[name]
-        if tensor.shape != shape:
-            raise ValueError(f"{path}: tensor {name!r} has shape {tensor.shape}, config.json expects {shape}")
         if not np.issubdtype(tensor.dtype, np.floating):
             raise ValueError(f"{path}: tensor {name!r} has dtype {tensor.dtype}; BERT weights must be floating point")
         checked[name] = tensor if tensor.dtype == np.float32 else _read_only(tensor.astype(np.float32))

@@ -14,6 +14,7 @@ import numpy as np
 from .checkpoint import tensor_shapes
 from .config import BertConfig
 from .crc32c import crc32c, masked
+from .heads import pre_training_shapes
 from .tf_bundle import TABLE_MAGIC, index_path, shard_path
 
 # The inputs of the committed transformers fixtures (tests/fixtures/model_outputs.npz, scripts/make_fixtures.py).
@@ -37,11 +38,14 @@ def packaged_minilm() -> Path | None:
     return Path(spec.submodule_search_locations[0]) / "model"
 
 
-def random_weights(config: BertConfig, seed: int = 0) -> dict[str, np.ndarray]:
-    """BERT-initialised float32 weights: N(0, 0.02) matrices and biases, LayerNorm gains near 1."""
+def random_weights(config: BertConfig, seed: int = 0, heads: bool = False) -> dict[str, np.ndarray]:
+    """BERT-initialised float32 weights: N(0, 0.02) matrices and biases, LayerNorm gains near 1.
+
+    With heads, the two pre-training heads follow the encoder (whose weights they leave as they are).
+    """
     rng = np.random.default_rng(seed)
     weights = {}
-    for name, shape in tensor_shapes(config).items():
+    for name, shape in (tensor_shapes(config) | (pre_training_shapes(config) if heads else {})).items():
         w = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02)
         if "LayerNorm.weight" in name:
             w += np.float32(1.0)
@@ -49,39 +53,53 @@ def random_weights(config: BertConfig, seed: int = 0) -> dict[str, np.ndarray]:
     return weights
 
 
-def write_random_bert(directory: str | Path, vocab_path: str | Path, config: BertConfig = BertConfig(),
-                      seed: int = 0) -> Path:
-    """Write config.json, vocab.txt and model.safetensors of a random BERT into `directory`.
-
-    The directory is created, or must be empty: random weights never replace a real model's files.
-    """
-    from safetensors.numpy import save_file
-
+def empty_directory(directory: str | Path) -> Path:
+    """`directory`, created if need be; refused if it holds anything, so a random checkpoint never
+    replaces a real model's files."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     if any(directory.iterdir()):
         raise FileExistsError(f"refusing to write a random BERT checkpoint into {directory}: the directory is "
                               f"not empty (numbert writes only into a directory it creates or an empty one)")
-    (directory / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return directory
+
+
+def write_random_bert(directory: str | Path, vocab_path: str | Path, config: BertConfig = BertConfig(),
+                      seed: int = 0) -> Path:
+    """Write config.json, vocab.txt and model.safetensors of a random BERT into `directory`, with the two
+    pre-training heads (masked LM, next sentence) as the published bert-base-uncased has them.
+
+    The directory is created, or must be empty: random weights never replace a real model's files.
+    """
+    from safetensors.numpy import save_file
+
+    directory = empty_directory(directory)
+    config_json = config.to_dict() | {"architectures": ["BertForPreTraining"]}
+    (directory / "config.json").write_text(json.dumps(config_json, indent=2) + "\n", encoding="utf-8")
     shutil.copyfile(vocab_path, directory / "vocab.txt")
-    save_file(random_weights(config, seed), str(directory / "model.safetensors"))
+    save_file(random_weights(config, seed, heads=True), str(directory / "model.safetensors"))
     return directory
 
 
 def write_google_bert(directory: str | Path, vocab_path: str | Path, config: BertConfig | None = None,
-                      seed: int = 0) -> Path:
+                      seed: int = 0, heads: bool = False) -> Path:
     """The random BERT of `random_weights` as Google released BERT: bert_config.json, vocab.txt and a
-    TensorFlow checkpoint `bert_model.ckpt` (variables `bert/...`, kernels (in, out))."""
-    directory, config = Path(directory), config or BertConfig()
-    directory.mkdir(parents=True, exist_ok=True)
+    TensorFlow checkpoint `bert_model.ckpt` (variables `bert/...`, kernels (in, out)); with heads, the
+    pre-training heads too (`cls/predictions/...`, `cls/seq_relationship/output_weights` (2, hidden)).
+    The directory is created, or must be empty, as for write_random_bert."""
+    directory, config = empty_directory(directory), config or BertConfig()
     google = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "architectures", "layer_norm_eps",
                                                                      "pad_token_id", "position_embedding_type")}
     (directory / "bert_config.json").write_text(json.dumps(google, indent=2) + "\n", encoding="utf-8")
     shutil.copyfile(vocab_path, directory / "vocab.txt")
     tensors = {}
-    for name, w in random_weights(config, seed).items():
-        name = re.sub(r"layer\.(\d+)", r"layer_\1", f"bert.{name}").replace(".", "/")
+    for name, w in random_weights(config, seed, heads=heads).items():
+        name = name if name.startswith("cls.") else f"bert.{name}"
+        name = re.sub(r"layer\.(\d+)", r"layer_\1", name).replace(".", "/")
         name = re.sub(r"LayerNorm/weight$", "LayerNorm/gamma", re.sub(r"LayerNorm/bias$", "LayerNorm/beta", name))
+        name = {"cls/predictions/bias": "cls/predictions/output_bias",  # Google's names for the heads' own
+                "cls/seq_relationship/weight": "cls/seq_relationship/output_weights",  # (2, hidden), as it is
+                "cls/seq_relationship/bias": "cls/seq_relationship/output_bias"}.get(name, name)
         if name.endswith("embeddings/weight"):
             name = name.removesuffix("/weight")
         elif name.endswith("/weight"):

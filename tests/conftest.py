@@ -93,3 +93,31 @@ def torch():
     t = pytest.importorskip("torch")
     t.set_num_threads(2)
     return t
+
+
+@pytest.fixture(scope="session")
+def head_checkpoint(tmp_path_factory, vocab_path, transformers, torch):
+    """A factory: `head_checkpoint("BertForMaskedLM", **config)` -> (directory, torch model), a random-weight
+    checkpoint that transformers saves (seed 0) with the bert-base vocabulary. The encoder is small (2 layers
+    of width 32) unless config says otherwise; wide=True gives bert-base's width (768, 12 heads), where the
+    vocabulary-sized decoder is what matters. Each is made once per session."""
+    import json
+    import shutil
+
+    made = {}
+
+    def make(architecture: str, wide: bool = False, **config):
+        key = architecture + json.dumps(config, sort_keys=True) + str(wide)
+        if key not in made:
+            torch.manual_seed(0)
+            shape = dict(hidden_size=768 if wide else 32, num_attention_heads=12 if wide else 4,
+                         num_hidden_layers=2, intermediate_size=37)
+            model = getattr(transformers, architecture)(transformers.BertConfig(**{**shape, **config})).eval()
+            directory = tmp_path_factory.mktemp(architecture)
+            model.save_pretrained(directory)
+            transformers.BertTokenizer(str(vocab_path)).save_pretrained(directory)
+            shutil.copyfile(vocab_path, directory / "vocab.txt")
+            made[key] = directory, model
+        return made[key]
+
+    return make

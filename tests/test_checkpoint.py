@@ -12,7 +12,14 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from numbert.checkpoint import load_weights, normalise_names, read_safetensors, read_torch_bin, tensor_shapes
+from numbert.checkpoint import (
+    HEAD_PREFIXES,
+    load_weights,
+    normalise_names,
+    read_safetensors,
+    read_torch_bin,
+    tensor_shapes,
+)
 from numbert.config import BertConfig
 from numbert.testing import random_weights
 
@@ -53,7 +60,7 @@ def legacy_names(weights):
 
 
 def assert_same_weights(loaded, expected):
-    assert list(loaded) == list(tensor_shapes(SMALL))
+    assert [name for name in loaded if not name.startswith(HEAD_PREFIXES)] == list(tensor_shapes(SMALL))
     for name, w in expected.items():
         assert loaded[name].dtype == np.float32
         np.testing.assert_array_equal(loaded[name], w, err_msg=name)
@@ -71,10 +78,10 @@ def test_tensor_shapes_counts_and_linear_layout():
     assert shapes["encoder.layer.1.output.dense.weight"] == (32, 64)
 
 
-def test_normalise_names_strips_prefix_renames_legacy_drops_heads_and_buffers():
+def test_normalise_names_strips_prefix_renames_legacy_keeps_heads_drops_buffers():
     weights = random_weights(SMALL)
     normalised = normalise_names(legacy_names(weights))
-    assert sorted(normalised) == sorted(weights)
+    assert sorted(normalised) == sorted([*weights, "cls.predictions.bias", "cls.seq_relationship.weight"])
 
 
 def test_normalise_names_keeps_unknown_extras_and_refuses_collisions():
@@ -101,9 +108,10 @@ def test_safetensors_load_is_read_only_float32_memmap(tmp_path):
 
 def test_bert_base_loads_without_copying(bert_base_dir):
     loaded = load_weights(bert_base_dir, BertConfig.from_json(bert_base_dir / "config.json"))
-    assert len(loaded) == 199
+    assert len(loaded) == 199 + 7  # the encoder's tensors, then the pre-training heads'
     assert all(isinstance(w, np.memmap) for w in loaded.values())
-    assert sum(w.nbytes for w in loaded.values()) == 4 * 109_482_240  # every bert-base parameter, mapped
+    heads = 768 * 768 + 3 * 768 + 30522 + 2 * 768 + 2  # transform dense, its LayerNorm, bias; NSP
+    assert sum(w.nbytes for w in loaded.values()) == 4 * (109_482_240 + heads)  # every parameter, mapped
 
 
 def test_minilm_real_checkpoint_loads(minilm_dir):

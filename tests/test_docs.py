@@ -271,7 +271,7 @@ EXAMPLES = {
     "bank.py": ([], ["bank vault  ~ bank robber"]),
     "semantic_search.py": (["--query", "Who is cooking dinner?"], ["query: Who is cooking dinner?"]),
     "ner_features.py": ([], ["concat_last_four", "sum_last_four"]),
-    "tour.py": ([], ["[CLS]", "hidden_states"]),
+    "tour.py": ([], ["[CLS]", "hidden_states", "no masked-LM head", "carpenter"]),
 }
 
 

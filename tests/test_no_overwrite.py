@@ -29,6 +29,15 @@ def test_write_random_bert_refuses_a_directory_that_is_not_empty(tmp_path, vocab
     assert (model / "model.safetensors").read_bytes() == b"the user's real weights"
 
 
+def test_write_google_bert_refuses_a_directory_that_is_not_empty(tmp_path, vocab_path):
+    from numbert.testing import write_google_bert
+
+    (tmp_path / "bert_model.ckpt.index").write_bytes(b"the user's checkpoint")
+    with pytest.raises(FileExistsError, match=f"refusing .* into {tmp_path}: the directory is not empty"):
+        write_google_bert(tmp_path, vocab_path, TINY)
+    assert [p.name for p in tmp_path.iterdir()] == ["bert_model.ckpt.index"]
+
+
 def test_write_random_bert_writes_into_a_new_or_empty_directory(tmp_path, vocab_path):
     write_random_bert(tmp_path / "new" / "model", vocab_path, TINY)
     (tmp_path / "empty").mkdir()

@@ -308,8 +308,11 @@ class Tokenizer:
         The decoder cleans up each token on its own, so its rules that span tokens (" n't", " 's", ...)
         never apply: "don't" comes back as "don ' t" (transformers' Python tokenizer gives "don't").
         """
-        tokens = [self._id_to_token[i] for i in map(int, ids) if i in self._id_to_token
-                  and not (skip_special_tokens and i in self._special_ids)]
+        return self.convert_tokens_to_string([self._id_to_token[i] for i in map(int, ids) if i in self._id_to_token
+                                              and not (skip_special_tokens and i in self._special_ids)])
+
+    def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
+        """Tokens joined as the Rust WordPiece decoder joins them (see `decode`): "##ing" glues on."""
         out = []
         for i, token in enumerate(tokens):
             if i > 0:

