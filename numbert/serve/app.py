@@ -84,10 +84,9 @@ class Server:
             log.error("%s", self.load_error)
             return
         s = self.settings
-        await anyio.to_thread.run_sync(embedder.warm_up)
         self.batcher = Batcher(embedder.model, embedder.pooling, embedder.layers, embedder.combine, embedder.dim,
                                s.max_batch_tokens, s.max_batch_size, self.metrics)
-        self.batcher.start()
+        self.batcher.start(embedder.warm_up)
         self.embedder = embedder
         log.info("numbert serve: %s ready (%d-dimensional vectors, inputs up to %d tokens)", s.name, embedder.dim,
                  embedder.max_length)
