@@ -62,7 +62,7 @@ class Server:
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette):
         loading = asyncio.create_task(self.load())
-        publishing = None if self.shared_metrics is None else asyncio.create_task(self.publish())
+        publishing = None if self.shared_metrics is None else asyncio.create_task(self.publish(self.shared_metrics))
         try:
             yield
         finally:
@@ -91,10 +91,10 @@ class Server:
         log.info("numbert serve: %s ready (%d-dimensional vectors, inputs up to %d tokens)", s.name, embedder.dim,
                  embedder.max_length)
 
-    async def publish(self) -> None:
+    async def publish(self, directory: Path) -> None:
         """With --workers N: this worker's counters, to the shared directory, every PUBLISH_EVERY seconds."""
         while True:
-            self.metrics.publish(self.shared_metrics)
+            self.metrics.publish(directory)
             await asyncio.sleep(PUBLISH_EVERY)
 
     # --- the routes -------------------------------------------------------------------------------

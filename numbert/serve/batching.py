@@ -97,7 +97,7 @@ class Batcher:
     def start(self, warm_up: Callable[[], None]) -> None:
         """Start the model thread: `warm_up` first (a forward that maps the weights' pages in), with requests
         queueing behind it, so that the server is ready before its first forward is done."""
-        self.thread = threading.Thread(target=lambda: (warm_up(), self.run()), name="numbert-model", daemon=True)
+        self.thread = threading.Thread(target=self.run, args=(warm_up,), name="numbert-model", daemon=True)
         self.thread.start()
 
     def submit(self, rows: list[np.ndarray]) -> asyncio.Future:
@@ -114,7 +114,8 @@ class Batcher:
         if self.thread is not None:
             self.thread.join()
 
-    def run(self) -> None:
+    def run(self, warm_up: Callable[[], None]) -> None:
+        warm_up()
         waiting: list[Item] = []
         arrivals = itertools.count()
         stopping = False
