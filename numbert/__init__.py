@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .bert import Bert, load
 from .config import BertConfig
+from .hub import default_model
 from .model import Output
 from .tokenizer import Encoding, Tokenizer
 
@@ -38,12 +39,15 @@ def _cached_model(name: str, revision: str | None, cache_dir: str | None) -> Ber
     return load(name, revision=revision, cache_dir=cache_dir)
 
 
-def encode(text: str | list[str], model: str | os.PathLike | Bert = "bert-base-uncased", *,
+def encode(text: str | list[str], model: str | os.PathLike | Bert | None = None, *,
            revision: str | None = None, cache_dir: str | os.PathLike | None = None, **kwargs) -> Output:
-    """Tokenize and run `text` through `model`, loading the model once and caching it by name.
+    """Tokenize and run `text` through `model` (default: $NUMBERT_MODEL, else bert-base-uncased),
+    loading the model once and caching it by name.
 
     Keyword arguments go to `Bert.__call__` (text_pair, output_attentions, max_length, truncation).
     """
+    if model is None:
+        model = default_model()
     if not isinstance(model, Bert):
         model = _cached_model(os.fspath(model), revision, None if cache_dir is None else os.fspath(cache_dir))
     return model(text, **kwargs)

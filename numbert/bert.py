@@ -8,11 +8,13 @@ numbert.tasks, which are also methods here: fill_mask, is_next, classify, ner, q
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +22,7 @@ from . import recipes, tasks
 from .checkpoint import load_weights
 from .config import BertConfig, config_file
 from .heads import HeadConfig, Heads
-from .hub import VOCAB_FILES, model_dir
+from .hub import VOCAB_FILES, default_model, model_dir
 from .model import Encoder, Output
 from .sentence_config import SentenceConfig, read_sentence_config
 from .tf_bundle import prefix_of as tf_checkpoint_prefix
@@ -50,12 +52,16 @@ class Bert:
         return self.encoder.config
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | os.PathLike = "bert-base-uncased", *, revision: str | None = None,
-                        cache_dir: str | os.PathLike | None = None) -> Bert:
-        """Load config, tokenizer and weights from a local directory or a Hugging Face hub id."""
+    def from_pretrained(cls, name_or_path: str | os.PathLike | None = None, *, revision: str | None = None,
+                        cache_dir: str | os.PathLike | None = None, check_finite: bool = False) -> Bert:
+        """Load config, tokenizer and weights from a local directory or a Hugging Face hub id (default:
+        $NUMBERT_MODEL, else bert-base-uncased). check_finite: refuse weights holding NaN or infinity,
+        naming the tensor (reads every page of the weights: ~0.1 s for bert-base)."""
+        name_or_path = default_model() if name_or_path is None else name_or_path
         directory = model_dir(name_or_path, revision=revision, cache_dir=cache_dir)
         config = BertConfig.from_json(config_file(directory))  # config.json, or Google's bert_config.json
-        weights = load_weights(tf_checkpoint_prefix(name_or_path) or directory, config)  # or `.../bert_model.ckpt`
+        weights = load_weights(tf_checkpoint_prefix(name_or_path) or directory, config,  # or `.../bert_model.ckpt`
+                               check_finite=check_finite)
         has_vocab = any((directory / f).is_file() for f in VOCAB_FILES)  # vocab.txt, or tokenizer.json
         tokenizer = Tokenizer.from_pretrained(directory) if has_vocab else None
         return cls(Encoder(config, weights), tokenizer, read_sentence_config(directory), name=str(name_or_path),
@@ -142,7 +148,7 @@ class Bert:
     def embed(self, texts: str | Sequence[str], *, batch_size: int = 32, pooling: str | Sequence[str] | None = None,
               layers: str | int | Sequence[int] | None = None, combine: str | None = None,
               normalize: bool | None = None, max_length: int | None = None, long: str = "truncate",
-              stride: int = 128, progress: bool | None = None, prompt: str | None = None,
+              stride: int = 128, progress: bool | Any | None = None, prompt: str | None = None,
               prompt_name: str | None = None, workers: int | None = None, normalize_embeddings: bool | None = None,
               show_progress_bar: bool | None = None, convert_to_numpy: bool = True) -> np.ndarray | list[np.ndarray]:
         """Sentence vectors of many texts: (n, dim) float32 in the input order, (dim,) for one string.
@@ -153,7 +159,8 @@ class Bert:
         layer, bert-as-service's default. `prompt` (a text) or `prompt_name` (one of the model's
         prompts, e.g. "query") is prepended to every text, as sentence-transformers does.
         Batching, truncation and long texts as in `batches`. A progress bar (tqdm, on stderr) shows
-        once the job has run 2 s; progress=True shows it at once, progress=False never.
+        once the job has run 2 s; progress=True shows it at once, progress=False never; or pass a
+        tqdm bar of your own, which each batch advances (one bar over several calls).
         workers=N runs the batches in N new processes of one BLAS thread each (numbert.workers), which
         load the model from its directory: the same vectors, bit for bit, on N cores.
 
@@ -179,7 +186,10 @@ class Bert:
         dim = dense[-1].weight.shape[0] if dense else self._sentence_dim(pooling, layers, combine)
         from tqdm.auto import tqdm
 
-        with tqdm(total=len(texts), unit="text", disable=progress is False, delay=0 if progress else 2) as bar:
+        own_bar = progress is None or isinstance(progress, bool)
+        bar: Any = (tqdm(total=len(texts), unit="text", disable=progress is False, delay=0 if progress else 2)
+                    if own_bar else progress)
+        with bar if own_bar else contextlib.nullcontext():
             if workers is not None:  # the texts carry their prompt already; the recipe is resolved again there
                 vectors = self._embed_in_workers(texts, workers, dim, bar.update, batch_size=batch_size,
                                                  max_length=max_length, long=long, stride=stride, prompt="",
@@ -445,7 +455,8 @@ def _check_long(long: str) -> None:
         raise ValueError(f"long must be 'truncate' or 'window', got {long!r}")
 
 
-def load(name_or_path: str | os.PathLike = "bert-base-uncased", *, revision: str | None = None,
-         cache_dir: str | os.PathLike | None = None) -> Bert:
-    """Load a BERT checkpoint (a hub id such as "bert-base-uncased", or a local directory)."""
-    return Bert.from_pretrained(name_or_path, revision=revision, cache_dir=cache_dir)
+def load(name_or_path: str | os.PathLike | None = None, *, revision: str | None = None,
+         cache_dir: str | os.PathLike | None = None, check_finite: bool = False) -> Bert:
+    """Load a BERT checkpoint: a hub id such as "bert-base-uncased", or a local directory; by default
+    $NUMBERT_MODEL, else bert-base-uncased (as the numbert command). See Bert.from_pretrained."""
+    return Bert.from_pretrained(name_or_path, revision=revision, cache_dir=cache_dir, check_finite=check_finite)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import json
+import math
 import pickle
 import re
 import struct
@@ -99,8 +100,10 @@ def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
 # The entry point
 
 
-def load_weights(path: str | Path, config: BertConfig, *, verify_crc: bool | None = None) -> dict[str, np.ndarray]:
+def load_weights(path: str | Path, config: BertConfig, *, verify_crc: bool | None = None,
+                 check_finite: bool = False) -> dict[str, np.ndarray]:
     """Weights of the BERT encoder at `path`, by bare `BertModel` name, float32, read-only.
+
 
     `path` is a model directory or a TensorFlow checkpoint prefix (`.../bert_model.ckpt`). A directory
     is read from model.safetensors, else pytorch_model.bin, else their sharded forms, else a
@@ -110,10 +113,15 @@ def load_weights(path: str | Path, config: BertConfig, *, verify_crc: bool | Non
     so a checkpoint that disagrees with its config fails here, naming the tensor, rather than
     mid-forward. A TensorFlow checkpoint's per-tensor CRC-32C is checked with verify_crc=True,
     skipped with False, and by default checked when that is cheap (google-crc32c installed:
-    `pip install numbert[crc]`); sizes and bounds are always checked.
+    `pip install numbert[crc]`); sizes and bounds are always checked. With `check_finite`, a tensor
+    holding NaN or infinity is refused too, by name (this reads every page of the file).
     """
     source, raw = read_checkpoint(path, verify_crc=verify_crc)
-    return _check_weights(normalise_names(raw), config, source, raw_names=list(raw))
+    weights = _check_weights(normalise_names(raw), config, source, raw_names=list(raw))
+    if check_finite:
+        for name, tensor in weights.items():
+            _check_finite(source, name, tensor)
+    return weights
 
 
 def read_checkpoint(path: str | Path, *, verify_crc: bool | None = None) -> tuple[Path, dict[str, np.ndarray]]:
@@ -179,6 +187,10 @@ def _check_weights(weights: dict[str, np.ndarray], config: BertConfig, path: Pat
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise ValueError(f"{path} is missing tensor {missing[0]!r} (expected shape {expected[missing[0]]}){more}")
+    layers = 1 + max((int(m[1]) for m in map(re.compile(r"encoder\.layer\.(\d+)\.").match, weights) if m), default=-1)
+    if layers > config.num_hidden_layers:
+        raise ValueError(f"{path} holds {layers} encoder layers but config.json's num_hidden_layers is "
+                         f"{config.num_hidden_layers}: the config does not describe this checkpoint")
     checked = {}
     for name, shape in expected.items():
         if weights[name].shape != shape:
@@ -189,6 +201,17 @@ def _check_weights(weights: dict[str, np.ndarray], config: BertConfig, path: Pat
             raise ValueError(f"{path}: tensor {name!r} has dtype {tensor.dtype}; BERT weights must be floating point")
         checked[name] = tensor if tensor.dtype == np.float32 else _read_only(tensor.astype(np.float32))
     return checked
+
+
+def _check_finite(path: Path, name: str, tensor: np.ndarray) -> None:
+    """Refuse a tensor holding NaN or +-inf. Either makes the float32 sum non-finite, so only then is
+    each element looked at (a sum of huge finite values can overflow too)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(tensor.sum(dtype=np.float32)) or np.isfinite(tensor).all():
+            return
+    where = tuple(int(i) for i in np.argwhere(~np.isfinite(tensor))[0])
+    raise ValueError(f"{path}: tensor {name!r} holds NaN or infinite values (the first, {tensor[where]}, "
+                     f"at index {where}); the checkpoint is damaged or was saved after training diverged")
 
 
 def _naming_of(names: list[str]) -> str:
@@ -227,16 +250,22 @@ def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
 
     F32 tensors are views of one np.memmap of the file (no copy); F16 and BF16 are widened to
     float32 copies. Byte ranges are checked against the file size first, so a truncated download
-    fails here, naming the first tensor that lies past the end.
+    fails here, naming the first tensor that lies past the end; so does a tensor sharing bytes with another.
     """
     path = Path(path)
     header, data_start = _safetensors_header(path)
     ranges = {name: _byte_range(path, name, entry) for name, entry in header.items()}
     file_size = path.stat().st_size
+    previous, previous_end = None, 0
     for name, (begin, end) in sorted(ranges.items(), key=lambda item: item[1]):
         if data_start + end > file_size:
             raise ValueError(f"{path} is truncated: tensor {name!r} needs bytes {data_start + begin}.."
                              f"{data_start + end} but the file has only {file_size} bytes")
+        if begin < previous_end:  # two tensors would share bytes (safetensors refuses this too)
+            raise ValueError(f"{path} is corrupt: tensors {previous!r} and {name!r} overlap (data bytes "
+                             f"{ranges[previous][0]}..{previous_end} and {begin}..{end})")
+        if end > begin:
+            previous, previous_end = name, end
     file = np.memmap(path, dtype=np.uint8, mode="r")
     tensors = {}
     for name, entry in header.items():
@@ -279,7 +308,10 @@ def _byte_range(path: Path, name: str, entry) -> tuple[int, int]:
             and 0 <= offsets[0] <= offsets[1]):
         raise ValueError(f"{path} is corrupt: bad header entry for tensor {name!r}: {entry}")
     begin, end = offsets
-    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(DTYPES[entry["dtype"]]).itemsize
+    nbytes = math.prod(shape) * np.dtype(DTYPES[entry["dtype"]]).itemsize  # Python ints: no overflow
+    if nbytes >= 2**63:
+        raise ValueError(f"{path} is corrupt: tensor {name!r} has shape {tuple(shape)}, whose element count "
+                         f"{math.prod(shape)} overflows")
     if end - begin != nbytes:
         raise ValueError(f"{path} is corrupt: tensor {name!r} of shape {tuple(shape)} and dtype "
                          f"{entry['dtype']} needs {nbytes} bytes, its header gives {end - begin}")
@@ -304,8 +336,20 @@ def read_torch_bin(path: str | Path) -> dict[str, np.ndarray]:
         if byteorder in archive.namelist() and archive.read(byteorder).strip() != b"little":
             raise ValueError(f"{path} was saved big-endian; numbert reads little-endian checkpoints")
         storages = _StorageReader(path, archive, root)
-        with archive.open(root + "data.pkl") as pickled:
-            state = _GatedUnpickler(pickled, storages.load).load()
+        try:
+            with archive.open(root + "data.pkl") as pickled:
+                state = _GatedUnpickler(pickled, storages.load).load()
+        except EOFError:
+            raise BadPickle(f"{path} is truncated or corrupt: its data.pkl ends early") from None
+        except pickle.UnpicklingError as e:  # a refused global, or the pickle machine's own complaint
+            ends_early = "truncated" in str(e)  # pickle's "pickle data was truncated"
+            raise BadPickle(f"{path} is truncated or corrupt: its data.pkl ends early" if ends_early
+                            else f"{path}: {e}") from None
+        except zipfile.BadZipFile as e:  # e.g. "Bad CRC-32 for file 'archive/data.pkl'"
+            raise BadPickle(f"{path} is corrupt ({e})") from None
+        except (ValueError, TypeError, AttributeError, IndexError, KeyError, OverflowError, RecursionError) as e:
+            raise BadPickle(f"{path} is corrupt: its data.pkl does not describe tensors ({type(e).__name__}: "
+                            f"{e})") from None
     if not isinstance(state, dict):
         raise ValueError(f"{path} holds a pickled {type(state).__name__}, not a state dict of tensors")
     for name, value in state.items():
@@ -353,11 +397,10 @@ class _StorageReader:
         try:
             info = self.archive.getinfo(member)
         except KeyError:
-            raise ValueError(f"{self.path} is corrupt: storage {member} is missing from the archive") from None
+            raise pickle.UnpicklingError(f"storage {member} is missing from the archive") from None
         nbytes = numel * dtype.itemsize
         if info.file_size < nbytes:
-            raise ValueError(f"{self.path} is corrupt: storage {member} holds {info.file_size} bytes, "
-                             f"its tensors need {nbytes}")
+            raise pickle.UnpicklingError(f"storage {member} holds {info.file_size} bytes, its tensors need {nbytes}")
         if info.compress_type != zipfile.ZIP_STORED:
             return np.frombuffer(self.archive.read(member), dtype=dtype, count=numel)
         if self.file is None:
@@ -372,6 +415,10 @@ def _member_data_offset(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:
     local_header = archive.fp.read(30)
     name_length, extra_length = struct.unpack("<HH", local_header[26:30])
     return info.header_offset + 30 + name_length + extra_length
+
+
+class BadPickle(pickle.UnpicklingError, ValueError):
+    """A pytorch_model.bin whose pickle is refused or unreadable; a ValueError like every other load error."""
 
 
 class _StorageType:
@@ -397,6 +444,7 @@ class _GatedUnpickler(pickle.Unpickler):
             ("collections", "OrderedDict"): collections.OrderedDict,
             ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
             ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+            ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
         }
         if (module, name) in allowed:
             return allowed[module, name]
@@ -408,7 +456,7 @@ class _GatedUnpickler(pickle.Unpickler):
     def persistent_load(self, pid):
         """A storage reference: ("storage", storage type, key, location, number of elements)."""
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
-                and isinstance(pid[1], _StorageType)):
+                and isinstance(pid[1], _StorageType) and isinstance(pid[2], (str, int)) and _is_index(pid[4])):
             raise pickle.UnpicklingError(f"unsupported storage reference in the pickle: {pid!r}")
         _, storage_type, key, _location, numel = pid
         return self.load_storage(str(key), storage_type.dtype, numel)
@@ -417,10 +465,13 @@ class _GatedUnpickler(pickle.Unpickler):
 def _rebuild_tensor(storage: tuple[np.ndarray, str], offset: int, size: tuple, stride: tuple, *_) -> np.ndarray:
     """torch._utils._rebuild_tensor_v2: the tensor `size` elements `stride` apart from `offset` of a storage."""
     flat, dtype = storage
-    size, stride = tuple(size), tuple(stride)
-    numel = int(np.prod(size, dtype=np.int64))
+    if not (_is_index(offset) and isinstance(size, tuple) and isinstance(stride, tuple)
+            and len(size) == len(stride) and all(map(_is_index, size + stride))):
+        raise pickle.UnpicklingError(f"a tensor has size {size!r}, stride {stride!r}, offset {offset!r}: "
+                                     f"expected tuples of as many integers >= 0, and an integer >= 0")
+    numel = math.prod(size)  # Python ints: a huge size cannot wrap around
     last = offset + sum((n - 1) * s for n, s in zip(size, stride))
-    if numel and (offset < 0 or min(stride, default=0) < 0 or last >= flat.size):
+    if numel and last >= flat.size:
         raise pickle.UnpicklingError(f"tensor of size {size}, stride {stride}, offset {offset} "
                                      f"lies outside its storage of {flat.size} elements")
     if _is_contiguous(size, stride):
@@ -428,6 +479,11 @@ def _rebuild_tensor(storage: tuple[np.ndarray, str], offset: int, size: tuple, s
     view = np.lib.stride_tricks.as_strided(flat[offset:], shape=size, strides=[s * flat.itemsize for s in stride],
                                            writeable=False)
     return _widen(_read_only(np.ascontiguousarray(view)), dtype)
+
+
+def _is_index(n) -> bool:
+    """An integer >= 0 (a size, stride, offset or element count), not a bool."""
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 0
 
 
 def _is_contiguous(size: tuple, stride: tuple) -> bool:
@@ -440,8 +496,9 @@ def _is_contiguous(size: tuple, stride: tuple) -> bool:
     return True
 
 
-def _rebuild_parameter(data: np.ndarray, requires_grad, backward_hooks) -> np.ndarray:
-    """torch._utils._rebuild_parameter: an nn.Parameter is just its data here."""
+def _rebuild_parameter(data: np.ndarray, requires_grad, backward_hooks, state=None) -> np.ndarray:
+    """torch._utils._rebuild_parameter(_with_state): an nn.Parameter is just its data here. The state is
+    the Parameter's Python attributes, e.g. transformers 5's `_is_hf_initialized` (state_dict(keep_vars=True))."""
     return data
 
 

@@ -68,6 +68,9 @@ class BertConfig:
                      "intermediate_size", "max_position_embeddings", "type_vocab_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{where}: {name} must be at least 1, got {getattr(self, name)}")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(f"{where}: pad_token_id {self.pad_token_id} is not an id of the vocabulary "
+                             f"(0 to {self.vocab_size - 1})")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(f"{where}: hidden_size {self.hidden_size} is not a multiple of "
                              f"num_attention_heads {self.num_attention_heads}")

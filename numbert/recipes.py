@@ -107,8 +107,10 @@ def masked_mean(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 def masked_max(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """The largest value of each dimension over the real tokens. (batch, seq, dim) -> (batch, dim)"""
-    return np.where(mask[..., None] > 0, x, f32(-np.inf)).max(axis=-2)
+    """The largest value of each dimension over the real tokens; zeros for a sequence with none (as
+    masked_mean gives). (batch, seq, dim) -> (batch, dim)"""
+    real = mask[..., None] > 0  # (batch, seq, 1)
+    return np.where(real.any(axis=-2), np.where(real, x, f32(-np.inf)).max(axis=-2), f32(0))
 
 
 def pool(x: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:

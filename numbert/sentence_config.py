@@ -116,6 +116,8 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
     for module in modules:
         kind = str(module.get("type", "")).rsplit(".", 1)[-1]
         path = module.get("path", "")
+        if not isinstance(path, str):
+            raise ValueError(f"{modules_file}: a module's 'path' must be a string, got {path!r}")
         if kind == "Pooling":
             pooling = _pooling_modes(directory / path / "config.json")
             if _read_json_if_any(directory / path / "config.json").get("include_prompt", True) is False:
@@ -127,7 +129,7 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
         elif kind != "Transformer":
             unsupported.append(f"{path or '.'} ({kind or 'unknown type'})")
     settings_file = directory / "sentence_bert_config.json"
-    settings = _read_json(settings_file) if settings_file.is_file() else {}
+    settings = _read_object(settings_file) if settings_file.is_file() else {}
     max_seq_length = settings.get("max_seq_length")
     if max_seq_length is not None and (not isinstance(max_seq_length, int) or max_seq_length < 2):
         raise ValueError(f"{settings_file}: max_seq_length must be an integer >= 2, got {max_seq_length!r}")
@@ -175,16 +177,26 @@ def _pooling_modes(config_file: Path) -> tuple[str, ...]:
     """The Pooling module's modes as numbert pooling names; sentence-transformers' default is mean."""
     if not config_file.is_file():
         return ("mean",)
-    config = _read_json(config_file)
+    config = _read_object(config_file)
     modes = config.get("pooling_mode")
     if modes is None:
         modes = [mode for flag, mode in POOLING_FLAGS.items() if config.get(flag)] or ["mean"]
-    modes = [modes] if isinstance(modes, str) else list(modes)
+    modes = [modes] if isinstance(modes, str) else modes
+    if not (isinstance(modes, list) and all(isinstance(m, str) for m in modes)):
+        raise ValueError(f"{config_file}: pooling_mode must be a string or a list of strings, got {modes!r}")
     unknown = [m for m in modes if m not in POOLING_MODES]
     if unknown:
         raise ValueError(f"{config_file}: unknown pooling mode {unknown[0]!r}; sentence-transformers defines "
                          f"{', '.join(POOLING_MODES)}")
     return tuple(POOLING_MODES[m] for m in modes)
+
+
+def _read_object(path: Path) -> dict:
+    """A JSON file that must hold an object."""
+    value = _read_json(path)
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: expected a JSON object, got a {type(value).__name__}")
+    return value
 
 
 def _read_json(path: Path):

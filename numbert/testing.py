@@ -53,14 +53,27 @@ def random_weights(config: BertConfig, seed: int = 0, heads: bool = False) -> di
     return weights
 
 
+def empty_directory(directory: str | Path) -> Path:
+    """`directory`, created if need be; refused if it holds anything, so a random checkpoint never
+    replaces a real model's files."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    if any(directory.iterdir()):
+        raise FileExistsError(f"refusing to write a random BERT checkpoint into {directory}: the directory is "
+                              f"not empty (numbert writes only into a directory it creates or an empty one)")
+    return directory
+
+
 def write_random_bert(directory: str | Path, vocab_path: str | Path, config: BertConfig = BertConfig(),
                       seed: int = 0) -> Path:
     """Write config.json, vocab.txt and model.safetensors of a random BERT into `directory`, with the two
-    pre-training heads (masked LM, next sentence) as the published bert-base-uncased has them."""
+    pre-training heads (masked LM, next sentence) as the published bert-base-uncased has them.
+
+    The directory is created, or must be empty: random weights never replace a real model's files.
+    """
     from safetensors.numpy import save_file
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = empty_directory(directory)
     config_json = config.to_dict() | {"architectures": ["BertForPreTraining"]}
     (directory / "config.json").write_text(json.dumps(config_json, indent=2) + "\n", encoding="utf-8")
     shutil.copyfile(vocab_path, directory / "vocab.txt")
@@ -72,9 +85,9 @@ def write_google_bert(directory: str | Path, vocab_path: str | Path, config: Ber
                       seed: int = 0, heads: bool = False) -> Path:
     """The random BERT of `random_weights` as Google released BERT: bert_config.json, vocab.txt and a
     TensorFlow checkpoint `bert_model.ckpt` (variables `bert/...`, kernels (in, out)); with heads, the
-    pre-training heads too (`cls/predictions/...`, `cls/seq_relationship/output_weights` (2, hidden))."""
-    directory, config = Path(directory), config or BertConfig()
-    directory.mkdir(parents=True, exist_ok=True)
+    pre-training heads too (`cls/predictions/...`, `cls/seq_relationship/output_weights` (2, hidden)).
+    The directory is created, or must be empty, as for write_random_bert."""
+    directory, config = empty_directory(directory), config or BertConfig()
     google = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "architectures", "layer_norm_eps",
                                                                      "pad_token_id", "position_embedding_type")}
     (directory / "bert_config.json").write_text(json.dumps(google, indent=2) + "\n", encoding="utf-8")

@@ -94,8 +94,8 @@ def test_hf_home_is_honoured_in_a_fresh_process(tmp_path):
 def test_weights_false_needs_only_tokenizer_files(tmp_path, offline):
     snapshot = fake_hf_cache(tmp_path, "org/name", model_files(weights=False))
     assert model_dir("org/name", weights=False, cache_dir=tmp_path) == snapshot
-    with pytest.raises(FileNotFoundError, match="'org/name' has neither model.safetensors nor pytorch_model.bin"):
-        model_dir("org/name", cache_dir=tmp_path)
+    with pytest.raises(OSError, match="cannot load model 'org/name'.*could not be reached .HF_HUB_OFFLINE is set"):
+        model_dir("org/name", cache_dir=tmp_path)  # offline, the weights were never fetched (not known absent)
 
 
 def test_pytorch_model_bin_alone_is_enough(tmp_path, offline):
@@ -149,7 +149,7 @@ def test_only_the_files_numbert_reads_are_downloaded(tmp_path, monkeypatch):
         return str(tmp_path / filename)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
-    monkeypatch.setattr("numbert.hub._hub_unreachable", lambda repo_id, revision: False)
+    monkeypatch.setattr("numbert.hub._hub_unreachable", lambda repo_id, revision: None)  # the hub answers
     assert model_dir("org/st-model") == tmp_path
     assert set(requested) == {"config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
                               "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
@@ -177,6 +177,10 @@ def test_cached_model_loads_at_once_when_the_hub_does_not_answer(tmp_path, monke
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", spy)
     assert model_dir("org/name", cache_dir=tmp_path) == snapshot
-    assert calls and all(calls)  # every file from the cache, none asked of the hub
-    with pytest.raises(OSError, match=r"not in the Hugging Face cache.*http://127.0.0.1:9 did not answer"):
+    assert calls == []  # everything was in the cache: not even a download call, let alone a request
+    (snapshot / "model.safetensors").unlink()  # now the cache is incomplete: one failed request, then the cache
+    with pytest.raises(OSError, match=r"could not be reached \(http://127.0.0.1:9: "):
+        model_dir("org/name", cache_dir=tmp_path)
+    assert calls and all(calls)  # every file asked of the cache only, none of the hub
+    with pytest.raises(OSError, match=r"not in the Hugging Face cache.*could not be reached \(http://127.0.0.1:9: "):
         model_dir("org/other", cache_dir=tmp_path)

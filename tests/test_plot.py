@@ -80,6 +80,22 @@ def test_pca_scatter(model, tmp_path):
     assert_picture(tmp_path / "w.png", 800, 600)
 
 
+def test_pca_scatter_stays_readable_with_hundreds_of_points(tmp_path):
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((400, 16)).astype(np.float32)
+    labels = [f"text number {i}" for i in range(400)]
+    fig = plot.pca_scatter(vectors, labels, save=tmp_path / "many.png")
+    texts = fig.axes[0].texts
+    assert len(texts) == 30 and "30 labelled" in fig.axes[0].get_title()
+    coords, _ = plot.pca(vectors)
+    shown = np.array([coords[labels.index(t.get_text())] for t in texts])
+    gaps = np.linalg.norm(shown[:, None] - shown[None], axis=-1) + np.eye(30) * 1e9
+    assert gaps.min() > 0.1 * np.ptp(coords[:, 0])  # spread out, not piled on each other
+    assert len(plot.pca_scatter(vectors, labels, max_labels=0).axes[0].texts) == 0
+    assert len(plot.pca_scatter(vectors).axes[0].texts) == 0  # labels are optional
+    assert len(plot.pca_scatter(vectors[:12], labels[:12]).axes[0].texts) == 12  # few points: every label
+
+
 def test_pca_is_the_svd_of_the_centred_vectors():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((30, 5)) @ np.diag([5.0, 3.0, 1.0, 0.5, 0.1]) + 7.0
@@ -121,7 +137,8 @@ def test_missing_matplotlib_is_one_line(monkeypatch, output):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     with pytest.raises(ImportError) as e:
         plot.histogram(output, 0, 0)
-    assert str(e.value) == 'numbert plots need matplotlib: pip install "numbert[plot]"'
+    assert str(e.value) == plot.INSTALL_HINT
+    assert 'pip install matplotlib' in plot.INSTALL_HINT and 'checkout' in plot.INSTALL_HINT
 
 
 def test_the_core_never_imports_matplotlib():
@@ -168,7 +185,7 @@ def test_plot_handler_without_matplotlib_fails_before_loading(monkeypatch, tmp_p
     args = parse("plot", "histogram", "text", "-o", tmp_path / "x.png", "--model", tmp_path / "no-such-model")
     with pytest.raises(SystemExit) as e:
         args.run(args)
-    assert str(e.value) == 'numbert plot: error: numbert plots need matplotlib: pip install "numbert[plot]"'
+    assert str(e.value) == f'numbert plot: error: {plot.INSTALL_HINT}'
     assert not (tmp_path / "x.png").exists()
 
 
@@ -198,7 +215,7 @@ def test_cli_plot_errors_are_one_line(minilm_dir, tmp_path):
     result = cli("plot", "histogram", "text", "-o", tmp_path / "x.png", "--model", minilm_dir,
                  prelude="sys.modules['matplotlib'] = None; ")
     assert result.returncode == 1
-    assert result.stderr == 'numbert plot: error: numbert plots need matplotlib: pip install "numbert[plot]"\n'
+    assert result.stderr == f'numbert plot: error: {plot.INSTALL_HINT}\n'
     result = cli("plot", "attention", "text", "--layer", "9", "-o", tmp_path / "x.png", "--model", minilm_dir)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [

@@ -275,6 +275,12 @@ def test_workers_share_the_port(minilm_dir, model):
         for _ in range(4):  # connections land on either worker
             r = httpx.post(s.url + "/v1/embeddings", json={"input": texts, "encoding_format": "float"})
             assert_close([d["embedding"] for d in r.json()["data"]], model.embed(texts, progress=False))
+        deadline = time.monotonic() + 30  # /metrics sums both workers' counters, each at most a second old
+        while 'numbert_requests_total{endpoint="/v1/embeddings",status="200"} 4' not in (
+                metrics := httpx.get(s.url + "/metrics").text):
+            assert time.monotonic() < deadline, metrics
+            time.sleep(0.1)
+        assert "numbert_inputs_total 24" in metrics and "numbert_requests_in_flight 0" in metrics
     finally:
         assert s.stop(signal.SIGINT) == 0, "".join(s.lines)  # Ctrl-C: a graceful stop too
 
@@ -312,9 +318,9 @@ def test_malformed_requests_get_openai_errors(server, model, body, status, param
 def test_too_many_too_long_and_too_big(server, model):
     r = httpx.post(server.url + "/v1/embeddings", json={"input": ["a"] * 10_000}, timeout=60)
     assert "10000 inputs" in error_of(r, 413, "input")
-    huge = "word " * 200_000  # 1 MB, 200,002 tokens
+    huge = "word " * 200_000  # 1 MB, 200,002 tokens: refused after its first 820 words (16 x 256 chars, to a space)
     r = httpx.post(server.url + "/v1/embeddings", json={"input": ["ok", huge]}, timeout=60)
-    assert "200002 tokens" in error_of(r, 413, "input[1]")
+    assert "at least 822 tokens" in error_of(r, 413, "input[1]")
     r = httpx.post(server.url + "/embed", json={"inputs": [huge], "truncate": True}, timeout=60)
     assert_close(r.json(), model.embed([huge], progress=False))  # cut to max_seq_length, as embed cuts it
     r = httpx.post(server.url + "/v1/embeddings", json={"input": [[101] * 300]})
@@ -327,6 +333,26 @@ def test_too_many_too_long_and_too_big(server, model):
     error_of(httpx.get(server.url + "/v1/embeddings"), 405)
     error_of(httpx.get(server.url + "/v2/nothing"), 404)
     still_serving(server, model)
+
+
+def test_a_long_text_is_judged_by_its_head_when_that_decides(minilm_dir):
+    from numbert.serve import Settings
+    from numbert.serve.embedder import Embedder
+    from numbert.serve.protocol import ApiError
+
+    e = Embedder(Settings(model=str(minilm_dir)))  # max_length 256: heads of 4096+ characters
+    texts = [" ".join(mixed_texts(2000, seed=3)), "a\x1cb " * 2000, "a " * 100 + "\n" * 5000 + "a " * 200, "a " * 200]
+    for text in texts:
+        want = e.tokenizer.encode(text.lower(), max_length=None, truncation=False).ids
+        cut = want if len(want) <= 256 else want[:255] + want[-1:]  # as embed cuts it
+        assert list(e.texts_to_rows([text], True, "input")[0]) == cut
+        if len(want) <= 256:
+            assert list(e.texts_to_rows([text], False, "input")[0]) == want
+        else:
+            with pytest.raises(ApiError, match=r"'input\[0\]' is (at least )?\d+ tokens long"):
+                e.texts_to_rows([text], False, "input")
+    with pytest.raises(ApiError, match="is 302 tokens long"):  # its head (4096+ characters) has only 102
+        e.texts_to_rows(["a " * 100 + " " * 100_000 + "a " * 200], False, "input")  # a long run of spaces: fast
 
 
 def test_not_ready_until_loaded_and_a_failed_load_says_why(tmp_path):

@@ -24,7 +24,9 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
+import threading
 
 from . import encode, plot, serve, similarity, tasks, tokenize
 from .common import Failure, Parser
@@ -58,10 +60,32 @@ def join_negative_values(argv: list[str]) -> list[str]:
     return out
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP, raised where the command is (as SIGINT raises KeyboardInterrupt), so the
+    temporary output file is removed on the way out."""
+
+
+def terminate(signum: int, frame) -> None:
+    raise Terminated(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run `numbert ARGV...` (default: the process's arguments); returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(join_negative_values(sys.argv[1:] if argv is None else list(argv)))
+    signals = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        signals = []
+    previous = {s: signal.signal(s, terminate) for s in signals}
+    try:
+        return run(args)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out the parsed command; errors become one line on stderr and the exit status."""
     try:
         args.run(args)
     except BrokenPipeError:  # e.g. `numbert encode --format jsonl ... | head`: the reader has gone
@@ -72,5 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         print(f"numbert {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return 128 + signal.SIGINT
+    except Terminated as e:
+        print(f"numbert {args.command}: terminated", file=sys.stderr)
+        return 128 + e.args[0]
     return 0

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import NoReturn
-
-DEFAULT_MODEL = os.environ.get("NUMBERT_MODEL", "bert-base-uncased")
 
 
 class Failure(Exception):
@@ -42,6 +39,18 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def utf8_text(text: str) -> str:
+    """A text argument, refused if the command line held bytes that are not UTF-8 (Python keeps them as
+    lone surrogates, which the tokenizer would silently drop)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        byte = text.encode("utf-8", "surrogateescape")[len(text[:e.start].encode("utf-8", "surrogateescape"))]
+        raise argparse.ArgumentTypeError(f"{text!r} is not valid UTF-8 (byte {byte:#04x} at column "
+                                         f"{e.start + 1})") from None
+    return text
+
+
 def layer_list(text: str) -> list[int]:
     try:
         return [int(part) for part in text.split(",")]
@@ -53,7 +62,9 @@ def layer_list(text: str) -> list[int]:
 # --- options more than one command takes -----------------------------------------------------------
 
 def add_model(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", "-m", default=DEFAULT_MODEL, metavar="M",
+    from ..hub import default_model
+
+    p.add_argument("--model", "-m", default=default_model(), metavar="M",
                    help="a local model directory or a Hugging Face hub id (default: %(default)s; "
                         "set NUMBERT_MODEL to change it)")
 

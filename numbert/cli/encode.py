@@ -36,10 +36,11 @@ from .common import (
     non_negative_int,
     positive_int,
     sentence_options,
+    utf8_text,
 )
 from .files import chunked, input_lines, output_file, progress_bar
 
-CHUNK_LINES = {"npy": 2048, "npz": 2048, "text": 2048, "jsonl": 256}  # lines embedded at a time (bounds the memory)
+CHUNK_LINES = {"npy": 2048, "npz": 2048, "jsonl": 256}  # lines embedded at a time (bounds the memory); text: a batch
 FORMAT_OF_SUFFIX = {".npy": "npy", ".npz": "npz", ".jsonl": "jsonl", ".txt": "text", ".tsv": "text"}
 PAIR = re.compile(r"^(.*) \|\|\| (.*)$")  # extract_features.py's "text_a ||| text_b"
 
@@ -52,7 +53,7 @@ def encode(args: argparse.Namespace) -> None:
     if args.shard_lines is not None:
         write_shard_directory(model, lines, args)
         return
-    chunks = chunked(lines, CHUNK_LINES[args.format])
+    chunks = chunked(lines, CHUNK_LINES.get(args.format, args.batch_size))
     with progress_bar(args) as bar, output_file(args.output, args.format) as out:
         if args.format == "jsonl":
             write_features(model, chunks, out, args, bar)
@@ -72,8 +73,6 @@ def check_encode_options(args: argparse.Namespace) -> None:
     if args.format is None:  # from OUT's suffix; readable text on a terminal; else .npy
         suffix = Path(args.output).suffix.lower() if args.output not in (None, "-") else ""
         args.format = FORMAT_OF_SUFFIX.get(suffix) or ("text" if args.output is None and sys.stdout.isatty() else "npy")
-    if args.text and args.file is not None:
-        raise Failure("give texts as arguments or --file, not both")
     if args.format == "jsonl":
         for name in ("strategy", "pooling", "combine"):
             if getattr(args, name) is not None:
@@ -107,26 +106,34 @@ Embed = Callable[[Iterable[Chunk]], Iterable[np.ndarray]]  # chunks -> their vec
 
 
 @contextlib.contextmanager
-def embedder(model, args: argparse.Namespace, options: dict) -> Iterator[Embed]:
+def embedder(model, args: argparse.Namespace, options: dict, bar: Any = None) -> Iterator[Embed]:
     """How chunks of lines become vectors: in this process, in --workers processes, or on a Dask cluster.
-    Every way runs `Bert.embed` on each chunk, so the vectors are the same bits."""
+    Every way runs `Bert.embed` on each chunk, so the vectors are the same bits. `bar` moves as the
+    work is done: per batch in this process, per chunk from workers or Dask."""
+    def advancing(vectors_of_chunks: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+        for vectors in vectors_of_chunks:
+            if bar is not None:
+                bar.update(len(vectors))
+            yield vectors
+
     if args.scheduler or args.dask:
         with dask_client(args) as client:
             from ..dask import BatchEncoder, map_chunks
 
             model_path = Path(args.model)
             encoder = BatchEncoder(model_path.resolve() if model_path.exists() else args.model, **options)
-            yield lambda chunks: map_chunks(client, encoder, chunks)
+            yield lambda chunks: advancing(map_chunks(client, encoder, chunks))
     elif args.workers:
         from ..workers import Pool, WorkerDied
 
         with Pool(args.model, args.workers, **options) as pool:
             try:
-                yield pool.map
+                yield lambda chunks: advancing(pool.map(chunks))
             except WorkerDied as e:
                 raise Failure(str(e)) from None
     else:
-        yield lambda chunks: (model.embed(texts, **options) for _, texts in chunks)
+        here = options | {"progress": False if bar is None else bar}  # the bar advances batch by batch
+        yield lambda chunks: (model.embed(texts, **here) for _, texts in chunks)
 
 
 @contextlib.contextmanager
@@ -160,12 +167,13 @@ def numbered(chunks: Iterable[list[str]]) -> Iterator[Chunk]:
 
 def write_text_vectors(model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace,
                        bar: Any) -> None:
-    """One line of space-separated values (6 decimals) per input line, in input order."""
+    """One line of space-separated values (6 decimals) per input line, in input order, written (and
+    flushed) a batch at a time, so a reader such as `head -1` gets its lines as soon as they exist."""
     options, _ = embed_options(model, args)
-    with embedder(model, args, options) as embed:
+    with embedder(model, args, options, bar) as embed:
         for vectors in embed(numbered(chunks)):
             np.savetxt(out, vectors, fmt="%.6f")
-            bar.update(len(vectors))
+            out.flush()
 
 
 def write_sentence_vectors(model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace,
@@ -175,10 +183,9 @@ def write_sentence_vectors(model, chunks: Iterator[list[str]], out: IO[bytes], a
     with contextlib.ExitStack() as stack:
         npy = out if args.format == "npy" else stack.enter_context(tempfile.TemporaryFile())
         rows = NpyRows(npy, dim)
-        with embedder(model, args, options) as embed:
+        with embedder(model, args, options, bar) as embed:
             for vectors in embed(numbered(chunks)):
                 rows.write(vectors)
-                bar.update(len(vectors))
         rows.finish()
         if args.format == "npz":  # the layout of np.savez: an uncompressed zip of vectors.npy
             npy.seek(0)
@@ -207,9 +214,9 @@ def write_features(model, chunks: Iterator[list[str]], out: IO[bytes], args: arg
                 encoding = output.encodings[row if batched else 0]
                 states = output.hidden_states[:, row] if batched else output.hidden_states
                 lines[i] = features_line(index + i, encoding.tokens, states[layers, :len(encoding)], layers)
+            bar.update(len(positions))
         out.write("".join(lines).encode("utf-8"))
         index += len(chunk)
-        bar.update(len(chunk))
 
 
 def write_shard_directory(model, lines: Iterator[str], args: argparse.Namespace) -> None:
@@ -235,6 +242,11 @@ def features_line(index: int, tokens: list[str], states: np.ndarray, layers: lis
 
 # --- the command line -----------------------------------------------------------------------------
 
+def output_format(text: str) -> str:
+    """--format's value, "txt" read as "text" (the suffix and the habit)."""
+    return "text" if text == "txt" else text
+
+
 def add_commands(commands: argparse._SubParsersAction) -> None:
     """Register `numbert encode`."""
     p = commands.add_parser(
@@ -248,10 +260,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                     "Input is read and embedded a chunk at a time, so memory stays flat on any file.\n"
                     "With -o OUT the output is written to a temporary file renamed to OUT at the end:\n"
                     "a failed run never leaves a half-written OUT.")
-    p.add_argument("text", nargs="*", metavar="TEXT", help="texts to embed (default: the lines of --file or stdin)")
+    p.add_argument("text", nargs="*", type=utf8_text, metavar="TEXT",
+                   help="texts to embed (default: the lines of --file or stdin)")
     p.add_argument("--file", "-f", metavar="F", help="read one text per line from F ('-' for stdin)")
-    p.add_argument("--format", choices=("npy", "npz", "text", "jsonl"),
-                   help="output format (default: from OUT's suffix, text on a terminal, else npy)")
+    p.add_argument("--format", type=output_format, choices=("npy", "npz", "text", "jsonl"),
+                   help="output format (txt = text; default: from OUT's suffix, text on a terminal, else npy: "
+                        "piped or redirected output is .npy unless --format text)")
     p.add_argument("--output", "-o", metavar="OUT", help="output file (default: stdout)")
     add_model(p)
     add_sentence_options(p)

@@ -21,13 +21,18 @@ from .common import Failure
 # --- input ----------------------------------------------------------------------------------------
 
 def input_lines(args: argparse.Namespace) -> Iterator[str]:
-    """The input texts: the TEXT arguments, else one per line of --file or stdin, read lazily.
+    """The input texts: the TEXT arguments, else one per line of --file or stdin ('-'), read lazily.
 
     Invalid UTF-8 is a Failure naming the line. A missing file fails here, before any model loads.
     """
-    if args.text:
+    if args.text and args.text != ["-"]:
+        if args.file is not None:
+            raise Failure("give texts as arguments or --file, not both")
         return iter(args.text)
     if args.file is None or args.file == "-":
+        if sys.stdin.isatty():
+            print(f"numbert {args.command}: reading texts from stdin, one per line (Ctrl-D to end; "
+                  f"see numbert {args.command} --help)", file=sys.stderr)
         return decoded_lines(sys.stdin.buffer, "stdin")
     try:
         f = open(args.file, "rb")
@@ -63,7 +68,7 @@ def chunked(lines: Iterator[str], size: int) -> Iterator[list[str]]:
 
 def count_lines(args: argparse.Namespace) -> int | None:
     """The number of input lines when it is cheap to know (arguments or a regular file), for the bar."""
-    if args.text:
+    if args.text and args.text != ["-"]:
         return len(args.text)
     if args.file in (None, "-") or not os.path.isfile(args.file):
         return None
@@ -76,7 +81,7 @@ def count_lines(args: argparse.Namespace) -> int | None:
 
 @contextlib.contextmanager
 def progress_bar(args: argparse.Namespace) -> Iterator[Any]:
-    """A tqdm bar over input lines on stderr, only when stderr is a terminal."""
+    """A tqdm bar over input lines on stderr, only when stderr is a terminal; each batch embedded advances it."""
     from tqdm.auto import tqdm
 
     show = sys.stderr.isatty()
@@ -105,7 +110,7 @@ def output_file(path: str | None, format: str) -> Iterator[IO[bytes]]:
         with contextlib.ExitStack() as stack:
             if target is not None:
                 stack.enter_context(sink)
-            if format == "jsonl":
+            if format in ("jsonl", "text"):  # no header: streamed as written
                 yield sink
             else:
                 with tempfile.TemporaryFile() as tmp:

@@ -12,12 +12,14 @@ import argparse
 import numpy as np
 
 from ..plot import INSTALL_HINT, attention_map, histogram, pca_scatter, save_png
-from .common import add_model, load_model
+from .common import Failure, add_model, load_model, non_negative_int, utf8_text
+from .files import decoded_lines, output_file
 
 
 def saved(fig, args: argparse.Namespace) -> None:
-    """Write the figure to --output and say so, with its size in pixels."""
-    save_png(fig, args.output)
+    """Write the figure to --output (whole or not at all, as encode's output) and say so, with its size."""
+    with output_file(args.output, "png") as f:
+        save_png(fig, f)
     width, height = (round(v) for v in fig.get_size_inches() * fig.dpi)
     print(f"wrote {args.output} ({width} x {height} PNG)")
 
@@ -47,8 +49,11 @@ def plot_pca(args: argparse.Namespace) -> None:
     needs_matplotlib()
     texts = list(args.text)
     if args.file is not None:
-        with open(args.file, encoding="utf-8") as f:
-            texts += [line.rstrip("\n") for line in f if line.strip()]
+        try:
+            f = open(args.file, "rb")
+        except OSError as e:
+            raise Failure(f"cannot read {args.file}: {e.strerror}") from None
+        texts += [line for line in decoded_lines(f, args.file) if line.strip()]
     if not texts:
         raise ValueError("give texts as arguments or with --file")
     model = load_model(args.model)
@@ -59,7 +64,7 @@ def plot_pca(args: argparse.Namespace) -> None:
     else:
         vectors, labels = model.embed(texts, progress=False), texts
         title = f"{len(texts)} sentence vectors, PCA"
-    saved(pca_scatter(vectors, labels, title=title), args)
+    saved(pca_scatter(vectors, labels, title=title, max_labels=args.labels), args)
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -75,7 +80,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     q = kinds.add_parser("histogram", help="the values of one token at one layer",
                          description="Histogram of hidden_states[LAYER][TOKEN]: one token's values at one layer.")
-    q.add_argument("text", metavar="TEXT")
+    q.add_argument("text", type=utf8_text, metavar="TEXT")
     q.add_argument("--layer", type=int, default=-1, metavar="L",
                    help="index into hidden_states: 0 = embedding layer, -1 = last (default: -1)")
     q.add_argument("--token", default="1", metavar="T",
@@ -86,7 +91,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     q = kinds.add_parser("attention", help="one head's attention map, tokens on both axes",
                          description="Heatmap of attentions[LAYER][HEAD]: row i is how token i attends to each token.")
-    q.add_argument("text", metavar="TEXT")
+    q.add_argument("text", type=utf8_text, metavar="TEXT")
     q.add_argument("--layer", type=int, default=0, metavar="L", help="encoder layer, from 0 (default: 0)")
     q.add_argument("--head", type=int, default=0, metavar="H", help="attention head, from 0 (default: 0)")
     common(q)
@@ -95,9 +100,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     q = kinds.add_parser("pca", help="sentence (or word) vectors projected on two principal axes",
                          description="Scatter of the texts' sentence vectors (or, with --words, of every word's "
                                      "vector) on their first two principal axes, labelled.")
-    q.add_argument("text", nargs="*", metavar="TEXT")
+    q.add_argument("text", nargs="*", type=utf8_text, metavar="TEXT")
     q.add_argument("--file", "-f", metavar="F", help="also read one text per line from F")
     q.add_argument("--words", action="store_true",
                    help="plot each word's vector (sum of the last four layers) instead of one vector per text")
+    q.add_argument("--labels", type=non_negative_int, default=30, metavar="N",
+                   help="label at most N points, spread over the plot (default: 30; 0: no labels)")
     common(q)
     q.set_defaults(run=plot_pca)

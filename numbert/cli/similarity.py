@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import add_model, add_sentence_options, load_model, positive_int, sentence_options
+from .common import add_model, add_sentence_options, load_model, positive_int, sentence_options, utf8_text
 
 
 def neighbors(args: argparse.Namespace) -> None:
@@ -32,7 +32,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("neighbors", help="the vocabulary entries nearest to a word",
                             description="Print the k vocabulary entries whose token embeddings (the raw "
                                         "embedding rows, no context) are closest to WORD's by cosine.")
-    p.add_argument("word", metavar="WORD")
+    p.add_argument("word", type=utf8_text, metavar="WORD")
     p.add_argument("-k", type=positive_int, default=10, metavar="N", help="how many (default: 10)")
     p.add_argument("--json", action="store_true", help="print a JSON list of {token, id, similarity}")
     add_model(p)
@@ -40,8 +40,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     p = commands.add_parser("similarity", help="the cosine similarity of two texts",
                             description="Print the cosine similarity of the sentence vectors of TEXT_A and TEXT_B.")
-    p.add_argument("text_a", metavar="TEXT_A")
-    p.add_argument("text_b", metavar="TEXT_B")
+    p.add_argument("text_a", type=utf8_text, metavar="TEXT_A")
+    p.add_argument("text_b", type=utf8_text, metavar="TEXT_B")
     add_model(p)
     add_sentence_options(p)
     p.set_defaults(run=similarity)

@@ -18,6 +18,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import anyio
 import numpy as np
@@ -38,6 +39,8 @@ log = logging.getLogger("numbert.serve")
 JSON = "application/json"
 SMALL = 2048  # bytes of a request body, or numbers in an answer, handled on the event loop itself
 SETTINGS_VARIABLE = "NUMBERT_SERVE_SETTINGS"  # how `--workers N` hands the settings to its worker processes
+METRICS_VARIABLE = "NUMBERT_SERVE_METRICS"  # ... and the directory where the workers publish their counters
+PUBLISH_EVERY = 1.0  # seconds: how stale another worker's counters can be in /metrics
 
 
 class Server:
@@ -46,6 +49,8 @@ class Server:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.metrics = Metrics()
+        shared = os.environ.get(METRICS_VARIABLE)
+        self.shared_metrics = None if shared is None else Path(shared)  # --workers N: every worker's counters
         self.embedder: Embedder | None = None
         self.batcher: Batcher | None = None
         self.load_error: str | None = None
@@ -57,12 +62,17 @@ class Server:
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette):
         loading = asyncio.create_task(self.load())
+        publishing = None if self.shared_metrics is None else asyncio.create_task(self.publish(self.shared_metrics))
         try:
             yield
         finally:
             await loading
+            if publishing is not None:
+                publishing.cancel()
             if self.batcher is not None:
                 await anyio.to_thread.run_sync(self.batcher.stop)
+            if self.shared_metrics is not None:
+                self.metrics.publish(self.shared_metrics)
             answered = sum(self.metrics.requests.values())
             log.info("numbert serve: stopped after answering %d requests; nothing was left waiting", answered)
 
@@ -74,13 +84,18 @@ class Server:
             log.error("%s", self.load_error)
             return
         s = self.settings
-        await anyio.to_thread.run_sync(embedder.warm_up)
         self.batcher = Batcher(embedder.model, embedder.pooling, embedder.layers, embedder.combine, embedder.dim,
                                s.max_batch_tokens, s.max_batch_size, self.metrics)
-        self.batcher.start()
+        self.batcher.start(embedder.warm_up)
         self.embedder = embedder
         log.info("numbert serve: %s ready (%d-dimensional vectors, inputs up to %d tokens)", s.name, embedder.dim,
                  embedder.max_length)
+
+    async def publish(self, directory: Path) -> None:
+        """With --workers N: this worker's counters, to the shared directory, every PUBLISH_EVERY seconds."""
+        while True:
+            self.metrics.publish(directory)
+            await asyncio.sleep(PUBLISH_EVERY)
 
     # --- the routes -------------------------------------------------------------------------------
 
@@ -103,7 +118,8 @@ class Server:
         return json_response({"status": "error" if self.load_error else "loading", "error": self.load_error}, 503)
 
     async def prometheus(self, request: Request) -> Response:
-        return Response(self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+        metrics = self.metrics if self.shared_metrics is None else self.metrics.merged(self.shared_metrics)
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     # --- one request ------------------------------------------------------------------------------
 

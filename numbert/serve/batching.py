@@ -16,7 +16,7 @@ import itertools
 import logging
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -92,9 +92,12 @@ class Batcher:
         self.metrics = metrics
         self.pad_id = model.config.pad_token_id
         self.inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self.run, name="numbert-model", daemon=True)
+        self.thread: threading.Thread | None = None
 
-    def start(self) -> None:
+    def start(self, warm_up: Callable[[], None]) -> None:
+        """Start the model thread: `warm_up` first (a forward that maps the weights' pages in), with requests
+        queueing behind it, so that the server is ready before its first forward is done."""
+        self.thread = threading.Thread(target=self.run, args=(warm_up,), name="numbert-model", daemon=True)
         self.thread.start()
 
     def submit(self, rows: list[np.ndarray]) -> asyncio.Future:
@@ -108,9 +111,11 @@ class Batcher:
     def stop(self) -> None:
         """Finish the queued work, then end the thread (blocks until it has)."""
         self.inbox.put(None)
-        self.thread.join()
+        if self.thread is not None:
+            self.thread.join()
 
-    def run(self) -> None:
+    def run(self, warm_up: Callable[[], None]) -> None:
+        warm_up()
         waiting: list[Item] = []
         arrivals = itertools.count()
         stopping = False

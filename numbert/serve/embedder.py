@@ -8,11 +8,18 @@ do_lower_case, cut to the same max_length), the same pooling and layers, the sam
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .. import Tokenizer, load, recipes
+from ..tokenizer import Encoding
 from .protocol import ApiError
 from .settings import Settings
+
+WHITESPACE = re.compile("[ \t\n\r]")  # BERT splits words at these (it deletes some other whitespace, joining words)
+WHITESPACE_RUN = re.compile("[ \t\n\r]{2,}")
+HEAD_CHARS_PER_TOKEN = 16  # a long text's head: 16 characters per token allowed, far more than texts average
 
 
 class Embedder:
@@ -60,18 +67,41 @@ class Embedder:
         return max_length
 
     def texts_to_rows(self, texts: list[str], truncate: bool, name: str) -> list[np.ndarray]:
-        """Token ids per text, cut to max_length if `truncate`, else a 413 naming the first text too long."""
+        """Token ids per text, cut to max_length if `truncate`, else a 413 naming the first text too long.
+
+        A long text is tokenized up to a whitespace past HEAD_CHARS_PER_TOKEN x max_length characters
+        first: the tokens of such a head are the text's first tokens, so when they are already too many
+        (or, truncating, enough) the rest of the text is never tokenized."""
         rows = []
         for i, text in enumerate(texts):
-            encoding = self.tokenizer.encode(text.lower() if self.lowercase else text,
-                                             max_length=self.max_length if truncate else None, truncation=truncate)
+            head = self.head(text)
+            encoding = self.encode(head, self.max_length if truncate else None)
+            if head is not text and len(encoding) < self.max_length + (not truncate):  # the head does not decide
+                head, encoding = text, self.encode(text, self.max_length if truncate else None)
             if len(encoding) > self.max_length:
-                raise ApiError(413, f"'{name}[{i}]' is {len(encoding)} tokens long; this model takes at most "
+                count = f"{len(encoding)}" if head is text else f"at least {len(encoding)}"
+                raise ApiError(413, f"'{name}[{i}]' is {count} tokens long; this model takes at most "
                                     f"{self.max_length} ([CLS] and [SEP] included). Shorten it, or send "
                                     f"truncate=true (or start the server with --auto-truncate)",
                                param=f"{name}[{i}]", code="input_too_long")
             rows.append(np.array(encoding.ids, np.int32))
         return rows
+
+    def head(self, text: str) -> str:
+        """`text`, or if it is long, its beginning up to the first whitespace past HEAD_CHARS_PER_TOKEN x max_length."""
+        if len(text) <= (start := HEAD_CHARS_PER_TOKEN * self.max_length):
+            return text
+        space = WHITESPACE.search(text, start)
+        return text if space is None else text[:space.start()]
+
+    def encode(self, text: str, max_length: int | None) -> Encoding:
+        """`text`'s tokens as `Bert.embed` makes them: lowercased first if the model says so; cut to max_length.
+
+        Runs of whitespace become one space first: the same tokens, and the tokenizer takes time quadratic
+        in the length of a run (8000 spaces: 1 s), which a hostile request would otherwise exploit."""
+        text = WHITESPACE_RUN.sub(" ", text)
+        return self.tokenizer.encode(text.lower() if self.lowercase else text, max_length=max_length,
+                                     truncation=max_length is not None)
 
     def ids_to_rows(self, inputs: list[list[int]], name: str) -> list[np.ndarray]:
         """Token-id inputs, used as given ([CLS] and [SEP] included, as /tokenize returns them): a 422 for an id

@@ -3,7 +3,8 @@
 On SIGTERM or SIGINT uvicorn stops accepting connections, lets every accepted request finish, stops
 the model thread once its queue is empty, and the process exits 0. With `--workers N`, N processes
 share the listening socket and (memory-mapped) the weights' pages; each runs its own queue and
-model thread with cores/N BLAS threads, set in that worker process only.
+model thread with cores/N BLAS threads, set in that worker process only; they publish their counters
+to a temporary directory, which /metrics sums.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import contextlib
 import dataclasses
 import os
 import signal
+import tempfile
 
 from .settings import Settings
 
@@ -21,7 +23,7 @@ def run(settings: Settings, host: str = "127.0.0.1", port: int = 8000, workers: 
     try:
         import uvicorn
 
-        from .app import SETTINGS_VARIABLE, create_app, log_to_stderr
+        from .app import METRICS_VARIABLE, SETTINGS_VARIABLE, create_app, log_to_stderr
     except ImportError as e:
         raise ImportError(f"numbert serve needs the [serve] extra ({e.name} is missing): "
                           f"pip install 'numbert[serve]'") from None
@@ -38,8 +40,10 @@ def run(settings: Settings, host: str = "127.0.0.1", port: int = 8000, workers: 
         return 0 if server.started else 1
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     os.environ[SETTINGS_VARIABLE] = dataclasses.replace(settings, blas_threads=max(1, cpus // workers)).to_json()
-    uvicorn.run("numbert.serve.app:app_from_environment", factory=True, workers=workers, host=host, port=port,
-                access_log=False)
+    with tempfile.TemporaryDirectory(prefix="numbert-serve-metrics-") as shared:
+        os.environ[METRICS_VARIABLE] = shared
+        uvicorn.run("numbert.serve.app:app_from_environment", factory=True, workers=workers, host=host, port=port,
+                    access_log=False)
     return 0
 
 

@@ -2,14 +2,19 @@
 
 Requests by endpoint and status, inputs and tokens embedded, inputs and padded tokens per forward
 pass, the queue depth, requests in flight, and request latency. Updated from the event loop and the
-model thread, hence the lock. With `--workers N`, each process counts its own requests.
+model thread, hence the lock. With `--workers N`, each worker process counts its own requests and
+publishes its counters (`state`, as JSON) to a file of its own in a directory the parent process made;
+the worker answering /metrics sums every worker's file (`merged`), so the counts are the server's.
 """
 
 from __future__ import annotations
 
 import bisect
+import json
+import os
 import threading
 from collections import defaultdict
+from pathlib import Path
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)  # seconds
 BATCH_INPUT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -35,6 +40,14 @@ class Histogram:
             out.append(f'{name}_bucket{{{labels}{"," if labels else ""}le="{bound}"}} {total}')
         braces = f"{{{labels}}}" if labels else ""
         return out + [f"{name}_sum{braces} {self.sum}", f"{name}_count{braces} {total}"]
+
+    def add(self, state: dict) -> None:
+        """Add another histogram's counts (its `state`) to these."""
+        self.counts = [a + b for a, b in zip(self.counts, state["counts"])]
+        self.sum += state["sum"]
+
+    def state(self) -> dict:
+        return {"counts": self.counts, "sum": self.sum}
 
 
 class Metrics:
@@ -64,6 +77,42 @@ class Metrics:
             self.queue_depth -= inputs
             self.batch_inputs.observe(inputs)
             self.batch_tokens.observe(padded_tokens)
+
+    def state(self) -> dict:
+        """Every counter, as JSON values."""
+        with self.lock:
+            return {"requests": [[e, s, n] for (e, s), n in self.requests.items()],
+                    "latency": {e: h.state() for e, h in self.latency.items()},
+                    "inputs": self.inputs, "tokens": self.tokens, "in_flight": self.in_flight,
+                    "queue_depth": self.queue_depth, "batch_inputs": self.batch_inputs.state(),
+                    "batch_tokens": self.batch_tokens.state()}
+
+    def add(self, state: dict) -> None:
+        """Add another process's counters (its `state`) to these."""
+        with self.lock:
+            for e, s, n in state["requests"]:
+                self.requests[e, s] += n
+            for e, h in state["latency"].items():
+                self.latency.setdefault(e, Histogram(LATENCY_BUCKETS)).add(h)
+            for name in ("inputs", "tokens", "in_flight", "queue_depth"):
+                setattr(self, name, getattr(self, name) + state[name])
+            self.batch_inputs.add(state["batch_inputs"])
+            self.batch_tokens.add(state["batch_tokens"])
+
+    def publish(self, directory: Path) -> None:
+        """Write this process's counters to directory/<pid>.json, whole (written aside, then renamed)."""
+        path = directory / f"{os.getpid()}.json"
+        aside = path.with_suffix(".tmp")
+        aside.write_text(json.dumps(self.state()))
+        os.replace(aside, path)
+
+    def merged(self, directory: Path) -> Metrics:
+        """The sum of every process's counters in `directory`, this process's as they are now."""
+        self.publish(directory)
+        total = Metrics()
+        for path in directory.glob("*.json"):
+            total.add(json.loads(path.read_text()))
+        return total
 
     def render(self) -> str:
         with self.lock:

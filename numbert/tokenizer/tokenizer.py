@@ -22,13 +22,66 @@ from .encoding import NO_TOKENS, Batch, Encoding, Segment
 from .fast import FastTokenizer
 from .truncation import truncated_lengths, truncation_strategy, window_pairs, windows
 
+TOKEN_FIELDS = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+
+
+def read_options(path: Path) -> dict:
+    """The tokenizer options in a tokenizer_config.json or special_tokens_map.json, as Tokenizer's
+    arguments; every field numbert reads is checked, and an error names the file and the field.
+
+    A token is a string or an AddedToken object {"content": ...}; model_max_length is kept only when it
+    is a real limit (transformers writes a huge number for "none")."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not valid UTF-8 ({e})") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not valid JSON: {e}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} must hold a JSON object, not a {type(config).__name__}")
+
+    def token(field: str, value) -> str:
+        value = value.get("content") if isinstance(value, dict) else value
+        if not isinstance(value, str):
+            raise ValueError(f"{path}: {field} must be a string or an object with a string 'content', got "
+                             f"{config[field]!r}")
+        return value
+
+    options: dict = {}
+    for field in ("do_lower_case", "strip_accents", "tokenize_chinese_chars"):
+        if field in config and not (isinstance(config[field], bool) or (field == "strip_accents" and config[field]
+                                                                           is None)):
+            raise ValueError(f"{path}: {field} must be true or false, got {config[field]!r}")
+        if field in config:
+            options[field] = config[field]
+    options |= {field: token(field, config[field]) for field in TOKEN_FIELDS if config.get(field) is not None}
+    for field in ("never_split", "additional_special_tokens"):
+        tokens = config.get(field) or []
+        if not isinstance(tokens, list):
+            raise ValueError(f"{path}: {field} must be a list of strings, got {tokens!r}")
+        if tokens:
+            options[field] = [token(field, t) for t in tokens]
+    max_length = config.get("model_max_length")
+    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, (int, float))):
+        raise ValueError(f"{path}: model_max_length must be an integer, got {max_length!r}")
+    if isinstance(max_length, int) and max_length < 10**12:
+        options["model_max_length"] = max_length
+    return options
+
 
 def load_vocab(path: str | os.PathLike) -> dict[str, int]:
     """vocab.txt: one token a line, the line number is the id (a repeated token keeps its last id)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"vocabulary file not found: {path}")
-    lines = path.read_text(encoding="utf-8").split("\n")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line, column = raw.count(b"\n", 0, e.start) + 1, e.start - raw.rfind(b"\n", 0, e.start)
+        raise ValueError(f"{path}: line {line} is not valid UTF-8 (byte {raw[e.start]:#04x} at column {column})") \
+            from None
+    lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
     if not lines:
@@ -108,20 +161,14 @@ class Tokenizer:
         from ..hub import model_dir
 
         directory = model_dir(name_or_path, weights=False, revision=revision, cache_dir=cache_dir)
-        config = {}
-        for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        options: dict = {}
+        for name in ("tokenizer_config.json", "special_tokens_map.json"):  # the second overrides the first
             if (directory / name).is_file():
-                config.update(json.loads((directory / name).read_text(encoding="utf-8")))
-        content = lambda token: token["content"] if isinstance(token, dict) else token  # AddedToken dicts
-        options = {key: config[key] for key in ("do_lower_case", "strip_accents", "tokenize_chinese_chars")
-                   if key in config}
-        options |= {key: content(config[key]) for key in ("unk_token", "sep_token", "pad_token", "cls_token",
-                                                          "mask_token") if config.get(key) is not None}
-        never_split = [*(config.get("never_split") or ()), *map(content, config.get("additional_special_tokens") or ())]
+                options |= read_options(directory / name)
+        never_split = [*options.pop("never_split", ()), *options.pop("additional_special_tokens", ())]
         if "do_lower_case" not in options and (directory / "bert_config.json").is_file():  # Google's release
             options["do_lower_case"] = google_release_lowercases(directory) is not False
-        max_length = config.get("model_max_length")
-        max_length = max_length if isinstance(max_length, int) and max_length < 10**12 else None
+        max_length = options.pop("model_max_length", None)
         if not (directory / "vocab.txt").is_file() and (directory / "tokenizer.json").is_file():
             return cls.from_tokenizer_json(directory / "tokenizer.json", model_max_length=max_length,
                                            **{k: v for k, v in options.items() if k in ("pad_token", "mask_token")})

@@ -6,10 +6,13 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
 from bench.harness import SEED, log
+
+MARKER = "bench-seed.txt"  # in a checkpoint directory the bench wrote, and only there
 
 
 def bert_base_vocab() -> Path:
@@ -23,20 +26,32 @@ def bert_base_vocab() -> Path:
 
 
 def ensure_checkpoint(directory: Path, vocab: Path | None) -> Path:
-    """A random bert-base checkpoint (config.json, vocab.txt, model.safetensors), written once."""
+    """A random bert-base checkpoint (config.json, vocab.txt, model.safetensors), written once.
+
+    The bench writes only into a directory of its own (one holding its bench-seed.txt), a new one or
+    an empty one: pointed at anything else, such as a real model, it refuses rather than replace the
+    user's weights with random ones.
+    """
     from numbert import BertConfig
     from numbert.testing import write_random_bert
 
-    marker = directory / "bench-seed.txt"
+    marker = directory / MARKER
     if marker.is_file() and marker.read_text().strip() == str(SEED):
         return directory
+    if directory.exists() and not (directory.is_dir() and (marker.is_file() or not any(directory.iterdir()))):
+        sys.exit(f"bench: refusing to write a random checkpoint to {directory}: it exists and is not the "
+                 f"bench's own (no {MARKER} in it); pass --model-dir a new or empty directory")
     log(f"writing a random bert-base checkpoint (seed {SEED}) to {directory}")
-    tmp = directory.with_name(directory.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    write_random_bert(tmp, vocab or bert_base_vocab(), BertConfig(), seed=SEED)
-    (tmp / "bench-seed.txt").write_text(f"{SEED}\n")
-    shutil.rmtree(directory, ignore_errors=True)
-    tmp.rename(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.", suffix=".tmp"))  # ours alone
+    try:
+        write_random_bert(tmp, vocab or bert_base_vocab(), BertConfig(), seed=SEED)
+        (tmp / MARKER).write_text(f"{SEED}\n")
+        if directory.exists():  # empty, or the bench's own checkpoint of another seed
+            shutil.rmtree(directory)
+        tmp.rename(directory)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return directory
 
 
@@ -44,7 +59,7 @@ def ensure_onnx(model_dir: Path) -> Path | None:
     """transformers' BertModel on the same weights, exported to ONNX once (None without onnxruntime)."""
     if importlib.util.find_spec("onnxruntime") is None:
         return None
-    path = model_dir.parent / (model_dir.name + "-onnx") / "model.onnx"
+    path = model_dir / "onnx" / "model.onnx"  # inside the bench's own checkpoint directory, never beside it
     marker = path.with_name("source.txt")
     source = str((model_dir / "model.safetensors").stat().st_mtime_ns)
     if path.is_file() and marker.is_file() and marker.read_text() == source:
