@@ -227,14 +227,9 @@ class Bert:
         if self.directory is None:
             raise ValueError("workers= needs a model loaded by numbert.load (from a directory or the hub): "
                              "the worker processes load it from there")
-        # The plan of all texts at once (token counts only are kept), as a worker's embed of a chunk of
-        # whole batches makes them again (one block, if at most LOOK_AHEAD batches' worth).
-        lengths = [0] * len(texts)
-        for positions, encodings in self._planned(texts, None, options["batch_size"], options["max_length"],
-                                                  options["long"], options["stride"]):
-            for i, encoding in zip(positions, encodings):
-                lengths[i] = len(encoding)
-        plan = self.batch_plan(lengths, self._max_length(options["max_length"]), options["batch_size"])
+        # The very batches this process would run (their positions only are kept).
+        plan = [positions for positions, _ in self._planned(texts, None, options["batch_size"], options["max_length"],
+                                                              options["long"], options["stride"])]
         return embed_batches(self.directory, texts, plan, dim, workers, progress=progress, **options)
 
     def batches(self, texts: Sequence[str], text_pair: Sequence[str | None] | None = None, *, batch_size: int = 32,

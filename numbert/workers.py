@@ -229,26 +229,17 @@ class Pool:
         retry.append((number, (lines, texts)))
 
 
-CHUNK_TEXTS = 256  # texts per chunk handed to a worker, at most (whole batches; at least one)
-
-
 def embed_batches(model: str | os.PathLike, texts: Sequence[str], batches: Sequence[Sequence[int]], dim: int,
                   workers: int, *, progress: Callable[[int], object] | None = None,
                   load_options: dict | None = None, **embed_options) -> np.ndarray:
     """Sentence vectors of `texts` from `workers` processes: (len(texts), dim) float32 in input order.
 
-    batches: the positions of every batch in the order one process runs them (`Bert.batch_plan`):
-    texts sorted longest first, `batch_size` at a time, then each text run as windows alone.
-    Consecutive batches are handed out together as chunks, and a worker's `embed` of a chunk makes
-    these very batches again (its texts come sorted and whole batches at a time), so every vector
-    is bit-identical to the single-process one.
+    batches: the positions of every batch in the order one process runs them (`Bert.batches`).
+    Each batch is one chunk, and a worker's `embed` of a batch's texts makes that very batch again
+    (same texts, same padding, same row order), so every vector is bit-identical to the
+    single-process one.
     """
-    per_chunk = max(1, min(CHUNK_TEXTS // max(map(len, batches), default=1),
-                           -(-len(batches) // (4 * workers))))  # and 4 chunks per worker, for balance
-    chunks = []
-    for start in range(0, len(batches), per_chunk):
-        positions = [i for batch in batches[start:start + per_chunk] for i in batch]
-        chunks.append((positions, [texts[i] for i in positions]))
+    chunks = [(list(batch), [texts[i] for i in batch]) for batch in batches]
     vectors = np.empty((len(texts), dim), np.float32)
     if not chunks:
         return vectors

@@ -117,6 +117,8 @@ def test_embed_batches_gives_embed_of_the_whole_list_bit_for_bit(minilm_dir, mod
 def test_embed_with_workers_is_embed_bit_for_bit(model):
     texts = corpus(120)
     assert np.array_equal(model.embed(texts, workers=2, batch_size=16), model.embed(texts, batch_size=16))
+    # more texts than one look-ahead block (LOOK_AHEAD x batch_size): the blocks' batches, bit for bit
+    assert np.array_equal(model.embed(texts, workers=2, batch_size=4), model.embed(texts, batch_size=4))
     options = dict(pooling="cls", layers=-2, normalize=False)
     assert np.array_equal(model.embed(texts, workers=2, **options), model.embed(texts, **options))
     assert model.embed("one text", workers=1).shape == (384,)
