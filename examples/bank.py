@@ -16,17 +16,17 @@ import argparse
 import numbert
 from numbert.recipes import cosine
 
-SENTENCE = ("After stealing money from the bank vault, the bank robber was seen "
-            "fishing on the Mississippi river bank.")
+SENTENCE = "After stealing money from the bank vault, the bank robber was seen fishing on the Mississippi river bank."
 
 
 def bank_similarities(model: numbert.Bert) -> dict[str, float]:
     """Cosine similarities between the vectors of the three "bank"s (in order: vault, robber, river)."""
-    vault, robber, river = [w.vector for w in model.word_vectors(SENTENCE, layers="sum_last_four")
-                            if w.text == "bank"]
-    return {"bank vault  ~ bank robber": cosine(vault, robber),
-            "bank vault  ~ river bank": cosine(vault, river),
-            "bank robber ~ river bank": cosine(robber, river)}
+    vault, robber, river = [w.vector for w in model.word_vectors(SENTENCE, layers="sum_last_four") if w.text == "bank"]
+    return {
+        "bank vault  ~ bank robber": cosine(vault, robber),
+        "bank vault  ~ river bank": cosine(vault, river),
+        "bank robber ~ river bank": cosine(robber, river),
+    }
 
 
 def main() -> None:

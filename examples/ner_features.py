@@ -21,10 +21,22 @@ import numbert
 from numbert.recipes import STRATEGIES, layer_selection, word_vectors
 
 # Devlin et al. 2018, table 7: CoNLL-2003 NER dev F1, bert-base features fed to a BiLSTM.
-SHORT = {"embeddings": "emb", "last": "last", "second_to_last": "2nd-last", "sum_last_four": "sum-4",
-         "concat_last_four": "concat-4", "sum_all": "sum-all"}
-PAPER_DEV_F1 = {"embeddings": 91.0, "second_to_last": 95.6, "last": 94.9, "sum_last_four": 95.9,
-                "concat_last_four": 96.1, "sum_all": 95.5}
+SHORT = {
+    "embeddings": "emb",
+    "last": "last",
+    "second_to_last": "2nd-last",
+    "sum_last_four": "sum-4",
+    "concat_last_four": "concat-4",
+    "sum_all": "sum-all",
+}
+PAPER_DEV_F1 = {
+    "embeddings": 91.0,
+    "second_to_last": 95.6,
+    "last": 94.9,
+    "sum_last_four": 95.9,
+    "concat_last_four": 96.1,
+    "sum_all": 95.5,
+}
 
 
 def feature_table(model: numbert.Bert, sentence: str) -> tuple[list, dict[str, np.ndarray]]:
@@ -60,13 +72,17 @@ def main() -> None:
     print(f"{len(words)} words; one vector per word and strategy (the pieces of a word averaged)\n")
     print(f"{'strategy':<18}{'width':>6}  {'hidden_states used':<24}{'short':<10}paper dev F1 (bert-base)")
     for strategy, features in table.items():
-        print(f"{strategy:<18}{features.shape[1]:>6}  {describe(strategy, layers):<24}{SHORT[strategy]:<10}"
-              f"{PAPER_DEV_F1[strategy]}")
+        print(
+            f"{strategy:<18}{features.shape[1]:>6}  {describe(strategy, layers):<24}{SHORT[strategy]:<10}"
+            f"{PAPER_DEV_F1[strategy]}"
+        )
 
     width = max(len(w.text) for w in words) + 2
     pieces = max(len(" ".join(w.tokens)) for w in words) + 2
-    print(f"\nthe length |v| of each word's vector, by strategy:\n{'word':<{width}}{'pieces':<{pieces}}"
-          + "".join(f"{SHORT[s]:>10}" for s in table))
+    print(
+        f"\nthe length |v| of each word's vector, by strategy:\n{'word':<{width}}{'pieces':<{pieces}}"
+        + "".join(f"{SHORT[s]:>10}" for s in table)
+    )
     for i, word in enumerate(words):
         norms = "".join(f"{np.linalg.norm(features[i]):>10.1f}" for features in table.values())
         print(f"{word.text:<{width}}{' '.join(word.tokens):<{pieces}}{norms}")

@@ -17,10 +17,14 @@ from numbert.recipes import cosine
 
 SENTENCE = "Here is the sentence I want embeddings for."
 MASKED = "The man worked as a [MASK]."
-BERT_BASE_GUESSES = [("carpenter", 0.097), ("waiter", 0.052), ("barber", 0.050), ("mechanic", 0.038),
-                     ("salesman", 0.038)]  # bert-base-uncased's model card (transformers' fill-mask pipeline)
-BANK = ("After stealing money from the bank vault, the bank robber was seen "
-        "fishing on the Mississippi river bank.")
+BERT_BASE_GUESSES = [
+    ("carpenter", 0.097),
+    ("waiter", 0.052),
+    ("barber", 0.050),
+    ("mechanic", 0.038),
+    ("salesman", 0.038),
+]  # bert-base-uncased's model card (transformers' fill-mask pipeline)
+BANK = "After stealing money from the bank vault, the bank robber was seen fishing on the Mississippi river bank."
 
 
 def step(title: str) -> None:
@@ -32,8 +36,10 @@ def main() -> None:
     parser.add_argument("--model", default="bert-base-uncased", help="a hub id or a local model directory")
     model = numbert.load(parser.parse_args().model)
     c = model.config
-    print(f"{model.name}: {c.num_hidden_layers} layers, hidden size {c.hidden_size}, "
-          f"{c.num_attention_heads} heads, {c.vocab_size} tokens in the vocabulary")
+    print(
+        f"{model.name}: {c.num_hidden_layers} layers, hidden size {c.hidden_size}, "
+        f"{c.num_attention_heads} heads, {c.vocab_size} tokens in the vocabulary"
+    )
 
     step("1. tokens and ids (numbert/tokenizer/: Tokenizer.encode)")
     out = model(SENTENCE)
@@ -45,7 +51,9 @@ def main() -> None:
     print(" ".join(pair.tokens))
     print(" ".join(f"{t:>{len(tok)}}" for t, tok in zip(pair.token_type_ids, pair.tokens)))
 
-    step("3. hidden_states: the embedding layer's output, then one per encoder layer (numbert/model.py: Encoder.forward)")
+    step(
+        "3. hidden_states: the embedding layer's output, then one per encoder layer (numbert/model.py: Encoder.forward)"
+    )
     print(f"hidden_states {out.hidden_states.shape} = (layers + 1, tokens, hidden), {out.hidden_states.dtype}")
     pooled = out.pooler_output
     print(f"pooler_output {'absent (no pooler in this checkpoint)' if pooled is None else pooled.shape}")
@@ -66,10 +74,14 @@ def main() -> None:
     step("7. a raw token-embedding row is not the layer-0 output")
     world = model("hello, world!")
     row = model.token_embedding("world")
-    print(f"|embedding row of 'world'| = {np.linalg.norm(row):.3f}, "
-          f"|hidden_states[0] at 'world'| = {np.linalg.norm(world.hidden_states[0, 3]):.3f}")
-    print(f"cosine of the two: {cosine(row, world.hidden_states[0, 3]):.3f} "
-          f"(position and segment embeddings added, then LayerNorm)")
+    print(
+        f"|embedding row of 'world'| = {np.linalg.norm(row):.3f}, "
+        f"|hidden_states[0] at 'world'| = {np.linalg.norm(world.hidden_states[0, 3]):.3f}"
+    )
+    print(
+        f"cosine of the two: {cosine(row, world.hidden_states[0, 3]):.3f} "
+        f"(position and segment embeddings added, then LayerNorm)"
+    )
 
     step("8. nearest tokens of a word in the embedding matrix (Bert.nearest_tokens)")
     for n in model.nearest_tokens("bank", k=5):
@@ -81,8 +93,10 @@ def main() -> None:
         for guess in model.fill_mask(MASKED):
             print(f"{guess.token:<12} {guess.score:.3f}")
     else:
-        print(f"{model.name} carries no masked-LM head (cls.predictions.*). bert-base-uncased does; its "
-              f"answer, from its model card (not run here):")
+        print(
+            f"{model.name} carries no masked-LM head (cls.predictions.*). bert-base-uncased does; its "
+            f"answer, from its model card (not run here):"
+        )
         for token, score in BERT_BASE_GUESSES:
             print(f"{token:<12} {score:.3f}")
 

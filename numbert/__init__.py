@@ -1,8 +1,8 @@
 """numbert: BERT, the whole encoder, in NumPy.
 
-    >>> import numbert
-    >>> out = numbert.encode("Here is the sentence I want embeddings for.")
-    >>> out.hidden_states.shape        # (layers + 1, seq, hidden)
+>>> import numbert
+>>> out = numbert.encode("Here is the sentence I want embeddings for.")
+>>> out.hidden_states.shape        # (layers + 1, seq, hidden)
 """
 
 from __future__ import annotations
@@ -39,8 +39,14 @@ def _cached_model(name: str, revision: str | None, cache_dir: str | None) -> Ber
     return load(name, revision=revision, cache_dir=cache_dir)
 
 
-def encode(text: str | list[str], model: str | os.PathLike | Bert | None = None, *,
-           revision: str | None = None, cache_dir: str | os.PathLike | None = None, **kwargs) -> Output:
+def encode(
+    text: str | list[str],
+    model: str | os.PathLike | Bert | None = None,
+    *,
+    revision: str | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    **kwargs,
+) -> Output:
     """Tokenize and run `text` through `model` (default: $NUMBERT_MODEL, else bert-base-uncased),
     loading the model once and caching it by name.
 

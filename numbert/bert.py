@@ -36,9 +36,15 @@ class Bert:
     """A BERT encoder with its tokenizer, the task heads its checkpoint carries and, for a sentence-transformers
     model, its sentence recipe."""
 
-    def __init__(self, encoder: Encoder, tokenizer: Tokenizer | None = None,
-                 sentence_config: SentenceConfig | None = None, name: str | None = None,
-                 head_config: HeadConfig | None = None, directory: Path | None = None):
+    def __init__(
+        self,
+        encoder: Encoder,
+        tokenizer: Tokenizer | None = None,
+        sentence_config: SentenceConfig | None = None,
+        name: str | None = None,
+        head_config: HeadConfig | None = None,
+        directory: Path | None = None,
+    ):
         self.encoder = encoder
         self.tokenizer = tokenizer
         self.sentence_config = sentence_config  # a sentence-transformers directory's recipe, else None
@@ -52,24 +58,39 @@ class Bert:
         return self.encoder.config
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | os.PathLike | None = None, *, revision: str | None = None,
-                        cache_dir: str | os.PathLike | None = None, check_finite: bool = False) -> Bert:
+    def from_pretrained(
+        cls,
+        name_or_path: str | os.PathLike | None = None,
+        *,
+        revision: str | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        check_finite: bool = False,
+    ) -> Bert:
         """Load config, tokenizer and weights from a local directory or a Hugging Face hub id (default:
         $NUMBERT_MODEL, else bert-base-uncased). check_finite: refuse weights holding NaN or infinity,
         naming the tensor (reads every page of the weights: ~0.1 s for bert-base)."""
         name_or_path = default_model() if name_or_path is None else name_or_path
         directory = model_dir(name_or_path, revision=revision, cache_dir=cache_dir)
         config = BertConfig.from_json(config_file(directory))  # config.json, or Google's bert_config.json
-        weights = load_weights(tf_checkpoint_prefix(name_or_path) or directory, config,  # or `.../bert_model.ckpt`
-                               check_finite=check_finite)
+        weights = load_weights(
+            tf_checkpoint_prefix(name_or_path) or directory,
+            config,  # or `.../bert_model.ckpt`
+            check_finite=check_finite,
+        )
         has_vocab = any((directory / f).is_file() for f in VOCAB_FILES)  # vocab.txt, or tokenizer.json
         tokenizer = Tokenizer.from_pretrained(directory) if has_vocab else None
-        return cls(Encoder(config, weights), tokenizer, read_sentence_config(directory), name=str(name_or_path),
-                   head_config=HeadConfig.from_json(config_file(directory)),
-                   directory=Path(os.fspath(name_or_path)) if tf_checkpoint_prefix(name_or_path) else directory)
+        return cls(
+            Encoder(config, weights),
+            tokenizer,
+            read_sentence_config(directory),
+            name=str(name_or_path),
+            head_config=HeadConfig.from_json(config_file(directory)),
+            directory=Path(os.fspath(name_or_path)) if tf_checkpoint_prefix(name_or_path) else directory,
+        )
 
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None, *,
-                output_attentions: bool = False) -> Output:
+    def forward(
+        self, input_ids, token_type_ids=None, attention_mask=None, *, output_attentions: bool = False
+    ) -> Output:
         """Run the encoder on token ids of shape (seq,) or (batch, seq): `Encoder.forward`."""
         return self.encoder.forward(input_ids, token_type_ids, attention_mask, output_attentions=output_attentions)
 
@@ -83,11 +104,18 @@ class Bert:
 
     # --- text in, vectors out ------------------------------------------------------------------
 
-
-    def __call__(self, text: str | list[str], text_pair: str | list[str] | None = None, *,
-                 output_attentions: bool = False, max_length: int | None = None,
-                 truncation: bool | str = True, long: str = "truncate", stride: int = 128,
-                 output_hidden_states: bool = True) -> Output:
+    def __call__(
+        self,
+        text: str | list[str],
+        text_pair: str | list[str] | None = None,
+        *,
+        output_attentions: bool = False,
+        max_length: int | None = None,
+        truncation: bool | str = True,
+        long: str = "truncate",
+        stride: int = 128,
+        output_hidden_states: bool = True,
+    ) -> Output:
         """Tokenize `text` (one string or a list; optionally with a second segment) and run the encoder.
 
         Inputs are cut to `max_length` (default: the model's positions, 512 for BERT) unless
@@ -109,8 +137,10 @@ class Bert:
             raise TypeError(f"text is one str, so text_pair must be one str too, not {type(text_pair).__name__}")
         if long == "window":
             if not isinstance(text, str) or text_pair is not None or output_attentions:
-                raise ValueError("long='window' runs one text without a pair or attentions; "
-                                 "for many texts use model.embed(texts, long='window')")
+                raise ValueError(
+                    "long='window' runs one text without a pair or attentions; "
+                    "for many texts use model.embed(texts, long='window')"
+                )
             return self.windowed(text, stride=stride, max_length=max_length)
         cut_at = (max_length or limit) if truncation else None
         if isinstance(text, str):
@@ -128,29 +158,53 @@ class Bert:
         """The Output of no texts: a batch of 0 (and no tokens)."""
         c = self.config
         ids = np.zeros((0, 0), np.int64)
-        return Output(ids, ids.copy(), ids.copy(), np.zeros((c.num_hidden_layers + 1, 0, 0, c.hidden_size), np.float32),
-                      None if self.encoder.pooler is None else np.zeros((0, c.hidden_size), np.float32),
-                      np.zeros((c.num_hidden_layers, 0, c.num_attention_heads, 0, 0), np.float32)
-                      if output_attentions else None, tokens=[], encodings=[])
+        return Output(
+            ids,
+            ids.copy(),
+            ids.copy(),
+            np.zeros((c.num_hidden_layers + 1, 0, 0, c.hidden_size), np.float32),
+            None if self.encoder.pooler is None else np.zeros((0, c.hidden_size), np.float32),
+            np.zeros((c.num_hidden_layers, 0, c.num_attention_heads, 0, 0), np.float32) if output_attentions else None,
+            tokens=[],
+            encodings=[],
+        )
 
     def _require_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
-            raise ValueError(f"model {self.name!r} has no vocab.txt (nor tokenizer.json), so it can only run on "
-                             f"token ids (forward)")
+            raise ValueError(
+                f"model {self.name!r} has no vocab.txt (nor tokenizer.json), so it can only run on token ids (forward)"
+            )
         return self.tokenizer
 
     def __repr__(self) -> str:
         c = self.config
-        return (f"Bert({self.name!r}, layers={c.num_hidden_layers}, hidden={c.hidden_size}, "
-                f"heads={c.num_attention_heads}, vocab={c.vocab_size})")
+        return (
+            f"Bert({self.name!r}, layers={c.num_hidden_layers}, hidden={c.hidden_size}, "
+            f"heads={c.num_attention_heads}, vocab={c.vocab_size})"
+        )
+
     # --- recipes: vectors people use, built on numbert.recipes ------------------------------------
 
-    def embed(self, texts: str | Sequence[str], *, batch_size: int = 32, pooling: str | Sequence[str] | None = None,
-              layers: str | int | Sequence[int] | None = None, combine: str | None = None,
-              normalize: bool | None = None, max_length: int | None = None, long: str = "truncate",
-              stride: int = 128, progress: bool | Any | None = None, prompt: str | None = None,
-              prompt_name: str | None = None, workers: int | None = None, normalize_embeddings: bool | None = None,
-              show_progress_bar: bool | None = None, convert_to_numpy: bool = True) -> np.ndarray | list[np.ndarray]:
+    def embed(
+        self,
+        texts: str | Sequence[str],
+        *,
+        batch_size: int = 32,
+        pooling: str | Sequence[str] | None = None,
+        layers: str | int | Sequence[int] | None = None,
+        combine: str | None = None,
+        normalize: bool | None = None,
+        max_length: int | None = None,
+        long: str = "truncate",
+        stride: int = 128,
+        progress: bool | Any | None = None,
+        prompt: str | None = None,
+        prompt_name: str | None = None,
+        workers: int | None = None,
+        normalize_embeddings: bool | None = None,
+        show_progress_bar: bool | None = None,
+        convert_to_numpy: bool = True,
+    ) -> np.ndarray | list[np.ndarray]:
         """Sentence vectors of many texts: (n, dim) float32 in the input order, (dim,) for one string.
 
         Defaults: for a sentence-transformers directory its own recipe (its pooling of the last layer,
@@ -187,17 +241,30 @@ class Bert:
         from tqdm.auto import tqdm
 
         own_bar = progress is None or isinstance(progress, bool)
-        bar: Any = (tqdm(total=len(texts), unit="text", disable=progress is False, delay=0 if progress else 2)
-                    if own_bar else progress)
+        bar: Any = (
+            tqdm(total=len(texts), unit="text", disable=progress is False, delay=0 if progress else 2)
+            if own_bar
+            else progress
+        )
         with bar if own_bar else contextlib.nullcontext():
             if workers is not None:  # the texts carry their prompt already; the recipe is resolved again there
-                vectors = self._embed_in_workers(texts, workers, dim, bar.update, batch_size=batch_size,
-                                                 max_length=max_length, long=long, stride=stride, prompt="",
-                                                 **requested)
+                vectors = self._embed_in_workers(
+                    texts,
+                    workers,
+                    dim,
+                    bar.update,
+                    batch_size=batch_size,
+                    max_length=max_length,
+                    long=long,
+                    stride=stride,
+                    prompt="",
+                    **requested,
+                )
                 return vectors[0] if single else vectors if convert_to_numpy else list(vectors)
             vectors = np.empty((len(texts), dim), np.float32)
-            for positions, out in self.batches(texts, batch_size=batch_size, max_length=max_length, long=long,
-                                               stride=stride):
+            for positions, out in self.batches(
+                texts, batch_size=batch_size, max_length=max_length, long=long, stride=stride
+            ):
                 vector = out.sentence_vector(pooling, layers, combine)
                 for layer in dense:
                     vector = layer(vector)
@@ -209,32 +276,58 @@ class Bert:
             return vectors[0]
         return vectors if convert_to_numpy else list(vectors)
 
-    def encode(self, sentences: str | Sequence[str], batch_size: int = 32, show_progress_bar: bool | None = None,
-               convert_to_numpy: bool = True, normalize_embeddings: bool = False,
-               **options) -> np.ndarray | list[np.ndarray]:
+    def encode(
+        self,
+        sentences: str | Sequence[str],
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        convert_to_numpy: bool = True,
+        normalize_embeddings: bool = False,
+        **options,
+    ) -> np.ndarray | list[np.ndarray]:
         """Sentence vectors, as `SentenceTransformer.encode` is called: `embed` under its names.
 
         Not to be confused with the module function `numbert.encode(text)`, which returns the whole
         Output (hidden states, pooler output) of one forward pass. Other keyword arguments go to `embed`.
         """
-        return self.embed(sentences, batch_size=batch_size, show_progress_bar=show_progress_bar,
-                          convert_to_numpy=convert_to_numpy, normalize_embeddings=normalize_embeddings, **options)
+        return self.embed(
+            sentences,
+            batch_size=batch_size,
+            show_progress_bar=show_progress_bar,
+            convert_to_numpy=convert_to_numpy,
+            normalize_embeddings=normalize_embeddings,
+            **options,
+        )
 
     def _embed_in_workers(self, texts: list[str], workers: int, dim: int, progress, **options) -> np.ndarray:
         """embed's vectors from `workers` processes, given the very batches this process would run."""
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be a positive integer, got {workers!r}")
         if self.directory is None:
-            raise ValueError("workers= needs a model loaded by numbert.load (from a directory or the hub): "
-                             "the worker processes load it from there")
+            raise ValueError(
+                "workers= needs a model loaded by numbert.load (from a directory or the hub): "
+                "the worker processes load it from there"
+            )
         # The very batches this process would run (their positions only are kept).
-        plan = [positions for positions, _ in self._planned(texts, None, options["batch_size"], options["max_length"],
-                                                              options["long"], options["stride"])]
+        plan = [
+            positions
+            for positions, _ in self._planned(
+                texts, None, options["batch_size"], options["max_length"], options["long"], options["stride"]
+            )
+        ]
         return embed_batches(self.directory, texts, plan, dim, workers, progress=progress, **options)
 
-    def batches(self, texts: Sequence[str], text_pair: Sequence[str | None] | None = None, *, batch_size: int = 32,
-                max_length: int | None = None, long: str = "truncate", stride: int = 128,
-                pairs: Sequence[str | None] | None = None) -> Iterator[tuple[list[int], Output]]:
+    def batches(
+        self,
+        texts: Sequence[str],
+        text_pair: Sequence[str | None] | None = None,
+        *,
+        batch_size: int = 32,
+        max_length: int | None = None,
+        long: str = "truncate",
+        stride: int = 128,
+        pairs: Sequence[str | None] | None = None,
+    ) -> Iterator[tuple[list[int], Output]]:
         """Run many texts, yielding (positions in `texts`, Output) batch by batch, longest texts first.
 
         Texts are taken longest first by character count and tokenized LOOK_AHEAD batches at a time;
@@ -261,11 +354,19 @@ class Bert:
         first (ties in input order), `batch_size` at a time, then each longer input alone (as windows)."""
         order = sorted(range(len(lengths)), key=lambda i: -lengths[i])  # stable: ties keep input order
         fitting = [i for i in order if lengths[i] <= limit]
-        return ([fitting[start:start + batch_size] for start in range(0, len(fitting), batch_size)]
-                + [[i] for i in order if lengths[i] > limit])
+        return [fitting[start : start + batch_size] for start in range(0, len(fitting), batch_size)] + [
+            [i] for i in order if lengths[i] > limit
+        ]
 
-    def _planned(self, texts: Sequence[str], pairs: Sequence[str | None] | None, batch_size: int,
-                 max_length: int | None, long: str, stride: int) -> Iterator[tuple[list[int], list]]:
+    def _planned(
+        self,
+        texts: Sequence[str],
+        pairs: Sequence[str | None] | None,
+        batch_size: int,
+        max_length: int | None,
+        long: str,
+        stride: int,
+    ) -> Iterator[tuple[list[int], list]]:
         """(positions, their encodings) of each batch `batches` runs, in order, after checking the options:
         the texts longest first by characters, LOOK_AHEAD batches' worth tokenized at a time and
         planned by `batch_plan`."""
@@ -283,7 +384,7 @@ class Bert:
         lower = self.sentence_config is not None and self.sentence_config.do_lower_case
         by_length = sorted(range(len(texts)), key=lambda i: -len(texts[i]) - len(pair_list[i] or ""))  # stable
         for block in range(0, len(texts), LOOK_AHEAD * batch_size):
-            chosen = sorted(by_length[block:block + LOOK_AHEAD * batch_size])  # in input order: ties keep it
+            chosen = sorted(by_length[block : block + LOOK_AHEAD * batch_size])  # in input order: ties keep it
             encodings = []
             for i in chosen:
                 text, pair = texts[i], pair_list[i]
@@ -291,8 +392,10 @@ class Bert:
                     text, pair = text.lower(), pair and pair.lower()
                 encoding = tokenizer.encode(text, pair, max_length=None if window else limit, truncation=not window)
                 if pair is not None and len(encoding) > limit:
-                    raise ValueError(f"input {i} is a pair of {len(encoding)} tokens; long='window' runs single "
-                                     f"texts only (max_length is {limit})")
+                    raise ValueError(
+                        f"input {i} is a pair of {len(encoding)} tokens; long='window' runs single "
+                        f"texts only (max_length is {limit})"
+                    )
                 encodings.append(encoding)
             for batch in self.batch_plan([len(e) for e in encodings], limit, batch_size):
                 yield [chosen[j] for j in batch], [encodings[j] for j in batch]
@@ -301,8 +404,9 @@ class Bert:
         """Run tokenizer Encodings of different lengths as one batch, right-padded to the longest."""
         tokenizer = self._require_tokenizer()
         batch = tokenizer.pad(encodings)
-        out = self.forward(batch.input_ids, batch.token_type_ids, batch.attention_mask,
-                           output_attentions=output_attentions)
+        out = self.forward(
+            batch.input_ids, batch.token_type_ids, batch.attention_mask, output_attentions=output_attentions
+        )
         width = batch.input_ids.shape[1]
         out.tokens = [e.tokens + [tokenizer.pad_token] * (width - len(e)) for e in encodings]
         out.encodings = batch.encodings
@@ -321,8 +425,16 @@ class Bert:
         encoding = self._require_tokenizer().encode(text, max_length=None, truncation=False)
         return run_windows(self.encoder, encoding, self._max_length(max_length), stride, batch_size)
 
-    def word_vectors(self, text: str, *, layers: str | int | Sequence[int] = "sum_last_four", combine: str | None = None,
-                     merge: str = "mean", long: str = "truncate", stride: int = 128) -> list[recipes.Word]:
+    def word_vectors(
+        self,
+        text: str,
+        *,
+        layers: str | int | Sequence[int] = "sum_last_four",
+        combine: str | None = None,
+        merge: str = "mean",
+        long: str = "truncate",
+        stride: int = 128,
+    ) -> list[recipes.Word]:
         """The words of `text`, each with its character span and the merged vector of its pieces.
 
         >>> [(w.text, w.span) for w in model.word_vectors("Embeddings, please")]
@@ -332,6 +444,7 @@ class Bert:
             raise TypeError(f"word_vectors takes one text (str), not {type(text).__name__}")
         _check_long(long)
         out = self.windowed(text, stride=stride) if long == "window" else self(text)
+        assert out.encodings is not None  # a call on text keeps its encodings
         return recipes.word_vectors(out.token_vectors(layers, combine), out.encodings[0], (text,), merge)
 
     def similarity(self, a: str, b: str, **options) -> float:
@@ -339,7 +452,7 @@ class Bert:
         if not isinstance(a, str) or not isinstance(b, str):
             raise TypeError(f"similarity takes two texts (str), not {type(a).__name__} and {type(b).__name__}")
         u, v = self.embed([a, b], **options)
-        return recipes.cosine(u, v)
+        return float(recipes.cosine(u, v))
 
     def token_embedding(self, token: str | int | Sequence[str | int]) -> np.ndarray:
         """Rows of the word-embedding matrix: no position, no segment, no LayerNorm.
@@ -368,8 +481,10 @@ class Bert:
             exclude, vector = [], np.asarray(query, dtype=np.float32)
             if vector.shape != (self.config.hidden_size,):
                 raise ValueError(f"a query vector must have shape ({self.config.hidden_size},), got {vector.shape}")
-        return [recipes.Neighbor(tokenizer.convert_ids_to_tokens(i), i, s)
-                for i, s in recipes.nearest(self._unit_word_embeddings, vector, k, exclude)]
+        return [
+            recipes.Neighbor(str(tokenizer.convert_ids_to_tokens(i)), i, s)
+            for i, s in recipes.nearest(self._unit_word_embeddings, vector, k, exclude)
+        ]
 
     @functools.cached_property
     def _unit_word_embeddings(self) -> np.ndarray:
@@ -389,8 +504,10 @@ class Bert:
             return tokenizer.vocab[token]
         pieces = tokenizer.encode(token, add_special_tokens=False).tokens
         if len(pieces) != 1:
-            raise ValueError(f"{token!r} is not one vocabulary entry: the tokenizer splits it into {pieces}; "
-                             f"pass one of those pieces or its id")
+            raise ValueError(
+                f"{token!r} is not one vocabulary entry: the tokenizer splits it into {pieces}; "
+                f"pass one of those pieces or its id"
+            )
         return tokenizer.vocab[pieces[0]]
 
     @staticmethod
@@ -398,11 +515,15 @@ class Bert:
         """The texts as a list of str, or a TypeError naming what came instead: the first item that is
         not a str, bytes, or an unordered container (a set or dict, whose order the vectors could not keep)."""
         if isinstance(texts, (bytes, bytearray)):
-            raise TypeError(f"{name} must be a str or a list of str, not {type(texts).__name__}; decode it first "
-                            f"(e.g. {name}.decode('utf-8'))")
+            raise TypeError(
+                f"{name} must be a str or a list of str, not {type(texts).__name__}; decode it first "
+                f"(e.g. {name}.decode('utf-8'))"
+            )
         if isinstance(texts, (AbstractSet, Mapping)):
-            raise TypeError(f"{name} is a {type(texts).__name__}, which has no order to give the results in; "
-                            f"pass a list (e.g. sorted({name}))")
+            raise TypeError(
+                f"{name} is a {type(texts).__name__}, which has no order to give the results in; "
+                f"pass a list (e.g. sorted({name}))"
+            )
         if isinstance(texts, str) or not isinstance(texts, Iterable):
             raise TypeError(f"{name} must be a str or a list of str, not {type(texts).__name__}")
         texts = list(texts)
@@ -417,11 +538,17 @@ class Bert:
         if st is None:
             return pooling or "mean", -2 if layers is None else layers, combine, bool(normalize)
         if pooling is None and st.unsupported:
-            raise ValueError(f"this sentence-transformers model has modules numbert does not run "
-                             f"({', '.join(st.unsupported)}), so its own sentence vectors cannot be computed; "
-                             f"pass pooling=... (and layers=...) to pool BERT's token vectors yourself")
-        return (pooling or st.pooling, -1 if layers is None else layers, combine,
-                st.normalize if normalize is None else bool(normalize))
+            raise ValueError(
+                f"this sentence-transformers model has modules numbert does not run "
+                f"({', '.join(st.unsupported)}), so its own sentence vectors cannot be computed; "
+                f"pass pooling=... (and layers=...) to pool BERT's token vectors yourself"
+            )
+        return (
+            pooling or st.pooling,
+            -1 if layers is None else layers,
+            combine,
+            st.normalize if normalize is None else bool(normalize),
+        )
 
     def _sentence_dim(self, pooling, layers, combine) -> int:
         """The width of a sentence vector, found by running the recipe on one zero token (validates it too)."""
@@ -432,7 +559,8 @@ class Bert:
         return recipes.sentence_vectors(zeros, mask, pooling, layers, combine, pooled).shape[-1]
 
     def _max_length(self, max_length: int | None) -> int:
-        """Tokens per input, [CLS] and [SEP] included: the caller's, a sentence-transformers max_seq_length, or all positions."""
+        """Tokens per input, [CLS] and [SEP] included: the caller's, a sentence-transformers
+        max_seq_length, or all positions."""
         positions = self.config.max_position_embeddings
         if max_length is None:
             st = self.sentence_config
@@ -450,8 +578,13 @@ def _check_long(long: str) -> None:
         raise ValueError(f"long must be 'truncate' or 'window', got {long!r}")
 
 
-def load(name_or_path: str | os.PathLike | None = None, *, revision: str | None = None,
-         cache_dir: str | os.PathLike | None = None, check_finite: bool = False) -> Bert:
+def load(
+    name_or_path: str | os.PathLike | None = None,
+    *,
+    revision: str | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    check_finite: bool = False,
+) -> Bert:
     """Load a BERT checkpoint: a hub id such as "bert-base-uncased", or a local directory; by default
     $NUMBERT_MODEL, else bert-base-uncased (as the numbert command). See Bert.from_pretrained."""
     return Bert.from_pretrained(name_or_path, revision=revision, cache_dir=cache_dir, check_finite=check_finite)

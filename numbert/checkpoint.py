@@ -41,19 +41,38 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # the files numbert r
 
 # safetensors dtype names -> how the bytes are read. BF16 has no NumPy dtype: read as uint16, widen later.
 DTYPES = {
-    "F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2",
-    "I64": "<i8", "I32": "<i4", "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?",
+    "F64": "<f8",
+    "F32": "<f4",
+    "F16": "<f2",
+    "BF16": "<u2",
+    "I64": "<i8",
+    "I32": "<i4",
+    "I16": "<i2",
+    "I8": "i1",
+    "U8": "u1",
+    "BOOL": "?",
 }
 # torch's typed storage classes, as torch.save names them in the pickle, -> safetensors dtype names.
 TORCH_STORAGES = {
-    "DoubleStorage": "F64", "FloatStorage": "F32", "HalfStorage": "F16", "BFloat16Storage": "BF16",
-    "LongStorage": "I64", "IntStorage": "I32", "ShortStorage": "I16", "CharStorage": "I8",
-    "ByteStorage": "U8", "BoolStorage": "BOOL",
+    "DoubleStorage": "F64",
+    "FloatStorage": "F32",
+    "HalfStorage": "F16",
+    "BFloat16Storage": "BF16",
+    "LongStorage": "I64",
+    "IntStorage": "I32",
+    "ShortStorage": "I16",
+    "CharStorage": "I8",
+    "ByteStorage": "U8",
+    "BoolStorage": "BOOL",
 }
 # The encoder's weights by their names in numbert.model, and the names a BERT checkpoint (a bare
 # transformers BertModel) gives them, less the `.weight` / `.bias` suffix: the one place the two meet.
-EMBEDDING_NAMES = {"word": "embeddings.word_embeddings", "position": "embeddings.position_embeddings",
-                   "segment": "embeddings.token_type_embeddings", "norm": "embeddings.LayerNorm"}
+EMBEDDING_NAMES = {
+    "word": "embeddings.word_embeddings",
+    "position": "embeddings.position_embeddings",
+    "segment": "embeddings.token_type_embeddings",
+    "norm": "embeddings.LayerNorm",
+}
 LAYER_NAMES = {  # under encoder.layer.{i}.; Linear weights first, then the norms (the order checkpoints list them)
     "query": "attention.self.query",
     "key": "attention.self.key",
@@ -65,7 +84,10 @@ LAYER_NAMES = {  # under encoder.layer.{i}.; Linear weights first, then the norm
     "feed_forward_norm": "output.LayerNorm",
 }
 POOLER_NAME = "pooler.dense"
-POOLER = (f"{POOLER_NAME}.weight", f"{POOLER_NAME}.bias")  # absent where the model was built without it (BertForMaskedLM)
+POOLER = (
+    f"{POOLER_NAME}.weight",
+    f"{POOLER_NAME}.bias",
+)  # absent where the model was built without it (BertForMaskedLM)
 HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.")  # pre-training heads (cls.*) and fine-tuning heads
 BUFFER_SUFFIXES = ("position_ids", "token_type_ids")  # index buffers some checkpoints save
 SHARD_INDEXES = tuple(f"{name}.index.json" for name in WEIGHT_FILES)  # weight_map -> shards, for large checkpoints
@@ -85,8 +107,16 @@ def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
         f"{norm}.weight": (h,),
         f"{norm}.bias": (h,),
     }
-    layer_shapes = {"query": (h, h), "key": (h, h), "value": (h, h), "attention_output": (h, h), "up": (i, h),
-                    "down": (h, i), "attention_norm": (h,), "feed_forward_norm": (h,)}
+    layer_shapes = {
+        "query": (h, h),
+        "key": (h, h),
+        "value": (h, h),
+        "attention_output": (h, h),
+        "up": (i, h),
+        "down": (h, i),
+        "attention_norm": (h,),
+        "feed_forward_norm": (h,),
+    }
     for n in range(config.num_hidden_layers):
         for field, name in LAYER_NAMES.items():
             shapes[f"encoder.layer.{n}.{name}.weight"] = layer_shapes[field]
@@ -100,8 +130,9 @@ def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
 # The entry point
 
 
-def load_weights(path: str | Path, config: BertConfig, *, verify_crc: bool | None = None,
-                 check_finite: bool = False) -> dict[str, np.ndarray]:
+def load_weights(
+    path: str | Path, config: BertConfig, *, verify_crc: bool | None = None, check_finite: bool = False
+) -> dict[str, np.ndarray]:
     """Weights of the BERT encoder at `path`, by bare `BertModel` name, float32, read-only.
 
 
@@ -148,8 +179,10 @@ def weight_file(directory: str | Path) -> Path:
     prefix = tf_bundle.latest_checkpoint(directory) if directory.is_dir() else None
     if prefix is not None:
         return tf_bundle.index_path(prefix)
-    raise FileNotFoundError(f"{directory} has no weight file: neither {', '.join(WEIGHT_FILES + SHARD_INDEXES)} "
-                            f"nor a TensorFlow checkpoint (*.index)")
+    raise FileNotFoundError(
+        f"{directory} has no weight file: neither {', '.join(WEIGHT_FILES + SHARD_INDEXES)} "
+        f"nor a TensorFlow checkpoint (*.index)"
+    )
 
 
 def normalise_names(weights: dict) -> dict:
@@ -168,19 +201,23 @@ def normalise_names(weights: dict) -> dict:
         name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", name)
         name = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name)
         if name in normalised:
-            raise ValueError(f"two tensors in the checkpoint are both named {name!r} once normalised "
-                             f"(one of them is {raw_name!r})")
+            raise ValueError(
+                f"two tensors in the checkpoint are both named {name!r} once normalised (one of them is {raw_name!r})"
+            )
         normalised[name] = tensor
     return normalised
 
 
-def _check_weights(weights: dict[str, np.ndarray], config: BertConfig, path: Path,
-                   raw_names: list[str]) -> dict[str, np.ndarray]:
+def _check_weights(
+    weights: dict[str, np.ndarray], config: BertConfig, path: Path, raw_names: list[str]
+) -> dict[str, np.ndarray]:
     """The tensors `config` needs, checked for presence, shape and dtype, then the heads', as float32."""
     expected = tensor_shapes(config)
     if not any(name in weights for name in expected):
-        raise ValueError(f"{path} holds none of the BERT encoder tensors numbert expects "
-                         f"(such as 'embeddings.word_embeddings.weight'); {_naming_of(raw_names)}")
+        raise ValueError(
+            f"{path} holds none of the BERT encoder tensors numbert expects "
+            f"(such as 'embeddings.word_embeddings.weight'); {_naming_of(raw_names)}"
+        )
     if not any(name in weights for name in POOLER):
         expected = {name: shape for name, shape in expected.items() if name not in POOLER}
     missing = [name for name in expected if name not in weights]
@@ -189,8 +226,10 @@ def _check_weights(weights: dict[str, np.ndarray], config: BertConfig, path: Pat
         raise ValueError(f"{path} is missing tensor {missing[0]!r} (expected shape {expected[missing[0]]}){more}")
     layers = 1 + max((int(m[1]) for m in map(re.compile(r"encoder\.layer\.(\d+)\.").match, weights) if m), default=-1)
     if layers > config.num_hidden_layers:
-        raise ValueError(f"{path} holds {layers} encoder layers but config.json's num_hidden_layers is "
-                         f"{config.num_hidden_layers}: the config does not describe this checkpoint")
+        raise ValueError(
+            f"{path} holds {layers} encoder layers but config.json's num_hidden_layers is "
+            f"{config.num_hidden_layers}: the config does not describe this checkpoint"
+        )
     checked = {}
     for name, shape in expected.items():
         if weights[name].shape != shape:
@@ -210,8 +249,10 @@ def _check_finite(path: Path, name: str, tensor: np.ndarray) -> None:
         if np.isfinite(tensor.sum(dtype=np.float32)) or np.isfinite(tensor).all():
             return
     where = tuple(int(i) for i in np.argwhere(~np.isfinite(tensor))[0])
-    raise ValueError(f"{path}: tensor {name!r} holds NaN or infinite values (the first, {tensor[where]}, "
-                     f"at index {where}); the checkpoint is damaged or was saved after training diverged")
+    raise ValueError(
+        f"{path}: tensor {name!r} holds NaN or infinite values (the first, {tensor[where]}, "
+        f"at index {where}); the checkpoint is damaged or was saved after training diverged"
+    )
 
 
 def _naming_of(names: list[str]) -> str:
@@ -220,8 +261,10 @@ def _naming_of(names: list[str]) -> str:
         return "it holds no tensors at all"
     prefixes = sorted({re.split(r"[./]", name)[0] for name in names})
     shown = ", ".join(repr(p) for p in prefixes[:8]) + (", ..." if len(prefixes) > 8 else "")
-    return (f"its tensors are named like {sorted(names)[0]!r} (top-level prefixes: {shown}); "
-            f"is it a BERT checkpoint in transformers naming?")
+    return (
+        f"its tensors are named like {sorted(names)[0]!r} (top-level prefixes: {shown}); "
+        f"is it a BERT checkpoint in transformers naming?"
+    )
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -259,18 +302,22 @@ def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
     previous, previous_end = None, 0
     for name, (begin, end) in sorted(ranges.items(), key=lambda item: item[1]):
         if data_start + end > file_size:
-            raise ValueError(f"{path} is truncated: tensor {name!r} needs bytes {data_start + begin}.."
-                             f"{data_start + end} but the file has only {file_size} bytes")
+            raise ValueError(
+                f"{path} is truncated: tensor {name!r} needs bytes {data_start + begin}.."
+                f"{data_start + end} but the file has only {file_size} bytes"
+            )
         if begin < previous_end:  # two tensors would share bytes (safetensors refuses this too)
-            raise ValueError(f"{path} is corrupt: tensors {previous!r} and {name!r} overlap (data bytes "
-                             f"{ranges[previous][0]}..{previous_end} and {begin}..{end})")
+            raise ValueError(
+                f"{path} is corrupt: tensors {previous!r} and {name!r} overlap (data bytes "
+                f"{ranges[previous][0]}..{previous_end} and {begin}..{end})"
+            )
         if end > begin:
             previous, previous_end = name, end
     file = np.memmap(path, dtype=np.uint8, mode="r")
     tensors = {}
     for name, entry in header.items():
         begin, end = ranges[name]
-        data = file[data_start + begin:data_start + end].view(DTYPES[entry["dtype"]])
+        data = file[data_start + begin : data_start + end].view(DTYPES[entry["dtype"]])
         tensors[name] = _widen(data.reshape(entry["shape"]), entry["dtype"])
     return tensors
 
@@ -284,8 +331,10 @@ def _safetensors_header(path: Path) -> tuple[dict, int]:
         header_size = int.from_bytes(prefix, "little")
         header_bytes = f.read(header_size) if header_size <= path.stat().st_size else b""
     if len(header_bytes) < header_size:
-        raise ValueError(f"{path} is truncated or not a safetensors file: its header claims "
-                         f"{header_size} bytes, the file has {path.stat().st_size}")
+        raise ValueError(
+            f"{path} is truncated or not a safetensors file: its header claims "
+            f"{header_size} bytes, the file has {path.stat().st_size}"
+        )
     try:
         header = json.loads(header_bytes)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -300,21 +349,29 @@ def _byte_range(path: Path, name: str, entry) -> tuple[int, int]:
     """Where tensor `name` lies in the data section, after checking its header entry is coherent."""
     if not isinstance(entry, dict) or entry.get("dtype") not in DTYPES:
         dtype = entry.get("dtype") if isinstance(entry, dict) else entry
-        raise ValueError(f"{path}: tensor {name!r} has unsupported dtype {dtype!r}; "
-                         f"numbert reads {', '.join(DTYPES)}")
+        raise ValueError(f"{path}: tensor {name!r} has unsupported dtype {dtype!r}; numbert reads {', '.join(DTYPES)}")
     shape, offsets = entry.get("shape"), entry.get("data_offsets")
-    if not (isinstance(shape, list) and all(isinstance(n, int) and n >= 0 for n in shape)
-            and isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)
-            and 0 <= offsets[0] <= offsets[1]):
+    if not (
+        isinstance(shape, list)
+        and all(isinstance(n, int) and n >= 0 for n in shape)
+        and isinstance(offsets, list)
+        and len(offsets) == 2
+        and all(isinstance(o, int) for o in offsets)
+        and 0 <= offsets[0] <= offsets[1]
+    ):
         raise ValueError(f"{path} is corrupt: bad header entry for tensor {name!r}: {entry}")
     begin, end = offsets
     nbytes = math.prod(shape) * np.dtype(DTYPES[entry["dtype"]]).itemsize  # Python ints: no overflow
     if nbytes >= 2**63:
-        raise ValueError(f"{path} is corrupt: tensor {name!r} has shape {tuple(shape)}, whose element count "
-                         f"{math.prod(shape)} overflows")
+        raise ValueError(
+            f"{path} is corrupt: tensor {name!r} has shape {tuple(shape)}, whose element count "
+            f"{math.prod(shape)} overflows"
+        )
     if end - begin != nbytes:
-        raise ValueError(f"{path} is corrupt: tensor {name!r} of shape {tuple(shape)} and dtype "
-                         f"{entry['dtype']} needs {nbytes} bytes, its header gives {end - begin}")
+        raise ValueError(
+            f"{path} is corrupt: tensor {name!r} of shape {tuple(shape)} and dtype "
+            f"{entry['dtype']} needs {nbytes} bytes, its header gives {end - begin}"
+        )
     return begin, end
 
 
@@ -343,13 +400,15 @@ def read_torch_bin(path: str | Path) -> dict[str, np.ndarray]:
             raise BadPickle(f"{path} is truncated or corrupt: its data.pkl ends early") from None
         except pickle.UnpicklingError as e:  # a refused global, or the pickle machine's own complaint
             ends_early = "truncated" in str(e)  # pickle's "pickle data was truncated"
-            raise BadPickle(f"{path} is truncated or corrupt: its data.pkl ends early" if ends_early
-                            else f"{path}: {e}") from None
+            raise BadPickle(
+                f"{path} is truncated or corrupt: its data.pkl ends early" if ends_early else f"{path}: {e}"
+            ) from None
         except zipfile.BadZipFile as e:  # e.g. "Bad CRC-32 for file 'archive/data.pkl'"
             raise BadPickle(f"{path} is corrupt ({e})") from None
         except (ValueError, TypeError, AttributeError, IndexError, KeyError, OverflowError, RecursionError) as e:
-            raise BadPickle(f"{path} is corrupt: its data.pkl does not describe tensors ({type(e).__name__}: "
-                            f"{e})") from None
+            raise BadPickle(
+                f"{path} is corrupt: its data.pkl does not describe tensors ({type(e).__name__}: {e})"
+            ) from None
     if not isinstance(state, dict):
         raise ValueError(f"{path} holds a pickled {type(state).__name__}, not a state dict of tensors")
     for name, value in state.items():
@@ -363,8 +422,10 @@ def _open_torch_zip(path: Path) -> zipfile.ZipFile:
     with open(path, "rb") as f:
         magic = f.read(4)
     if magic != b"PK\x03\x04":
-        raise ValueError(f"{path} is not a zip archive: it is a legacy (torch < 1.6) checkpoint or not a "
-                         f"torch file at all; re-save it with a recent torch or convert it to model.safetensors")
+        raise ValueError(
+            f"{path} is not a zip archive: it is a legacy (torch < 1.6) checkpoint or not a "
+            f"torch file at all; re-save it with a recent torch or convert it to model.safetensors"
+        )
     try:
         return zipfile.ZipFile(path)
     except zipfile.BadZipFile as e:
@@ -384,8 +445,8 @@ class _StorageReader:
 
     def __init__(self, path: Path, archive: zipfile.ZipFile, root: str):
         self.path, self.archive, self.root = path, archive, root
-        self.file = None  # np.memmap of the whole archive, made on first use
-        self.loaded = {}  # key -> array; tensors that share a storage share the array
+        self.file: np.memmap | None = None  # the whole archive, mapped on first use
+        self.loaded: dict[str, np.ndarray] = {}  # key -> array; tensors that share a storage share the array
 
     def load(self, key: str, dtype: str, numel: int) -> tuple[np.ndarray, str]:
         if key not in self.loaded:
@@ -406,11 +467,12 @@ class _StorageReader:
         if self.file is None:
             self.file = np.memmap(self.path, dtype=np.uint8, mode="r")
         start = _member_data_offset(self.archive, info)
-        return self.file[start:start + nbytes].view(dtype)
+        return self.file[start : start + nbytes].view(dtype)
 
 
 def _member_data_offset(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:
     """Where a stored zip member's bytes start: after its 30-byte local header, name and extra field."""
+    assert archive.fp is not None  # the archive is open
     archive.fp.seek(info.header_offset)
     local_header = archive.fp.read(30)
     name_length, extra_length = struct.unpack("<HH", local_header[26:30])
@@ -450,13 +512,21 @@ class _GatedUnpickler(pickle.Unpickler):
             return allowed[module, name]
         if module == "torch" and name in TORCH_STORAGES:
             return _StorageType(TORCH_STORAGES[name])
-        raise pickle.UnpicklingError(f"refusing to unpickle global '{module}.{name}': "
-                                     f"a checkpoint of tensors needs none, and it could run any code")
+        raise pickle.UnpicklingError(
+            f"refusing to unpickle global '{module}.{name}': "
+            f"a checkpoint of tensors needs none, and it could run any code"
+        )
 
     def persistent_load(self, pid):
         """A storage reference: ("storage", storage type, key, location, number of elements)."""
-        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
-                and isinstance(pid[1], _StorageType) and isinstance(pid[2], (str, int)) and _is_index(pid[4])):
+        if not (
+            isinstance(pid, tuple)
+            and len(pid) == 5
+            and pid[0] == "storage"
+            and isinstance(pid[1], _StorageType)
+            and isinstance(pid[2], (str, int))
+            and _is_index(pid[4])
+        ):
             raise pickle.UnpicklingError(f"unsupported storage reference in the pickle: {pid!r}")
         _, storage_type, key, _location, numel = pid
         return self.load_storage(str(key), storage_type.dtype, numel)
@@ -465,19 +535,28 @@ class _GatedUnpickler(pickle.Unpickler):
 def _rebuild_tensor(storage: tuple[np.ndarray, str], offset: int, size: tuple, stride: tuple, *_) -> np.ndarray:
     """torch._utils._rebuild_tensor_v2: the tensor `size` elements `stride` apart from `offset` of a storage."""
     flat, dtype = storage
-    if not (_is_index(offset) and isinstance(size, tuple) and isinstance(stride, tuple)
-            and len(size) == len(stride) and all(map(_is_index, size + stride))):
-        raise pickle.UnpicklingError(f"a tensor has size {size!r}, stride {stride!r}, offset {offset!r}: "
-                                     f"expected tuples of as many integers >= 0, and an integer >= 0")
+    if not (
+        _is_index(offset)
+        and isinstance(size, tuple)
+        and isinstance(stride, tuple)
+        and len(size) == len(stride)
+        and all(map(_is_index, size + stride))
+    ):
+        raise pickle.UnpicklingError(
+            f"a tensor has size {size!r}, stride {stride!r}, offset {offset!r}: "
+            f"expected tuples of as many integers >= 0, and an integer >= 0"
+        )
     numel = math.prod(size)  # Python ints: a huge size cannot wrap around
     last = offset + sum((n - 1) * s for n, s in zip(size, stride))
     if numel and last >= flat.size:
-        raise pickle.UnpicklingError(f"tensor of size {size}, stride {stride}, offset {offset} "
-                                     f"lies outside its storage of {flat.size} elements")
+        raise pickle.UnpicklingError(
+            f"tensor of size {size}, stride {stride}, offset {offset} lies outside its storage of {flat.size} elements"
+        )
     if _is_contiguous(size, stride):
-        return _widen(flat[offset:offset + numel].reshape(size), dtype)
-    view = np.lib.stride_tricks.as_strided(flat[offset:], shape=size, strides=[s * flat.itemsize for s in stride],
-                                           writeable=False)
+        return _widen(flat[offset : offset + numel].reshape(size), dtype)
+    view = np.lib.stride_tricks.as_strided(
+        flat[offset:], shape=size, strides=[s * flat.itemsize for s in stride], writeable=False
+    )
     return _widen(_read_only(np.ascontiguousarray(view)), dtype)
 
 
@@ -522,8 +601,9 @@ def read_sharded(index: str | Path) -> dict[str, np.ndarray]:
             raise ValueError(f"{index}: shard {shard!r} is not a file name in the checkpoint's directory")
         if not path.is_file():
             example = next(name for name, s in weight_map.items() if s == shard)
-            raise FileNotFoundError(f"{index} lists shard {shard!r} (holding {example!r}, among others), "
-                                    f"but {path} is missing")
+            raise FileNotFoundError(
+                f"{index} lists shard {shard!r} (holding {example!r}, among others), but {path} is missing"
+            )
         held = read_safetensors(path) if shard.endswith(".safetensors") else read_torch_bin(path)
         for name, tensor in held.items():
             if name in tensors:
@@ -539,8 +619,12 @@ def read_sharded(index: str | Path) -> dict[str, np.ndarray]:
 # Google's TensorFlow checkpoints
 
 GOOGLE_LEAVES = {  # last part of a Google variable name -> transformers' parameter name
-    "kernel": "weight", "gamma": "weight", "beta": "bias", "bias": "bias",
-    "output_weights": "weight", "output_bias": "bias",
+    "kernel": "weight",
+    "gamma": "weight",
+    "beta": "bias",
+    "bias": "bias",
+    "output_weights": "weight",
+    "output_bias": "bias",
 }
 OPTIMIZER_STATE = ("adam_m", "adam_v", "global_step")  # AdamWeightDecayOptimizer's slots and the step counter
 
@@ -548,12 +632,12 @@ OPTIMIZER_STATE = ("adam_m", "adam_v", "global_step")  # AdamWeightDecayOptimize
 def transformers_name(google_name: str) -> str | None:
     """The transformers name of a variable in Google's BERT checkpoints; None for optimizer state.
 
-        bert/embeddings/word_embeddings                  -> bert.embeddings.word_embeddings.weight
-        bert/encoder/layer_3/output/LayerNorm/gamma      -> bert.encoder.layer.3.output.LayerNorm.weight
-        bert/pooler/dense/kernel                         -> bert.pooler.dense.weight (transpose it)
-        cls/predictions/output_bias                      -> cls.predictions.bias
-        cls/seq_relationship/output_weights (2, hidden)  -> cls.seq_relationship.weight (as it is)
-        cls/squad/output_weights, output_weights         -> qa_outputs.weight, classifier.weight
+    bert/embeddings/word_embeddings                  -> bert.embeddings.word_embeddings.weight
+    bert/encoder/layer_3/output/LayerNorm/gamma      -> bert.encoder.layer.3.output.LayerNorm.weight
+    bert/pooler/dense/kernel                         -> bert.pooler.dense.weight (transpose it)
+    cls/predictions/output_bias                      -> cls.predictions.bias
+    cls/seq_relationship/output_weights (2, hidden)  -> cls.seq_relationship.weight (as it is)
+    cls/squad/output_weights, output_weights         -> qa_outputs.weight, classifier.weight
     """
     *scope, leaf = google_name.split("/")
     if leaf in OPTIMIZER_STATE or any(part.startswith("AdamWeightDecayOptimizer") for part in scope):
@@ -574,8 +658,9 @@ def read_tf_checkpoint(prefix: str | Path, *, verify_crc: bool | None = None) ->
 
     Kernels, stored (in, out), are returned transposed, (out, in) as torch stores them (a view, not a copy).
     """
-    tensors = tf_bundle.read_bundle(prefix, select=lambda name: transformers_name(name) is not None,
-                                    verify_crc=verify_crc)
+    tensors = tf_bundle.read_bundle(
+        prefix, select=lambda name: transformers_name(name) is not None, verify_crc=verify_crc
+    )
     renamed = {}
     for google_name, (tensor, dtype) in tensors.items():
         tensor = _widen(tensor, dtype)

@@ -19,8 +19,10 @@ from .layers import ACTIVATIONS  # the hidden_act names numbert runs, each with 
 
 CONFIG_FILES = ("config.json", "bert_config.json")  # transformers', then Google's TensorFlow release's
 # Google's release folders, as google-research/bert's validate_case_matches_checkpoint names them, by casing
-GOOGLE_RELEASE = re.compile(r"(?P<casing>uncased|cased|multi_cased|multilingual|chinese|wwm_uncased|wwm_cased)"
-                            r"_L-\d+_H-\d+_A-\d+")
+GOOGLE_RELEASE = re.compile(
+    r"(?P<casing>uncased|cased|multi_cased|multilingual|chinese|wwm_uncased|wwm_cased)"
+    r"_L-\d+_H-\d+_A-\d+"
+)
 
 
 def config_file(directory: str | Path) -> Path:
@@ -64,22 +66,35 @@ class BertConfig:
                 raise ValueError(f"{where}: {field.name} must be an integer, got {value!r}")
             if field.type == "float" and (not isinstance(value, (int, float)) or isinstance(value, bool)):
                 raise ValueError(f"{where}: {field.name} must be a number, got {value!r}")
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{where}: {name} must be at least 1, got {getattr(self, name)}")
         if not 0 <= self.pad_token_id < self.vocab_size:
-            raise ValueError(f"{where}: pad_token_id {self.pad_token_id} is not an id of the vocabulary "
-                             f"(0 to {self.vocab_size - 1})")
+            raise ValueError(
+                f"{where}: pad_token_id {self.pad_token_id} is not an id of the vocabulary (0 to {self.vocab_size - 1})"
+            )
         if self.hidden_size % self.num_attention_heads:
-            raise ValueError(f"{where}: hidden_size {self.hidden_size} is not a multiple of "
-                             f"num_attention_heads {self.num_attention_heads}")
+            raise ValueError(
+                f"{where}: hidden_size {self.hidden_size} is not a multiple of "
+                f"num_attention_heads {self.num_attention_heads}"
+            )
         if self.hidden_act not in ACTIVATIONS:
-            raise ValueError(f"{where}: unsupported hidden_act {self.hidden_act!r}; "
-                             f"numbert runs {', '.join(ACTIVATIONS)}")
+            raise ValueError(
+                f"{where}: unsupported hidden_act {self.hidden_act!r}; numbert runs {', '.join(ACTIVATIONS)}"
+            )
         if self.position_embedding_type != "absolute":
-            raise ValueError(f"{where}: unsupported position_embedding_type "
-                             f"{self.position_embedding_type!r}; numbert runs absolute positions only")
+            raise ValueError(
+                f"{where}: unsupported position_embedding_type "
+                f"{self.position_embedding_type!r}; numbert runs absolute positions only"
+            )
         if not self.layer_norm_eps > 0:
             raise ValueError(f"{where}: layer_norm_eps must be positive, got {self.layer_norm_eps!r}")
 
@@ -95,8 +110,10 @@ class BertConfig:
             raise ValueError(f"{source}: model_type {model_type!r} is not BERT; numbert runs BERT encoders only")
         for flag in ("is_decoder", "add_cross_attention"):
             if d.get(flag):
-                raise ValueError(f"{source}: {flag} is set; numbert runs BERT as a bidirectional encoder "
-                                 f"only (no causal mask, no cross-attention)")
+                raise ValueError(
+                    f"{source}: {flag} is set; numbert runs BERT as a bidirectional encoder "
+                    f"only (no causal mask, no cross-attention)"
+                )
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in d.items() if k in known}
         if values.get("pad_token_id") is None:

@@ -66,7 +66,7 @@ def _hardware_crc32c() -> Callable[[np.ndarray], int] | None:
     def value(data: np.ndarray) -> int:
         crc = 0
         for start in range(0, data.size, 1 << 23):
-            crc = google_crc32c.extend(crc, data[start:start + (1 << 23)].tobytes())
+            crc = google_crc32c.extend(crc, data[start : start + (1 << 23)].tobytes())
         return crc
 
     return value
@@ -116,9 +116,9 @@ def raw_crc(data: np.ndarray) -> int:
     if chunks == 1:
         return _raw_bytes(0, data)
     length = n // chunks // 4 * 4  # bytes per chunk, whole words
-    registers = _chunk_registers(data[:chunks * length], chunks, length)
+    registers = _chunk_registers(data[: chunks * length], chunks, length)
     head = _combine(registers, length)
-    tail = data[chunks * length:]
+    tail = data[chunks * length :]
     return shift(head, tail.size) ^ raw_crc(tail)
 
 
@@ -129,7 +129,7 @@ def _chunk_registers(data: np.ndarray, chunks: int, length: int) -> np.ndarray:
     registers = np.zeros(chunks, np.uint32)
     index, from_low = np.empty(chunks, np.uint32), np.empty(chunks, np.uint32)
     for start in range(0, words.shape[1], ROWS):
-        block = np.ascontiguousarray(words[:, start:start + ROWS].T)  # (rows, chunks): row r = word r of each
+        block = np.ascontiguousarray(words[:, start : start + ROWS].T)  # (rows, chunks): row r = word r of each
         for row in block:
             registers ^= row
             np.take(low, np.bitwise_and(registers, 0xFFFF, out=index), out=from_low)
@@ -193,5 +193,9 @@ def _shift_tables(nbytes: int) -> np.ndarray:
         images.append((images[-1] >> 1) ^ (POLY if images[-1] & 1 else 0))
     basis = np.array(images[::-1], np.uint32)  # basis[bit]: the image of the register with only `bit` set
     bits = ((np.arange(256, dtype=np.uint32)[:, None] >> np.arange(8, dtype=np.uint32)) & 1).astype(bool)  # (256, 8)
-    return np.stack([np.bitwise_xor.reduce(np.where(bits, basis[8 * byte:8 * byte + 8], np.uint32(0)), axis=1)
-                     for byte in range(4)])
+    return np.stack(
+        [
+            np.bitwise_xor.reduce(np.where(bits, basis[8 * byte : 8 * byte + 8], np.uint32(0)), axis=1)
+            for byte in range(4)
+        ]
+    )

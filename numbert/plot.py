@@ -28,8 +28,10 @@ from typing import IO
 
 import numpy as np
 
-INSTALL_HINT = ('numbert plots need matplotlib: pip install matplotlib (or pip install "numbert[plot]"; '
-                'from a numbert checkout, pip install -e ".[plot]")')
+INSTALL_HINT = (
+    'numbert plots need matplotlib: pip install matplotlib (or pip install "numbert[plot]"; '
+    'from a numbert checkout, pip install -e ".[plot]")'
+)
 DPI = 100
 FIGSIZE = {"histogram": (6.4, 4.0), "attention": (6.4, 6.4), "pca": (6.4, 4.8)}  # inches; × DPI = pixels
 
@@ -78,8 +80,17 @@ def _row(array: np.ndarray, batched: bool, row: int | None) -> np.ndarray:
     return array[:, row]
 
 
-def histogram(output, layer: int, token: int | str, *, bins: int = 50, row: int | None = None,
-              save: str | os.PathLike | None = None, figsize=None, dpi: int | None = None):
+def histogram(
+    output,
+    layer: int,
+    token: int | str,
+    *,
+    bins: int = 50,
+    row: int | None = None,
+    save: str | os.PathLike | None = None,
+    figsize=None,
+    dpi: int | None = None,
+):
     """The distribution of one token's hidden_size values at one layer: hidden_states[layer][token].
 
     `layer` indexes hidden_states (0 = the embedding layer's output, -1 = the last layer); `token` is
@@ -94,8 +105,10 @@ def histogram(output, layer: int, token: int | str, *, bins: int = 50, row: int 
     fig = _figure("histogram", figsize, dpi)
     ax = fig.add_subplot()
     ax.hist(values, bins=bins, color="tab:blue")
-    ax.set_title(f"layer {layer % len(states)}, token {position} {tokens[position]!r}: "
-                 f"{values.size} values, mean {values.mean():.2f}, std {values.std():.2f}")
+    ax.set_title(
+        f"layer {layer % len(states)}, token {position} {tokens[position]!r}: "
+        f"{values.size} values, mean {values.mean():.2f}, std {values.std():.2f}"
+    )
     ax.set_xlabel("value")
     ax.set_ylabel("count")
     if save is not None:
@@ -103,8 +116,16 @@ def histogram(output, layer: int, token: int | str, *, bins: int = 50, row: int 
     return fig
 
 
-def attention_map(output, layer: int, head: int, *, row: int | None = None,
-                  save: str | os.PathLike | None = None, figsize=None, dpi: int | None = None):
+def attention_map(
+    output,
+    layer: int,
+    head: int,
+    *,
+    row: int | None = None,
+    save: str | os.PathLike | None = None,
+    figsize=None,
+    dpi: int | None = None,
+):
     """One head's attention probabilities, attentions[layer][head]: row i is how token i spreads its
     attention over the tokens (each row sums to 1). Needs `model(text, output_attentions=True)`.
 
@@ -169,7 +190,7 @@ def spread_out(points: np.ndarray, k: int) -> list[int]:
         return []
     scale = np.ptp(points, axis=0)
     p = (points - points.mean(axis=0)) / np.where(scale > 0, scale, 1)  # both axes count alike
-    chosen = [int(np.argmax((p ** 2).sum(axis=1)))]
+    chosen = [int(np.argmax((p**2).sum(axis=1)))]
     nearest = ((p - p[chosen[0]]) ** 2).sum(axis=1)  # (n,) squared distance to the nearest chosen point
     for _ in range(k - 1):
         chosen.append(int(np.argmax(nearest)))
@@ -177,8 +198,16 @@ def spread_out(points: np.ndarray, k: int) -> list[int]:
     return sorted(chosen)
 
 
-def pca_scatter(vectors: np.ndarray, labels: Sequence[str] | None = None, *, title: str | None = None,
-                max_labels: int = 30, save: str | os.PathLike | None = None, figsize=None, dpi: int | None = None):
+def pca_scatter(
+    vectors: np.ndarray,
+    labels: Sequence[str] | None = None,
+    *,
+    title: str | None = None,
+    max_labels: int = 30,
+    save: str | os.PathLike | None = None,
+    figsize=None,
+    dpi: int | None = None,
+):
     """Word or sentence vectors (n, dim) as points on their first two principal axes.
 
     With many points, only `max_labels` of the labels are drawn (0: none), on points spread over
@@ -195,8 +224,13 @@ def pca_scatter(vectors: np.ndarray, labels: Sequence[str] | None = None, *, tit
     shown = spread_out(coords, max_labels) if labels else []
     for i in shown:
         label = labels[i]
-        ax.annotate(label if len(label) <= 40 else label[:39] + "…", tuple(coords[i]), xytext=(4, 4),
-                    textcoords="offset points", fontsize=9)
+        ax.annotate(
+            label if len(label) <= 40 else label[:39] + "…",
+            tuple(coords[i]),
+            xytext=(4, 4),
+            textcoords="offset points",
+            fontsize=9,
+        )
     ax.set_xlabel(f"PC1 ({share[0]:.0%} of the variance)")
     ax.set_ylabel(f"PC2 ({share[1]:.0%} of the variance)")
     some = f", {len(shown)} labelled" if labels and len(shown) < len(labels) else ""

@@ -39,11 +39,13 @@ STRATEGIES = {
 COMBINES = ("sum", "mean", "concat")
 POOLINGS = ("mean", "max", "mean_max", "cls", "sep", "pooler", "mean_sqrt_len", "weighted_mean")
 MERGES = ("mean", "sum", "first", "last")
+Layers = str | int | Sequence[int]  # a strategy name, a layer index, or a list of indices
 
 
 # --- choosing layers ---------------------------------------------------------------------------
 
-def layer_selection(layers: str | int | Sequence[int], combine: str | None, num_layers: int) -> tuple[list[int], str]:
+
+def layer_selection(layers: Layers, combine: str | None, num_layers: int) -> tuple[list[int], str]:
     """Resolve a strategy name, one layer index, or a list of indices into (indices, combine).
 
     `num_layers` counts encoder layers (12 for bert-base); valid indices are -(num_layers + 1)
@@ -52,33 +54,41 @@ def layer_selection(layers: str | int | Sequence[int], combine: str | None, num_
     """
     if isinstance(layers, str):
         if layers not in STRATEGIES:
-            raise ValueError(f"unknown layer strategy {layers!r}; choose one of {', '.join(STRATEGIES)}, "
-                             f"or give layer indices such as [-1, -2]")
+            raise ValueError(
+                f"unknown layer strategy {layers!r}; choose one of {', '.join(STRATEGIES)}, "
+                f"or give layer indices such as [-1, -2]"
+            )
         indices, own = STRATEGIES[layers]
         if combine is not None and combine != own:
             raise ValueError(f"strategy {layers!r} combines by {own}; pass a list of layers to use combine={combine!r}")
-        indices = range(1, num_layers + 1) if indices is None else indices
-        layers, combine = list(indices), own
+        chosen = list(range(1, num_layers + 1) if indices is None else indices)
+        combine = own
     elif isinstance(layers, (int, np.integer)) and not isinstance(layers, bool):
-        layers = [int(layers)]
+        chosen = [int(layers)]
     elif isinstance(layers, Sequence) and not isinstance(layers, (bytes, bytearray)):
-        layers = list(layers)
-        if not layers or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in layers):
-            raise ValueError(f"layers must be a non-empty list of integers, got {layers!r}")
+        chosen = list(layers)  # type: ignore[arg-type]  # a str was taken above; mypy keeps it in Sequence
+        if not chosen or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in chosen):
+            raise ValueError(f"layers must be a non-empty list of integers, got {chosen!r}")
     else:
         raise TypeError(f"layers must be a strategy name, an int or a list of ints, not {type(layers).__name__}")
     combine = "sum" if combine is None else combine
     if combine not in COMBINES:
         raise ValueError(f"unknown combine {combine!r}; choose one of {', '.join(COMBINES)}")
-    for i in layers:
+    for i in chosen:
         if not -(num_layers + 1) <= i <= num_layers:
-            raise ValueError(f"layer {i} does not exist: this model has layers 0 (embeddings) .. {num_layers} "
-                             f"(or -1 .. -{num_layers + 1} from the top)")
-    return [int(i) for i in layers], combine
+            raise ValueError(
+                f"layer {i} does not exist: this model has layers 0 (embeddings) .. {num_layers} "
+                f"(or -1 .. -{num_layers + 1} from the top)"
+            )
+    return [int(i) for i in chosen], combine
 
 
-def token_vectors(hidden_states: np.ndarray, layers: str | int | Sequence[int] = "sum_last_four",
-                  combine: str | None = None, attention_mask: np.ndarray | None = None) -> np.ndarray:
+def token_vectors(
+    hidden_states: np.ndarray,
+    layers: str | int | Sequence[int] = "sum_last_four",
+    combine: str | None = None,
+    attention_mask: np.ndarray | None = None,
+) -> np.ndarray:
     """One vector per token from the chosen layers, summed, averaged or concatenated.
 
     (layers + 1, [batch,] seq, hidden) -> ([batch,] seq, hidden), or ([batch,] seq, k * hidden) for concat.
@@ -99,6 +109,7 @@ def token_vectors(hidden_states: np.ndarray, layers: str | int | Sequence[int] =
 
 
 # --- sentence pooling ----------------------------------------------------------------------------
+
 
 def masked_mean(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """sum(x * m) / sum(m) over the tokens. x: (batch, seq, dim), mask: (batch, seq) -> (batch, dim)"""
@@ -139,9 +150,14 @@ def pool(x: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
     raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
 
 
-def sentence_vectors(hidden_states: np.ndarray, attention_mask: np.ndarray,
-                     pooling: str | Sequence[str] = "mean", layers: str | int | Sequence[int] | None = -2,
-                     combine: str | None = None, pooler_output: np.ndarray | None = None) -> np.ndarray:
+def sentence_vectors(
+    hidden_states: np.ndarray,
+    attention_mask: np.ndarray,
+    pooling: str | Sequence[str] = "mean",
+    layers: str | int | Sequence[int] | None = -2,
+    combine: str | None = None,
+    pooler_output: np.ndarray | None = None,
+) -> np.ndarray:
     """One vector per sentence: `pooling` over the token vectors of `layers` (default: mean of layer -2).
 
     hidden_states (layers + 1, batch, seq, hidden), attention_mask (batch, seq) -> (batch, dim).
@@ -153,16 +169,20 @@ def sentence_vectors(hidden_states: np.ndarray, attention_mask: np.ndarray,
     if unknown or not poolings:
         raise ValueError(f"unknown pooling {unknown[0] if unknown else pooling!r}; choose one of {', '.join(POOLINGS)}")
     if "pooler" in poolings and pooler_output is None:
-        raise ValueError("pooling='pooler' needs pooler_output, and there is none (a checkpoint saved without "
-                         "BERT's pooler, as from BertForMaskedLM, has none); pool the tokens instead, e.g. 'cls'")
-    x = None
+        raise ValueError(
+            "pooling='pooler' needs pooler_output, and there is none (a checkpoint saved without "
+            "BERT's pooler, as from BertForMaskedLM, has none); pool the tokens instead, e.g. 'cls'"
+        )
+    vectors = {} if pooler_output is None else {"pooler": pooler_output}  # (batch, dim) each
     if any(p != "pooler" for p in poolings):
         x = token_vectors(hidden_states, -2 if layers is None else layers, combine)  # (batch, seq, dim)
-    parts = [pooler_output if p == "pooler" else pool(x, attention_mask, p) for p in poolings]
+        vectors.update({p: pool(x, attention_mask, p) for p in poolings if p != "pooler"})
+    parts = [vectors[p] for p in poolings]
     return np.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
 
 
 # --- words -----------------------------------------------------------------------------------------
+
 
 @dataclass
 class Word:
@@ -191,8 +211,9 @@ def merge_pieces(vectors: np.ndarray, merge: str) -> np.ndarray:
     raise ValueError(f"unknown merge {merge!r}; choose one of {', '.join(MERGES)}")
 
 
-def word_vectors(vectors: np.ndarray, encoding, texts: Sequence[str | None] = (None, None),
-                 merge: str = "mean") -> list[Word]:
+def word_vectors(
+    vectors: np.ndarray, encoding, texts: Sequence[str | None] = (None, None), merge: str = "mean"
+) -> list[Word]:
     """Group one sequence's token vectors into words by the encoding's word ids, merge each group.
 
     vectors: (seq, dim) for one sequence; `encoding` gives tokens, word_ids, sequence_ids and
@@ -217,6 +238,7 @@ def word_vectors(vectors: np.ndarray, encoding, texts: Sequence[str | None] = (N
 
 
 # --- similarity ------------------------------------------------------------------------------------
+
 
 class Neighbor(NamedTuple):
     """A vocabulary entry and its cosine similarity to a query."""

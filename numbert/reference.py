@@ -56,8 +56,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask_bias: np.ndarray
     return probs @ v, probs
 
 
-def multi_head_attention(x: np.ndarray, mask: np.ndarray, layer: EncoderLayer,
-                         heads: int) -> tuple[np.ndarray, np.ndarray]:
+def multi_head_attention(x: np.ndarray, mask: np.ndarray, layer: EncoderLayer, heads: int) -> tuple[np.ndarray, ...]:
     """Q, K, V split into heads, attention per head, the heads concatenated, then W_O. mask: (batch, seq) of 1/0."""
     batch, seq, hidden = x.shape
     split = lambda y: y.reshape(batch, seq, heads, hidden // heads).transpose(0, 2, 1, 3)
@@ -71,7 +70,7 @@ def feed_forward(x: np.ndarray, layer: EncoderLayer, activation: str) -> np.ndar
     return linear(ACTIVATIONS[activation](linear(x, layer.up)), layer.down)
 
 
-def encoder_layer(x: np.ndarray, mask: np.ndarray, layer: EncoderLayer, encoder: Encoder) -> tuple[np.ndarray, np.ndarray]:
+def encoder_layer(x: np.ndarray, mask: np.ndarray, layer: EncoderLayer, encoder: Encoder) -> tuple[np.ndarray, ...]:
     """Attention, then the feed-forward network, each added to its input and normalised."""
     c = encoder.config
     a, probs = multi_head_attention(x, mask, layer, c.num_attention_heads)
@@ -79,12 +78,14 @@ def encoder_layer(x: np.ndarray, mask: np.ndarray, layer: EncoderLayer, encoder:
     return layer_norm(h + feed_forward(h, layer, c.hidden_act), layer.feed_forward_norm, c.layer_norm_eps), probs
 
 
-def forward(encoder: Encoder, input_ids: np.ndarray, token_type_ids: np.ndarray,
-            attention_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def forward(
+    encoder: Encoder, input_ids: np.ndarray, token_type_ids: np.ndarray, attention_mask: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(batch, seq) ids, segments and 1/0 mask -> hidden_states (layers + 1, batch, seq, hidden),
     attentions (layers, batch, heads, seq, seq) and the pooler's output (batch, hidden), or None."""
     e = encoder
-    x = e.word_embeddings[input_ids] + e.position_embeddings[:input_ids.shape[1]] + e.token_type_embeddings[token_type_ids]
+    seq = input_ids.shape[1]
+    x = e.word_embeddings[input_ids] + e.position_embeddings[:seq] + e.token_type_embeddings[token_type_ids]
     hidden_states = [layer_norm(x, e.embedding_norm, e.config.layer_norm_eps)]
     attentions = []
     for layer in e.layers:

@@ -138,10 +138,20 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
     if not (isinstance(prompts, dict) and all(isinstance(v, str) for v in prompts.values())):
         raise ValueError(f"{directory / 'config_sentence_transformers.json'}: prompts must map names to texts")
     if default_prompt_name is not None and default_prompt_name not in prompts:
-        raise ValueError(f"{directory / 'config_sentence_transformers.json'}: default_prompt_name "
-                         f"{default_prompt_name!r} is not one of its prompts")
-    return SentenceConfig(pooling, normalize, max_seq_length, bool(settings.get("do_lower_case", False)),
-                          tuple(unsupported), tuple(dense), prompts, default_prompt_name)
+        raise ValueError(
+            f"{directory / 'config_sentence_transformers.json'}: default_prompt_name "
+            f"{default_prompt_name!r} is not one of its prompts"
+        )
+    return SentenceConfig(
+        pooling,
+        normalize,
+        max_seq_length,
+        bool(settings.get("do_lower_case", False)),
+        tuple(unsupported),
+        tuple(dense),
+        prompts,
+        default_prompt_name,
+    )
 
 
 def _dense(directory: Path) -> Dense:
@@ -149,8 +159,10 @@ def _dense(directory: Path) -> Dense:
     config = _read_json(directory / "config.json")
     activation = str(config.get("activation_function", "torch.nn.modules.activation.Tanh")).rsplit(".", 1)[-1]
     if activation not in DENSE_ACTIVATIONS:
-        raise ValueError(f"{directory / 'config.json'}: unsupported activation_function "
-                         f"{config.get('activation_function')!r}; numbert runs {', '.join(DENSE_ACTIVATIONS)}")
+        raise ValueError(
+            f"{directory / 'config.json'}: unsupported activation_function "
+            f"{config.get('activation_function')!r}; numbert runs {', '.join(DENSE_ACTIVATIONS)}"
+        )
     if (directory / "model.safetensors").is_file():
         weights, source = read_safetensors(directory / "model.safetensors"), directory / "model.safetensors"
     elif (directory / "pytorch_model.bin").is_file():
@@ -160,8 +172,10 @@ def _dense(directory: Path) -> Dense:
     shape = (config.get("out_features"), config.get("in_features"))
     weight, bias = weights.get("linear.weight"), weights.get("linear.bias")
     if weight is None or weight.shape != shape:
-        raise ValueError(f"{source}: expected tensor 'linear.weight' of shape {shape}, "
-                         f"found {None if weight is None else weight.shape}")
+        raise ValueError(
+            f"{source}: expected tensor 'linear.weight' of shape {shape}, "
+            f"found {None if weight is None else weight.shape}"
+        )
     if config.get("bias", True) and (bias is None or bias.shape != shape[:1]):
         raise ValueError(f"{source}: expected tensor 'linear.bias' of shape {shape[:1]}")
     as_float32 = lambda w: np.asarray(w, dtype=np.float32)
@@ -186,8 +200,10 @@ def _pooling_modes(config_file: Path) -> tuple[str, ...]:
         raise ValueError(f"{config_file}: pooling_mode must be a string or a list of strings, got {modes!r}")
     unknown = [m for m in modes if m not in POOLING_MODES]
     if unknown:
-        raise ValueError(f"{config_file}: unknown pooling mode {unknown[0]!r}; sentence-transformers defines "
-                         f"{', '.join(POOLING_MODES)}")
+        raise ValueError(
+            f"{config_file}: unknown pooling mode {unknown[0]!r}; sentence-transformers defines "
+            f"{', '.join(POOLING_MODES)}"
+        )
     return tuple(POOLING_MODES[m] for m in modes)
 
 

@@ -48,9 +48,16 @@ def shard_name(index: int) -> str:
     return f"part-{index:05d}.npy"
 
 
-def write_shards(directory: str | os.PathLike, lines: Iterable[str], embed: Embed, job: dict, *,
-                 shard_lines: int, chunk_lines: int = 2048,
-                 progress: Callable[[int], object] | None = None) -> dict:
+def write_shards(
+    directory: str | os.PathLike,
+    lines: Iterable[str],
+    embed: Embed,
+    job: dict,
+    *,
+    shard_lines: int,
+    chunk_lines: int = 2048,
+    progress: Callable[[int], object] | None = None,
+) -> dict:
     """Embed `lines` into `directory` as shards of `shard_lines` lines; return the finished manifest.
 
     embed: turns (lines, texts) chunks into their (len(texts), dim) vectors, in order, e.g.
@@ -76,8 +83,15 @@ def write_shards(directory: str | os.PathLike, lines: Iterable[str], embed: Embe
         return write_locked(directory, lines, embed, job, shard_lines, chunk_lines, progress)
 
 
-def write_locked(directory: Path, lines: Iterable[str], embed: Embed, job: dict, shard_lines: int,
-                 chunk_lines: int, progress: Callable[[int], object] | None) -> dict:
+def write_locked(
+    directory: Path,
+    lines: Iterable[str],
+    embed: Embed,
+    job: dict,
+    shard_lines: int,
+    chunk_lines: int,
+    progress: Callable[[int], object] | None,
+) -> dict:
     """write_shards, once the directory is ours alone."""
     manifest = open_manifest(directory, job, shard_lines, chunk_lines)
     finished = {entry["index"]: entry for entry in manifest["shards"] if intact(directory, entry)}
@@ -118,15 +132,18 @@ def write_locked(directory: Path, lines: Iterable[str], embed: Embed, job: dict,
         report(len(lines_range))
     stale = [entry for entry in manifest["shards"] if entry["lines"][0] >= total]
     if stale:
-        raise ShardError(f"{directory} holds shards up to line {stale[-1]['lines'][1] - 1} but the input has only "
-                         f"{total} lines: the input has changed since they were written")
+        raise ShardError(
+            f"{directory} holds shards up to line {stale[-1]['lines'][1] - 1} but the input has only "
+            f"{total} lines: the input has changed since they were written"
+        )
     manifest.update(complete=True, lines=total)
     write_json(directory / MANIFEST, manifest)
     return manifest
 
 
-def shard_chunks(lines: Iterable[str], shard_lines: int,
-                 chunk_lines: int) -> Iterator[tuple[int, range, list[str], bool]]:
+def shard_chunks(
+    lines: Iterable[str], shard_lines: int, chunk_lines: int
+) -> Iterator[tuple[int, range, list[str], bool]]:
     """(shard number, the chunk's line range, its texts, whether it is its shard's last chunk) for each chunk.
 
     Chunks start afresh at every shard boundary, so a shard's vectors never depend on its neighbours.
@@ -160,9 +177,11 @@ def open_manifest(directory: Path, job: dict, shard_lines: int, chunk_lines: int
     json_job = json.loads(json.dumps(wanted))  # tuples as lists, as they were read back
     for key, value in json_job.items():
         if manifest.get(key) != value:
-            raise ShardError(f"{directory} was written by another job: its {key} is "
-                             f"{differences(manifest.get(key), value)}; use a new output directory (or remove "
-                             f"this one) to start over")
+            raise ShardError(
+                f"{directory} was written by another job: its {key} is "
+                f"{differences(manifest.get(key), value)}; use a new output directory (or remove "
+                f"this one) to start over"
+            )
     manifest.update(complete=False)
     manifest.pop("lines", None)
     return manifest
@@ -171,8 +190,11 @@ def open_manifest(directory: Path, job: dict, shard_lines: int, chunk_lines: int
 def differences(old, new) -> str:
     """What changed between two values of a manifest field, for an error message."""
     if isinstance(old, dict) and isinstance(new, dict):
-        changed = [f"{k}={old.get(k)!r} there, {new.get(k)!r} now" for k in sorted(old.keys() | new.keys())
-                   if old.get(k) != new.get(k)]
+        changed = [
+            f"{k}={old.get(k)!r} there, {new.get(k)!r} now"
+            for k in sorted(old.keys() | new.keys())
+            if old.get(k) != new.get(k)
+        ]
         return "; ".join(changed)
     return f"{old!r} there, {new!r} now"
 
@@ -182,15 +204,20 @@ def intact(directory: Path, entry: dict) -> bool:
     path = directory / entry["file"]
     if path.is_file() and file_sha256(path) == entry["sha256"]:
         return True
-    warnings.warn(f"{path} is missing or does not match its checksum in {MANIFEST}: writing it again",
-                  RuntimeWarning, stacklevel=3)
+    warnings.warn(
+        f"{path} is missing or does not match its checksum in {MANIFEST}: writing it again",
+        RuntimeWarning,
+        stacklevel=3,
+    )
     return False
 
 
 def check_same_input(entry: dict, lines: range, input_sha256: str) -> None:
     if entry["lines"] != [lines.start, lines.stop] or entry["input_sha256"] != input_sha256:
-        raise ShardError(f"input lines {lines.start}-{lines.stop - 1} differ from those {entry['file']} was "
-                         f"computed from: the input has changed; use a new output directory")
+        raise ShardError(
+            f"input lines {lines.start}-{lines.stop - 1} differ from those {entry['file']} was "
+            f"computed from: the input has changed; use a new output directory"
+        )
 
 
 class ShardWriter:
@@ -217,8 +244,14 @@ class ShardWriter:
         self.file.close()
         os.replace(self.temporary, self.path)
         sync_directory(self.path.parent)
-        return {"index": self.index, "file": self.path.name, "lines": [self.first_line, last_line],
-                "dim": self.rows.dim, "sha256": file_sha256(self.path), "input_sha256": input_sha256}
+        return {
+            "index": self.index,
+            "file": self.path.name,
+            "lines": [self.first_line, last_line],
+            "dim": self.rows.dim,
+            "sha256": file_sha256(self.path),
+            "input_sha256": input_sha256,
+        }
 
 
 def write_json(path: Path, value: dict) -> None:
@@ -259,8 +292,10 @@ def file_sha256(path: Path) -> str:
 def model_fingerprint(name_or_path: str | os.PathLike) -> dict[str, str]:
     """SHA-256 of a model's config.json and weight file: the same name can hold other weights tomorrow."""
     directory = model_dir(name_or_path)
-    return {"config_sha256": file_sha256(directory / "config.json"),
-            "weights_sha256": file_sha256(weight_file(directory))}
+    return {
+        "config_sha256": file_sha256(directory / "config.json"),
+        "weights_sha256": file_sha256(weight_file(directory)),
+    }
 
 
 def read_shards(directory: str | os.PathLike) -> np.ndarray:

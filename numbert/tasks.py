@@ -76,8 +76,9 @@ class Answer(NamedTuple):
 # Fill-mask and next-sentence prediction: the pre-training heads
 
 
-def fill_mask(model: Bert, text: str, top_k: int = 5, *, max_masks: int = MAX_MASKS
-              ) -> list[Prediction] | list[list[Prediction]]:
+def fill_mask(
+    model: Bert, text: str, top_k: int = 5, *, max_masks: int = MAX_MASKS
+) -> list[Prediction] | list[list[Prediction]]:
     """The top_k tokens for the [MASK] in `text`, best first; one such list per [MASK] if there are several.
 
     Each [MASK] is predicted on its own (the others stay masked), and, as in transformers' pipeline, the
@@ -91,15 +92,19 @@ def fill_mask(model: Bert, text: str, top_k: int = 5, *, max_masks: int = MAX_MA
     if not masks:
         raise ValueError(f"fill_mask needs a {tokenizer.mask_token} token in the text; there is none in {_clip(text)}")
     if len(masks) > _count("max_masks", max_masks):
-        raise ValueError(f"the text has {len(masks)} {tokenizer.mask_token} tokens, more than max_masks={max_masks}: "
-                         f"each is predicted on its own, not jointly; pass max_masks= to allow more")
+        raise ValueError(
+            f"the text has {len(masks)} {tokenizer.mask_token} tokens, more than max_masks={max_masks}: "
+            f"each is predicted on its own, not jointly; pass max_masks= to allow more"
+        )
     out = model.forward(np.array(encoding.ids), np.array(encoding.type_ids))
     c = model.config
     logits = masked_lm_logits(out.last_hidden_state[masks], head, c.hidden_act, c.layer_norm_eps)  # (masks, vocab)
     probs = softmax(logits)
     single = len(masks) == 1
-    guesses = [[_filled(tokenizer, encoding.ids, mask, int(i), float(p[i]), single) for i in best]
-               for mask, p, best in zip(masks, probs, top(probs, top_k))]
+    guesses = [
+        [_filled(tokenizer, encoding.ids, mask, int(i), float(p[i]), single) for i in best]
+        for mask, p, best in zip(masks, probs, top(probs, top_k))
+    ]
     return guesses[0] if single else guesses
 
 
@@ -115,8 +120,12 @@ def _filled(tokenizer: Tokenizer, ids: list[int], mask: int, token_id: int, scor
     """The guess `token_id` at position `mask`, with the text decoded as transformers' fill-mask pipeline does."""
     filled = [token_id if i == mask else id_ for i, id_ in enumerate(ids)]
     filled = [id_ for id_ in filled if id_ != tokenizer.pad_token_id]
-    return Prediction(tokenizer.decode([token_id], skip_special_tokens=False), token_id, score,
-                      tokenizer.decode(filled, skip_special_tokens=single))
+    return Prediction(
+        tokenizer.decode([token_id], skip_special_tokens=False),
+        token_id,
+        score,
+        tokenizer.decode(filled, skip_special_tokens=single),
+    )
 
 
 def is_next(model: Bert, a: str, b: str) -> float:
@@ -132,9 +141,15 @@ def is_next(model: Bert, a: str, b: str) -> float:
 # Sequence classification
 
 
-def classify(model: Bert, text: str | Sequence[str], text_pair: str | Sequence[str] | None = None, *,
-             top_k: int | None = None, function: str | None = None,
-             batch_size: int = 32) -> list[Label] | list[list[Label]]:
+def classify(
+    model: Bert,
+    text: str | Sequence[str],
+    text_pair: str | Sequence[str] | None = None,
+    *,
+    top_k: int | None = None,
+    function: str | None = None,
+    batch_size: int = 32,
+) -> list[Label] | list[list[Label]]:
     """The labels of a text (or of each text of a list), best first; top_k of them, or all.
 
     Scores as transformers' text-classification pipeline: `function` "softmax", "sigmoid" or "none",
@@ -157,8 +172,9 @@ def classify(model: Bert, text: str | Sequence[str], text_pair: str | Sequence[s
         assert out.pooler_output is not None  # the head requires a pooler
         scores = SCORE_FUNCTIONS[function](classifier_logits(out.pooler_output, head))  # (batch, labels)
         for i, row in zip(positions, scores):
-            ranked = sorted((Label(label, float(s)) for label, s in zip(labels, row)), key=lambda x: x.score,
-                            reverse=True)
+            ranked = sorted(
+                (Label(label, float(s)) for label, s in zip(labels, row)), key=lambda x: x.score, reverse=True
+            )
             results[i] = ranked[:top_k]
     return results[0] if single else results
 
@@ -191,8 +207,15 @@ class _Token(NamedTuple):
     is_subword: bool
 
 
-def ner(model: Bert, text: str | Sequence[str], *, aggregation: str = "simple", ignore_labels: Sequence[str] = ("O",),
-        stride: int | None = None, batch_size: int = 32) -> list[Entity] | list[list[Entity]]:
+def ner(
+    model: Bert,
+    text: str | Sequence[str],
+    *,
+    aggregation: str = "simple",
+    ignore_labels: Sequence[str] = ("O",),
+    stride: int | None = None,
+    batch_size: int = 32,
+) -> list[Entity] | list[list[Entity]]:
     """The entities of a text (or of each text of a list), as transformers' token-classification pipeline.
 
     aggregation: "none" (every token, its own label), "simple" (adjacent tokens of one type grouped,
@@ -207,8 +230,10 @@ def ner(model: Bert, text: str | Sequence[str], *, aggregation: str = "simple", 
     if aggregation not in AGGREGATIONS:
         raise ValueError(f"unknown aggregation {aggregation!r}; use one of {', '.join(AGGREGATIONS)}")
     if stride is not None and aggregation == "none":
-        raise ValueError("stride runs a long text as windows, whose tokens only an aggregation can reconcile; "
-                         "choose aggregation 'simple', 'first', 'average' or 'max'")
+        raise ValueError(
+            "stride runs a long text as windows, whose tokens only an aggregation can reconcile; "
+            "choose aggregation 'simple', 'first', 'average' or 'max'"
+        )
     single = isinstance(text, str)
     texts = [text] if isinstance(text, str) else list(text)
     for i, t in enumerate(texts):
@@ -222,12 +247,12 @@ def ner(model: Bert, text: str | Sequence[str], *, aggregation: str = "simple", 
     found: list[list[Entity]] = [[] for _ in windows]  # each window's entities
     order = sorted(range(len(windows)), key=lambda w: -len(windows[w][1]))  # batches of similar lengths
     for b in range(0, len(order), _count("batch_size", batch_size)):
-        batch = order[b:b + batch_size]
+        batch = order[b : b + batch_size]
         out = model.forward_encodings([windows[w][1] for w in batch])
         probs = softmax(classifier_logits(out.last_hidden_state, head))  # (batch, seq, labels)
         for w, p in zip(batch, probs):
             i, encoding = windows[w]
-            tokens = pre_entities(tokenizer, texts[i], encoding, p[:len(encoding)])
+            tokens = pre_entities(tokenizer, texts[i], encoding, p[: len(encoding)])
             found[w] = [e for e in aggregate(tokens, aggregation, labels, tokenizer) if e.entity not in ignore_labels]
     entities: list[list[Entity]] = [[] for _ in texts]
     for (i, _), e in zip(windows, found):
@@ -243,22 +268,34 @@ def pre_entities(tokenizer: Tokenizer, text: str, encoding: Encoding, probs: np.
     A token continues a word when it is shorter or longer than the text it covers: "##ing" covers "ing".
     """
     tokens = []
-    for position, (id_, special, (start, end)) in enumerate(zip(encoding.ids, encoding.special_tokens_mask,
-                                                                encoding.offsets)):
+    for position, (id_, special, (start, end)) in enumerate(
+        zip(encoding.ids, encoding.special_tokens_mask, encoding.offsets)
+    ):
         if special:
             continue
         word, written = str(tokenizer.convert_ids_to_tokens(id_)), text[start:end]
         unknown = id_ == tokenizer.unk_token_id
-        tokens.append(_Token(written if unknown else word, probs[position], start, end, position,
-                             not unknown and len(word) != len(written)))
+        tokens.append(
+            _Token(
+                written if unknown else word,
+                probs[position],
+                start,
+                end,
+                position,
+                not unknown and len(word) != len(written),
+            )
+        )
     return tokens
 
 
 def aggregate(tokens: list[_Token], aggregation: str, labels: Sequence[str], tokenizer: Tokenizer) -> list[Entity]:
     """Tokens -> entities: labelled one by one ("none"), grouped ("simple"), or first made words, then grouped."""
     if aggregation in ("none", "simple"):
-        entities = [Entity(labels[best], float(t.probs[best]), t.word, t.start, t.end, t.position)
-                    for t in tokens for best in [int(t.probs.argmax())]]
+        entities = [
+            Entity(labels[best], float(t.probs[best]), t.word, t.start, t.end, t.position)
+            for t in tokens
+            for best in [int(t.probs.argmax())]
+        ]
         return entities if aggregation == "none" else group_entities(entities, tokenizer)
     words: list[list[_Token]] = []
     for t in tokens:
@@ -279,8 +316,13 @@ def word_entity(pieces: list[_Token], aggregation: str, labels: Sequence[str], t
     else:
         probs = np.nanmean(np.stack([t.probs for t in pieces]), axis=0)
     best = int(probs.argmax())
-    return Entity(labels[best], float(probs[best]), tokenizer.convert_tokens_to_string([t.word for t in pieces]),
-                  pieces[0].start, pieces[-1].end)
+    return Entity(
+        labels[best],
+        float(probs[best]),
+        tokenizer.convert_tokens_to_string([t.word for t in pieces]),
+        pieces[0].start,
+        pieces[-1].end,
+    )
 
 
 def bio_tag(label: str) -> tuple[str, str]:
@@ -299,8 +341,16 @@ def group_entities(entities: list[Entity], tokenizer: Tokenizer) -> list[Entity]
             groups[-1].append(e)
         else:
             groups.append([e])
-    return [Entity(bio_tag(g[0].entity)[1], float(np.nanmean([e.score for e in g])),
-                   tokenizer.convert_tokens_to_string([e.word for e in g]), g[0].start, g[-1].end) for g in groups]
+    return [
+        Entity(
+            bio_tag(g[0].entity)[1],
+            float(np.nanmean([e.score for e in g])),
+            tokenizer.convert_tokens_to_string([e.word for e in g]),
+            g[0].start,
+            g[-1].end,
+        )
+        for g in groups
+    ]
 
 
 def merge_overlapping(entities: list[Entity]) -> list[Entity]:
@@ -320,9 +370,19 @@ def merge_overlapping(entities: list[Entity]) -> list[Entity]:
 # Extractive question answering
 
 
-def qa(model: Bert, question: str, context: str, *, top_k: int = 1, max_answer_len: int = 15,
-       max_seq_len: int | None = None, doc_stride: int | None = None, handle_impossible_answer: bool = False,
-       align_to_words: bool = True, batch_size: int = 32) -> Answer | list[Answer]:
+def qa(
+    model: Bert,
+    question: str,
+    context: str,
+    *,
+    top_k: int = 1,
+    max_answer_len: int = 15,
+    max_seq_len: int | None = None,
+    doc_stride: int | None = None,
+    handle_impossible_answer: bool = False,
+    align_to_words: bool = True,
+    batch_size: int = 32,
+) -> Answer | list[Answer]:
     """The span of `context` that best answers `question`; a list of the top_k best when top_k > 1.
 
     As transformers 4's question-answering pipeline: `[CLS] question [SEP] context [SEP]` in windows
@@ -349,24 +409,34 @@ def qa(model: Bert, question: str, context: str, *, top_k: int = 1, max_answer_l
         raise ValueError(f"doc_stride must be an integer >= 0, got {doc_stride!r}")
     room = max_seq_len - 3 - len(tokenizer.encode(question, add_special_tokens=False, truncation=False))
     if room < 1:
-        raise ValueError(f"the question is {max_seq_len - 3 - room} tokens long, which leaves no room for the "
-                         f"context in max_seq_len={max_seq_len} tokens ([CLS] question [SEP] context [SEP]); "
-                         f"shorten the question" + (" or raise max_seq_len" if max_seq_len < positions else ""))
+        raise ValueError(
+            f"the question is {max_seq_len - 3 - room} tokens long, which leaves no room for the "
+            f"context in max_seq_len={max_seq_len} tokens ([CLS] question [SEP] context [SEP]); "
+            f"shorten the question" + (" or raise max_seq_len" if max_seq_len < positions else "")
+        )
     context_length = len(tokenizer.encode(context, add_special_tokens=False, truncation=False))
     if context_length > room and not 0 <= doc_stride < room:
-        raise ValueError(f"the context must run as windows of {room} tokens (max_seq_len={max_seq_len} less the "
-                         f"question and 3 special tokens), which doc_stride={doc_stride} must be smaller than; "
-                         f"shorten the question or lower doc_stride")
-    first = tokenizer.encode(question, context, max_length=max_seq_len, truncation="only_second", stride=doc_stride,
-                             return_overflowing_tokens=True)
+        raise ValueError(
+            f"the context must run as windows of {room} tokens (max_seq_len={max_seq_len} less the "
+            f"question and 3 special tokens), which doc_stride={doc_stride} must be smaller than; "
+            f"shorten the question or lower doc_stride"
+        )
+    first = tokenizer.encode(
+        question,
+        context,
+        max_length=max_seq_len,
+        truncation="only_second",
+        stride=doc_stride,
+        return_overflowing_tokens=True,
+    )
     windows = [first, *first.overflowing]
     logits: list[tuple[np.ndarray, np.ndarray]] = []  # (start, end) logits per window, (seq,) each
     for b in range(0, len(windows), _count("batch_size", batch_size)):
-        starts, ends = span_logits(model.forward_encodings(windows[b:b + batch_size]).last_hidden_state, head)
+        starts, ends = span_logits(model.forward_encodings(windows[b : b + batch_size]).last_hidden_state, head)
         logits += zip(starts, ends)
     answers, null_score = [], 1.0
     for encoding, (start, end) in zip(windows, logits):
-        p_start, p_end = answer_probabilities(encoding, start[:len(encoding)], end[:len(encoding)], tokenizer)
+        p_start, p_end = answer_probabilities(encoding, start[: len(encoding)], end[: len(encoding)], tokenizer)
         null_score = min(null_score, float(p_start[0] * p_end[0]))
         context_tokens = np.flatnonzero([s == 1 for s in encoding.sequence_ids])
         for s, e, score in best_spans(p_start, p_end, context_tokens, top_k, max_answer_len):
@@ -378,17 +448,18 @@ def qa(model: Bert, question: str, context: str, *, top_k: int = 1, max_answer_l
     return answers[0] if top_k == 1 else answers
 
 
-def answer_probabilities(encoding: Encoding, start: np.ndarray, end: np.ndarray,
-                         tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
+def answer_probabilities(
+    encoding: Encoding, start: np.ndarray, end: np.ndarray, tokenizer: Tokenizer
+) -> tuple[np.ndarray, np.ndarray]:
     """P(start), P(end) per token of one window (seq,): softmaxes over the context tokens and [CLS]
     (which stands for "no answer"), every other token's logit set to -10000 as the pipeline does."""
     allowed = np.array([s == 1 or id_ == tokenizer.cls_token_id for s, id_ in zip(encoding.sequence_ids, encoding.ids)])
-    return (softmax(np.where(allowed, start, np.float32(-10000))),
-            softmax(np.where(allowed, end, np.float32(-10000))))
+    return (softmax(np.where(allowed, start, np.float32(-10000))), softmax(np.where(allowed, end, np.float32(-10000))))
 
 
-def best_spans(p_start: np.ndarray, p_end: np.ndarray, context: np.ndarray, k: int,
-               max_len: int) -> list[tuple[int, int, float]]:
+def best_spans(
+    p_start: np.ndarray, p_end: np.ndarray, context: np.ndarray, k: int, max_len: int
+) -> list[tuple[int, int, float]]:
     """The k best (start, end, P(start) P(end)) token spans with start <= end < start + max_len, inside
     `context` (the window's context token positions, consecutive)."""
     scores = np.outer(p_start[context], p_end[context])  # (n, n): [i, j] = P(start at i) P(end at j)
@@ -431,8 +502,10 @@ def _encode_whole(model: Bert, task: str, *texts: str) -> Encoding:
             raise TypeError(f"{task} takes text as a str, not {type(value).__name__}")
     encoding = _tokenizer(model).encode(*texts, truncation=False)
     if len(encoding) > _positions(model):
-        raise ValueError(f"the text is {len(encoding)} tokens long; this model reads at most {_positions(model)} "
-                         f"and {task} does not truncate: shorten the text")
+        raise ValueError(
+            f"the text is {len(encoding)} tokens long; this model reads at most {_positions(model)} "
+            f"and {task} does not truncate: shorten the text"
+        )
     return encoding
 
 

@@ -59,13 +59,16 @@ def empty_directory(directory: str | Path) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     if any(directory.iterdir()):
-        raise FileExistsError(f"refusing to write a random BERT checkpoint into {directory}: the directory is "
-                              f"not empty (numbert writes only into a directory it creates or an empty one)")
+        raise FileExistsError(
+            f"refusing to write a random BERT checkpoint into {directory}: the directory is "
+            f"not empty (numbert writes only into a directory it creates or an empty one)"
+        )
     return directory
 
 
-def write_random_bert(directory: str | Path, vocab_path: str | Path, config: BertConfig = BertConfig(),
-                      seed: int = 0) -> Path:
+def write_random_bert(
+    directory: str | Path, vocab_path: str | Path, config: BertConfig = BertConfig(), seed: int = 0
+) -> Path:
     """Write config.json, vocab.txt and model.safetensors of a random BERT into `directory`, with the two
     pre-training heads (masked LM, next sentence) as the published bert-base-uncased has them.
 
@@ -81,15 +84,19 @@ def write_random_bert(directory: str | Path, vocab_path: str | Path, config: Ber
     return directory
 
 
-def write_google_bert(directory: str | Path, vocab_path: str | Path, config: BertConfig | None = None,
-                      seed: int = 0, heads: bool = False) -> Path:
+def write_google_bert(
+    directory: str | Path, vocab_path: str | Path, config: BertConfig | None = None, seed: int = 0, heads: bool = False
+) -> Path:
     """The random BERT of `random_weights` as Google released BERT: bert_config.json, vocab.txt and a
     TensorFlow checkpoint `bert_model.ckpt` (variables `bert/...`, kernels (in, out)); with heads, the
     pre-training heads too (`cls/predictions/...`, `cls/seq_relationship/output_weights` (2, hidden)).
     The directory is created, or must be empty, as for write_random_bert."""
     directory, config = empty_directory(directory), config or BertConfig()
-    google = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "architectures", "layer_norm_eps",
-                                                                     "pad_token_id", "position_embedding_type")}
+    google = {
+        k: v
+        for k, v in config.to_dict().items()
+        if k not in ("model_type", "architectures", "layer_norm_eps", "pad_token_id", "position_embedding_type")
+    }
     (directory / "bert_config.json").write_text(json.dumps(google, indent=2) + "\n", encoding="utf-8")
     shutil.copyfile(vocab_path, directory / "vocab.txt")
     tensors = {}
@@ -97,9 +104,11 @@ def write_google_bert(directory: str | Path, vocab_path: str | Path, config: Ber
         name = name if name.startswith("cls.") else f"bert.{name}"
         name = re.sub(r"layer\.(\d+)", r"layer_\1", name).replace(".", "/")
         name = re.sub(r"LayerNorm/weight$", "LayerNorm/gamma", re.sub(r"LayerNorm/bias$", "LayerNorm/beta", name))
-        name = {"cls/predictions/bias": "cls/predictions/output_bias",  # Google's names for the heads' own
-                "cls/seq_relationship/weight": "cls/seq_relationship/output_weights",  # (2, hidden), as it is
-                "cls/seq_relationship/bias": "cls/seq_relationship/output_bias"}.get(name, name)
+        name = {
+            "cls/predictions/bias": "cls/predictions/output_bias",  # Google's names for the heads' own
+            "cls/seq_relationship/weight": "cls/seq_relationship/output_weights",  # (2, hidden), as it is
+            "cls/seq_relationship/bias": "cls/seq_relationship/output_bias",
+        }.get(name, name)
         if name.endswith("embeddings/weight"):
             name = name.removesuffix("/weight")
         elif name.endswith("/weight"):
@@ -148,8 +157,12 @@ def table_block(items: list[tuple[bytes, bytes]], restart_interval: int = 4) -> 
     return bytes(out) + b"".join(r.to_bytes(4, "little") for r in restarts) + len(restarts).to_bytes(4, "little")
 
 
-def write_tensor_bundle(prefix: str | Path, tensors: dict[str, tuple[np.ndarray, int]], entries_per_block: int = 64,
-                        claimed_sizes: dict[str, int] | None = None) -> None:
+def write_tensor_bundle(
+    prefix: str | Path,
+    tensors: dict[str, tuple[np.ndarray, int]],
+    entries_per_block: int = 64,
+    claimed_sizes: dict[str, int] | None = None,
+) -> None:
     """Write {name: (array, TensorFlow DataType enum)} as a one-shard tensor bundle at `prefix`, with
     `entries_per_block` entries per index data block (and, to test refusals, entries whose size field
     is `claimed_sizes[name]` instead of the truth)."""
@@ -159,9 +172,13 @@ def write_tensor_bundle(prefix: str | Path, tensors: dict[str, tuple[np.ndarray,
             array, dtype = tensors[name]
             raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
             shape = b"".join(field(2, field(1, n)) for n in array.shape)
-            entry = (field(1, dtype) + field(2, shape) + field(4, offset)
-                     + field(5, (claimed_sizes or {}).get(name, raw.size))
-                     + field(6, masked(crc32c(raw)), wire_type=5))
+            entry = (
+                field(1, dtype)
+                + field(2, shape)
+                + field(4, offset)
+                + field(5, (claimed_sizes or {}).get(name, raw.size))
+                + field(6, masked(crc32c(raw)), wire_type=5)
+            )
             items.append((name.encode(), entry))
             data.write(raw.tobytes())
             offset += raw.size
@@ -173,7 +190,7 @@ def write_tensor_bundle(prefix: str | Path, tensors: dict[str, tuple[np.ndarray,
         return handle
 
     for start in range(0, len(items), entries_per_block):
-        chunk = items[start:start + entries_per_block]
+        chunk = items[start : start + entries_per_block]
         index_items.append((chunk[-1][0], append_block(table_block(chunk))))
     metaindex = append_block(table_block([]))
     index = append_block(table_block(index_items))

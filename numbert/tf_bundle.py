@@ -36,9 +36,19 @@ FOOTER_SIZE = 48  # two block handles padded to 40 bytes, then the 8-byte magic
 BLOCK_TRAILER_SIZE = 5  # compression type (1 byte) + masked crc32c (4 bytes)
 # TensorFlow's DataType enum -> (safetensors-style name, NumPy dtype of the stored bytes). BF16 is read as uint16.
 DTYPES = {
-    1: ("F32", "<f4"), 2: ("F64", "<f8"), 3: ("I32", "<i4"), 4: ("U8", "u1"), 5: ("I16", "<i2"),
-    6: ("I8", "i1"), 9: ("I64", "<i8"), 10: ("BOOL", "?"), 14: ("BF16", "<u2"), 17: ("U16", "<u2"),
-    19: ("F16", "<f2"), 22: ("U32", "<u4"), 23: ("U64", "<u8"),
+    1: ("F32", "<f4"),
+    2: ("F64", "<f8"),
+    3: ("I32", "<i4"),
+    4: ("U8", "u1"),
+    5: ("I16", "<i2"),
+    6: ("I8", "i1"),
+    9: ("I64", "<i8"),
+    10: ("BOOL", "?"),
+    14: ("BF16", "<u2"),
+    17: ("U16", "<u2"),
+    19: ("F16", "<f2"),
+    22: ("U32", "<u4"),
+    23: ("U64", "<u8"),
 }
 
 
@@ -67,8 +77,9 @@ def shard_path(prefix: str | Path, shard_id: int, num_shards: int) -> Path:
     return Path(f"{prefix}.data-{shard_id:05d}-of-{num_shards:05d}")
 
 
-def read_bundle(prefix: str | Path, select: Callable[[str], bool] = lambda name: True,
-                verify_crc: bool | None = None) -> dict[str, tuple[np.ndarray, str]]:
+def read_bundle(
+    prefix: str | Path, select: Callable[[str], bool] = lambda name: True, verify_crc: bool | None = None
+) -> dict[str, tuple[np.ndarray, str]]:
     """The tensors of the checkpoint at `prefix` whose names `select` accepts: {variable name: (array, dtype)}.
 
     Arrays are read-only views of the memory-mapped data shards, in their stored dtype, named as
@@ -113,35 +124,46 @@ def read_index(prefix: str | Path) -> tuple[int, dict[str, BundleEntry]]:
         raise CheckpointError(f"{path} was written big-endian; numbert reads little-endian checkpoints")
     for name, entry in entries.items():
         if not 0 <= entry.shard_id < num_shards:
-            raise CheckpointError(f"{path} is corrupt: tensor {name!r} is in shard {entry.shard_id}, "
-                                  f"the header says there are {num_shards}")
+            raise CheckpointError(
+                f"{path} is corrupt: tensor {name!r} is in shard {entry.shard_id}, "
+                f"the header says there are {num_shards}"
+            )
     return num_shards, entries
 
 
 def check_entry(path: Path, file_size: int, name: str, entry: BundleEntry) -> None:
     """An entry's size agrees with its dtype and shape, and its bytes lie inside its shard."""
     if entry.sliced:
-        raise CheckpointError(f"{path}: tensor {name!r} is saved as slices (a partitioned variable); "
-                              f"numbert reads whole tensors only")
+        raise CheckpointError(
+            f"{path}: tensor {name!r} is saved as slices (a partitioned variable); numbert reads whole tensors only"
+        )
     if entry.dtype not in DTYPES:
-        raise CheckpointError(f"{path}: tensor {name!r} has unsupported TensorFlow dtype {entry.dtype} "
-                              f"(DataType enum); numbert reads {', '.join(n for n, _ in DTYPES.values())}")
+        raise CheckpointError(
+            f"{path}: tensor {name!r} has unsupported TensorFlow dtype {entry.dtype} "
+            f"(DataType enum); numbert reads {', '.join(n for n, _ in DTYPES.values())}"
+        )
     nbytes = math.prod(entry.shape) * np.dtype(DTYPES[entry.dtype][1]).itemsize
     if entry.size != nbytes:
-        raise CheckpointError(f"{path}: tensor {name!r} of shape {entry.shape} and dtype "
-                              f"{DTYPES[entry.dtype][0]} needs {nbytes} bytes, the index gives {entry.size}")
+        raise CheckpointError(
+            f"{path}: tensor {name!r} of shape {entry.shape} and dtype "
+            f"{DTYPES[entry.dtype][0]} needs {nbytes} bytes, the index gives {entry.size}"
+        )
     if entry.offset + entry.size > file_size:
-        raise CheckpointError(f"{path} is truncated: tensor {name!r} needs bytes {entry.offset}.."
-                              f"{entry.offset + entry.size} but the file has only {file_size} bytes")
+        raise CheckpointError(
+            f"{path} is truncated: tensor {name!r} needs bytes {entry.offset}.."
+            f"{entry.offset + entry.size} but the file has only {file_size} bytes"
+        )
 
 
 def read_tensor(path: Path, data: np.ndarray, name: str, entry: BundleEntry, verify_crc: bool) -> np.ndarray:
     """One tensor as a read-only view of its memory-mapped shard `data`, after checking it (and its crc)."""
     check_entry(path, data.size, name, entry)
-    raw = data[entry.offset:entry.offset + entry.size]
+    raw = data[entry.offset : entry.offset + entry.size]
     if verify_crc and crc.masked(crc.crc32c(raw)) != entry.crc32c:
-        raise CheckpointError(f"{path} is corrupt: tensor {name!r} fails its CRC-32C check "
-                              f"(bytes {entry.offset}..{entry.offset + entry.size})")
+        raise CheckpointError(
+            f"{path} is corrupt: tensor {name!r} fails its CRC-32C check "
+            f"(bytes {entry.offset}..{entry.offset + entry.size})"
+        )
     return raw.view(DTYPES[entry.dtype][1]).reshape(entry.shape)
 
 
@@ -161,8 +183,10 @@ def _map_shard(path: Path) -> tuple[Path, np.ndarray]:
 def _table_entries(path: Path, data: bytes) -> Iterator[tuple[bytes, bytes]]:
     """Every (key, value) of the table, in key order: the index block leads to each data block."""
     if len(data) < FOOTER_SIZE or int.from_bytes(data[-8:], "little") != TABLE_MAGIC:
-        raise CheckpointError(f"{path} is not a TensorFlow checkpoint index (no table magic number at its end; "
-                              f"truncated or another kind of file)")
+        raise CheckpointError(
+            f"{path} is not a TensorFlow checkpoint index (no table magic number at its end; "
+            f"truncated or another kind of file)"
+        )
     footer = data[-FOOTER_SIZE:]
     _, pos = _block_handle(footer, 0, path)  # the metaindex block: empty in a tensor bundle
     index_handle, _ = _block_handle(footer, pos, path)
@@ -184,16 +208,21 @@ def _block(path: Path, data: bytes, handle: tuple[int, int]) -> bytes:
     """A block's contents, after checking it lies in the file, is uncompressed and matches its crc."""
     offset, size = handle
     if offset + size + BLOCK_TRAILER_SIZE > len(data) - FOOTER_SIZE:
-        raise CheckpointError(f"{path} is corrupt or truncated: a block at bytes {offset}..{offset + size} "
-                              f"lies past the end of the table ({len(data)} bytes)")
-    contents = data[offset:offset + size]
-    compression, stored_crc = data[offset + size], int.from_bytes(data[offset + size + 1:offset + size + 5], "little")
-    if crc.masked(crc.crc32c(data[offset:offset + size + 1])) != stored_crc:
-        raise CheckpointError(f"{path} is corrupt: the block at bytes {offset}..{offset + size} "
-                              f"fails its CRC-32C check")
+        raise CheckpointError(
+            f"{path} is corrupt or truncated: a block at bytes {offset}..{offset + size} "
+            f"lies past the end of the table ({len(data)} bytes)"
+        )
+    contents = data[offset : offset + size]
+    compression, stored_crc = data[offset + size], int.from_bytes(data[offset + size + 1 : offset + size + 5], "little")
+    if crc.masked(crc.crc32c(data[offset : offset + size + 1])) != stored_crc:
+        raise CheckpointError(
+            f"{path} is corrupt: the block at bytes {offset}..{offset + size} fails its CRC-32C check"
+        )
     if compression != 0:
-        raise CheckpointError(f"{path}: a block is compressed (type {compression}); TensorFlow writes "
-                              f"checkpoint indexes uncompressed and numbert reads only those")
+        raise CheckpointError(
+            f"{path}: a block is compressed (type {compression}); TensorFlow writes "
+            f"checkpoint indexes uncompressed and numbert reads only those"
+        )
     return contents
 
 
@@ -204,8 +233,9 @@ def _block_entries(path: Path | None, block: bytes) -> Iterator[tuple[bytes, byt
     num_restarts = int.from_bytes(block[-4:], "little")
     entries_end = len(block) - 4 - 4 * num_restarts
     if entries_end < 0:
-        raise CheckpointError(f"{path} is corrupt: a block claims {num_restarts} restart points, "
-                              f"more than its {len(block)} bytes hold")
+        raise CheckpointError(
+            f"{path} is corrupt: a block claims {num_restarts} restart points, more than its {len(block)} bytes hold"
+        )
     restarts = np.frombuffer(block, "<u4", num_restarts, entries_end)
     if num_restarts and (restarts[0] != 0 or restarts.max() >= max(entries_end, 1)):
         raise CheckpointError(f"{path} is corrupt: a block's restart points lie outside its entries")
@@ -216,9 +246,9 @@ def _block_entries(path: Path | None, block: bytes) -> Iterator[tuple[bytes, byt
         value_size, pos = _varint(block, pos, path)
         if shared > len(key) or pos + unshared + value_size > entries_end:
             raise CheckpointError(f"{path} is corrupt: a block entry after key {key!r} runs past its block")
-        key = key[:shared] + block[pos:pos + unshared]
+        key = key[:shared] + block[pos : pos + unshared]
         pos += unshared
-        yield key, block[pos:pos + value_size]
+        yield key, block[pos : pos + value_size]
         pos += value_size
 
 
@@ -227,8 +257,9 @@ def _varint(data: bytes, pos: int, path: Path | None = None) -> tuple[int, int]:
     value = shift = 0
     while True:
         if pos >= len(data) or shift > 63:
-            raise CheckpointError(f"{path} is corrupt: a varint runs past its data" if path else
-                                  "a varint runs past its data")
+            raise CheckpointError(
+                f"{path} is corrupt: a varint runs past its data" if path else "a varint runs past its data"
+            )
         byte = data[pos]
         value |= (byte & 0x7F) << shift
         pos += 1
@@ -254,12 +285,12 @@ def _fields(message: bytes) -> Iterator[tuple[int, int | bytes]]:
             width = 8 if wire_type == 1 else 4
             if pos + width > len(message):
                 raise CheckpointError("a fixed-width field runs past its message")
-            value, pos = int.from_bytes(message[pos:pos + width], "little"), pos + width
+            value, pos = int.from_bytes(message[pos : pos + width], "little"), pos + width
         elif wire_type == 2:
             length, pos = _varint(message, pos)
             if pos + length > len(message):
                 raise CheckpointError("a length-delimited field runs past its message")
-            value, pos = message[pos:pos + length], pos + length
+            value, pos = message[pos : pos + length], pos + length
         else:
             raise CheckpointError(f"unsupported protobuf wire type {wire_type} (field {field})")
         yield field, value
@@ -296,8 +327,15 @@ def _decode_entry(message: bytes) -> BundleEntry:
         else:
             values[field] = value
     number = {f: _number(values.get(f, 0)) for f in (1, 3, 4, 5, 6)}
-    return BundleEntry(dtype=number[1], shape=shape, shard_id=number[3], offset=number[4], size=number[5],
-                       crc32c=number[6], sliced=sliced)
+    return BundleEntry(
+        dtype=number[1],
+        shape=shape,
+        shard_id=number[3],
+        offset=number[4],
+        size=number[5],
+        crc32c=number[6],
+        sliced=sliced,
+    )
 
 
 def _decode_shape(message: bytes) -> tuple[int, ...]:
@@ -342,11 +380,14 @@ def latest_checkpoint(directory: str | Path) -> Path | None:
                 for prefix in (directory / Path(name).name, directory / name):  # this folder's own, first:
                     if index_path(prefix).is_file():  # an absolute path may point where the folder was copied from
                         return prefix
-                raise FileNotFoundError(f"{state} names checkpoint {name!r}, but {index_path(directory / name)} "
-                                        f"does not exist")
+                raise FileNotFoundError(
+                    f"{state} names checkpoint {name!r}, but {index_path(directory / name)} does not exist"
+                )
     indexes = sorted(directory.glob("*.index"))
     if len(indexes) > 1:
         names = ", ".join(p.name.removesuffix(".index") for p in indexes)
-        raise ValueError(f"{directory} holds several TensorFlow checkpoints ({names}) and no `checkpoint` file "
-                         f"saying which is the latest; name one by its prefix, e.g. {indexes[-1].with_suffix('')}")
+        raise ValueError(
+            f"{directory} holds several TensorFlow checkpoints ({names}) and no `checkpoint` file "
+            f"saying which is the latest; name one by its prefix, e.g. {indexes[-1].with_suffix('')}"
+        )
     return indexes[0].with_suffix("") if indexes else None

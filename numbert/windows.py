@@ -47,10 +47,10 @@ def average_windows(windows: Iterable[tuple[int, np.ndarray]], n_tokens: int) ->
             total = np.zeros((*states.shape[:-2], n_tokens + 2, states.shape[-1]), np.float32)
         length = states.shape[-2] - 2
         total[..., 0, :] += states[..., 0, :]
-        total[..., 1 + start:1 + start + length, :] += states[..., 1:-1, :]
+        total[..., 1 + start : 1 + start + length, :] += states[..., 1:-1, :]
         total[..., -1, :] += states[..., -1, :]
         count[[0, -1]] += 1
-        count[1 + start:1 + start + length] += 1
+        count[1 + start : 1 + start + length] += 1
     if total is None:
         raise ValueError("no windows to average")
     return total / count[:, None]
@@ -64,16 +64,23 @@ def run_windows(encoder: Encoder, encoding, size: int, stride: int, batch_size: 
 
     def window_states() -> Iterator[tuple[int, np.ndarray]]:  # (start, (layers + 1, window length, hidden))
         for b in range(0, len(spans), batch_size):
-            batch = spans[b:b + batch_size]
+            batch = spans[b : b + batch_size]
             ids, mask = _pad([[cls, *content[s:e], sep] for s, e in batch], encoder.config.pad_token_id)
             hidden_states = encoder.forward(ids, None, mask).hidden_states
             for r, (s, e) in enumerate(batch):
-                yield s, hidden_states[:, r, :e - s + 2]
+                yield s, hidden_states[:, r, : e - s + 2]
 
     hidden_states = average_windows(window_states(), len(content))  # (layers + 1, seq, hidden)
     ids = np.asarray(encoding.ids, np.int64)
-    return Output(ids, np.zeros_like(ids), np.ones_like(ids), hidden_states, encoder.pool(hidden_states[-1]),
-                  tokens=list(encoding.tokens), encodings=[encoding])
+    return Output(
+        ids,
+        np.zeros_like(ids),
+        np.ones_like(ids),
+        hidden_states,
+        encoder.pool(hidden_states[-1]),
+        tokens=list(encoding.tokens),
+        encodings=[encoding],
+    )
 
 
 def _pad(rows: Sequence[Sequence[int]], fill: int) -> tuple[np.ndarray, np.ndarray]:
@@ -81,5 +88,5 @@ def _pad(rows: Sequence[Sequence[int]], fill: int) -> tuple[np.ndarray, np.ndarr
     array = np.full((len(rows), max(map(len, rows))), fill, np.int64)
     mask = np.zeros(array.shape, np.int64)
     for r, row in enumerate(rows):
-        array[r, :len(row)], mask[r, :len(row)] = row, 1
+        array[r, : len(row)], mask[r, : len(row)] = row, 1
     return array, mask

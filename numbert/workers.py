@@ -31,11 +31,18 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
-BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
-                "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+BLAS_THREADS = (
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
 Chunk = tuple[Sequence[int], Sequence[str]]  # (the input lines it holds, its texts)
 
 
@@ -56,9 +63,19 @@ class Worker:
         env = dict(os.environ, **{name: str(threads) for name in BLAS_THREADS})
         package_root = str(Path(__file__).resolve().parent.parent)  # the child imports this very numbert
         self.process = subprocess.Popen(
-            [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); from numbert.workers import main; "
-             "main(sys.argv[2:])", package_root, str(child_reads), str(child_writes)],
-            pass_fds=(child_reads, child_writes), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            [
+                sys.executable,
+                "-c",
+                "import sys; sys.path.insert(0, sys.argv[1]); from numbert.workers import main; main(sys.argv[2:])",
+                package_root,
+                str(child_reads),
+                str(child_writes),
+            ],
+            pass_fds=(child_reads, child_writes),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
         os.close(child_reads)
         os.close(child_writes)
         self.send_end = Connection(parent_writes, readable=False)
@@ -117,8 +134,16 @@ class Pool:
     retries: how often a chunk is run again after the worker holding it died.
     """
 
-    def __init__(self, model: str | os.PathLike, workers: int, *, threads: int = 1, retries: int = 1,
-                 load_options: dict | None = None, **embed_options):
+    def __init__(
+        self,
+        model: str | os.PathLike,
+        workers: int,
+        *,
+        threads: int = 1,
+        retries: int = 1,
+        load_options: dict | None = None,
+        **embed_options,
+    ):
         for name, value, least in (("workers", workers, 1), ("threads", threads, 1), ("retries", retries, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
@@ -139,8 +164,9 @@ class Pool:
         if message is None or message[0] == "error":
             self.close()
             if message is None:
-                raise WorkerDied(f"numbert worker {worker.pid} died while loading {self.model} "
-                                 f"({worker.how_it_ended()})", ())
+                raise WorkerDied(
+                    f"numbert worker {worker.pid} died while loading {self.model} ({worker.how_it_ended()})", ()
+                )
             raise message[2]
         return message[2]
 
@@ -220,18 +246,33 @@ class Pool:
         worker.chunk = None
         worker.close()
         if deaths[number] > self.retries:
-            raise WorkerDied(f"numbert worker {worker.pid} died ({how}) while embedding {describe(lines)}; "
-                             f"{deaths[number]} workers died on these lines", lines)
-        warnings.warn(f"numbert worker {worker.pid} died ({how}) while embedding {describe(lines)}; "
-                      f"running them again in a new worker", RuntimeWarning, stacklevel=3)
+            raise WorkerDied(
+                f"numbert worker {worker.pid} died ({how}) while embedding {describe(lines)}; "
+                f"{deaths[number]} workers died on these lines",
+                lines,
+            )
+        warnings.warn(
+            f"numbert worker {worker.pid} died ({how}) while embedding {describe(lines)}; "
+            f"running them again in a new worker",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         self.workers[index] = self._start()
         self._ready(self.workers[index])
         retry.append((number, (lines, texts)))
 
 
-def embed_batches(model: str | os.PathLike, texts: Sequence[str], batches: Sequence[Sequence[int]], dim: int,
-                  workers: int, *, progress: Callable[[int], object] | None = None,
-                  load_options: dict | None = None, **embed_options) -> np.ndarray:
+def embed_batches(
+    model: str | os.PathLike,
+    texts: Sequence[str],
+    batches: Sequence[Sequence[int]],
+    dim: int,
+    workers: int,
+    *,
+    progress: Callable[[int], object] | None = None,
+    load_options: dict | None = None,
+    **embed_options,
+) -> np.ndarray:
     """Sentence vectors of `texts` from `workers` processes: (len(texts), dim) float32 in input order.
 
     batches: the positions of every batch in the order one process runs them (`Bert.batches`).
@@ -278,6 +319,7 @@ def process_memory(pid: int) -> dict[str, int]:
 
 # --- the worker side ----------------------------------------------------------------------------
 
+
 def serve(receive_end: Connection, send_end: Connection) -> None:
     """A worker's life: load the model, then embed each chunk received until told to stop (None).
 
@@ -289,7 +331,7 @@ def serve(receive_end: Connection, send_end: Connection) -> None:
         from numbert import load
 
         model = load(model_name, **load_options)
-        send_end.send(("ready", None, model.embed([], **embed_options).shape[1]))
+        send_end.send(("ready", None, cast(np.ndarray, model.embed([], **embed_options)).shape[1]))
     except Exception as e:  # noqa: BLE001 - any failure to load is the parent's error to raise
         send_end.send(("error", None, picklable(e)))
         return

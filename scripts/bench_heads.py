@@ -56,8 +56,12 @@ HIDDEN, VOCAB, EPS = 768, 30522, 1e-12
 
 def random_head(rng: np.random.Generator) -> MaskedLM:
     normal = lambda *shape: rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02)  # noqa: E731
-    return MaskedLM(transform=Linear(normal(HIDDEN, HIDDEN), normal(HIDDEN)),
-                    norm=Norm(1 + normal(HIDDEN), normal(HIDDEN)), decoder=normal(VOCAB, HIDDEN), bias=normal(VOCAB))
+    return MaskedLM(
+        transform=Linear(normal(HIDDEN, HIDDEN), normal(HIDDEN)),
+        norm=Norm(1 + normal(HIDDEN), normal(HIDDEN)),
+        decoder=normal(VOCAB, HIDDEN),
+        bias=normal(VOCAB),
+    )
 
 
 def torch_head(head: MaskedLM) -> BertOnlyMLMHead:
@@ -65,11 +69,15 @@ def torch_head(head: MaskedLM) -> BertOnlyMLMHead:
     module = BertOnlyMLMHead(BertConfig(hidden_size=HIDDEN, vocab_size=VOCAB, layer_norm_eps=EPS)).eval()
     p = module.predictions
     with torch.no_grad():
-        for param, array in ((p.transform.dense.weight, head.transform.weight),
-                             (p.transform.dense.bias, head.transform.bias),
-                             (p.transform.LayerNorm.weight, head.norm.weight),
-                             (p.transform.LayerNorm.bias, head.norm.bias),
-                             (p.decoder.weight, head.decoder), (p.decoder.bias, head.bias), (p.bias, head.bias)):
+        for param, array in (
+            (p.transform.dense.weight, head.transform.weight),
+            (p.transform.dense.bias, head.transform.bias),
+            (p.transform.LayerNorm.weight, head.norm.weight),
+            (p.transform.LayerNorm.bias, head.norm.bias),
+            (p.decoder.weight, head.decoder),
+            (p.decoder.bias, head.bias),
+            (p.bias, head.bias),
+        ):
             param.copy_(torch.from_numpy(array))
     return module
 
@@ -110,8 +118,11 @@ def medians(calls: dict, rounds: int) -> dict[str, tuple[float, float]]:
 
 
 def cells(m: dict[str, tuple[float, float]], ours: str, theirs: str) -> list[str]:
-    return [f"{m[ours][0]:.1f} ± {m[ours][1]:.1f}", f"{m[theirs][0]:.1f} ± {m[theirs][1]:.1f}",
-            f"{m[theirs][0] / m[ours][0]:.2f}"]
+    return [
+        f"{m[ours][0]:.1f} ± {m[ours][1]:.1f}",
+        f"{m[theirs][0]:.1f} ± {m[theirs][1]:.1f}",
+        f"{m[theirs][0] / m[ours][0]:.2f}",
+    ]
 
 
 def main() -> None:
@@ -120,8 +131,10 @@ def main() -> None:
     print(f"CPU: {cpu_name()}; {ARGS.threads} thread(s) each")
     print(f"numbert: NumPy {blas['numpy']}, {blas['library']} core {blas['core']}")
     onednn = "oneDNN" if torch.backends.mkldnn.is_available() else "no oneDNN"
-    print(f"transformers: torch {torch.__version__}, {onednn}, "
-          f"BLAS {torch.__config__.show().split('BLAS_INFO=')[-1].split(',')[0]}")
+    print(
+        f"transformers: torch {torch.__version__}, {onednn}, "
+        f"BLAS {torch.__config__.show().split('BLAS_INFO=')[-1].split(',')[0]}"
+    )
     rng = np.random.default_rng(0)
     head = random_head(rng)
     module = torch_head(head)
@@ -131,26 +144,62 @@ def main() -> None:
         ht = torch.from_numpy(h)
         gap = np.abs(numbert_logits(head, h) - torch_logits(module, ht).numpy()).max()
         assert gap < 1e-4, f"the two heads disagree: max |logit difference| {gap}"
-        m = medians({"numbert logits": lambda h=h: numbert_logits(head, h),
-                     "transformers logits": lambda ht=ht: torch_logits(module, ht),
-                     "numbert top 5": lambda h=h: numbert_fill(head, h),
-                     "transformers top 5": lambda ht=ht: torch_fill(module, ht)}, ARGS.rounds)
-        rows.append([f"{n} row{'s' * (n > 1)}", *cells(m, "numbert logits", "transformers logits"),
-                     *cells(m, "numbert top 5", "transformers top 5"), f"{gap:.1e}"])
+        m = medians(
+            {
+                "numbert logits": lambda h=h: numbert_logits(head, h),
+                "transformers logits": lambda ht=ht: torch_logits(module, ht),
+                "numbert top 5": lambda h=h: numbert_fill(head, h),
+                "transformers top 5": lambda ht=ht: torch_fill(module, ht),
+            },
+            ARGS.rounds,
+        )
+        rows.append(
+            [
+                f"{n} row{'s' * (n > 1)}",
+                *cells(m, "numbert logits", "transformers logits"),
+                *cells(m, "numbert top 5", "transformers top 5"),
+                f"{gap:.1e}",
+            ]
+        )
     h = rng.standard_normal((12, HIDDEN), dtype=np.float32)
     masked, all_rows = h[6:7], torch.from_numpy(h)
-    m = medians({"numbert logits": lambda: numbert_logits(head, masked),
-                 "transformers logits": lambda: torch_logits(module, all_rows),
-                 "numbert top 5": lambda: numbert_fill(head, masked),
-                 "transformers top 5": lambda: torch_fill(module, all_rows)}, ARGS.rounds)
-    rows.append(["fill-mask: 12 tokens, 1 [MASK] (numbert 1 row, transformers 12)",
-                 *cells(m, "numbert logits", "transformers logits"), *cells(m, "numbert top 5", "transformers top 5"),
-                 ""])
+    m = medians(
+        {
+            "numbert logits": lambda: numbert_logits(head, masked),
+            "transformers logits": lambda: torch_logits(module, all_rows),
+            "numbert top 5": lambda: numbert_fill(head, masked),
+            "transformers top 5": lambda: torch_fill(module, all_rows),
+        },
+        ARGS.rounds,
+    )
+    rows.append(
+        [
+            "fill-mask: 12 tokens, 1 [MASK] (numbert 1 row, transformers 12)",
+            *cells(m, "numbert logits", "transformers logits"),
+            *cells(m, "numbert top 5", "transformers top 5"),
+            "",
+        ]
+    )
     print()
-    print(f"The masked-LM head at bert-base size (30522 x 768 decoder), milliseconds per call, median ± IQR of "
-          f"{ARGS.rounds} interleaved rounds; 'top 5' adds the softmax over the vocabulary and the 5 best tokens:")
-    print(markdown(["hidden states", "numbert logits", "transformers logits", "ratio", "numbert top 5",
-                    "transformers top 5", "ratio", "max |logit diff|"], rows))
+    print(
+        f"The masked-LM head at bert-base size (30522 x 768 decoder), milliseconds per call, median ± IQR of "
+        f"{ARGS.rounds} interleaved rounds; 'top 5' adds the softmax over the vocabulary and the 5 best tokens:"
+    )
+    print(
+        markdown(
+            [
+                "hidden states",
+                "numbert logits",
+                "transformers logits",
+                "ratio",
+                "numbert top 5",
+                "transformers top 5",
+                "ratio",
+                "max |logit diff|",
+            ],
+            rows,
+        )
+    )
 
 
 if __name__ == "__main__":

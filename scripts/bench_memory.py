@@ -26,8 +26,10 @@ import sys
 import time
 from pathlib import Path
 
-WORDS = ("the bank of the river was steep and the bank that holds money was closed on sunday so we walked "
-         "along the water instead talking about embeddings attention and tokenizers").split()
+WORDS = (
+    "the bank of the river was steep and the bank that holds money was closed on sunday so we walked "
+    "along the water instead talking about embeddings attention and tokenizers"
+).split()
 
 
 def rss_mb() -> float:
@@ -85,21 +87,37 @@ def main() -> None:
     if args.case:
         print(json.dumps(run_case(args.case, model_dir, args.line_mb, args.texts, args.batches)))
         return
-    print(f"# numbert peak memory, {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
-          f"model {model_dir}")
+    print(
+        f"# numbert peak memory, {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+        f"model {model_dir}"
+    )
     print(f"# line of {args.line_mb} MB; {args.texts} texts of 400 words, first {args.batches} batches of 32\n")
     print("| case | peak RSS (MB) | RSS with the model loaded (MB) | peak / loaded | seconds | |")
     print("| --- | ---: | ---: | ---: | ---: | --- |")
     for case in args.cases.split(","):
-        command = [sys.executable, __file__, "--case", case, "--model", model_dir, "--line-mb", str(args.line_mb),
-                   "--texts", str(args.texts), "--batches", str(args.batches)]
+        command = [
+            sys.executable,
+            __file__,
+            "--case",
+            case,
+            "--model",
+            model_dir,
+            "--line-mb",
+            str(args.line_mb),
+            "--texts",
+            str(args.texts),
+            "--batches",
+            str(args.batches),
+        ]
         done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
         if done.returncode:
             print(f"| {case} | failed: {done.stderr.strip().splitlines()[-1]} | | | | |")
             continue
         r = json.loads(done.stdout.strip().splitlines()[-1])
-        print(f"| {case} | {r['peak_mb']:.0f} | {r['loaded_mb']:.0f} | {r['peak_mb'] / r['loaded_mb']:.2f}x "
-              f"| {r['seconds']:.1f} | {r['note']} |")
+        print(
+            f"| {case} | {r['peak_mb']:.0f} | {r['loaded_mb']:.0f} | {r['peak_mb'] / r['loaded_mb']:.2f}x "
+            f"| {r['seconds']:.1f} | {r['note']} |"
+        )
 
 
 if __name__ == "__main__":

@@ -83,8 +83,13 @@ class Offline:
     """The offline process: `embed` times model.embed(corpus), `forward` a bare forward of one text."""
 
     def __init__(self, model: str, corpus: list[str], env: dict):
-        self.proc = subprocess.Popen([sys.executable, "-c", OFFLINE, model, str(Path(__file__).parent)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", OFFLINE, model, str(Path(__file__).parent)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         self.blas = json.loads(self.ask(corpus))
 
     def ask(self, message) -> str:
@@ -126,8 +131,10 @@ class Server:
 
 def post(body: dict) -> bytes:
     data = json.dumps(body).encode()
-    return (b"POST /v1/embeddings HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+    return (
+        b"POST /v1/embeddings HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data
+    )
 
 
 async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bytes:
@@ -174,21 +181,27 @@ async def short_requests(port: int, repeat: int) -> float:
 
 
 def decode(bodies: list[bytes]) -> np.ndarray:
-    return np.stack([np.frombuffer(base64.b64decode(d["embedding"]), "<f4")
-                     for body in bodies for d in json.loads(body)["data"]])
+    return np.stack(
+        [np.frombuffer(base64.b64decode(d["embedding"]), "<f4") for body in bodies for d in json.loads(body)["data"]]
+    )
 
 
 def main() -> None:
     args = parse_args()
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), HF_HUB_OFFLINE="1",
-               TOKENIZERS_PARALLELISM="false")
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
     env |= {v: str(args.threads) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
     import numbert
 
     corpus, lengths = build_corpus(numbert.load(args.model).tokenizer, args.size)
     n = args.inputs_per_request
-    requests = [post({"input": corpus[i:i + n], "model": "m", "encoding_format": "base64"})
-                for i in range(0, len(corpus), n)]
+    requests = [
+        post({"input": corpus[i : i + n], "model": "m", "encoding_format": "base64"}) for i in range(0, len(corpus), n)
+    ]
     offline = Offline(args.model, corpus, env)
     server = Server(args.model, env, ["--workers", str(args.workers)])
     rows: dict[str, list[float]] = {"offline": []} | {f"served, {c} clients": [] for c in CONCURRENCY}
@@ -210,8 +223,12 @@ def main() -> None:
                         max_diff = float(np.abs(decode(answers) - np.load(saved)).max())
             bare.append(offline.forward(SHORT, args.repeat))
             short.append(asyncio.run(short_requests(server.port, args.repeat)))
-            print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{c} clients {ratio[c][-1]:.0%}" for c in CONCURRENCY)
-                  + f"; short request {short[-1] * 1e3:.1f} ms, bare forward {bare[-1] * 1e3:.1f} ms", file=sys.stderr)
+            print(
+                f"round {r + 1}/{args.rounds}: "
+                + ", ".join(f"{c} clients {ratio[c][-1]:.0%}" for c in CONCURRENCY)
+                + f"; short request {short[-1] * 1e3:.1f} ms, bare forward {bare[-1] * 1e3:.1f} ms",
+                file=sys.stderr,
+            )
     finally:
         server.stop()
         offline.close()
@@ -220,25 +237,36 @@ def main() -> None:
 
 def report(args, corpus, lengths, blas, rows, ratio, latency, short, bare, max_diff) -> None:
     median = statistics.median
-    print(f"CPU: {cpu_name()} ({os.cpu_count()} logical CPUs); BLAS: {blas.get('library')} core {blas.get('core')}, "
-          f"{args.threads} threads (OMP/OPENBLAS/MKL_NUM_THREADS) for the offline process and every server process")
-    print(f"Model: {args.model}; corpus: {len(corpus)} stdlib docstring sentences, {min(lengths)}-{max(lengths)} "
-          f"tokens (mean {statistics.mean(lengths):.0f}); {args.inputs_per_request} input(s) per request, "
-          f"{args.workers} server process(es); {args.rounds} rounds, medians (min-max)\n")
+    print(
+        f"CPU: {cpu_name()} ({os.cpu_count()} logical CPUs); BLAS: {blas.get('library')} core {blas.get('core')}, "
+        f"{args.threads} threads (OMP/OPENBLAS/MKL_NUM_THREADS) for the offline process and every server process"
+    )
+    print(
+        f"Model: {args.model}; corpus: {len(corpus)} stdlib docstring sentences, {min(lengths)}-{max(lengths)} "
+        f"tokens (mean {statistics.mean(lengths):.0f}); {args.inputs_per_request} input(s) per request, "
+        f"{args.workers} server process(es); {args.rounds} rounds, medians (min-max)\n"
+    )
     body = []
     for name, values in rows.items():
         c = None if name == "offline" else int(name.split()[1])
-        p50, p99 = ("", "") if c is None else (f"{median(t[0] for t in latency[c]) * 1e3:.1f}",
-                                              f"{median(t[1] for t in latency[c]) * 1e3:.1f}")
+        p50, p99 = (
+            ("", "")
+            if c is None
+            else (f"{median(t[0] for t in latency[c]) * 1e3:.1f}", f"{median(t[1] for t in latency[c]) * 1e3:.1f}")
+        )
         vs = "" if c is None else f"{median(ratio[c]):.0%} ({min(ratio[c]):.0%}-{max(ratio[c]):.0%})"
         body.append([name, f"{median(values):.0f} ({min(values):.0f}-{max(values):.0f})", vs, p50, p99])
     print(markdown(["", "inputs/s", "vs offline (paired)", "p50 ms", "p99 ms"], body))
     s, b = median(short), median(bare)
-    print(f"\nOne short request ({SHORT!r}) alone: {s * 1e3:.1f} ms; bare forward + pooling {b * 1e3:.1f} ms; "
-          f"target 1.2 x bare + 5 ms = {(1.2 * b + 0.005) * 1e3:.1f} ms: {'met' if s <= 1.2 * b + 0.005 else 'missed'}")
+    print(
+        f"\nOne short request ({SHORT!r}) alone: {s * 1e3:.1f} ms; bare forward + pooling {b * 1e3:.1f} ms; "
+        f"target 1.2 x bare + 5 ms = {(1.2 * b + 0.005) * 1e3:.1f} ms: {'met' if s <= 1.2 * b + 0.005 else 'missed'}"
+    )
     at64 = median(ratio[CONCURRENCY[-1]])
-    print(f"Throughput at {CONCURRENCY[-1]} clients: {at64:.0%} of offline (target 90 %): "
-          f"{'met' if at64 >= 0.9 else 'missed'}")
+    print(
+        f"Throughput at {CONCURRENCY[-1]} clients: {at64:.0%} of offline (target 90 %): "
+        f"{'met' if at64 >= 0.9 else 'missed'}"
+    )
     if max_diff is not None:
         print(f"Answers at {CONCURRENCY[-1]} clients vs offline embed, round 1: max |diff| {max_diff:.1e}")
 

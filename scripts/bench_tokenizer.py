@@ -95,8 +95,12 @@ def main() -> None:
         "transformers Rust (batch call)": best_of(args.repeat, rust, lambda: lines),
         "transformers pure Python": best_of(args.repeat, legacy, lambda: lines),
     }
-    ids = [[ids for ids, _, _ in results["numbert cold"][0]], [ids for ids, _, _ in results["numbert warm"][0]],
-           results["transformers Rust (batch call)"][0]["input_ids"], results["transformers pure Python"][0]["input_ids"]]
+    ids = [
+        [ids for ids, _, _ in results["numbert cold"][0]],
+        [ids for ids, _, _ in results["numbert warm"][0]],
+        results["transformers Rust (batch call)"][0]["input_ids"],
+        results["transformers pure Python"][0]["input_ids"],
+    ]
     assert all(x == ids[0] for x in ids), "the tokenizers disagree on this corpus"
 
     n_tokens = sum(map(len, ids[0]))
@@ -105,8 +109,10 @@ def main() -> None:
     for name, r in rate.items():
         print(f"  {name:32s} {r:9.0f} lines/s")
     for ours in ("numbert cold", "numbert warm"):
-        print(f"  {ours}: {rate[ours] / rate['transformers pure Python']:.1f}x the pure-Python tokenizer, "
-              f"{rate[ours] / rate['transformers Rust (batch call)']:.2f}x the Rust one")
+        print(
+            f"  {ours}: {rate[ours] / rate['transformers pure Python']:.1f}x the pure-Python tokenizer, "
+            f"{rate[ours] / rate['transformers Rust (batch call)']:.2f}x the Rust one"
+        )
 
 
 if __name__ == "__main__":

@@ -42,12 +42,22 @@ sys.path.insert(0, str(SCRIPTS))  # `bench` (scripts/bench/) imports as a packag
 from bench.harness import blas_info, cpu_name, markdown  # noqa: E402
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-QUIET = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-         "TRANSFORMERS_VERBOSITY": "error", "PYTHONWARNINGS": "ignore", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+QUIET = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "PYTHONWARNINGS": "ignore",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+}
 # name -> (processes, threads per process)
 SYSTEMS = {
-    "numbert 1x2": (1, 2), "numbert 1x1 worker": (1, 1), "numbert 2x1 workers": (2, 1),
-    "transformers": (1, 2), "sentence-transformers": (1, 2), "sentence-transformers pool 2x1": (2, 1),
+    "numbert 1x2": (1, 2),
+    "numbert 1x1 worker": (1, 1),
+    "numbert 2x1 workers": (2, 1),
+    "transformers": (1, 2),
+    "sentence-transformers": (1, 2),
+    "sentence-transformers pool 2x1": (2, 1),
     "onnxruntime": (1, 2),
 }
 
@@ -66,6 +76,7 @@ def model_dir(name: str) -> Path:
 
 
 # --- memory of this process and of every process it starts --------------------------------------
+
 
 class MemorySampler(threading.Thread):
     """Peak RSS and PSS of this process and of its descendants, sampled from /proc every 50 ms."""
@@ -145,6 +156,7 @@ def descendants(pid: int) -> list[int]:
 
 # --- one system, in its own process ---------------------------------------------------------------
 
+
 def child(system: str, directory: Path, size: int, repeats: int, batch_size: int, reference_path: Path) -> dict:
     import numpy as np
 
@@ -173,10 +185,19 @@ def child(system: str, directory: Path, size: int, repeats: int, batch_size: int
         np.save(reference_path, vectors)
     reference = np.load(reference_path)
     cosine = np.sum(vectors * reference, 1) / np.linalg.norm(vectors, axis=1) / np.linalg.norm(reference, axis=1)
-    return {"system": system, "seconds": seconds, "start_seconds": start_seconds, "memory": memory, "others": others,
-            "sentences": len(corpus), "tokens": sum(lengths), "min_cosine": float(cosine.min()),
-            "warm_shape": list(warm.shape), "blas": blas_info(),
-            "bit_identical": bool(np.array_equal(vectors, reference))}
+    return {
+        "system": system,
+        "seconds": seconds,
+        "start_seconds": start_seconds,
+        "memory": memory,
+        "others": others,
+        "sentences": len(corpus),
+        "tokens": sum(lengths),
+        "min_cosine": float(cosine.min()),
+        "warm_shape": list(warm.shape),
+        "blas": blas_info(),
+        "bit_identical": bool(np.array_equal(vectors, reference)),
+    }
 
 
 def systems(system: str, bert, directory: Path, batch_size: int):
@@ -201,6 +222,7 @@ def systems(system: str, bert, directory: Path, batch_size: int):
         def start():
             pool = st.start_multi_process_pool(["cpu", "cpu"])
             return lambda texts: st.encode(texts, pool=pool, batch_size=batch_size, show_progress_bar=False)
+
         return None, start
     from transformers import AutoTokenizer
 
@@ -235,22 +257,39 @@ def systems(system: str, bert, directory: Path, batch_size: int):
     def padded(texts):
         vectors = []
         for i in range(0, len(texts), batch_size):
-            enc = dict(tokenizer(texts[i:i + batch_size], padding=True, truncation=True, max_length=512,
-                                 return_tensors="np"))
+            enc = dict(
+                tokenizer(texts[i : i + batch_size], padding=True, truncation=True, max_length=512, return_tensors="np")
+            )
             hidden, mask = run(enc), enc["attention_mask"][..., None].astype(np.float32)
             vectors.append((hidden * mask).sum(1) / mask.sum(1))
         return np.concatenate(vectors)
+
     return padded, None
 
 
 # --- the parent: one fresh process per system, then the table -------------------------------------
 
+
 def run_system(system: str, args) -> dict | None:
     processes, threads = SYSTEMS[system]
     env = dict(os.environ, **QUIET, **{v: str(threads) for v in THREAD_VARS})  # inherited by started processes
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SCRIPTS.parent), os.environ.get("PYTHONPATH")]))
-    command = [sys.executable, __file__, "--child", system, "--model", args.model, "--size", str(args.size),
-               "--repeats", str(args.repeats), "--batch-size", str(args.batch_size), "--reference", args.reference]
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        system,
+        "--model",
+        args.model,
+        "--size",
+        str(args.size),
+        "--repeats",
+        str(args.repeats),
+        "--batch-size",
+        str(args.batch_size),
+        "--reference",
+        args.reference,
+    ]
     print(f"  {system} ...", file=sys.stderr, flush=True)
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
     if result.returncode != 0:
@@ -269,15 +308,33 @@ def table(results: list[dict]) -> str:
         processes, threads = SYSTEMS[r["system"]]
         workers = r["memory"][1:]
         others = [c for c in r["others"] if c is not None]
-        rows.append([r["system"], f"{processes} x {threads}", f"{rate:.1f}", f"{rate / base_rate:.2f}x",
-                     f"{max(others):.2f}" if others else "?",
-                     f"{r['start_seconds']:.1f}" if r["start_seconds"] > 0.05 else "-",
-                     f"{r['memory'][0]['rss'] / 2**20:.0f}",
-                     ", ".join(f"{m['rss'] / 2**20:.0f}/{m['pss'] / 2**20:.0f}" for m in workers) or "-",
-                     f"{r['min_cosine']:.6f}"])
-    text = markdown(["system", "processes x threads", "sentences/s (median)", "vs numbert 1x2", "others' cores",
-                     "pool start s",
-                     "main RSS MiB", "started processes RSS/PSS MiB", "min cosine vs numbert"], rows)
+        rows.append(
+            [
+                r["system"],
+                f"{processes} x {threads}",
+                f"{rate:.1f}",
+                f"{rate / base_rate:.2f}x",
+                f"{max(others):.2f}" if others else "?",
+                f"{r['start_seconds']:.1f}" if r["start_seconds"] > 0.05 else "-",
+                f"{r['memory'][0]['rss'] / 2**20:.0f}",
+                ", ".join(f"{m['rss'] / 2**20:.0f}/{m['pss'] / 2**20:.0f}" for m in workers) or "-",
+                f"{r['min_cosine']:.6f}",
+            ]
+        )
+    text = markdown(
+        [
+            "system",
+            "processes x threads",
+            "sentences/s (median)",
+            "vs numbert 1x2",
+            "others' cores",
+            "pool start s",
+            "main RSS MiB",
+            "started processes RSS/PSS MiB",
+            "min cosine vs numbert",
+        ],
+        rows,
+    )
     two = next((r for r in results if r["system"] == "numbert 2x1 workers"), None)
     if one_worker and two:
         scaling = statistics.median(one_worker["seconds"]) / statistics.median(two["seconds"])
@@ -298,8 +355,23 @@ def memory_bench(args) -> str:
             with open(source, "w", encoding="utf-8") as f:
                 for i in range(n):
                     f.write(f"line {i} is short\n")
-            command = ["/usr/bin/time", "-f", "%M %e", sys.executable, "-m", "numbert", "encode", "--file",
-                       str(source), "--model", str(directory), "-o", f"{tmp}/out{n}/", "--shard-lines", "100000"]
+            command = [
+                "/usr/bin/time",
+                "-f",
+                "%M %e",
+                sys.executable,
+                "-m",
+                "numbert",
+                "encode",
+                "--file",
+                str(source),
+                "--model",
+                str(directory),
+                "-o",
+                f"{tmp}/out{n}/",
+                "--shard-lines",
+                "100000",
+            ]
             if args.memory_workers:
                 command += ["--workers", str(args.memory_workers)]
             env = dict(os.environ, **QUIET, PYTHONPATH=str(SCRIPTS.parent))
@@ -317,8 +389,11 @@ def main():
     parser.add_argument("--size", type=int, default=2000, help="sentences in the corpus (default 2000)")
     parser.add_argument("--repeats", type=int, default=2, help="timed passes over the corpus per system")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--systems", default=",".join(s for s in SYSTEMS if s != "onnxruntime"),
-                        help="comma-separated, from: " + ", ".join(SYSTEMS) + " (numbert 1x2 always runs first)")
+    parser.add_argument(
+        "--systems",
+        default=",".join(s for s in SYSTEMS if s != "onnxruntime"),
+        help="comma-separated, from: " + ", ".join(SYSTEMS) + " (numbert 1x2 always runs first)",
+    )
     parser.add_argument("--onnx", action="store_true", help="add ONNX Runtime (exports the model once)")
     parser.add_argument("--memory-lines", help="instead: peak RSS of sharded CLI jobs of these line counts")
     parser.add_argument("--memory-workers", type=int, default=0)
@@ -327,16 +402,22 @@ def main():
     parser.add_argument("--reference", help=argparse.SUPPRESS)  # numbert 1x2's vectors, which the others match
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, model_dir(args.model), args.size, args.repeats, args.batch_size,
-                               Path(args.reference))))
+        print(
+            json.dumps(
+                child(args.child, model_dir(args.model), args.size, args.repeats, args.batch_size, Path(args.reference))
+            )
+        )
         return
     print(f"CPU: {cpu_name()}, {os.cpu_count()} logical cores visible; Python {sys.version.split()[0]}")
     if args.memory_lines:
         print(memory_bench(args))
         return
     names = args.systems.split(",") + (["onnxruntime"] if args.onnx else [])
-    print(f"model: {args.model}, corpus: {args.size} sentences, batch size {args.batch_size}, "
-          f"{args.repeats} timed passes per system (median)", file=sys.stderr)
+    print(
+        f"model: {args.model}, corpus: {args.size} sentences, batch size {args.batch_size}, "
+        f"{args.repeats} timed passes per system (median)",
+        file=sys.stderr,
+    )
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -30,12 +30,16 @@ def reference_outputs(directory: Path, inputs: dict[str, np.ndarray]) -> dict[st
 
     model = BertModel.from_pretrained(directory, attn_implementation="eager").eval()
     with torch.no_grad():
-        out = model(**{k: torch.from_numpy(v) for k, v in inputs.items()},
-                    output_hidden_states=True, output_attentions=True)
+        out = model(
+            **{k: torch.from_numpy(v) for k, v in inputs.items()}, output_hidden_states=True, output_attentions=True
+        )
     hidden = torch.stack(out.hidden_states).numpy()
     attentions = torch.stack(out.attentions).numpy()
-    return {"hidden_states": hidden[..., ::16], "pooler_output": out.pooler_output.numpy(),
-            "attentions": attentions[[0, -1]]}
+    return {
+        "hidden_states": hidden[..., ::16],
+        "pooler_output": out.pooler_output.numpy(),
+        "attentions": attentions[[0, -1]],
+    }
 
 
 def fixture_inputs(directory: Path) -> dict[str, dict[str, np.ndarray]]:

@@ -33,13 +33,60 @@ import tensorflow as tf
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 CONFIG = {  # Google's bert_config.json keys: no layer_norm_eps, no pad_token_id, no model_type
-    "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-    "hidden_size": 32, "initializer_range": 0.02, "intermediate_size": 64, "max_position_embeddings": 40,
-    "num_attention_heads": 4, "num_hidden_layers": 2, "type_vocab_size": 2, "vocab_size": 60,
+    "attention_probs_dropout_prob": 0.1,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "hidden_size": 32,
+    "initializer_range": 0.02,
+    "intermediate_size": 64,
+    "max_position_embeddings": 40,
+    "num_attention_heads": 4,
+    "num_hidden_layers": 2,
+    "type_vocab_size": 2,
+    "vocab_size": 60,
 }
-WORDS = ["the", "a", "is", "of", "and", "to", "in", "it", "was", "on", "for", "that", "with", "as", "he", "she",
-         "they", "at", "by", "this", "from", "or", "have", "an", "but", "not", "bank", "river", "money", "fish",
-         "##s", "##ing", "##ed", ".", ",", "!", "?", "'", "un", "##able"]
+WORDS = [
+    "the",
+    "a",
+    "is",
+    "of",
+    "and",
+    "to",
+    "in",
+    "it",
+    "was",
+    "on",
+    "for",
+    "that",
+    "with",
+    "as",
+    "he",
+    "she",
+    "they",
+    "at",
+    "by",
+    "this",
+    "from",
+    "or",
+    "have",
+    "an",
+    "but",
+    "not",
+    "bank",
+    "river",
+    "money",
+    "fish",
+    "##s",
+    "##ing",
+    "##ed",
+    ".",
+    ",",
+    "!",
+    "?",
+    "'",
+    "un",
+    "##able",
+]
 VOCAB = ["[PAD]", "[unused0]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
 VOCAB += [f"[unused{i}]" for i in range(1, CONFIG["vocab_size"] - len(VOCAB) + 1)]
 
@@ -99,9 +146,14 @@ def save(directory: Path, variables: dict[str, np.ndarray], *, optimizer_slots: 
                 created.append(tf.compat.v1.get_variable(name, initializer=tf.constant(value)))
                 if optimizer_slots:  # AdamWeightDecayOptimizer's slots, named as Google's optimization.py names them
                     for slot in ("adam_m", "adam_v"):
-                        created.append(tf.compat.v1.get_variable(
-                            f"{name}/{slot}", initializer=tf.constant(np.abs(rng.standard_normal(value.shape))
-                                                                      .astype(np.float32) * 1e-3)))
+                        created.append(
+                            tf.compat.v1.get_variable(
+                                f"{name}/{slot}",
+                                initializer=tf.constant(
+                                    np.abs(rng.standard_normal(value.shape)).astype(np.float32) * 1e-3
+                                ),
+                            )
+                        )
         if optimizer_slots:
             tf.compat.v1.train.get_or_create_global_step()
         saver = tf.compat.v1.train.Saver(sharded=devices > 1, save_relative_paths=True)
@@ -128,8 +180,10 @@ def main() -> None:
         np.testing.assert_array_equal(sharded.get_tensor(name), value, err_msg=name)
     np.savez(FIXTURES / "tf_bert_tensors.npz", **read_back)
     shards = sorted(p.name for p in (FIXTURES / "tf_bert_sharded").glob("*.data-*"))
-    print(f"wrote {len(reader.get_variable_to_shape_map())} variables (TensorFlow {tf.__version__}); "
-          f"sharded copy: {shards}")
+    print(
+        f"wrote {len(reader.get_variable_to_shape_map())} variables (TensorFlow {tf.__version__}); "
+        f"sharded copy: {shards}"
+    )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,10 @@ def main() -> None:
     for case in cases:
         rust, _ = hf_pair(transformers, minilm / "vocab.txt", **case.get("options", {}))
         kwargs = {k: case[k] for k in ("max_length", "truncation", "stride") if k in case}
-        case["expected"] = [{k: v for k, v in enc.items() if k in ("ids", "tokens", "type_ids", "offsets", "word_ids")}
-                            for enc in rust_windows(rust, case["text"], case.get("pair"), **kwargs)]
+        case["expected"] = [
+            {k: v for k, v in enc.items() if k in ("ids", "tokens", "type_ids", "offsets", "word_ids")}
+            for enc in rust_windows(rust, case["text"], case.get("pair"), **kwargs)
+        ]
     FIXTURE.write_text("[\n" + ",\n".join(json.dumps(c, ensure_ascii=True) for c in cases) + "\n]\n", encoding="utf-8")
     print(f"wrote {len(cases)} cases to {FIXTURE}")
 

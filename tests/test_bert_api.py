@@ -10,14 +10,30 @@ import pytest
 
 from numbert import bert as bert_module
 
-SENTENCES = ["A man is eating food.", "A man is riding a horse.", "short", "",
-             "A much longer sentence about the bank of the river and the bank that holds money. " * 5,
-             "Numbers 1 2 3 and punctuation!!!", "Héllo wörld", "中文 text"]
+SENTENCES = [
+    "A man is eating food.",
+    "A man is riding a horse.",
+    "short",
+    "",
+    "A much longer sentence about the bank of the river and the bank that holds money. " * 5,
+    "Numbers 1 2 3 and punctuation!!!",
+    "Héllo wörld",
+    "中文 text",
+]
 
 
-@pytest.mark.parametrize("bad, says", [(None, "NoneType"), (b"bytes", "decode it first"), (42, "int"),
-                                       ({"a", "b"}, "set, which has no order"), ({"a": 1}, "dict, which has no order"),
-                                       ({"a": 1}.keys(), "no order"), (["a", None], r"text\[1\] is a NoneType")])
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        (None, "NoneType"),
+        (b"bytes", "decode it first"),
+        (42, "int"),
+        ({"a", "b"}, "set, which has no order"),
+        ({"a": 1}, "dict, which has no order"),
+        ({"a": 1}.keys(), "no order"),
+        (["a", None], r"text\[1\] is a NoneType"),
+    ],
+)
 def test_bad_text_is_named(model, bad, says):
     with pytest.raises(TypeError, match=says):
         model(bad)
@@ -60,8 +76,10 @@ def test_the_pair_argument_has_one_name(model):
 def test_sentence_transformers_names(model):
     vectors = model.embed(SENTENCES)
     np.testing.assert_array_equal(model.encode(SENTENCES), vectors)
-    np.testing.assert_array_equal(model.embed(SENTENCES, normalize_embeddings=True, show_progress_bar=False,
-                                              batch_size=3), model.embed(SENTENCES, normalize=True, batch_size=3))
+    np.testing.assert_array_equal(
+        model.embed(SENTENCES, normalize_embeddings=True, show_progress_bar=False, batch_size=3),
+        model.embed(SENTENCES, normalize=True, batch_size=3),
+    )
     listed = model.encode(SENTENCES, convert_to_numpy=False)
     assert isinstance(listed, list) and len(listed) == len(SENTENCES)
     np.testing.assert_array_equal(np.stack(listed), vectors)
@@ -86,8 +104,7 @@ def test_batches_tokenize_a_block_at_a_time(model, monkeypatch):
     calls, first_forward = [], []
     encode, forward = model.tokenizer.encode, model.encoder.forward
     monkeypatch.setattr(model.tokenizer, "encode", lambda *a, **k: calls.append(1) or encode(*a, **k))
-    monkeypatch.setattr(model.encoder, "forward",
-                        lambda *a, **k: first_forward.append(len(calls)) or forward(*a, **k))
+    monkeypatch.setattr(model.encoder, "forward", lambda *a, **k: first_forward.append(len(calls)) or forward(*a, **k))
     model.embed(["word " * (i % 50) for i in range(200)], batch_size=4)
     assert first_forward[0] == bert_module.LOOK_AHEAD * 4 and len(calls) == 200
 
@@ -95,8 +112,11 @@ def test_batches_tokenize_a_block_at_a_time(model, monkeypatch):
 def test_tokenizer_is_callable_as_transformers(model):
     tok = model.tokenizer
     one = tok("hello world")
-    assert one == {"input_ids": tok.encode("hello world").ids, "token_type_ids": [0, 0, 0, 0],
-                   "attention_mask": [1, 1, 1, 1]}
+    assert one == {
+        "input_ids": tok.encode("hello world").ids,
+        "token_type_ids": [0, 0, 0, 0],
+        "attention_mask": [1, 1, 1, 1],
+    }
     batch = tok(["hello world", "a"], padding=True, return_tensors="np")
     np.testing.assert_array_equal(batch["input_ids"], tok.encode_batch(["hello world", "a"]).input_ids)
     assert batch["attention_mask"].dtype == np.int64 and tok("hi", return_tensors="np")["input_ids"].shape == (1, 3)

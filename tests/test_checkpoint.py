@@ -23,8 +23,14 @@ from numbert.checkpoint import (
 from numbert.config import BertConfig
 from numbert.testing import random_weights
 
-SMALL = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                   intermediate_size=64, max_position_embeddings=16)
+SMALL = BertConfig(
+    vocab_size=50,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=16,
+)
 
 
 def write_checkpoint(directory, tensors, config=SMALL):
@@ -43,8 +49,9 @@ def write_raw_safetensors(path, tensors):
         offset += len(data)
     header_bytes = json.dumps(header).encode()
     header_bytes += b" " * (-len(header_bytes) % 8)
-    path.write_bytes(len(header_bytes).to_bytes(8, "little") + header_bytes
-                     + b"".join(data for _, _, data in tensors.values()))
+    path.write_bytes(
+        len(header_bytes).to_bytes(8, "little") + header_bytes + b"".join(data for _, _, data in tensors.values())
+    )
 
 
 def legacy_names(weights):
@@ -127,10 +134,13 @@ def test_float16_and_bfloat16_widen_exactly(tmp_path):
     rng = np.random.default_rng(0)
     half = rng.standard_normal((4, 5)).astype(np.float16)
     exact_bf16 = (rng.standard_normal((3, 7)).astype(np.float32).view(np.uint32) & 0xFFFF0000).view(np.float32)
-    write_raw_safetensors(tmp_path / "m.safetensors", {
-        "half": ("F16", half.shape, half.tobytes()),
-        "brain": ("BF16", exact_bf16.shape, (exact_bf16.view(np.uint32) >> 16).astype("<u2").tobytes()),
-    })
+    write_raw_safetensors(
+        tmp_path / "m.safetensors",
+        {
+            "half": ("F16", half.shape, half.tobytes()),
+            "brain": ("BF16", exact_bf16.shape, (exact_bf16.view(np.uint32) >> 16).astype("<u2").tobytes()),
+        },
+    )
     raw = read_safetensors(tmp_path / "m.safetensors")
     assert raw["half"].dtype == raw["brain"].dtype == np.float32
     np.testing.assert_array_equal(raw["half"], half.astype(np.float32))
@@ -174,7 +184,7 @@ def test_unsupported_safetensors_dtype_is_refused_with_its_name(tmp_path):
 def test_truncated_safetensors_names_file_and_first_tensor_past_the_end(tmp_path):
     directory = write_checkpoint(tmp_path, random_weights(SMALL))
     path = directory / "model.safetensors"
-    header = json.loads(path.read_bytes()[8:8 + int.from_bytes(path.read_bytes()[:8], "little")])
+    header = json.loads(path.read_bytes()[8 : 8 + int.from_bytes(path.read_bytes()[:8], "little")])
     header.pop("__metadata__", None)
     stored_last = max(header, key=lambda name: header[name]["data_offsets"][1])
     path.write_bytes(path.read_bytes()[:-4])  # 4 bytes short: only the tensor stored last is cut
@@ -183,12 +193,15 @@ def test_truncated_safetensors_names_file_and_first_tensor_past_the_end(tmp_path
     assert str(path) in str(e.value) and repr(stored_last) in str(e.value)
 
 
-@pytest.mark.parametrize("content, words", [
-    (b"", "too short"),
-    (b"\x10\x00\x00\x00\x00\x00\x00\x00{}", "truncated"),  # header claims 16 bytes, holds 2
-    ((4).to_bytes(8, "little") + b"nope", "not JSON"),
-    ((2).to_bytes(8, "little") + b"[]", "JSON object"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (b"", "too short"),
+        (b"\x10\x00\x00\x00\x00\x00\x00\x00{}", "truncated"),  # header claims 16 bytes, holds 2
+        ((4).to_bytes(8, "little") + b"nope", "not JSON"),
+        ((2).to_bytes(8, "little") + b"[]", "JSON object"),
+    ],
+)
 def test_corrupt_safetensors_is_refused_naming_the_file(tmp_path, content, words):
     path = tmp_path / "model.safetensors"
     path.write_bytes(content)
@@ -213,7 +226,10 @@ def test_missing_tensor_is_named_with_its_expected_shape(tmp_path):
     directory = write_checkpoint(tmp_path, weights)
     with pytest.raises(ValueError) as e:
         load_weights(directory, SMALL)
-    assert str(e.value) == f"{directory / 'model.safetensors'} is missing tensor 'pooler.dense.bias' (expected shape (32,))"
+    assert (
+        str(e.value)
+        == f"{directory / 'model.safetensors'} is missing tensor 'pooler.dense.bias' (expected shape (32,))"
+    )
 
 
 def test_a_checkpoint_without_the_pooler_loads_without_it(tmp_path):
@@ -228,8 +244,10 @@ def test_wrong_shape_names_tensor_found_and_expected_shapes(tmp_path):
     directory = write_checkpoint(tmp_path, random_weights(BertConfig(**{**SMALL.__dict__, "intermediate_size": 60})))
     with pytest.raises(ValueError) as e:
         load_weights(directory, SMALL)
-    assert str(e.value) == (f"{directory / 'model.safetensors'}: tensor 'encoder.layer.0.intermediate.dense.weight' "
-                            f"has shape (60, 32), config.json expects (64, 32)")
+    assert str(e.value) == (
+        f"{directory / 'model.safetensors'}: tensor 'encoder.layer.0.intermediate.dense.weight' "
+        f"has shape (60, 32), config.json expects (64, 32)"
+    )
 
 
 def test_prefixed_legacy_checkpoint_loads_like_the_bare_one(tmp_path):
@@ -241,7 +259,9 @@ def test_prefixed_legacy_checkpoint_loads_like_the_bare_one(tmp_path):
 
 @pytest.mark.parametrize("prefix, hint", [("roberta.", "'roberta'"), ("bert/", "'bert'")])
 def test_checkpoint_with_foreign_naming_says_how_it_is_named(tmp_path, prefix, hint):
-    weights = {prefix + name.replace(".", "/" if "/" in prefix else "."): w for name, w in random_weights(SMALL).items()}
+    weights = {
+        prefix + name.replace(".", "/" if "/" in prefix else "."): w for name, w in random_weights(SMALL).items()
+    }
     with pytest.raises(ValueError, match="none of the BERT encoder tensors") as e:
         load_weights(write_checkpoint(tmp_path, weights), SMALL)
     assert hint in str(e.value)
@@ -305,7 +325,7 @@ def test_torch_saved_legacy_names_shared_and_strided_storages(tmp_path, torch):
         names = [f"bert.encoder.layer.{n}.attention.self.{p}.weight" for p in ("query", "key", "value")]
         fused = torch.cat([state[name] for name in names])
         for i, name in enumerate(names):
-            state[name] = fused[32 * i:32 * (i + 1)]
+            state[name] = fused[32 * i : 32 * (i + 1)]
     transposed = "bert.encoder.layer.1.intermediate.dense.weight"  # non-contiguous: a transposed view
     state[transposed] = state[transposed].t().contiguous().t()
     assert not state[transposed].is_contiguous()
@@ -314,8 +334,9 @@ def test_torch_saved_legacy_names_shared_and_strided_storages(tmp_path, torch):
 
     raw = read_torch_bin(tmp_path / "pytorch_model.bin")
     assert raw["bert.embeddings.position_ids"].dtype == np.int64
-    np.testing.assert_array_equal(raw["bert.encoder.layer.0.attention.self.key.weight"],
-                                  weights["encoder.layer.0.attention.self.key.weight"])
+    np.testing.assert_array_equal(
+        raw["bert.encoder.layer.0.attention.self.key.weight"], weights["encoder.layer.0.attention.self.key.weight"]
+    )
     assert isinstance(raw["bert.encoder.layer.0.attention.self.key.weight"], np.memmap)
     loaded = load_weights(tmp_path, SMALL)
     assert_same_weights(loaded, load_weights(write_checkpoint(tmp_path / "st", weights), SMALL))

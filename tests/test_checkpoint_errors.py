@@ -14,8 +14,14 @@ from numbert.checkpoint import load_weights, read_safetensors, read_torch_bin
 from numbert.config import BertConfig
 from numbert.testing import random_weights
 
-SMALL = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                   intermediate_size=64, max_position_embeddings=16)
+SMALL = BertConfig(
+    vocab_size=50,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=16,
+)
 
 
 def write_config(directory, config=SMALL, **changes):
@@ -25,6 +31,7 @@ def write_config(directory, config=SMALL, **changes):
 
 
 # --- pytorch_model.bin written by hand: a pickle naming storages, and the storages ---------------------
+
 
 class Global:
     """module.name, referenced by the pickle (it need not exist here)."""
@@ -77,10 +84,18 @@ def tensor(key, shape, offset=0, stride=None, numel=None):
     """torch._utils._rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks)."""
     shape = tuple(shape)
     if stride is None:
-        stride = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+        stride = tuple(int(np.prod(shape[i + 1 :])) for i in range(len(shape)))
     numel = int(np.prod(shape)) if numel is None else numel
-    return Call("torch._utils", "_rebuild_tensor_v2", Storage(key, numel), offset, shape, stride, False,
-                Call("collections", "OrderedDict"))
+    return Call(
+        "torch._utils",
+        "_rebuild_tensor_v2",
+        Storage(key, numel),
+        offset,
+        shape,
+        stride,
+        False,
+        Call("collections", "OrderedDict"),
+    )
 
 
 def write_bin(path, state, storages: dict[str, bytes]):
@@ -106,18 +121,21 @@ BAD_STORAGE_ARGUMENTS = {
     "offset not an integer": tensor("0", (2, 3), offset="0"),
     "stride of another rank": tensor("0", (2, 3), stride=(1,)),
     "key not a string": tensor(["0"], (2, 3)),
-    "unknown storage type": Call("torch._utils", "_rebuild_tensor_v2", Storage("0", 6, "EvilStorage"),
-                                 0, (2, 3), (3, 1), False, None),
+    "unknown storage type": Call(
+        "torch._utils", "_rebuild_tensor_v2", Storage("0", 6, "EvilStorage"), 0, (2, 3), (3, 1), False, None
+    ),
     "too few arguments": Call("torch._utils", "_rebuild_tensor_v2", Storage("0", 6)),
-    "a persistent id of another kind": Call("torch._utils", "_rebuild_tensor_v2", PersistentId(("module", "x")),
-                                            0, (2, 3), (3, 1), False, None),
+    "a persistent id of another kind": Call(
+        "torch._utils", "_rebuild_tensor_v2", PersistentId(("module", "x")), 0, (2, 3), (3, 1), False, None
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(BAD_STORAGE_ARGUMENTS))
 def test_bad_storage_arguments_name_the_file(tmp_path, case):
-    path = write_bin(tmp_path / "pytorch_model.bin", {"w": BAD_STORAGE_ARGUMENTS[case]},
-                     {"0": np.zeros(6, np.float32).tobytes()})
+    path = write_bin(
+        tmp_path / "pytorch_model.bin", {"w": BAD_STORAGE_ARGUMENTS[case]}, {"0": np.zeros(6, np.float32).tobytes()}
+    )
     with pytest.raises(ValueError, match=str(path)):
         read_torch_bin(path)
 
@@ -126,8 +144,9 @@ def real_bin(tmp_path):
     weights = random_weights(SMALL)
     state = collections.OrderedDict((name, tensor(str(i), w.shape)) for i, (name, w) in enumerate(weights.items()))
     write_config(tmp_path)
-    return write_bin(tmp_path / "pytorch_model.bin", state,
-                     {str(i): w.tobytes() for i, w in enumerate(weights.values())}), weights
+    return write_bin(
+        tmp_path / "pytorch_model.bin", state, {str(i): w.tobytes() for i, w in enumerate(weights.values())}
+    ), weights
 
 
 def rewritten(path, change):
@@ -184,6 +203,7 @@ def test_transformers_5_keep_vars_state_dict_loads(tmp_path, torch, transformers
 
 # --- safetensors --------------------------------------------------------------------------------------
 
+
 def write_safetensors(path, header: dict, data: bytes):
     header_bytes = json.dumps(header).encode()
     path.write_bytes(len(header_bytes).to_bytes(8, "little") + header_bytes + data)
@@ -191,8 +211,10 @@ def write_safetensors(path, header: dict, data: bytes):
 
 
 def test_overlapping_safetensors_ranges_are_refused(tmp_path):
-    header = {"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
-              "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}}
+    header = {
+        "a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+        "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]},
+    }
     path = write_safetensors(tmp_path / "model.safetensors", header, bytes(24))
     with pytest.raises(ValueError, match=f"{path} is corrupt: tensors 'a' and 'b' overlap"):
         read_safetensors(path)
@@ -205,20 +227,21 @@ def test_overlapping_safetensors_ranges_are_refused(tmp_path):
 
 @pytest.mark.parametrize("shape", [[2**62 + 1, 4], [2**32, 2**32, 16], [2**64]])  # int64 products: 4, 0, overflow
 def test_a_shape_whose_element_count_overflows_is_reported(tmp_path, shape):
-    path = write_safetensors(tmp_path / "model.safetensors",
-                             {"w": {"dtype": "F32", "shape": shape, "data_offsets": [0, 16]}}, bytes(16))
+    path = write_safetensors(
+        tmp_path / "model.safetensors", {"w": {"dtype": "F32", "shape": shape, "data_offsets": [0, 16]}}, bytes(16)
+    )
     with pytest.raises(ValueError, match=rf"{path} is corrupt: tensor 'w' has shape \({shape[0]},.*overflows"):
         read_safetensors(path)
 
 
 def test_overflowing_torch_size_is_reported(tmp_path):
-    path = write_bin(tmp_path / "pytorch_model.bin", {"w": tensor("0", (2**62, 2**62), numel=6)},
-                     {"0": bytes(24)})
+    path = write_bin(tmp_path / "pytorch_model.bin", {"w": tensor("0", (2**62, 2**62), numel=6)}, {"0": bytes(24)})
     with pytest.raises(ValueError, match=rf"{path}.*size \({2**62}, {2**62}\)"):
         read_torch_bin(path)
 
 
 # --- the config against the checkpoint ----------------------------------------------------------------
+
 
 def write_small(directory, config=SMALL, weights_config=SMALL, **changes):
     from safetensors.numpy import save_file
@@ -246,6 +269,7 @@ def test_pad_token_id_outside_the_vocabulary_is_an_error_at_load(tmp_path, pad):
 
 
 # --- NaN and inf in the weights -----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_check_finite_names_the_tensor(tmp_path, bad):

@@ -64,8 +64,19 @@ def test_stdin_arguments_npz_and_options(tmp_path, minilm_dir, model):
     assert result.returncode == 0, result.stderr.decode()
     from_stdin = np.load(npz)["vectors"]
     np.testing.assert_allclose(from_stdin, model.embed(texts), atol=1e-5)
-    result = run("encode", *texts, "--model", minilm_dir, "--layers", "-1,-2", "--combine", "concat",
-                 "--pooling", "max", "--no-normalize")
+    result = run(
+        "encode",
+        *texts,
+        "--model",
+        minilm_dir,
+        "--layers",
+        "-1,-2",
+        "--combine",
+        "concat",
+        "--pooling",
+        "max",
+        "--no-normalize",
+    )
     assert result.returncode == 0, result.stderr.decode()
     vectors = np.load(io.BytesIO(result.stdout))
     want = model.embed(texts, layers=[-1, -2], combine="concat", pooling="max", normalize=False)
@@ -95,8 +106,9 @@ def test_jsonl_is_the_extract_features_layout(minilm_dir, model):
     one_layer = run("encode", "--format", "jsonl", "--layers", "0", "--model", minilm_dir, "hi")
     assert [layer["index"] for layer in json.loads(one_layer.stdout)["features"][0]["layers"]] == [0]
     long = " ".join(["word"] * 300)  # over all-MiniLM-L6-v2's 256 tokens: windows give every token a vector
-    windowed = run("encode", "--format", "jsonl", "--long", "window", "--stride", "32", "--model", minilm_dir,
-                   long, "short")
+    windowed = run(
+        "encode", "--format", "jsonl", "--long", "window", "--stride", "32", "--model", minilm_dir, long, "short"
+    )
     assert [len(json.loads(line)["features"]) for line in windowed.stdout.splitlines()] == [302, 3]
 
 
@@ -112,20 +124,26 @@ def test_a_bad_line_fails_cleanly_and_leaves_out_alone(tmp_path, minilm_dir):
         assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.npy"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["encode", "--file", "/no/such/file.txt"], "cannot read /no/such/file.txt"),
-    (["encode", "x", "--model", "/no/such/model"], "is not a model directory"),
-    (["encode", "x", "--model", "no-such-org/no-such-model"], "cannot load model 'no-such-org/no-such-model'"),
-    (["encode", "x", "--pooling", "avg"], "argument --pooling: invalid choice: 'avg'"),
-    (["encode", "x", "--batch-size", "0"], "argument --batch-size: expected a positive integer"),
-    (["encode", "x", "--layers", "-1,-9", "-o", "{tmp}/out.npy"], "layer -9 does not exist"),
-    (["encode", "x", "--max-length", "9999", "-o", "{tmp}/out.npy"], "max_length must be an integer between 3 and 512"),
-    (["encode", "x", "--format", "jsonl", "--strategy", "last"], "--strategy applies to sentence vectors"),
-    (["encode", "x", "-o", "/no/such/dir/out.npy"], "cannot write /no/such/dir/out.npy"),
-    (["neighbors", "embeddings"], "'embeddings' is not one vocabulary entry"),
-    (["neighbors", "bank", "-k", "-3"], "argument -k: expected a positive integer"),
-    (["similarity", "only one text"], "the following arguments are required: TEXT_B"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["encode", "--file", "/no/such/file.txt"], "cannot read /no/such/file.txt"),
+        (["encode", "x", "--model", "/no/such/model"], "is not a model directory"),
+        (["encode", "x", "--model", "no-such-org/no-such-model"], "cannot load model 'no-such-org/no-such-model'"),
+        (["encode", "x", "--pooling", "avg"], "argument --pooling: invalid choice: 'avg'"),
+        (["encode", "x", "--batch-size", "0"], "argument --batch-size: expected a positive integer"),
+        (["encode", "x", "--layers", "-1,-9", "-o", "{tmp}/out.npy"], "layer -9 does not exist"),
+        (
+            ["encode", "x", "--max-length", "9999", "-o", "{tmp}/out.npy"],
+            "max_length must be an integer between 3 and 512",
+        ),
+        (["encode", "x", "--format", "jsonl", "--strategy", "last"], "--strategy applies to sentence vectors"),
+        (["encode", "x", "-o", "/no/such/dir/out.npy"], "cannot write /no/such/dir/out.npy"),
+        (["neighbors", "embeddings"], "'embeddings' is not one vocabulary entry"),
+        (["neighbors", "bank", "-k", "-3"], "argument -k: expected a positive integer"),
+        (["similarity", "only one text"], "the following arguments are required: TEXT_B"),
+    ],
+)
 def test_errors_are_one_clear_line(tmp_path, minilm_dir, args, message):
     assert message in one_error_line(run(*[a.replace("{tmp}", str(tmp_path)) for a in args], model=minilm_dir))
     assert list(tmp_path.iterdir()) == []
@@ -145,7 +163,8 @@ def test_tokenize_neighbors_similarity(minilm_dir, model):
     assert text[0] == near[0]["token"] and float(text[1]) == pytest.approx(near[0]["similarity"], abs=1e-4)
     similarity = run("similarity", "A man is eating food.", "A man is eating a meal.", model=minilm_dir)
     assert float(similarity.stdout) == pytest.approx(
-        model.similarity("A man is eating food.", "A man is eating a meal."), abs=1e-5)
+        model.similarity("A man is eating food.", "A man is eating a meal."), abs=1e-5
+    )
 
 
 @pytest.mark.parametrize("command", [[], ["tokenize"], ["encode"], ["neighbors"], ["similarity"]])
@@ -168,10 +187,16 @@ def test_text_format_from_the_suffix_and_npy_into_a_pipe(tmp_path, minilm_dir, m
 
 # --- the package: `python -m numbert`, and the CLI on top of the library ---------------------------------
 
+
 def python(code_or_module: list[str]) -> subprocess.CompletedProcess:
     """A fresh interpreter, so sys.modules shows what an import really pulls in."""
-    return subprocess.run([sys.executable, *code_or_module], capture_output=True, text=True,
-                          env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=120)
+    return subprocess.run(
+        [sys.executable, *code_or_module],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        timeout=120,
+    )
 
 
 def test_python_m_numbert(minilm_dir):

@@ -34,8 +34,9 @@ def source(tmp_path_factory) -> Path:
     """600 lines of different lengths, a few empty."""
     rng = np.random.default_rng(4)
     words = "the bank river money vault café naïve 東京 data vector model sentence".split()
-    lines = [" ".join([f"line{i}", *rng.choice(words, int(rng.choice([0, 2, 5, 12])))]) if i % 53 else ""
-             for i in range(600)]
+    lines = [
+        " ".join([f"line{i}", *rng.choice(words, int(rng.choice([0, 2, 5, 12])))]) if i % 53 else "" for i in range(600)
+    ]
     path = tmp_path_factory.mktemp("input") / "in.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -56,8 +57,12 @@ def test_workers_write_the_single_process_vectors_bit_for_bit(tmp_path, source, 
 def test_a_sharded_job_killed_mid_run_resumes_to_the_uninterrupted_result(tmp_path, source, minilm_dir):
     ok(run("--file", source, "--model", minilm_dir, "-o", tmp_path / "whole", "--shard-lines", 100))
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    job = subprocess.Popen(command("--file", source, "--model", minilm_dir, "-o", tmp_path / "job", "--shard-lines",
-                                   100, "--workers", 2), env=env, start_new_session=True, stderr=subprocess.DEVNULL)
+    job = subprocess.Popen(
+        command("--file", source, "--model", minilm_dir, "-o", tmp_path / "job", "--shard-lines", 100, "--workers", 2),
+        env=env,
+        start_new_session=True,
+        stderr=subprocess.DEVNULL,
+    )
     manifest, deadline = tmp_path / "job" / "manifest.json", time.monotonic() + 240
     while not (manifest.exists() and json.loads(manifest.read_text())["shards"]) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -68,8 +73,9 @@ def test_a_sharded_job_killed_mid_run_resumes_to_the_uninterrupted_result(tmp_pa
     assert np.array_equal(read_shards(tmp_path / "job"), read_shards(tmp_path / "whole"))
     assert [p.name for p in sorted((tmp_path / "job").glob("part-*.npy"))] == [f"part-{i:05d}.npy" for i in range(6)]
 
-    changed = run("--file", source, "--model", minilm_dir, "-o", tmp_path / "job", "--shard-lines", 100,
-                  "--pooling", "cls")
+    changed = run(
+        "--file", source, "--model", minilm_dir, "-o", tmp_path / "job", "--shard-lines", 100, "--pooling", "cls"
+    )
     assert changed.returncode == 1
     assert "was written by another job: its job is options=" in changed.stderr.decode()
     assert "pooling" in changed.stderr.decode() and len(changed.stderr.decode().strip().splitlines()) == 1
@@ -77,21 +83,42 @@ def test_a_sharded_job_killed_mid_run_resumes_to_the_uninterrupted_result(tmp_pa
 
 def test_a_dask_cluster_writes_the_single_process_vectors(tmp_path, source, minilm_dir, single):
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as cluster:
-        ok(run("--file", source, "--model", minilm_dir, "-o", tmp_path / "dask.npy", "--scheduler",
-               cluster.scheduler_address))
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        ok(
+            run(
+                "--file",
+                source,
+                "--model",
+                minilm_dir,
+                "-o",
+                tmp_path / "dask.npy",
+                "--scheduler",
+                cluster.scheduler_address,
+            )
+        )
     assert np.array_equal(np.load(tmp_path / "dask.npy"), single)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--workers", "2", "--format", "jsonl"],
-     "--workers computes sentence vectors (npy, npz, text), not --format jsonl"),
-    (["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"],
-     "--workers and --scheduler are two ways to run the job: choose one"),
-    (["--shard-lines", "10"], "--shard-lines writes a directory of .npy shards and a manifest: give it as -o DIR/"),
-    (["--shard-lines", "10", "-o", "out/", "--format", "npz"], "--shard-lines writes .npy shards, not --format npz"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--workers", "2", "--format", "jsonl"],
+            "--workers computes sentence vectors (npy, npz, text), not --format jsonl",
+        ),
+        (
+            ["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"],
+            "--workers and --scheduler are two ways to run the job: choose one",
+        ),
+        (["--shard-lines", "10"], "--shard-lines writes a directory of .npy shards and a manifest: give it as -o DIR/"),
+        (
+            ["--shard-lines", "10", "-o", "out/", "--format", "npz"],
+            "--shard-lines writes .npy shards, not --format npz",
+        ),
+    ],
+)
 def test_usage_errors_are_one_line(args, message, source, minilm_dir, tmp_path):
     result = run("--file", source, "--model", minilm_dir, *args)
     assert result.returncode == 1

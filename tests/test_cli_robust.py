@@ -19,8 +19,14 @@ from test_cli import COMMAND, one_error_line, run
 
 from numbert.config import BertConfig
 
-SMALL = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                   intermediate_size=64, max_position_embeddings=16)
+SMALL = BertConfig(
+    vocab_size=30522,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=16,
+)
 
 
 def watchdog(process: subprocess.Popen, seconds: float = 120) -> threading.Timer:
@@ -32,6 +38,7 @@ def watchdog(process: subprocess.Popen, seconds: float = 120) -> threading.Timer
 
 
 # --- a checkpoint that does not load: one line naming the file ---------------------------------------
+
 
 def broken_model(directory, minilm_dir, damage):
     """A model directory with MiniLM's vocabulary and a small pytorch_model.bin damaged by `damage(path)`."""
@@ -59,12 +66,15 @@ def bad_storage_argument(path):
     write_bin(path, {"embeddings.word_embeddings.weight": tensor("0", (2, 3), numel="six")}, {"0": bytes(24)})
 
 
-@pytest.mark.parametrize("damage, words", [
-    (refused_global, "refusing to unpickle global 'os.system'"),
-    (truncate_pickle, "truncated or corrupt"),
-    (flip_a_pickle_byte, "Bad CRC-32"),
-    (bad_storage_argument, "unsupported storage reference"),
-])
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        (refused_global, "refusing to unpickle global 'os.system'"),
+        (truncate_pickle, "truncated or corrupt"),
+        (flip_a_pickle_byte, "Bad CRC-32"),
+        (bad_storage_argument, "unsupported storage reference"),
+    ],
+)
 def test_a_checkpoint_that_fails_to_load_is_one_line_naming_the_file(tmp_path, minilm_dir, damage, words):
     directory, path = broken_model(tmp_path / "model", minilm_dir, damage)
     for command in (["encode", "hello"], ["similarity", "a", "b"], ["neighbors", "bank"]):
@@ -74,12 +84,17 @@ def test_a_checkpoint_that_fails_to_load_is_one_line_naming_the_file(tmp_path, m
 
 # --- signals: no hidden temporary file left behind ------------------------------------------------------
 
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_leaves_no_temporary_output(tmp_path, minilm_dir, signum):
     out = tmp_path / "vectors.npy"
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    process = subprocess.Popen([str(COMMAND), "encode", "--file", "-", "--model", str(minilm_dir), "-o", str(out)],
-                               stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    process = subprocess.Popen(
+        [str(COMMAND), "encode", "--file", "-", "--model", str(minilm_dir), "-o", str(out)],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     try:
         process.stdin.write(b"a first line\n")
         process.stdin.flush()
@@ -98,17 +113,24 @@ def test_a_signal_leaves_no_temporary_output(tmp_path, minilm_dir, signum):
 
 # --- invalid UTF-8 on the command line ------------------------------------------------------------------
 
-@pytest.mark.parametrize("command", [["encode", "fine", b"caf\xe9"], ["tokenize", b"caf\xe9"],
-                                     ["similarity", "fine", b"caf\xe9"]])
+
+@pytest.mark.parametrize(
+    "command", [["encode", "fine", b"caf\xe9"], ["tokenize", b"caf\xe9"], ["similarity", "fine", b"caf\xe9"]]
+)
 def test_invalid_utf8_in_a_text_argument_is_an_error(minilm_dir, command):
-    result = subprocess.run([str(COMMAND), *command, "--model", str(minilm_dir)], capture_output=True,
-                            env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=120)
+    result = subprocess.run(
+        [str(COMMAND), *command, "--model", str(minilm_dir)],
+        capture_output=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        timeout=120,
+    )
     assert result.returncode == 2
     line = one_error_line(result)
     assert "not valid UTF-8 (byte 0xe9 at column 4)" in line, line
 
 
 # --- tokenize reads files and stdin like encode ---------------------------------------------------------
+
 
 def test_tokenize_reads_a_file_and_stdin_one_line_per_input_line(tmp_path, minilm_dir, model):
     texts = ["Here is the sentence I want embeddings for.", "", "ünïcödé 東京", "an unbelievably long sentence " * 3]
@@ -141,8 +163,10 @@ def test_tokenize_bad_utf8_in_a_file_is_the_same_error_as_encode(tmp_path, minil
     source.write_bytes(b"fine\ncaf\xe9\n")
     for command in ("tokenize", "encode"):
         assert f"{source}: line 2 is not valid UTF-8 (byte 0xe9 at column 4)" in one_error_line(
-            run(command, "--file", source, "--model", minilm_dir, "--format", "text") if command == "encode"
-            else run(command, "--file", source, "--model", minilm_dir))
+            run(command, "--file", source, "--model", minilm_dir, "--format", "text")
+            if command == "encode"
+            else run(command, "--file", source, "--model", minilm_dir)
+        )
 
 
 def test_reading_stdin_on_a_terminal_says_so(minilm_dir):
@@ -150,10 +174,15 @@ def test_reading_stdin_on_a_terminal_says_so(minilm_dir):
 
     for command in ("encode", "tokenize"):
         controller, terminal = pty.openpty()
-        process = subprocess.Popen([str(COMMAND), command, "--model", str(minilm_dir), "-o", os.devnull]
-                                   if command == "encode" else [str(COMMAND), command, "--model", str(minilm_dir)],
-                                   stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   env=dict(os.environ, HF_HUB_OFFLINE="1"))
+        process = subprocess.Popen(
+            [str(COMMAND), command, "--model", str(minilm_dir), "-o", os.devnull]
+            if command == "encode"
+            else [str(COMMAND), command, "--model", str(minilm_dir)],
+            stdin=terminal,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        )
         os.close(terminal)
         watchdog(process)
         first = process.stderr.readline().decode()
@@ -165,18 +194,24 @@ def test_reading_stdin_on_a_terminal_says_so(minilm_dir):
 
 # --- encode's output ------------------------------------------------------------------------------------
 
+
 def test_format_txt_is_an_alias_of_text(minilm_dir, model):
     result = run("encode", "hello", "world", "--format", "txt", "--model", minilm_dir)
     assert result.returncode == 0, result.stderr.decode()
-    np.testing.assert_allclose(np.loadtxt(io.StringIO(result.stdout.decode()), dtype=np.float32),
-                               model.embed(["hello", "world"]), atol=1e-6)
+    np.testing.assert_allclose(
+        np.loadtxt(io.StringIO(result.stdout.decode()), dtype=np.float32), model.embed(["hello", "world"]), atol=1e-6
+    )
 
 
 def test_text_output_streams_batch_by_batch(minilm_dir):
     """The first line arrives while later batches are still waiting for input."""
-    process = subprocess.Popen([str(COMMAND), "encode", "--format", "text", "--batch-size", "2", "--model",
-                                str(minilm_dir)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    process = subprocess.Popen(
+        [str(COMMAND), "encode", "--format", "text", "--batch-size", "2", "--model", str(minilm_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+    )
     watchdog(process)
     try:
         process.stdin.write(b"one\ntwo\n")  # one batch; the input stays open
@@ -201,8 +236,9 @@ def test_npz_and_jsonl_to_a_pipe_are_unchanged(minilm_dir):
 def test_plot_pca_of_hundreds_of_texts_labels_a_few(tmp_path, minilm_dir):
     pytest.importorskip("matplotlib")
     source = tmp_path / "texts.txt"
-    source.write_text("\n".join(f"sentence number {i} about {w}" for i, w in enumerate(["cats", "stocks"] * 100)),
-                      encoding="utf-8")
+    source.write_text(
+        "\n".join(f"sentence number {i} about {w}" for i, w in enumerate(["cats", "stocks"] * 100)), encoding="utf-8"
+    )
     out = tmp_path / "pca.png"
     result = run("plot", "pca", "--file", source, "--labels", "5", "-o", out, "--model", minilm_dir)
     assert result.returncode == 0, result.stderr.decode()

@@ -35,8 +35,15 @@ def test_from_json_reads_minilm(minilm_dir):
 
 
 def test_to_dict_round_trips_and_transformers_reads_it(transformers):
-    c = BertConfig(vocab_size=99, hidden_size=48, num_hidden_layers=3, num_attention_heads=6,
-                   intermediate_size=96, hidden_act="gelu_new", layer_norm_eps=1e-7)
+    c = BertConfig(
+        vocab_size=99,
+        hidden_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=6,
+        intermediate_size=96,
+        hidden_act="gelu_new",
+        layer_norm_eps=1e-7,
+    )
     assert BertConfig.from_dict(c.to_dict()) == c
     hf = transformers.BertConfig.from_dict(c.to_dict())
     assert (hf.hidden_size, hf.num_hidden_layers, hf.hidden_act, hf.layer_norm_eps) == (48, 3, "gelu_new", 1e-7)
@@ -47,19 +54,22 @@ def test_unknown_keys_and_null_pad_token_are_ignored():
     assert c == BertConfig()
 
 
-@pytest.mark.parametrize("overrides, words", [
-    ({"position_embedding_type": "relative_key"}, ["position_embedding_type", "relative_key"]),
-    ({"position_embedding_type": "relative_key_query"}, ["position_embedding_type", "relative_key_query"]),
-    ({"hidden_act": "swish"}, ["hidden_act", "swish"]),
-    ({"model_type": "roberta"}, ["model_type", "roberta", "BERT"]),
-    ({"hidden_size": 100, "num_attention_heads": 12}, ["hidden_size 100", "num_attention_heads 12"]),
-    ({"num_hidden_layers": 0}, ["num_hidden_layers", "at least 1"]),
-    ({"vocab_size": 30522.0}, ["vocab_size", "integer"]),
-    ({"layer_norm_eps": "1e-12"}, ["layer_norm_eps", "number"]),
-    ({"layer_norm_eps": 0}, ["layer_norm_eps", "positive"]),
-    ({"is_decoder": True}, ["is_decoder"]),
-    ({"add_cross_attention": True}, ["add_cross_attention"]),
-])
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        ({"position_embedding_type": "relative_key"}, ["position_embedding_type", "relative_key"]),
+        ({"position_embedding_type": "relative_key_query"}, ["position_embedding_type", "relative_key_query"]),
+        ({"hidden_act": "swish"}, ["hidden_act", "swish"]),
+        ({"model_type": "roberta"}, ["model_type", "roberta", "BERT"]),
+        ({"hidden_size": 100, "num_attention_heads": 12}, ["hidden_size 100", "num_attention_heads 12"]),
+        ({"num_hidden_layers": 0}, ["num_hidden_layers", "at least 1"]),
+        ({"vocab_size": 30522.0}, ["vocab_size", "integer"]),
+        ({"layer_norm_eps": "1e-12"}, ["layer_norm_eps", "number"]),
+        ({"layer_norm_eps": 0}, ["layer_norm_eps", "positive"]),
+        ({"is_decoder": True}, ["is_decoder"]),
+        ({"add_cross_attention": True}, ["add_cross_attention"]),
+    ],
+)
 def test_configs_numbert_cannot_run_are_refused_naming_the_file(tmp_path, overrides, words):
     path = write_config(tmp_path, **overrides)
     with pytest.raises(ValueError) as e:

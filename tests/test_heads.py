@@ -57,8 +57,12 @@ def test_pre_training_heads_match_bert_for_pre_training(head_checkpoint, torch):
     out = model(*PAIR)
     expected = torch_logits(torch, reference, out.encodings[0])
     np.testing.assert_allclose(mlm_logits(model, out), expected.prediction_logits[0].numpy(), atol=ATOL, rtol=0)
-    np.testing.assert_allclose(classifier_logits(out.pooler_output, model.heads.next_sentence),
-                               expected.seq_relationship_logits[0].numpy(), atol=ATOL, rtol=0)
+    np.testing.assert_allclose(
+        classifier_logits(out.pooler_output, model.heads.next_sentence),
+        expected.seq_relationship_logits[0].numpy(),
+        atol=ATOL,
+        rtol=0,
+    )
 
 
 @pytest.mark.parity
@@ -67,8 +71,9 @@ def test_next_sentence_logits_match_bert_for_next_sentence_prediction(head_check
     model = numbert.load(directory)
     out = model(*PAIR)
     expected = torch_logits(torch, reference, out.encodings[0]).logits[0].numpy()
-    np.testing.assert_allclose(classifier_logits(out.pooler_output, model.heads.next_sentence), expected,
-                               atol=ATOL, rtol=0)
+    np.testing.assert_allclose(
+        classifier_logits(out.pooler_output, model.heads.next_sentence), expected, atol=ATOL, rtol=0
+    )
 
 
 @pytest.mark.parity
@@ -77,8 +82,9 @@ def test_sequence_classifier_logits_match_bert_for_sequence_classification(head_
     model = numbert.load(directory)
     out = model(*PAIR)
     expected = torch_logits(torch, reference, out.encodings[0]).logits[0].numpy()
-    np.testing.assert_allclose(classifier_logits(out.pooler_output, model.heads.sequence_classifier), expected,
-                               atol=ATOL, rtol=0)
+    np.testing.assert_allclose(
+        classifier_logits(out.pooler_output, model.heads.sequence_classifier), expected, atol=ATOL, rtol=0
+    )
     assert model.heads.labels == ["neg", "neu", "pos"]
 
 
@@ -88,8 +94,9 @@ def test_token_classifier_logits_match_bert_for_token_classification(head_checkp
     model = numbert.load(directory)
     out = model("Hugging Face is based in New York City.")
     expected = torch_logits(torch, reference, out.encodings[0]).logits[0].numpy()
-    np.testing.assert_allclose(classifier_logits(out.last_hidden_state, model.heads.token_classifier), expected,
-                               atol=ATOL, rtol=0)
+    np.testing.assert_allclose(
+        classifier_logits(out.last_hidden_state, model.heads.token_classifier), expected, atol=ATOL, rtol=0
+    )
     assert model.heads.labels == [f"LABEL_{i}" for i in range(5)]  # transformers' names without id2label
 
 
@@ -111,8 +118,9 @@ def test_untied_decoder_is_read_from_the_checkpoint(head_checkpoint, torch):
     model = numbert.load(directory)
     out = model(TEXT)
     assert model.heads.masked_lm.decoder is not model.encoder.word_embeddings
-    np.testing.assert_allclose(mlm_logits(model, out), torch_logits(torch, reference, out.encodings[0]).logits[0],
-                               atol=ATOL, rtol=0)
+    np.testing.assert_allclose(
+        mlm_logits(model, out), torch_logits(torch, reference, out.encodings[0]).logits[0], atol=ATOL, rtol=0
+    )
 
 
 @pytest.mark.parity
@@ -120,8 +128,10 @@ def test_bert_base_uncased_naming_in_a_pytorch_bin_loads_both_pre_training_heads
     """As the published bert-base-uncased: `bert.` prefix, LayerNorm gamma/beta (the heads' too), the decoder's
     weight saved beside the embeddings it is tied to, in a pytorch_model.bin."""
     directory, reference = head_checkpoint("BertForPreTraining")
-    state = {name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): t
-             for name, t in reference.state_dict().items()}
+    state = {
+        name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): t
+        for name, t in reference.state_dict().items()
+    }
     state["cls.predictions.decoder.weight"] = state["bert.embeddings.word_embeddings.weight"]
     assert "cls.predictions.transform.LayerNorm.gamma" in state
     torch.save(state, tmp_path / "pytorch_model.bin")
@@ -131,8 +141,12 @@ def test_bert_base_uncased_naming_in_a_pytorch_bin_loads_both_pre_training_heads
     out = model(*PAIR)
     expected = torch_logits(torch, reference, out.encodings[0])
     np.testing.assert_allclose(mlm_logits(model, out), expected.prediction_logits[0].numpy(), atol=ATOL, rtol=0)
-    np.testing.assert_allclose(classifier_logits(out.pooler_output, model.heads.next_sentence),
-                               expected.seq_relationship_logits[0].numpy(), atol=ATOL, rtol=0)
+    np.testing.assert_allclose(
+        classifier_logits(out.pooler_output, model.heads.next_sentence),
+        expected.seq_relationship_logits[0].numpy(),
+        atol=ATOL,
+        rtol=0,
+    )
 
 
 def test_the_decoder_bias_is_found_under_its_older_name(head_checkpoint, tmp_path):
@@ -185,9 +199,12 @@ def test_an_incomplete_head_names_exactly_the_missing_tensor(head_checkpoint, tm
     for name in ("config.json", "vocab.txt"):
         (tmp_path / name).write_bytes((directory / name).read_bytes())
     model = numbert.load(tmp_path)
-    with pytest.raises(ValueError, match=r"lacks tensor 'cls.predictions.transform.LayerNorm.bias' "
-                                         r"\(config.json's architectures: BertForPreTraining; it has masked_lm, "
-                                         r"next_sentence\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"lacks tensor 'cls.predictions.transform.LayerNorm.bias' "
+        r"\(config.json's architectures: BertForPreTraining; it has masked_lm, "
+        r"next_sentence\)",
+    ):
         model.fill_mask(TEXT)
     assert 0 <= model.is_next(*PAIR) <= 1  # the other head is whole
 
@@ -224,12 +241,15 @@ def test_id2label_must_agree_with_the_classifier(head_checkpoint, tmp_path):
         numbert.load(tmp_path).classify("a text")
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("problem_type", "ranking", "unknown problem_type 'ranking'"),
-    ("id2label", {"0": "a", "2": "b"}, r"id2label must number its labels 0, 1, 2, ...; got ids \[0, 2\]"),
-    ("id2label", ["a", "b"], "id2label must map label ids to names"),
-    ("architectures", "BertForMaskedLM", "architectures must be a list of names"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("problem_type", "ranking", "unknown problem_type 'ranking'"),
+        ("id2label", {"0": "a", "2": "b"}, r"id2label must number its labels 0, 1, 2, ...; got ids \[0, 2\]"),
+        ("id2label", ["a", "b"], "id2label must map label ids to names"),
+        ("architectures", "BertForMaskedLM", "architectures must be a list of names"),
+    ],
+)
 def test_bad_head_fields_in_config_json_are_named(field, value, message):
     with pytest.raises(ValueError, match=f"^config.json: {message}"):
         HeadConfig.from_dict({field: value}, source="config.json")
@@ -245,8 +265,9 @@ def transformers_outputs(directory: Path) -> dict:
     import transformers
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
-    fill = transformers.pipeline("fill-mask", model=transformers.BertForMaskedLM.from_pretrained(directory),
-                                 tokenizer=tokenizer, device="cpu")
+    fill = transformers.pipeline(
+        "fill-mask", model=transformers.BertForMaskedLM.from_pretrained(directory), tokenizer=tokenizer, device="cpu"
+    )
     guesses = {}
     for text in FIXTURE_TEXTS:
         found = fill(text)
@@ -302,4 +323,3 @@ def test_softmax_and_sigmoid_are_float32_and_never_overflow():
     np.testing.assert_allclose(s[0], [1, 0.5, 0], atol=0)
     np.testing.assert_allclose(s[1], 1 / (1 + np.exp(-np.array([1.0, 2.0, 3.0]))), rtol=1e-6)
     assert x[0, 0] == 1000  # softmax did not write over its input
-

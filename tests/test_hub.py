@@ -20,8 +20,14 @@ from numbert.config import BertConfig
 from numbert.hub import model_dir
 from numbert.testing import random_weights
 
-SMALL = BertConfig(vocab_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                   intermediate_size=32, max_position_embeddings=8)
+SMALL = BertConfig(
+    vocab_size=8,
+    hidden_size=16,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    intermediate_size=32,
+    max_position_embeddings=8,
+)
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 VOCAB = "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s"]) + "\n"
 
@@ -85,8 +91,14 @@ def test_hf_home_is_honoured_in_a_fresh_process(tmp_path):
     env = os.environ | {"HF_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1"}
     env.pop("HF_HUB_CACHE", None)
     env.pop("HUGGINGFACE_HUB_CACHE", None)
-    result = subprocess.run([sys.executable, "-c", "from numbert.hub import model_dir; print(model_dir('org/name'))"],
-                            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", "from numbert.hub import model_dir; print(model_dir('org/name'))"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(snapshot)
 
@@ -131,12 +143,25 @@ def test_invalid_hub_id_and_wrong_type(offline):
 
 def test_only_the_files_numbert_reads_are_downloaded(tmp_path, monkeypatch):
     """A sentence-transformers repo: config, tokenizer, module configs, and ONE weight file."""
-    repo = {**model_files(), "pytorch_model.bin": b"", "tf_model.h5": b"", "onnx/model.onnx": b"",
-            "modules.json": json.dumps([{"path": ""}, {"path": "1_Pooling"},
-                                        {"path": "2_Dense", "type": "sentence_transformers.models.Dense"},
-                                        {"path": "3_Normalize"}]).encode(),
-            "1_Pooling/config.json": b"{}", "tokenizer_config.json": b"{}", "2_Dense/config.json": b"{}",
-            "2_Dense/model.safetensors": b"", "2_Dense/pytorch_model.bin": b""}
+    repo = {
+        **model_files(),
+        "pytorch_model.bin": b"",
+        "tf_model.h5": b"",
+        "onnx/model.onnx": b"",
+        "modules.json": json.dumps(
+            [
+                {"path": ""},
+                {"path": "1_Pooling"},
+                {"path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+                {"path": "3_Normalize"},
+            ]
+        ).encode(),
+        "1_Pooling/config.json": b"{}",
+        "tokenizer_config.json": b"{}",
+        "2_Dense/config.json": b"{}",
+        "2_Dense/model.safetensors": b"",
+        "2_Dense/pytorch_model.bin": b"",
+    }
     requested = []
 
     def fake_download(repo_id, filename, revision=None, cache_dir=None, local_files_only=False):
@@ -151,10 +176,20 @@ def test_only_the_files_numbert_reads_are_downloaded(tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
     monkeypatch.setattr("numbert.hub._hub_unreachable", lambda repo_id, revision: None)  # the hub answers
     assert model_dir("org/st-model") == tmp_path
-    assert set(requested) == {"config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
-                              "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
-                              "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors",
-                              "3_Normalize/config.json", "model.safetensors"}
+    assert set(requested) == {
+        "config.json",
+        "vocab.txt",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "modules.json",
+        "sentence_bert_config.json",
+        "config_sentence_transformers.json",
+        "1_Pooling/config.json",
+        "2_Dense/config.json",
+        "2_Dense/model.safetensors",
+        "3_Normalize/config.json",
+        "model.safetensors",
+    }
     requested.clear()
     model_dir("org/st-model", weights=False)
     assert set(requested) == {"config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"}
@@ -166,8 +201,11 @@ def test_cached_model_loads_at_once_when_the_hub_does_not_answer(tmp_path, monke
     snapshot = fake_hf_cache(tmp_path, "org/name", model_files())
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")  # the discard port: refused
-    monkeypatch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE",
-                        "http://127.0.0.1:9/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(
+        huggingface_hub.constants,
+        "HUGGINGFACE_CO_URL_TEMPLATE",
+        "http://127.0.0.1:9/{repo_id}/resolve/{revision}/{filename}",
+    )
     calls = []
     real = huggingface_hub.hf_hub_download
 

@@ -17,8 +17,9 @@ def exact_gelu(x: np.ndarray) -> np.ndarray:
 
 
 def test_gelu_is_x_times_normal_cdf_to_float32_precision():
-    x = np.concatenate([np.linspace(-12, 12, 2_400_001, dtype=f32),
-                        np.random.default_rng(0).uniform(-6, 6, 1_000_000).astype(f32)])
+    x = np.concatenate(
+        [np.linspace(-12, 12, 2_400_001, dtype=f32), np.random.default_rng(0).uniform(-6, 6, 1_000_000).astype(f32)]
+    )
     got = layers.gelu(x)
     assert got.dtype == np.float32
     # float32 itself spaces numbers near |x| by 6e-8 |x|; torch's own float32 GELU is off by up to 3.7e-7 max(1, |x|)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import numbert
-from numbert import Bert, layers
+from numbert import layers
 from numbert.testing import PAIR, SENTENCES
 
 FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"
@@ -32,8 +32,13 @@ def pair_of_models(request, transformers, torch):
 
 def run_transformers(model, torch, input_ids, token_type_ids, attention_mask):
     with torch.no_grad():
-        out = model(input_ids=torch.from_numpy(input_ids), token_type_ids=torch.from_numpy(token_type_ids),
-                    attention_mask=torch.from_numpy(attention_mask), output_hidden_states=True, output_attentions=True)
+        out = model(
+            input_ids=torch.from_numpy(input_ids),
+            token_type_ids=torch.from_numpy(token_type_ids),
+            attention_mask=torch.from_numpy(attention_mask),
+            output_hidden_states=True,
+            output_attentions=True,
+        )
     return (torch.stack(out.hidden_states).numpy(), out.pooler_output.numpy(), torch.stack(out.attentions).numpy())
 
 
@@ -137,13 +142,21 @@ def test_every_output_is_float32(minilm):
     x = encoder.embeddings(out.input_ids, out.token_type_ids)
     mask_bias = layers.attention_mask_bias(out.attention_mask)
     layer = encoder.layers[0]
-    heads = [layers.split_heads(layers.linear(x, p), minilm.config.num_attention_heads)
-             for p in (layer.query, layer.key, layer.value)]
-    results = [x, mask_bias, *heads, *layers.attention(*heads, mask_bias, output_probs=True),
-               *encoder.encoder_layer(x, mask_bias, layer, output_probs=True),
-               layers.layer_norm(x, layer.attention_norm, 1e-12),
-               layers.feed_forward(x, layer.up, layer.down, encoder.activation), encoder.pool(x),
-               *(f(x) for f in layers.ACTIVATIONS.values())]
+    heads = [
+        layers.split_heads(layers.linear(x, p), minilm.config.num_attention_heads)
+        for p in (layer.query, layer.key, layer.value)
+    ]
+    results = [
+        x,
+        mask_bias,
+        *heads,
+        *layers.attention(*heads, mask_bias, output_probs=True),
+        *encoder.encoder_layer(x, mask_bias, layer, output_probs=True),
+        layers.layer_norm(x, layer.attention_norm, 1e-12),
+        layers.feed_forward(x, layer.up, layer.down, encoder.activation),
+        encoder.pool(x),
+        *(f(x) for f in layers.ACTIVATIONS.values()),
+    ]
     assert [a.dtype for a in results] == [np.float32] * len(results)
 
 
@@ -158,16 +171,19 @@ def test_long_input_is_truncated_unless_told_not_to(minilm):
         minilm(text, max_length=513)
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    ({"input_ids": [[101, 2.5]]}, TypeError, "input_ids must be an array of integers"),
-    ({"input_ids": "hello"}, TypeError, "input_ids"),
-    ({"input_ids": np.zeros((1, 2, 3), int)}, ValueError, r"shape \(seq,\) or \(batch, seq\)"),
-    ({"input_ids": [101, 30522]}, ValueError, r"input_ids must lie in \[0, 30522\)"),
-    ({"input_ids": [101, 102], "token_type_ids": [0, 2]}, ValueError, r"token_type_ids must lie in \[0, 2\)"),
-    ({"input_ids": [101, 102], "attention_mask": [1, 1, 1]}, ValueError, r"attention_mask has shape \(1, 3\)"),
-    ({"input_ids": np.zeros(513, int)}, ValueError, "513 tokens long"),
-    ({"input_ids": []}, ValueError, "empty"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"input_ids": [[101, 2.5]]}, TypeError, "input_ids must be an array of integers"),
+        ({"input_ids": "hello"}, TypeError, "input_ids"),
+        ({"input_ids": np.zeros((1, 2, 3), int)}, ValueError, r"shape \(seq,\) or \(batch, seq\)"),
+        ({"input_ids": [101, 30522]}, ValueError, r"input_ids must lie in \[0, 30522\)"),
+        ({"input_ids": [101, 102], "token_type_ids": [0, 2]}, ValueError, r"token_type_ids must lie in \[0, 2\)"),
+        ({"input_ids": [101, 102], "attention_mask": [1, 1, 1]}, ValueError, r"attention_mask has shape \(1, 3\)"),
+        ({"input_ids": np.zeros(513, int)}, ValueError, "513 tokens long"),
+        ({"input_ids": []}, ValueError, "empty"),
+    ],
+)
 def test_bad_forward_inputs_are_named(minilm, kwargs, error, match):
     with pytest.raises(error, match=match):
         minilm.forward(**kwargs)

@@ -21,15 +21,18 @@ def model_copy(tmp_path, minilm_dir):
 
 
 @pytest.mark.parametrize("name", ["tokenizer_config.json", "special_tokens_map.json"])
-@pytest.mark.parametrize("content, words", [
-    ('{"do_lower_case": true,', "is not valid JSON"),
-    ('["do_lower_case"]', "must hold a JSON object"),
-    ('{"do_lower_case": "yes"}', "do_lower_case must be true or false"),
-    ('{"unk_token": 100}', "unk_token must be a string"),
-    ('{"cls_token": {"lstrip": false}}', "cls_token must be a string"),
-    ('{"additional_special_tokens": "[X]"}', "additional_special_tokens must be a list of strings"),
-    ('{"model_max_length": "512"}', "model_max_length must be an integer"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ('{"do_lower_case": true,', "is not valid JSON"),
+        ('["do_lower_case"]', "must hold a JSON object"),
+        ('{"do_lower_case": "yes"}', "do_lower_case must be true or false"),
+        ('{"unk_token": 100}', "unk_token must be a string"),
+        ('{"cls_token": {"lstrip": false}}', "cls_token must be a string"),
+        ('{"additional_special_tokens": "[X]"}', "additional_special_tokens must be a list of strings"),
+        ('{"model_max_length": "512"}', "model_max_length must be an integer"),
+    ],
+)
 def test_a_malformed_tokenizer_json_names_the_file_and_field(model_copy, name, content, words):
     (model_copy / name).write_text(content, encoding="utf-8")
     for load in (Tokenizer.from_pretrained, numbert.load):
@@ -40,8 +43,11 @@ def test_a_malformed_tokenizer_json_names_the_file_and_field(model_copy, name, c
 
 def test_a_non_utf8_tokenizer_json_names_the_file(model_copy):
     (model_copy / "tokenizer_config.json").write_bytes(b'{"unk_token": "caf\xe9"}')
-    with pytest.raises(ValueError, match=f"{model_copy / 'tokenizer_config.json'}.*not valid UTF-8|"
-                                         f"{model_copy / 'tokenizer_config.json'}.*not valid JSON"):
+    with pytest.raises(
+        ValueError,
+        match=f"{model_copy / 'tokenizer_config.json'}.*not valid UTF-8|"
+        f"{model_copy / 'tokenizer_config.json'}.*not valid JSON",
+    ):
         Tokenizer.from_pretrained(model_copy)
 
 
@@ -59,13 +65,16 @@ def test_the_sound_files_still_load(model_copy):
     assert Tokenizer.from_pretrained(model_copy).encode("hello").ids == [101, 7592, 102]
 
 
-@pytest.mark.parametrize("name, content, words", [
-    ("sentence_bert_config.json", "[256]", "expected a JSON object, got a list"),
-    ("1_Pooling/config.json", '"mean"', "expected a JSON object, got a str"),
-    ("1_Pooling/config.json", '{"pooling_mode": 3}', "pooling_mode must be a string or a list of strings"),
-    ("1_Pooling/config.json", '{"pooling_mode": [{"mean": true}]}', "pooling_mode must be a string or a list"),
-    ("modules.json", '[{"path": 1, "type": "sentence_transformers.models.Pooling"}]', "'path' must be a string"),
-])
+@pytest.mark.parametrize(
+    "name, content, words",
+    [
+        ("sentence_bert_config.json", "[256]", "expected a JSON object, got a list"),
+        ("1_Pooling/config.json", '"mean"', "expected a JSON object, got a str"),
+        ("1_Pooling/config.json", '{"pooling_mode": 3}', "pooling_mode must be a string or a list of strings"),
+        ("1_Pooling/config.json", '{"pooling_mode": [{"mean": true}]}', "pooling_mode must be a string or a list"),
+        ("modules.json", '[{"path": 1, "type": "sentence_transformers.models.Pooling"}]', "'path' must be a string"),
+    ],
+)
 def test_a_malformed_sentence_transformers_file_names_the_file(model_copy, name, content, words):
     (model_copy / name).write_text(content, encoding="utf-8")
     with pytest.raises(ValueError) as e:

@@ -15,8 +15,14 @@ from numbert.config import BertConfig
 from numbert.testing import write_random_bert
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = BertConfig(vocab_size=30522, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
-                  max_position_embeddings=8)
+TINY = BertConfig(
+    vocab_size=30522,
+    hidden_size=8,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    intermediate_size=16,
+    max_position_embeddings=8,
+)
 
 
 def test_write_random_bert_refuses_a_directory_that_is_not_empty(tmp_path, vocab_path):
@@ -61,9 +67,16 @@ def test_plot_output_is_written_whole_or_not_at_all(tmp_path, minilm_dir):
 
 # --- scripts/bench: --model-dir ----------------------------------------------------------------------
 
+
 def bench(*args: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "bench"), *args], capture_output=True, text=True,
-                          env=dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT)), cwd=cwd, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench"), *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT)),
+        cwd=cwd,
+        timeout=600,
+    )
 
 
 def test_bench_refuses_a_model_dir_it_did_not_write(tmp_path):
@@ -90,14 +103,21 @@ def test_bench_writes_into_a_new_or_empty_directory_and_reuses_its_own(tmp_path,
     import numbert.testing
 
     real = numbert.testing.write_random_bert
-    monkeypatch.setattr(numbert.testing, "write_random_bert",
-                        lambda d, vocab, config, seed: written.append(d) or real(d, vocab, TINY, seed))
+    monkeypatch.setattr(
+        numbert.testing,
+        "write_random_bert",
+        lambda d, vocab, config, seed: written.append(d) or real(d, vocab, TINY, seed),
+    )
     for directory in (tmp_path / "new" / "model", tmp_path / "empty"):
         if directory.name == "empty":
             directory.mkdir()
         assert systems.ensure_checkpoint(directory, vocab_path) == directory
-        assert sorted(p.name for p in directory.iterdir()) == ["bench-seed.txt", "config.json", "model.safetensors",
-                                                               "vocab.txt"]
+        assert sorted(p.name for p in directory.iterdir()) == [
+            "bench-seed.txt",
+            "config.json",
+            "model.safetensors",
+            "vocab.txt",
+        ]
     assert len(written) == 2
     systems.ensure_checkpoint(tmp_path / "empty", vocab_path)  # its own, same seed: reused as it is
     assert len(written) == 2

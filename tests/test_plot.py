@@ -75,8 +75,9 @@ def test_pca_scatter(model, tmp_path):
     assert_picture(tmp_path / "p.png", 640, 480)
     assert [t.get_text() for t in fig.axes[0].texts] == TEXTS
     words = model.word_vectors(SENTENCE)
-    plot.pca_scatter(np.stack([w.vector for w in words]), [w.text for w in words], save=tmp_path / "w.png",
-                     figsize=(8, 6))
+    plot.pca_scatter(
+        np.stack([w.vector for w in words]), [w.text for w in words], save=tmp_path / "w.png", figsize=(8, 6)
+    )
     assert_picture(tmp_path / "w.png", 800, 600)
 
 
@@ -138,17 +139,19 @@ def test_missing_matplotlib_is_one_line(monkeypatch, output):
     with pytest.raises(ImportError) as e:
         plot.histogram(output, 0, 0)
     assert str(e.value) == plot.INSTALL_HINT
-    assert 'pip install matplotlib' in plot.INSTALL_HINT and 'checkout' in plot.INSTALL_HINT
+    assert "pip install matplotlib" in plot.INSTALL_HINT and "checkout" in plot.INSTALL_HINT
 
 
 def test_the_core_never_imports_matplotlib():
-    code = ("import sys, numbert, numbert.plot, numbert.cli; "
-            "assert 'matplotlib' not in sys.modules, 'imported matplotlib'")
+    code = (
+        "import sys, numbert, numbert.plot, numbert.cli; assert 'matplotlib' not in sys.modules, 'imported matplotlib'"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120)
     assert result.returncode == 0, result.stderr
 
 
 # --- the commands (numbert.cli.plot), through add_commands and a parser of our own ------------------------
+
 
 def parse(*argv) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="numbert")
@@ -163,8 +166,9 @@ def test_plot_handlers(minilm_dir, tmp_path, capsys):
     assert capsys.readouterr().out == f"wrote {out} (640 x 400 PNG)\n"
     assert_picture(out, 640, 400)
 
-    args = parse("plot", "attention", SENTENCE, "--layer", "5", "--head", "11", "-o", tmp_path / "att.png",
-                 "--model", minilm_dir)
+    args = parse(
+        "plot", "attention", SENTENCE, "--layer", "5", "--head", "11", "-o", tmp_path / "att.png", "--model", minilm_dir
+    )
     args.run(args)
     assert_picture(tmp_path / "att.png", 640, 640)
 
@@ -185,25 +189,30 @@ def test_plot_handler_without_matplotlib_fails_before_loading(monkeypatch, tmp_p
     args = parse("plot", "histogram", "text", "-o", tmp_path / "x.png", "--model", tmp_path / "no-such-model")
     with pytest.raises(SystemExit) as e:
         args.run(args)
-    assert str(e.value) == f'numbert plot: error: {plot.INSTALL_HINT}'
+    assert str(e.value) == f"numbert plot: error: {plot.INSTALL_HINT}"
     assert not (tmp_path / "x.png").exists()
 
 
 # --- the command's main: numbert.cli.main(['plot', ...]) -----------------------------------------------
 
+
 def cli(*argv, prelude: str = "") -> subprocess.CompletedProcess:
     code = f"import sys; {prelude}from numbert.cli import main; sys.exit(main(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-c", code, *map(str, argv)], capture_output=True, text=True,
-                          env=ENV, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code, *map(str, argv)], capture_output=True, text=True, env=ENV, timeout=300
+    )
 
 
 def test_cli_plot_commands(minilm_dir, tmp_path):
     result = cli("plot", "--help")
-    assert result.returncode == 0 and all(k in result.stdout for k in ("histogram", "attention", "pca")), \
+    assert result.returncode == 0 and all(k in result.stdout for k in ("histogram", "attention", "pca")), (
         result.stderr or result.stdout
-    for kind, args, size in [("histogram", [SENTENCE, "--layer", "2", "--token", "7"], (640, 400)),
-                             ("attention", [SENTENCE, "--layer", "0", "--head", "3"], (640, 640)),
-                             ("pca", TEXTS, (640, 480))]:
+    )
+    for kind, args, size in [
+        ("histogram", [SENTENCE, "--layer", "2", "--token", "7"], (640, 400)),
+        ("attention", [SENTENCE, "--layer", "0", "--head", "3"], (640, 640)),
+        ("pca", TEXTS, (640, 480)),
+    ]:
         out = tmp_path / f"{kind}.png"
         result = cli("plot", kind, *args, "-o", out, "--model", minilm_dir)
         assert result.returncode == 0, result.stderr
@@ -212,12 +221,21 @@ def test_cli_plot_commands(minilm_dir, tmp_path):
 
 
 def test_cli_plot_errors_are_one_line(minilm_dir, tmp_path):
-    result = cli("plot", "histogram", "text", "-o", tmp_path / "x.png", "--model", minilm_dir,
-                 prelude="sys.modules['matplotlib'] = None; ")
+    result = cli(
+        "plot",
+        "histogram",
+        "text",
+        "-o",
+        tmp_path / "x.png",
+        "--model",
+        minilm_dir,
+        prelude="sys.modules['matplotlib'] = None; ",
+    )
     assert result.returncode == 1
-    assert result.stderr == f'numbert plot: error: {plot.INSTALL_HINT}\n'
+    assert result.stderr == f"numbert plot: error: {plot.INSTALL_HINT}\n"
     result = cli("plot", "attention", "text", "--layer", "9", "-o", tmp_path / "x.png", "--model", minilm_dir)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
-        "numbert plot: error: layer 9 does not exist: attentions has layers 0 .. 5"]
+        "numbert plot: error: layer 9 does not exist: attentions has layers 0 .. 5"
+    ]
     assert not (tmp_path / "x.png").exists()

@@ -26,7 +26,9 @@ TEXTS = ["Hello, world!", "Embeddings are useful.", SENTENCE, "x", ""]
 def plain_bert(minilm_dir) -> numbert.Bert:
     """A small random BERT with no sentence-transformers modules: bert-as-service defaults apply."""
     config = BertConfig(hidden_size=32, num_hidden_layers=3, num_attention_heads=2, intermediate_size=64)
-    return numbert.Bert(Encoder(config, random_weights(config, seed=1)), Tokenizer.from_pretrained(minilm_dir), name="tiny")
+    return numbert.Bert(
+        Encoder(config, random_weights(config, seed=1)), Tokenizer.from_pretrained(minilm_dir), name="tiny"
+    )
 
 
 def cos(a, b) -> float:
@@ -34,6 +36,7 @@ def cos(a, b) -> float:
 
 
 # --- layer strategies ------------------------------------------------------------------------------
+
 
 def test_layer_strategies_match_numpy(model):
     out = model(SENTENCE)
@@ -73,14 +76,17 @@ def test_batched_token_vectors_zero_the_padding(model):
     np.testing.assert_allclose(vectors[0, :n], alone, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("layers, combine, message", [
-    ("top_four", None, "unknown layer strategy 'top_four'; choose one of embeddings, last"),
-    ([-8], None, "layer -8 does not exist"),
-    ([7], None, "layer 7 does not exist"),
-    ([], None, "non-empty list"),
-    ([-1, -2], "max", "unknown combine 'max'; choose one of sum, mean, concat"),
-    ("concat_last_four", "sum", "strategy 'concat_last_four' combines by concat"),
-])
+@pytest.mark.parametrize(
+    "layers, combine, message",
+    [
+        ("top_four", None, "unknown layer strategy 'top_four'; choose one of embeddings, last"),
+        ([-8], None, "layer -8 does not exist"),
+        ([7], None, "layer 7 does not exist"),
+        ([], None, "non-empty list"),
+        ([-1, -2], "max", "unknown combine 'max'; choose one of sum, mean, concat"),
+        ("concat_last_four", "sum", "strategy 'concat_last_four' combines by concat"),
+    ],
+)
 def test_bad_layer_choices_name_the_valid_ones(model, layers, combine, message):
     out = model("hi")
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -106,6 +112,7 @@ def test_sum_last_four_matches_transformers_hidden_states(model, minilm_dir, tra
 
 # --- word vectors ----------------------------------------------------------------------------------
 
+
 def words_by_hand(tokens: list[str]) -> list[list[int]]:
     """Positions of each word's pieces: a piece starting with ## continues the previous word."""
     groups = []
@@ -130,9 +137,19 @@ def test_word_vectors_merge_the_pieces(model, merge):
     for word, positions in zip(words, groups):
         np.testing.assert_allclose(word.vector, reduce[merge](out.hidden_states[-1][positions]), rtol=1e-5, atol=1e-5)
         assert word.tokens == [out.tokens[p] for p in positions]
-    assert [w.text for w in words] == ["Embeddings", "are", "surprisingly", "useful", ",", "aren", "'", "t",
-                                       "they", "?"]
-    assert all(text[w.span[0]:w.span[1]] == w.text for w in words)
+    assert [w.text for w in words] == [
+        "Embeddings",
+        "are",
+        "surprisingly",
+        "useful",
+        ",",
+        "aren",
+        "'",
+        "t",
+        "they",
+        "?",
+    ]
+    assert all(text[w.span[0] : w.span[1]] == w.text for w in words)
     assert words[0].tokens == ["em", "##bed", "##ding", "##s"]
 
 
@@ -151,6 +168,7 @@ def test_word_vectors_of_a_pair_and_of_a_batch(model):
 
 
 # --- sentence vectors ------------------------------------------------------------------------------
+
 
 def pooled_by_hand(x: np.ndarray, pooling: str) -> np.ndarray:
     """One unpadded sequence's token vectors (seq, dim) pooled, written out plainly."""
@@ -173,7 +191,7 @@ def test_sentence_pooling_ignores_padding(model, pooling):
     got = batch.sentence_vector(pooling, layers=-2)
     assert got.dtype == np.float32 and got.shape[0] == len(TEXTS)
     for row, enc in enumerate(batch.encodings):
-        want = pooled_by_hand(batch.hidden_states[-2, row, :len(enc)], pooling)
+        want = pooled_by_hand(batch.hidden_states[-2, row, : len(enc)], pooling)
         np.testing.assert_allclose(got[row], want, rtol=1e-5, atol=1e-5, err_msg=f"{pooling} row {row}")
 
 
@@ -181,15 +199,20 @@ def test_sentence_vector_defaults_and_pooler(model):
     out = model(SENTENCE)
     np.testing.assert_allclose(out.sentence_vector(), out.hidden_states[-2].mean(0), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(out.sentence_vector("pooler"), out.pooler_output)
-    np.testing.assert_allclose(out.sentence_vector("mean", layers="sum_last_four"),
-                               out.hidden_states[-4:].sum(0).mean(0), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(out.sentence_vector(("cls", "mean"), layers=-1),
-                               np.concatenate([out.hidden_states[-1, 0], out.hidden_states[-1].mean(0)]), atol=1e-6)
+    np.testing.assert_allclose(
+        out.sentence_vector("mean", layers="sum_last_four"), out.hidden_states[-4:].sum(0).mean(0), rtol=1e-5, atol=1e-5
+    )
+    np.testing.assert_allclose(
+        out.sentence_vector(("cls", "mean"), layers=-1),
+        np.concatenate([out.hidden_states[-1, 0], out.hidden_states[-1].mean(0)]),
+        atol=1e-6,
+    )
     with pytest.raises(ValueError, match="unknown pooling 'avg'; choose one of mean, max, mean_max, cls"):
         out.sentence_vector("avg")
 
 
 # --- many texts at once -----------------------------------------------------------------------------
+
 
 def test_embed_keep_the_input_order(plain_bert):
     texts = [" ".join(["word"] * n) + f" {i}" for i, n in enumerate([1, 30, 4, 0, 12, 7, 30, 2, 19])]
@@ -244,17 +267,23 @@ def test_similarity(model):
     assert model.similarity(a, b) == pytest.approx(cos(u, v), abs=1e-6)
     assert model.similarity(a, b) > model.similarity(a, "The stock market fell sharply today.")
     assert recipes.cosine_matrix(np.stack([u, v]), np.stack([u, v])) == pytest.approx(
-        np.array([[1, cos(u, v)], [cos(u, v), 1]]), abs=1e-6)
+        np.array([[1, cos(u, v)], [cos(u, v), 1]]), abs=1e-6
+    )
 
 
 # --- raw token embeddings ------------------------------------------------------------------------------
 
+
 def test_token_embedding_is_the_raw_row(model):
     vocab = model.tokenizer.vocab
     np.testing.assert_array_equal(model.token_embedding("bank"), model.encoder.word_embeddings[vocab["bank"]])
-    np.testing.assert_array_equal(model.token_embedding("Bank"), model.encoder.word_embeddings[vocab["bank"]])  # uncased
+    np.testing.assert_array_equal(
+        model.token_embedding("Bank"), model.encoder.word_embeddings[vocab["bank"]]
+    )  # uncased
     np.testing.assert_array_equal(model.token_embedding(2088), model.encoder.word_embeddings[2088])
-    np.testing.assert_array_equal(model.token_embedding(["##ing", 101]), model.encoder.word_embeddings[[vocab["##ing"], 101]])
+    np.testing.assert_array_equal(
+        model.token_embedding(["##ing", 101]), model.encoder.word_embeddings[[vocab["##ing"], 101]]
+    )
     with pytest.raises(ValueError, match=r"'embeddings' is not one vocabulary entry: .*\['em', '##bed', '##ding'"):
         model.token_embedding("embeddings")
     with pytest.raises(ValueError, match=r"token id 30522 is outside the vocabulary \[0, 30522\)"):
@@ -269,8 +298,9 @@ def test_embedding_layer_is_layernorm_of_word_position_and_segment(model):
     e = model.encoder
     x = e.word_embeddings[2088] + e.position_embeddings[3] + e.token_type_embeddings[0]
     norm = Norm(e.embedding_norm.weight, e.embedding_norm.bias)
-    np.testing.assert_allclose(layer_norm(x[None].copy(), norm, model.config.layer_norm_eps)[0],
-                               out.hidden_states[0][3], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        layer_norm(x[None].copy(), norm, model.config.layer_norm_eps)[0], out.hidden_states[0][3], rtol=1e-5, atol=1e-5
+    )
     # the same by hand, LayerNorm written out
     by_hand = (x - x.mean()) / np.sqrt(x.var() + 1e-12) * e.embedding_norm.weight + e.embedding_norm.bias
     np.testing.assert_allclose(by_hand, out.hidden_states[0][3], rtol=1e-4, atol=1e-4)
@@ -296,6 +326,7 @@ def test_nearest_tokens_by_cosine(model):
 
 
 # --- long texts ----------------------------------------------------------------------------------------
+
 
 def test_window_spans_cover_every_token():
     assert windows.window_spans(10, 4, 1) == [(0, 4), (3, 7), (6, 10)]
@@ -324,9 +355,9 @@ def test_windowed_averages_each_token_over_its_windows(model):
         end = min(start + 22, len(content))
         hs = model.forward(np.array([full.ids[0], *content[start:end], full.ids[-1]])).hidden_states
         total[:, [0, -1]] += hs[:, [0, -1]]
-        total[:, 1 + start:1 + end] += hs[:, 1:-1]
+        total[:, 1 + start : 1 + end] += hs[:, 1:-1]
         count[[0, -1]] += 1
-        count[1 + start:1 + end] += 1
+        count[1 + start : 1 + end] += 1
         if end == len(content):
             break
         start += 16
@@ -346,8 +377,12 @@ def test_long_texts_truncate_or_window(plain_bert, model):
     np.testing.assert_allclose(windowed, by_window.hidden_states[-2].mean(0), rtol=1e-4, atol=1e-5)
     assert len(plain_bert.word_vectors(long, long="window", stride=64)) == 600  # every word gets a vector
     mixed = [long, "short", long + " again", "x"]
-    np.testing.assert_allclose(plain_bert.embed(mixed, long="window", stride=64),
-                               [plain_bert.embed(t, long="window", stride=64) for t in mixed], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        plain_bert.embed(mixed, long="window", stride=64),
+        [plain_bert.embed(t, long="window", stride=64) for t in mixed],
+        rtol=1e-4,
+        atol=1e-5,
+    )
     # a sentence-transformers model cuts at its max_seq_length (256 for all-MiniLM-L6-v2)
     text = " ".join(["bank"] * 300)
     cut = model(text, max_length=256).hidden_states[-1].mean(0)

@@ -24,8 +24,15 @@ SHIFT_FREE = 64  # layers.exp_shifted skips the max shift when every score lies 
 def random_encoder(head_size: int = 64, activation: str = "gelu") -> Encoder:
     """2 layers, hidden 128, weights of std 0.05 and the query's 0.2: scores up to about +-8, so the
     attention is far from uniform."""
-    config = BertConfig(vocab_size=300, hidden_size=128, num_hidden_layers=2, num_attention_heads=128 // head_size,
-                        intermediate_size=256, hidden_act=activation, max_position_embeddings=512)
+    config = BertConfig(
+        vocab_size=300,
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=128 // head_size,
+        intermediate_size=256,
+        hidden_act=activation,
+        max_position_embeddings=512,
+    )
     weights = random_weights(config, seed=head_size)
     for name, w in weights.items():
         if w.ndim == 2 and not name.startswith("embeddings."):
@@ -43,7 +50,7 @@ def random_inputs(tokens: int, padded: bool, seed: int = 0) -> tuple[np.ndarray,
     types = rng.integers(0, 2, (batch, tokens))
     mask = np.ones((batch, tokens), np.int64)
     if padded:
-        mask[1, max(1, tokens * 2 // 3):] = 0
+        mask[1, max(1, tokens * 2 // 3) :] = 0
     return ids, types, mask
 
 
@@ -53,8 +60,10 @@ def largest_score(encoder: Encoder, hidden_states: np.ndarray) -> float:
     largest = 0.0
     for x, layer in zip(hidden_states, encoder.layers):
         batch, seq, hidden = x.shape
-        q, k = (reference.linear(x, p).reshape(batch, seq, heads, -1).transpose(0, 2, 1, 3) for p in (layer.query,
-                                                                                                        layer.key))
+        q, k = (
+            reference.linear(x, p).reshape(batch, seq, heads, -1).transpose(0, 2, 1, 3)
+            for p in (layer.query, layer.key)
+        )
         largest = max(largest, float(np.abs(q @ k.transpose(0, 1, 3, 2)).max()) / np.sqrt(hidden // heads))
     return largest
 
@@ -64,14 +73,21 @@ def assert_fast_equals_reference(encoder: Encoder, ids, types, mask) -> None:
     hidden_states, attentions, pooled = reference.forward(encoder, ids, types, mask)
     for fast, plain in ((out.hidden_states, hidden_states), (out.attentions, attentions), (out.pooler_output, pooled)):
         assert fast.dtype == plain.dtype == np.float32 and fast.shape == plain.shape
-    diffs = {"hidden_states": np.abs(out.hidden_states - hidden_states).max(),
-             "attentions": np.abs(out.attentions - attentions).max(),
-             "pooler_output": np.abs(out.pooler_output - pooled).max()}
+    diffs = {
+        "hidden_states": np.abs(out.hidden_states - hidden_states).max(),
+        "attentions": np.abs(out.attentions - attentions).max(),
+        "pooler_output": np.abs(out.pooler_output - pooled).max(),
+    }
     assert max(diffs.values()) <= TOLERANCE, diffs
 
 
-@pytest.mark.parametrize("tokens, padded", [(1, False), (2, True)] + [  # one token leaves nothing to pad
-    (tokens, padded) for tokens in (layers.FEW_ROWS, layers.FEW_ROWS + 1, 500) for padded in (False, True)])
+@pytest.mark.parametrize(
+    "tokens, padded",
+    [(1, False), (2, True)]
+    + [  # one token leaves nothing to pad
+        (tokens, padded) for tokens in (layers.FEW_ROWS, layers.FEW_ROWS + 1, 500) for padded in (False, True)
+    ],
+)
 def test_fast_equals_reference_at_every_length(tokens, padded):
     assert_fast_equals_reference(random_encoder(), *random_inputs(tokens, padded))
 

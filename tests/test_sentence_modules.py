@@ -16,8 +16,12 @@ import pytest
 import numbert
 from numbert.sentence_config import read_sentence_config
 
-TEXTS = ["Here is the sentence I want embeddings for.", "hello, world!", "The bank of the river.",
-         "After stealing money from the bank vault, the robber was seen fishing."]
+TEXTS = [
+    "Here is the sentence I want embeddings for.",
+    "hello, world!",
+    "The bank of the river.",
+    "After stealing money from the bank vault, the robber was seen fishing.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +36,9 @@ def random_bert(tmp_path_factory, transformers, torch, vocab_path):
 
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
-    config = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                                     max_position_embeddings=128)
+    config = transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=128
+    )
     d = tmp_path_factory.mktemp("random-bert")
     transformers.BertModel(config).save_pretrained(d)
     transformers.BertTokenizer(vocab=load_vocab(str(vocab_path))).save_pretrained(d)
@@ -66,8 +71,9 @@ def assert_same(got: np.ndarray, want: np.ndarray) -> None:
 
 @pytest.mark.parity
 def test_e5_layout_query_and_passage_prompts(tmp_path, st, torch, random_bert):
-    reference = save_st(st, torch, random_bert, tmp_path / "e5", "mean",
-                        prompts={"query": "query: ", "passage": "passage: "})
+    reference = save_st(
+        st, torch, random_bert, tmp_path / "e5", "mean", prompts={"query": "query: ", "passage": "passage: "}
+    )
     ours = numbert.load(tmp_path / "e5")
     assert ours.sentence_config.prompts.items() >= {"query": "query: ", "passage": "passage: "}.items()
     for name in ("query", "passage"):
@@ -79,8 +85,15 @@ def test_e5_layout_query_and_passage_prompts(tmp_path, st, torch, random_bert):
 @pytest.mark.parity
 def test_bge_layout_cls_pooling_and_default_prompt(tmp_path, st, torch, random_bert):
     instruction = "Represent this sentence for searching relevant passages: "
-    reference = save_st(st, torch, random_bert, tmp_path / "bge", "cls", prompts={"query": instruction, "passage": ""},
-                        default_prompt_name="query")
+    reference = save_st(
+        st,
+        torch,
+        random_bert,
+        tmp_path / "bge",
+        "cls",
+        prompts={"query": instruction, "passage": ""},
+        default_prompt_name="query",
+    )
     ours = numbert.load(tmp_path / "bge")
     assert_same(ours.embed(TEXTS), reference.encode(TEXTS))  # the default prompt applies
     assert_same(ours.embed(TEXTS, prompt_name="passage"), reference.encode(TEXTS, prompt_name="passage"))
@@ -120,8 +133,11 @@ def test_dense_module_errors_name_the_file(tmp_path, st, torch, random_bert):
     with pytest.raises(ValueError, match="2_Dense/config.json: unsupported activation_function"):
         numbert.load(tmp_path / "labse")
     config.write_text(json.dumps(original | {"out_features": 8}))
-    with pytest.raises(ValueError, match=r"2_Dense/model.safetensors: expected tensor 'linear.weight' of shape "
-                                         r"\(8, 32\), found \(16, 32\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"2_Dense/model.safetensors: expected tensor 'linear.weight' of shape "
+        r"\(8, 32\), found \(16, 32\)",
+    ):
         numbert.load(tmp_path / "labse")
 
 
@@ -133,11 +149,42 @@ def test_cli_encode_prompt_name(tmp_path, st, torch, random_bert):
     reference = save_st(st, torch, random_bert, tmp_path / "e5", "mean", prompts={"query": "query: "})
     out = tmp_path / "v.npy"
     for flags in (["--prompt-name", "query"], ["--prompt", "query: "]):
-        result = subprocess.run([sys.executable, "-m", "numbert", "encode", "--model", str(tmp_path / "e5"), *flags,
-                                 "-o", str(out), *TEXTS], capture_output=True, text=True, check=False)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "numbert",
+                "encode",
+                "--model",
+                str(tmp_path / "e5"),
+                *flags,
+                "-o",
+                str(out),
+                *TEXTS,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert result.returncode == 0, result.stderr
         assert_same(np.load(out), reference.encode(TEXTS, prompt_name="query"))
-    result = subprocess.run([sys.executable, "-m", "numbert", "encode", "--model", str(tmp_path / "e5"),
-                             "--prompt-name", "nope", "-o", str(out), "x"], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "numbert",
+            "encode",
+            "--model",
+            str(tmp_path / "e5"),
+            "--prompt-name",
+            "nope",
+            "-o",
+            str(out),
+            "x",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode != 0 and "unknown prompt_name 'nope'" in result.stderr
     assert "Traceback" not in result.stderr

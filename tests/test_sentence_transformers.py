@@ -61,7 +61,7 @@ SENTENCES = [
     "The dog sat on the log.",
     "Deep learning models need data.",
     "Quantum computing uses qubits.",
-    "He said: \"don't go!\" — and left.",
+    'He said: "don\'t go!" — and left.',
     "a b c d e f g h i j k l m n o p",
     "Last sentence of the test set.",
 ]
@@ -72,32 +72,48 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
 
 
-def write_st_dir(tmp_path: Path, minilm_dir: Path, pooling: dict, *, normalize: bool, max_seq_length: int = 256,
-                 extra_modules: list | None = None) -> Path:
+def write_st_dir(
+    tmp_path: Path,
+    minilm_dir: Path,
+    pooling: dict,
+    *,
+    normalize: bool,
+    max_seq_length: int = 256,
+    extra_modules: list | None = None,
+) -> Path:
     """A sentence-transformers directory sharing MiniLM's weights, with its own Pooling config."""
     d = tmp_path / "st"
     d.mkdir()
-    for name in ("config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
-                 "special_tokens_map.json"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "vocab.txt",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+    ):
         os.symlink(minilm_dir / name, d / name)
-    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
     if normalize:
         modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
     modules += extra_modules or []
     (d / "modules.json").write_text(json.dumps(modules))
     (d / "1_Pooling").mkdir()
     (d / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 384, **pooling}))
-    (d / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_seq_length,
-                                                             "do_lower_case": False}))
+    (d / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_seq_length, "do_lower_case": False}))
     return d
 
 
 # --- reading the directory ---------------------------------------------------------------------------
 
+
 def test_minilm_directory(minilm_dir, minilm):
-    assert read_sentence_config(minilm_dir) == SentenceConfig(pooling=("mean",), normalize=True, max_seq_length=256,
-                                                              do_lower_case=False)
+    assert read_sentence_config(minilm_dir) == SentenceConfig(
+        pooling=("mean",), normalize=True, max_seq_length=256, do_lower_case=False
+    )
     assert minilm.sentence_config.max_seq_length == 256
 
 
@@ -106,14 +122,19 @@ def test_plain_bert_directory_has_none(tmp_path):
     assert read_sentence_config(tmp_path) is None
 
 
-@pytest.mark.parametrize("pooling, expected", [
-    ({"pooling_mode_cls_token": True, "pooling_mode_max_tokens": True, "pooling_mode_mean_tokens": True},
-     ("cls", "max", "mean")),  # flags: sentence-transformers' concatenation order
-    ({"pooling_mode_mean_sqrt_len_tokens": True}, ("mean_sqrt_len",)),
-    ({"pooling_mode_mean_tokens": False}, ("mean",)),  # no flag set: sentence-transformers' default
-    ({"pooling_mode": "lasttoken"}, ("sep",)),
-    ({"pooling_mode": ["weightedmean", "cls"]}, ("weighted_mean", "cls")),
-])
+@pytest.mark.parametrize(
+    "pooling, expected",
+    [
+        (
+            {"pooling_mode_cls_token": True, "pooling_mode_max_tokens": True, "pooling_mode_mean_tokens": True},
+            ("cls", "max", "mean"),
+        ),  # flags: sentence-transformers' concatenation order
+        ({"pooling_mode_mean_sqrt_len_tokens": True}, ("mean_sqrt_len",)),
+        ({"pooling_mode_mean_tokens": False}, ("mean",)),  # no flag set: sentence-transformers' default
+        ({"pooling_mode": "lasttoken"}, ("sep",)),
+        ({"pooling_mode": ["weightedmean", "cls"]}, ("weighted_mean", "cls")),
+    ],
+)
 def test_pooling_config_forms(tmp_path, minilm_dir, pooling, expected):
     config = read_sentence_config(write_st_dir(tmp_path, minilm_dir, pooling, normalize=False))
     assert config.pooling == expected and config.normalize is False
@@ -144,6 +165,7 @@ def test_a_module_numbert_does_not_run_is_refused_only_for_the_default(tmp_path,
 
 # --- parity with sentence-transformers ----------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def SentenceTransformer(torch):
     return pytest.importorskip("sentence_transformers").SentenceTransformer
@@ -162,11 +184,20 @@ def test_minilm_matches_sentence_transformers(minilm_dir, minilm, SentenceTransf
 
 
 @pytest.mark.parity
-@pytest.mark.parametrize("pooling, normalize", [
-    ({"pooling_mode_cls_token": True, "pooling_mode_max_tokens": True, "pooling_mode_mean_sqrt_len_tokens": True},
-     False),
-    ({"pooling_mode": ["weightedmean", "lasttoken"]}, True),
-])
+@pytest.mark.parametrize(
+    "pooling, normalize",
+    [
+        (
+            {
+                "pooling_mode_cls_token": True,
+                "pooling_mode_max_tokens": True,
+                "pooling_mode_mean_sqrt_len_tokens": True,
+            },
+            False,
+        ),
+        ({"pooling_mode": ["weightedmean", "lasttoken"]}, True),
+    ],
+)
 def test_other_pooling_modes_match_sentence_transformers(tmp_path, minilm_dir, SentenceTransformer, pooling, normalize):
     d = write_st_dir(tmp_path, minilm_dir, pooling, normalize=normalize, max_seq_length=64)
     texts = SENTENCES[::3]

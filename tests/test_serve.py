@@ -26,9 +26,37 @@ import numbert
 from numbert.serve.batching import Item, next_batch
 
 ROOT = Path(__file__).resolve().parent.parent
-WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "retrieval", "augmented",
-         "generation", "needs", "dense", "sentence", "embeddings", "from", "small", "encoder", "running", "on",
-         "two", "cores", "Zürich", "café", "naïve", "3.14", "ok"]
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "retrieval",
+    "augmented",
+    "generation",
+    "needs",
+    "dense",
+    "sentence",
+    "embeddings",
+    "from",
+    "small",
+    "encoder",
+    "running",
+    "on",
+    "two",
+    "cores",
+    "Zürich",
+    "café",
+    "naïve",
+    "3.14",
+    "ok",
+]
 
 
 def mixed_texts(n: int, seed: int, longest: int = 40) -> list[str]:
@@ -118,6 +146,7 @@ def still_serving(server: ServerProcess, model) -> None:
 
 # --- the official openai client and httpx ------------------------------------------------------------
 
+
 def test_openai_client_both_encoding_formats(server, model):
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
     texts = mixed_texts(12, seed=1) + ["", "Café naïve résumé", "The quick brown fox jumps over the lazy dog. " * 10]
@@ -175,13 +204,20 @@ def test_tei_routes_and_token_ids(server, model):
     assert httpx.get(server.url + "/health").json() == {"status": "ready"}
     metrics = httpx.get(server.url + "/metrics")
     assert metrics.headers["content-type"].startswith("text/plain")
-    for name in ("numbert_requests_total{", "numbert_inputs_total ", "numbert_tokens_total ", "numbert_queue_depth ",
-                 "numbert_batch_inputs_bucket{", "numbert_request_duration_seconds_bucket{"):
+    for name in (
+        "numbert_requests_total{",
+        "numbert_inputs_total ",
+        "numbert_tokens_total ",
+        "numbert_queue_depth ",
+        "numbert_batch_inputs_bucket{",
+        "numbert_request_duration_seconds_bucket{",
+    ):
         assert name in metrics.text
     assert 'numbert_requests_total{endpoint="/embed",status="200"} 2' in metrics.text
 
 
 # --- load: many clients, overload, shutdown ------------------------------------------------------------
+
 
 async def client_loop(url: str, texts: list[str], requests: int, seed: int, results: list, deadline: float) -> None:
     """One client: `requests` requests of 1 or 2 texts, one after the other, each answer kept with its texts."""
@@ -230,8 +266,7 @@ def test_overload_answers_429_then_recovers(server, model):
     body = {"input": texts, "model": "m"}
 
     async def burst(n):
-        async with httpx.AsyncClient(base_url=server.url, timeout=60,
-                                     limits=httpx.Limits(max_connections=n)) as client:
+        async with httpx.AsyncClient(base_url=server.url, timeout=60, limits=httpx.Limits(max_connections=n)) as client:
             return await asyncio.gather(*(client.post("/v1/embeddings", json=body) for _ in range(n)))
 
     answers = asyncio.run(burst(160))  # 2.5 x --max-concurrent-requests
@@ -253,8 +288,10 @@ def test_sigterm_mid_load_loses_no_accepted_request(minilm_dir, model):
     results: list = []
 
     async def main():
-        clients = [asyncio.create_task(client_loop(s.url, texts, 200, seed, results, time.monotonic() + 30))
-                   for seed in range(16)]
+        clients = [
+            asyncio.create_task(client_loop(s.url, texts, 200, seed, results, time.monotonic() + 30))
+            for seed in range(16)
+        ]
         while len(results) < 40:  # the server is busy; now stop it
             await asyncio.sleep(0.01)
         s.proc.send_signal(signal.SIGTERM)
@@ -277,7 +314,8 @@ def test_workers_share_the_port(minilm_dir, model):
             assert_close([d["embedding"] for d in r.json()["data"]], model.embed(texts, progress=False))
         deadline = time.monotonic() + 30  # /metrics sums both workers' counters, each at most a second old
         while 'numbert_requests_total{endpoint="/v1/embeddings",status="200"} 4' not in (
-                metrics := httpx.get(s.url + "/metrics").text):
+            metrics := httpx.get(s.url + "/metrics").text
+        ):
             assert time.monotonic() < deadline, metrics
             time.sleep(0.1)
         assert "numbert_inputs_total 24" in metrics and "numbert_requests_in_flight 0" in metrics
@@ -287,28 +325,32 @@ def test_workers_share_the_port(minilm_dir, model):
 
 # --- bad requests ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("body, status, param, says", [
-    (b'{"input": ', 400, None, "not valid JSON"),
-    (b"\xff\xfe", 400, None, "not valid JSON"),
-    (b"[" * 100_000 + b"]" * 100_000, 400, None, "not valid JSON"),
-    (b'["a"]', 422, None, "JSON object"),
-    (b'{"model": "m"}', 422, "input", "required"),
-    (b'{"input": 5}', 422, "input", "not a number"),
-    (b'{"input": []}', 422, "input", "not be empty"),
-    (b'{"input": ["a", 3]}', 422, "input[1]", "must be a string"),
-    (b'{"input": [[1, 2], []]}', 422, "input[1]", "non-empty list"),
-    (b'{"input": [101, "a"]}', 422, "input[1]", "token id"),
-    (b'{"input": [101, 1.5, 102]}', 422, "input[1]", "token id"),
-    (b'{"input": [[101, 30522, 102]]}', 422, "input[0][1]", "30522"),
-    (b'{"input": [101, -1, 102]}', 422, "input[0][1]", "vocabulary"),
-    (b'{"input": [101, 100000000000000000000000, 102]}', 422, "input[0][1]", "vocabulary"),
-    (b'{"input": "a", "model": 3}', 422, "model", "string"),
-    (b'{"input": "a", "encoding_format": "hex"}', 422, "encoding_format", "'float' or 'base64'"),
-    (b'{"input": "a", "dimensions": "64"}', 422, "dimensions", "integer"),
-    (b'{"input": "a", "dimensions": true}', 422, "dimensions", "integer"),
-    (b'{"input": "a", "dimensions": 0}', 400, "dimensions", "positive"),
-    (b'{"input": "a", "dimensions": 1000}', 400, "dimensions", "384"),
-])
+
+@pytest.mark.parametrize(
+    "body, status, param, says",
+    [
+        (b'{"input": ', 400, None, "not valid JSON"),
+        (b"\xff\xfe", 400, None, "not valid JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, 400, None, "not valid JSON"),
+        (b'["a"]', 422, None, "JSON object"),
+        (b'{"model": "m"}', 422, "input", "required"),
+        (b'{"input": 5}', 422, "input", "not a number"),
+        (b'{"input": []}', 422, "input", "not be empty"),
+        (b'{"input": ["a", 3]}', 422, "input[1]", "must be a string"),
+        (b'{"input": [[1, 2], []]}', 422, "input[1]", "non-empty list"),
+        (b'{"input": [101, "a"]}', 422, "input[1]", "token id"),
+        (b'{"input": [101, 1.5, 102]}', 422, "input[1]", "token id"),
+        (b'{"input": [[101, 30522, 102]]}', 422, "input[0][1]", "30522"),
+        (b'{"input": [101, -1, 102]}', 422, "input[0][1]", "vocabulary"),
+        (b'{"input": [101, 100000000000000000000000, 102]}', 422, "input[0][1]", "vocabulary"),
+        (b'{"input": "a", "model": 3}', 422, "model", "string"),
+        (b'{"input": "a", "encoding_format": "hex"}', 422, "encoding_format", "'float' or 'base64'"),
+        (b'{"input": "a", "dimensions": "64"}', 422, "dimensions", "integer"),
+        (b'{"input": "a", "dimensions": true}', 422, "dimensions", "integer"),
+        (b'{"input": "a", "dimensions": 0}', 400, "dimensions", "positive"),
+        (b'{"input": "a", "dimensions": 1000}', 400, "dimensions", "384"),
+    ],
+)
 def test_malformed_requests_get_openai_errors(server, model, body, status, param, says):
     r = httpx.post(server.url + "/v1/embeddings", content=body, headers={"content-type": "application/json"})
     assert says in error_of(r, status, param)
@@ -327,8 +369,9 @@ def test_too_many_too_long_and_too_big(server, model):
     assert "300 tokens" in error_of(r, 413, "input[0]")
     r = httpx.post(server.url + "/v1/embeddings", json={"input": "x" * 3_000_000}, timeout=60)
     assert "2000000 bytes" in error_of(r, 413)
-    assert "normalize" in error_of(httpx.post(server.url + "/embed", json={"inputs": "a", "normalize": 1}), 422,
-                                   "normalize")
+    assert "normalize" in error_of(
+        httpx.post(server.url + "/embed", json={"inputs": "a", "normalize": 1}), 422, "normalize"
+    )
     assert "token ids" in error_of(httpx.post(server.url + "/tokenize", json={"inputs": [1, 2]}), 422, "inputs")
     error_of(httpx.get(server.url + "/v1/embeddings"), 405)
     error_of(httpx.get(server.url + "/v2/nothing"), 404)
@@ -376,6 +419,7 @@ def test_not_ready_until_loaded_and_a_failed_load_says_why(tmp_path):
 
 
 # --- the batching rule --------------------------------------------------------------------------------
+
 
 def test_next_batch_runs_the_oldest_input_with_neighbours_by_length():
     def items(lengths):

@@ -15,8 +15,14 @@ TEXTS = ["Here is the sentence I want embeddings for.", "hello, world!"]
 
 
 def small_config(transformers):
-    return transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                   intermediate_size=64, max_position_embeddings=64)
+    return transformers.BertConfig(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
 
 
 def saved_model(transformers, torch, directory, vocab_path, dtype=None, **save):
@@ -36,17 +42,22 @@ def saved_model(transformers, torch, directory, vocab_path, dtype=None, **save):
 
 def assert_matches_transformers(transformers, torch, directory, atol=6e-6):
     ours = numbert.load(directory)(TEXTS)
-    reference = transformers.BertModel.from_pretrained(directory, dtype=torch.float32,
-                                                       attn_implementation="eager").eval()
+    reference = transformers.BertModel.from_pretrained(
+        directory, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
     with torch.no_grad():
-        theirs = reference(input_ids=torch.from_numpy(ours.input_ids),
-                           attention_mask=torch.from_numpy(ours.attention_mask),
-                           token_type_ids=torch.from_numpy(ours.token_type_ids), output_hidden_states=True)
+        theirs = reference(
+            input_ids=torch.from_numpy(ours.input_ids),
+            attention_mask=torch.from_numpy(ours.attention_mask),
+            token_type_ids=torch.from_numpy(ours.token_type_ids),
+            output_hidden_states=True,
+        )
     mask = ours.attention_mask.astype(bool)
     assert ours.hidden_states.dtype == np.float32
     for layer, hidden in enumerate(theirs.hidden_states):
-        np.testing.assert_allclose(ours.hidden_states[layer][mask], hidden.numpy()[mask], atol=atol, rtol=0,
-                                   err_msg=f"hidden state {layer}")
+        np.testing.assert_allclose(
+            ours.hidden_states[layer][mask], hidden.numpy()[mask], atol=atol, rtol=0, err_msg=f"hidden state {layer}"
+        )
     np.testing.assert_allclose(ours.pooler_output, theirs.pooler_output.numpy(), atol=atol, rtol=0)
 
 
@@ -60,14 +71,16 @@ def test_safetensors_shards_saved_by_transformers(tmp_path, transformers, torch,
 def torch_bin_shards(torch, state: dict, directory, per_shard: int) -> None:
     """pytorch_model-0000k-of-0000n.bin shards and their index, as transformers 4 wrote them."""
     names = list(state)
-    groups = [names[i:i + per_shard] for i in range(0, len(names), per_shard)]
+    groups = [names[i : i + per_shard] for i in range(0, len(names), per_shard)]
     weight_map = {}
     for k, group in enumerate(groups, 1):
         shard = f"pytorch_model-{k:05d}-of-{len(groups):05d}.bin"
         torch.save({name: state[name] for name in group}, directory / shard)
         weight_map |= {name: shard for name in group}
-    index = {"metadata": {"total_size": sum(t.numel() * t.element_size() for t in state.values())},
-             "weight_map": weight_map}
+    index = {
+        "metadata": {"total_size": sum(t.numel() * t.element_size() for t in state.values())},
+        "weight_map": weight_map,
+    }
     (directory / "pytorch_model.bin.index.json").write_text(json.dumps(index), encoding="utf-8")
 
 
@@ -88,8 +101,9 @@ def test_pytorch_bin_shards(tmp_path, transformers, torch, vocab_path):
 def test_half_precision_weights_compute_in_float32(tmp_path, transformers, torch, vocab_path, dtype):
     """Saved in half precision (config dtype says so); numbert widens exactly and computes in float32,
     as transformers does when asked for float32."""
-    d = saved_model(transformers, torch, tmp_path / dtype, vocab_path, dtype=getattr(torch, dtype),
-                    max_shard_size="20KB")
+    d = saved_model(
+        transformers, torch, tmp_path / dtype, vocab_path, dtype=getattr(torch, dtype), max_shard_size="20KB"
+    )
     assert json.loads((d / "config.json").read_text())["dtype"] == dtype
     weights = load_weights(d, BertConfig.from_json(d / "config.json"))
     assert all(w.dtype == np.float32 for w in weights.values())
@@ -99,8 +113,11 @@ def test_half_precision_weights_compute_in_float32(tmp_path, transformers, torch
 def test_missing_shard_is_named(tmp_path, transformers, torch, vocab_path):
     d = saved_model(transformers, torch, tmp_path / "sharded", vocab_path, max_shard_size="20KB")
     sorted(d.glob("model-*-of-*.safetensors"))[1].unlink()
-    with pytest.raises(FileNotFoundError, match=r"model.safetensors.index.json lists shard 'model-00002-of-\d+"
-                                                r".safetensors' \(holding '[^']+', among others\), but .* is missing"):
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"model.safetensors.index.json lists shard 'model-00002-of-\d+"
+        r".safetensors' \(holding '[^']+', among others\), but .* is missing",
+    ):
         numbert.load(d)
 
 
@@ -108,18 +125,22 @@ def test_index_naming_a_tensor_its_shard_lacks(tmp_path):
     from safetensors.numpy import save_file
 
     save_file({"a": np.zeros(2, np.float32)}, str(tmp_path / "s1.safetensors"))
-    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "s1.safetensors",
-                                                                                     "b": "s1.safetensors"}}))
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"a": "s1.safetensors", "b": "s1.safetensors"}})
+    )
     with pytest.raises(ValueError, match="maps tensor 'b' to shard 's1.safetensors', which does not hold it"):
         read_sharded(tmp_path / "model.safetensors.index.json")
 
 
-@pytest.mark.parametrize("content, words", [
-    ("not json", "not a checkpoint shard index"),
-    ('{"metadata": {}}', "not a checkpoint shard index"),
-    ('{"weight_map": {"a": 3}}', "must map each tensor name to a shard file name"),
-    ('{"weight_map": {"a": "../elsewhere.safetensors"}}', "is not a file name in the checkpoint's directory"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("not json", "not a checkpoint shard index"),
+        ('{"metadata": {}}', "not a checkpoint shard index"),
+        ('{"weight_map": {"a": 3}}', "must map each tensor name to a shard file name"),
+        ('{"weight_map": {"a": "../elsewhere.safetensors"}}', "is not a file name in the checkpoint's directory"),
+    ],
+)
 def test_bad_index_is_refused_naming_it(tmp_path, content, words):
     (tmp_path / "model.safetensors.index.json").write_text(content)
     with pytest.raises(ValueError, match=f"model.safetensors.index.json.*{words}"):
@@ -135,9 +156,14 @@ def test_hub_download_fetches_one_sharded_format_only(tmp_path, monkeypatch):
 
     st_index = {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
     bin_index = {"weight_map": {"a": "pytorch_model-00001-of-00001.bin"}}
-    repo = {"config.json": b"{}", "model.safetensors.index.json": json.dumps(st_index).encode(),
-            "model-00001-of-00002.safetensors": b"", "model-00002-of-00002.safetensors": b"",
-            "pytorch_model.bin.index.json": json.dumps(bin_index).encode(), "pytorch_model-00001-of-00001.bin": b""}
+    repo = {
+        "config.json": b"{}",
+        "model.safetensors.index.json": json.dumps(st_index).encode(),
+        "model-00001-of-00002.safetensors": b"",
+        "model-00002-of-00002.safetensors": b"",
+        "pytorch_model.bin.index.json": json.dumps(bin_index).encode(),
+        "pytorch_model-00001-of-00001.bin": b"",
+    }
     requested = []
 
     def fake_download(repo_id, filename, revision=None, cache_dir=None, local_files_only=False):
@@ -152,9 +178,15 @@ def test_hub_download_fetches_one_sharded_format_only(tmp_path, monkeypatch):
     monkeypatch.setattr("numbert.hub._hub_unreachable", lambda repo_id, revision: False)
     assert model_dir("org/big-model") == tmp_path
     weight_files = {f for f in requested if "model" in f and f.endswith((".safetensors", ".bin", ".json"))}
-    assert weight_files == {"model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
-                            "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}
+    assert weight_files == {
+        "model.safetensors",
+        "pytorch_model.bin",
+        "model.safetensors.index.json",
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    }
     del repo["model-00002-of-00002.safetensors"]
-    with pytest.raises(FileNotFoundError, match="lists shard 'model-00002-of-00002.safetensors', which the "
-                                                "repository lacks"):
+    with pytest.raises(
+        FileNotFoundError, match="lists shard 'model-00002-of-00002.safetensors', which the repository lacks"
+    ):
         model_dir("org/big-model")

@@ -24,6 +24,7 @@ def corpus(n: int) -> list[str]:
 
 def embedder(model, calls: list | None = None, fail_after: int | None = None):
     """A single-process embed for write_shards, recording the chunks it ran and failing after some."""
+
     def embed(chunks):
         for lines, texts in chunks:
             if fail_after is not None and calls is not None and len(calls) == fail_after:
@@ -31,21 +32,29 @@ def embedder(model, calls: list | None = None, fail_after: int | None = None):
             if calls is not None:
                 calls.append(lines)
             yield model.embed(texts, progress=False)
+
     return embed
 
 
 def test_shard_chunks_restart_at_every_shard():
     got = [(shard, lines, len(texts), last) for shard, lines, texts, last in shard_chunks(map(str, range(23)), 10, 4)]
-    assert got == [(0, range(0, 4), 4, False), (0, range(4, 8), 4, False), (0, range(8, 10), 2, True),
-                   (1, range(10, 14), 4, False), (1, range(14, 18), 4, False), (1, range(18, 20), 2, True),
-                   (2, range(20, 23), 3, True)]
+    assert got == [
+        (0, range(0, 4), 4, False),
+        (0, range(4, 8), 4, False),
+        (0, range(8, 10), 2, True),
+        (1, range(10, 14), 4, False),
+        (1, range(14, 18), 4, False),
+        (1, range(18, 20), 2, True),
+        (2, range(20, 23), 3, True),
+    ]
     assert list(shard_chunks([], 10, 4)) == []
 
 
 def test_shards_hold_every_line_in_order_with_a_manifest(tmp_path, model):
     texts = corpus(95)
-    manifest = write_shards(tmp_path / "out", texts, embedder(model), {"model": "minilm"}, shard_lines=40,
-                            chunk_lines=16)
+    manifest = write_shards(
+        tmp_path / "out", texts, embedder(model), {"model": "minilm"}, shard_lines=40, chunk_lines=16
+    )
     assert [e["file"] for e in manifest["shards"]] == ["part-00000.npy", "part-00001.npy", "part-00002.npy"]
     assert [e["lines"] for e in manifest["shards"]] == [[0, 40], [40, 80], [80, 95]]
     assert manifest["complete"] and manifest["lines"] == 95 and manifest["dim"] == 384
@@ -65,8 +74,9 @@ def test_a_rerun_after_a_crash_embeds_only_the_missing_shards(tmp_path, model):
     assert [e["lines"] for e in manifest["shards"]] == [[0, 30], [30, 60]] and not manifest["complete"]
     calls: list = []
     done = []
-    resumed = write_shards(tmp_path / "job", texts, embedder(model, calls), job, shard_lines=30, chunk_lines=10,
-                           progress=done.append)
+    resumed = write_shards(
+        tmp_path / "job", texts, embedder(model, calls), job, shard_lines=30, chunk_lines=10, progress=done.append
+    )
     assert calls == [range(60, 70), range(70, 80), range(80, 90), range(90, 100)]
     assert sum(done) == 100
     assert [e["sha256"] for e in resumed["shards"]] == [e["sha256"] for e in whole["shards"]]
@@ -138,8 +148,10 @@ with Pool(model_dir, int(workers)) as pool:
 def test_sigkill_mid_job_then_rerun_gives_the_uninterrupted_result(tmp_path, minilm_dir):
     source = tmp_path / "in.txt"
     source.write_text("\n".join(corpus(600)) + "\n", encoding="utf-8")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(numbert.__path__[0] + "/.."),
-                                                                    os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(numbert.__path__[0] + "/.."), os.environ.get("PYTHONPATH")])),
+    )
     command = [sys.executable, "-c", JOB_SCRIPT, str(minilm_dir), str(source)]
     subprocess.run([*command, str(tmp_path / "whole"), "2"], env=env, check=True, timeout=300)
     job = subprocess.Popen([*command, str(tmp_path / "job"), "2"], env=env, start_new_session=True)

@@ -13,8 +13,9 @@ from test_cli import one_error_line, run
 import numbert
 from numbert.tasks import Answer, Entity, Label, Prediction, top
 
-CONLL = {i: label for i, label in enumerate(["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC",
-                                             "I-MISC"])}
+CONLL = {
+    i: label for i, label in enumerate(["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"])
+}
 NER_TEXTS = [
     "Hugging Face Inc. is a company based in New York City. Its headquarters are in DUMBO, near the Manhattan Bridge.",
     "Wolfgang Amadeus Mozart et Émilie du Châtelet ☃ visitèrent Zürich-Oerlikon, then ate gnocchi with Tschaikowsky.",
@@ -61,10 +62,13 @@ def assert_same_predictions(ours: list[Prediction], theirs: list[dict]):
 
 
 @pytest.mark.parity
-@pytest.mark.parametrize("text, top_k", [
-    ("The man worked as a [MASK].", 5),
-    ("Paris is the [MASK] of France, n'est-ce pas? Naïve café!", 12),
-])
+@pytest.mark.parametrize(
+    "text, top_k",
+    [
+        ("The man worked as a [MASK].", 5),
+        ("Paris is the [MASK] of France, n'est-ce pas? Naïve café!", 12),
+    ],
+)
 def test_fill_mask_matches_the_pipeline(masked_lm, pipeline, text, top_k):
     model, directory, reference = masked_lm
     ours = model.fill_mask(text, top_k=top_k)
@@ -91,8 +95,9 @@ def test_fill_mask_refuses_texts_without_a_mask_with_too_many_or_too_long(masked
     with pytest.raises(ValueError, match=r"the text has 11 \[MASK\] tokens, more than max_masks=10"):
         model.fill_mask("[MASK] " * 11)
     assert len(model.fill_mask("[MASK] " * 11, top_k=1, max_masks=11)) == 11
-    with pytest.raises(ValueError, match="the text is 602 tokens long; this model reads at most 512 and fill_mask "
-                                         "does not truncate"):
+    with pytest.raises(
+        ValueError, match="the text is 602 tokens long; this model reads at most 512 and fill_mask does not truncate"
+    ):
         model.fill_mask("[MASK] " + "word " * 599)
     with pytest.raises(ValueError, match="top_k must be a positive integer, got 0"):
         model.fill_mask("a [MASK]", top_k=0)
@@ -129,12 +134,15 @@ def test_is_next_is_the_softmax_of_the_next_sentence_logits(head_checkpoint, tor
 
 
 @pytest.mark.parity
-@pytest.mark.parametrize("config, function", [
-    ({"id2label": {0: "negative", 1: "neutral", 2: "positive"}}, "softmax"),
-    ({"num_labels": 4, "problem_type": "multi_label_classification"}, "sigmoid"),
-    ({"num_labels": 1, "problem_type": "regression"}, "none"),
-    ({"num_labels": 1}, "sigmoid"),  # one label and no problem_type: the pipeline's sigmoid
-])
+@pytest.mark.parametrize(
+    "config, function",
+    [
+        ({"id2label": {0: "negative", 1: "neutral", 2: "positive"}}, "softmax"),
+        ({"num_labels": 4, "problem_type": "multi_label_classification"}, "sigmoid"),
+        ({"num_labels": 1, "problem_type": "regression"}, "none"),
+        ({"num_labels": 1}, "sigmoid"),  # one label and no problem_type: the pipeline's sigmoid
+    ],
+)
 def test_classify_matches_the_text_classification_pipeline(head_checkpoint, pipeline, config, function):
     directory, reference = head_checkpoint("BertForSequenceClassification", **config)
     model = numbert.load(directory)
@@ -149,8 +157,9 @@ def test_classify_matches_the_text_classification_pipeline(head_checkpoint, pipe
     [(label, score)] = model.classify("Is it raining?", "The streets are wet.", top_k=1)
     [expected] = classifier({"text": "Is it raining?", "text_pair": "The streets are wet."}, top_k=1)
     assert label == expected["label"] and score == pytest.approx(expected["score"], rel=RTOL)
-    np.testing.assert_allclose([s for _, s in model.classify(texts[0], function=function)],
-                               [s for _, s in model.classify(texts[0])], rtol=0)
+    np.testing.assert_allclose(
+        [s for _, s in model.classify(texts[0], function=function)], [s for _, s in model.classify(texts[0])], rtol=0
+    )
 
 
 def test_classify_refuses_an_unknown_score_function(head_checkpoint):
@@ -165,8 +174,9 @@ def test_classify_refuses_an_unknown_score_function(head_checkpoint):
 
 def assert_same_entities(ours: list[Entity], theirs: list[dict], grouped: bool):
     key = "entity_group" if grouped else "entity"
-    assert [(e.entity, e.word, e.start, e.end) for e in ours] == [(t[key], t["word"], t["start"], t["end"])
-                                                                  for t in theirs]
+    assert [(e.entity, e.word, e.start, e.end) for e in ours] == [
+        (t[key], t["word"], t["start"], t["end"]) for t in theirs
+    ]
     if not grouped:
         assert [e.token_index for e in ours] == [t["index"] for t in theirs]
     np.testing.assert_allclose([e.score for e in ours], [float(t["score"]) for t in theirs], rtol=RTOL)
@@ -177,14 +187,19 @@ def assert_same_entities(ours: list[Entity], theirs: list[dict], grouped: bool):
 @pytest.mark.parametrize("ignore_labels", [("O",), ()])
 def test_ner_matches_the_token_classification_pipeline(tagger, pipeline, aggregation, ignore_labels):
     model, directory, reference = tagger
-    tag = pipeline("token-classification", directory, reference, aggregation_strategy=aggregation,
-                   ignore_labels=list(ignore_labels))
+    tag = pipeline(
+        "token-classification",
+        directory,
+        reference,
+        aggregation_strategy=aggregation,
+        ignore_labels=list(ignore_labels),
+    )
     ours = model.ner(NER_TEXTS, aggregation=aggregation, ignore_labels=ignore_labels)
     for text, o, t in zip(NER_TEXTS, ours, tag(NER_TEXTS)):
         assert o and all(isinstance(e, Entity) for e in o)
         assert_same_entities(o, t, grouped=aggregation != "none")
         if not ignore_labels:  # every token is in one entity, in order: their spans cover the text
-            assert "".join(text[e.start:e.end] for e in o).replace(" ", "") == text.replace(" ", "")
+            assert "".join(text[e.start : e.end] for e in o).replace(" ", "") == text.replace(" ", "")
 
 
 @pytest.mark.parity
@@ -198,8 +213,9 @@ def test_ner_stride_windows_match_the_pipeline(tagger, pipeline, tmp_path, aggre
     model = numbert.load(tmp_path)
     text = " ".join(NER_TEXTS)
     tag = pipeline("token-classification", tmp_path, reference, aggregation_strategy=aggregation, ignore_labels=[])
-    assert_same_entities(model.ner(text, aggregation=aggregation, stride=8, ignore_labels=()),
-                         tag(text, stride=8), grouped=True)
+    assert_same_entities(
+        model.ner(text, aggregation=aggregation, stride=8, ignore_labels=()), tag(text, stride=8), grouped=True
+    )
 
 
 def test_ner_refuses_unknown_aggregations_and_stride_without_one(tagger):
@@ -216,23 +232,47 @@ def test_ner_refuses_unknown_aggregations_and_stride_without_one(tagger):
 # extractive question answering: the best span, computed here as transformers 4's pipeline defines it
 
 
-def expected_answers(transformers, torch, directory, reference, question, context, *, max_seq_len=384, doc_stride=128,
-                     max_answer_len=15, top_k=1):
+def expected_answers(
+    transformers,
+    torch,
+    directory,
+    reference,
+    question,
+    context,
+    *,
+    max_seq_len=384,
+    doc_stride=128,
+    max_answer_len=15,
+    top_k=1,
+):
     """The top_k (score, start, end) spans by brute force over transformers' own windows and logits."""
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
-    windows = tokenizer(question, context, truncation="only_second", max_length=max_seq_len, stride=doc_stride,
-                        return_overflowing_tokens=True, return_offsets_mapping=True, padding=True,
-                        return_tensors="pt")
+    windows = tokenizer(
+        question,
+        context,
+        truncation="only_second",
+        max_length=max_seq_len,
+        stride=doc_stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        padding=True,
+        return_tensors="pt",
+    )
     with torch.no_grad():
-        out = reference(input_ids=windows["input_ids"], token_type_ids=windows["token_type_ids"],
-                        attention_mask=windows["attention_mask"])
+        out = reference(
+            input_ids=windows["input_ids"],
+            token_type_ids=windows["token_type_ids"],
+            attention_mask=windows["attention_mask"],
+        )
     spans = []
     for w in range(len(windows["input_ids"])):
         sequence_ids = windows.sequence_ids(w)
         allowed = np.array([s == 1 for s in sequence_ids])
         allowed[0] = True  # [CLS]
-        probs = [torch.softmax(torch.where(torch.tensor(allowed), logits[w], -10000.0), -1).numpy()
-                 for logits in (out.start_logits, out.end_logits)]
+        probs = [
+            torch.softmax(torch.where(torch.tensor(allowed), logits[w], -10000.0), -1).numpy()
+            for logits in (out.start_logits, out.end_logits)
+        ]
         context_tokens = [i for i, s in enumerate(sequence_ids) if s == 1]
         encoding = windows.encodings[w]
         for s in context_tokens:
@@ -255,7 +295,7 @@ def test_qa_finds_the_best_span_of_the_logits(reader, transformers, torch):
     model, directory, reference = reader
     question, context = "Where do I live?", "My name is Wolfgang and I live in Berlin, near the Brandenburger Tor."
     answer = model.qa(question, context)
-    assert isinstance(answer, Answer) and context[answer.start:answer.end] == answer.answer
+    assert isinstance(answer, Answer) and context[answer.start : answer.end] == answer.answer
     expected, windows = expected_answers(transformers, torch, directory, reference, question, context, top_k=3)
     assert windows == 1
     assert_same_answers([answer], expected[:1], context)
@@ -267,11 +307,14 @@ def test_qa_finds_the_best_span_of_the_logits(reader, transformers, torch):
 def test_qa_runs_a_long_context_as_overlapping_windows(reader, transformers, torch, max_seq_len, doc_stride):
     model, directory, reference = reader
     question = "What did the scientists discover?"
-    context = ("In 1953 the scientists in Cambridge discovered the double helix, the structure of DNA. " * 3
-               + "Meanwhile, in an unrelated laboratory, a cat knocked over seventeen beakers of tea. " * 24)
+    context = (
+        "In 1953 the scientists in Cambridge discovered the double helix, the structure of DNA. " * 3
+        + "Meanwhile, in an unrelated laboratory, a cat knocked over seventeen beakers of tea. " * 24
+    )
     options = {} if max_seq_len is None else {"max_seq_len": max_seq_len, "doc_stride": doc_stride}
-    expected, windows = expected_answers(transformers, torch, directory, reference, question, context, top_k=4,
-                                         **options)
+    expected, windows = expected_answers(
+        transformers, torch, directory, reference, question, context, top_k=4, **options
+    )
     assert windows >= 2
     assert_same_answers(model.qa(question, context, top_k=4, **options), expected, context)
     assert_same_answers(model.qa(question, context, top_k=4, batch_size=1, **options), expected, context)
@@ -286,8 +329,10 @@ def test_qa_impossible_answer_is_scored_by_cls(reader, torch):
         out = reference(input_ids=torch.tensor([encoding.ids]), token_type_ids=torch.tensor([encoding.type_ids]))
     allowed = torch.tensor([s == 1 for s in encoding.sequence_ids])
     allowed[0] = True
-    p = [torch.softmax(torch.where(allowed, logits[0], -10000.0), -1)[0].item()
-         for logits in (out.start_logits, out.end_logits)]
+    p = [
+        torch.softmax(torch.where(allowed, logits[0], -10000.0), -1)[0].item()
+        for logits in (out.start_logits, out.end_logits)
+    ]
     answers = model.qa(question, context, top_k=50, handle_impossible_answer=True)
     null = next(a for a in answers if a.answer == "")
     assert (null.start, null.end) == (0, 0) and null.score == pytest.approx(p[0] * p[1], rel=RTOL)
@@ -296,15 +341,20 @@ def test_qa_impossible_answer_is_scored_by_cls(reader, torch):
 
 def test_qa_refuses_a_question_longer_than_the_model_reads(reader):
     model = reader[0]
-    with pytest.raises(ValueError, match="the question is 600 tokens long, which leaves no room for the context in "
-                                         r"max_seq_len=384 tokens \(\[CLS\] question \[SEP\] context \[SEP\]\); "
-                                         "shorten the question or raise max_seq_len"):
+    with pytest.raises(
+        ValueError,
+        match="the question is 600 tokens long, which leaves no room for the context in "
+        r"max_seq_len=384 tokens \(\[CLS\] question \[SEP\] context \[SEP\]\); "
+        "shorten the question or raise max_seq_len",
+    ):
         model.qa("why " * 600, "Because.")
-    with pytest.raises(ValueError, match="the question is 600 tokens long.*in max_seq_len=512 tokens.*; "
-                                         "shorten the question$"):
+    with pytest.raises(
+        ValueError, match="the question is 600 tokens long.*in max_seq_len=512 tokens.*; shorten the question$"
+    ):
         model.qa("why " * 600, "Because.", max_seq_len=512)
-    with pytest.raises(ValueError, match="the context must run as windows of 81 tokens .* which doc_stride=128 "
-                                         "must be smaller than"):
+    with pytest.raises(
+        ValueError, match="the context must run as windows of 81 tokens .* which doc_stride=128 must be smaller than"
+    ):
         model.qa("why " * 300, "Because. " * 100)
     assert model.qa("why " * 300, "Because").answer == "Because"  # a short context fits beside it
     with pytest.raises(ValueError, match="context is empty"):
@@ -327,14 +377,16 @@ def json_lines(result) -> list[dict]:
 def test_fill_mask_command_streams_one_json_line_per_input(masked_lm):
     model, directory, _ = masked_lm
     texts = ["The man worked as a [MASK].", "[MASK] is the capital of [MASK].", "Naïve café [MASK]!"]
-    records = json_lines(run("fill-mask", "--json", "-k", "3", model=directory,
-                             stdin="\n".join(texts).encode() + b"\n"))
+    records = json_lines(
+        run("fill-mask", "--json", "-k", "3", model=directory, stdin="\n".join(texts).encode() + b"\n")
+    )
     assert [r["text"] for r in records] == texts
     for text, record in zip(texts, records):
         found = model.fill_mask(text, top_k=3)
         masks = found if isinstance(found[0], list) else [found]
-        assert [[(g["token"], g["id"], g["sequence"]) for g in mask] for mask in record["predictions"]] == \
-               [[(g.token, g.id, g.sequence) for g in mask] for mask in masks]
+        assert [[(g["token"], g["id"], g["sequence"]) for g in mask] for mask in record["predictions"]] == [
+            [(g.token, g.id, g.sequence) for g in mask] for mask in masks
+        ]
     shown = run("fill-mask", "The man worked as a [MASK].", model=directory).stdout.decode().splitlines()
     guesses = model.fill_mask("The man worked as a [MASK].")
     assert [line.split()[0] for line in shown[:5]] == [g.token for g in guesses] and shown[5] == ""
@@ -342,8 +394,10 @@ def test_fill_mask_command_streams_one_json_line_per_input(masked_lm):
 
 def test_fill_mask_command_names_the_line_without_a_mask_and_the_missing_head(masked_lm, minilm_dir):
     error = one_error_line(run("fill-mask", model=masked_lm[1], stdin=b"a [MASK].\nno mask here\n"))
-    assert error == "numbert fill-mask: error: line 2: fill_mask needs a [MASK] token in the text; there is none " \
-                    "in 'no mask here'"
+    assert (
+        error == "numbert fill-mask: error: line 2: fill_mask needs a [MASK] token in the text; there is none "
+        "in 'no mask here'"
+    )
     error = one_error_line(run("fill-mask", "a [MASK].", model=minilm_dir))
     assert error.startswith("numbert fill-mask: error: ") and "has no masked-LM head" in error
 
@@ -354,8 +408,11 @@ def test_classify_command_reads_pairs_and_gives_top_k(head_checkpoint):
     model = numbert.load(directory)
     lines = ["I loved this film.", "Is it raining? ||| The streets are wet.", ""]
     records = json_lines(run("classify", "--json", "-k", "2", model=directory, stdin="\n".join(lines).encode() + b"\n"))
-    expected = [model.classify(lines[0], top_k=2), model.classify("Is it raining?", "The streets are wet.", top_k=2),
-                model.classify("", top_k=2)]
+    expected = [
+        model.classify(lines[0], top_k=2),
+        model.classify("Is it raining?", "The streets are wet.", top_k=2),
+        model.classify("", top_k=2),
+    ]
     for record, labels in zip(records, expected, strict=True):
         assert [x["label"] for x in record["labels"]] == [label.label for label in labels]
         np.testing.assert_allclose([x["score"] for x in record["labels"]], [s for _, s in labels], rtol=1e-6)
@@ -365,16 +422,19 @@ def test_classify_command_reads_pairs_and_gives_top_k(head_checkpoint):
 
 def test_ner_command_lists_entities_with_offsets(tagger):
     model, directory, _ = tagger
-    records = json_lines(run("ner", "--json", "--aggregation", "first", model=directory,
-                             stdin="\n".join(NER_TEXTS).encode()))
+    records = json_lines(
+        run("ner", "--json", "--aggregation", "first", model=directory, stdin="\n".join(NER_TEXTS).encode())
+    )
     for text, record in zip(NER_TEXTS, records, strict=True):
         expected = model.ner(text, aggregation="first")
-        assert [(e["entity"], e["start"], e["end"]) for e in record["entities"]] == \
-               [(e.entity, e.start, e.end) for e in expected]
+        assert [(e["entity"], e["start"], e["end"]) for e in record["entities"]] == [
+            (e.entity, e.start, e.end) for e in expected
+        ]
     shown = run("ner", NER_TEXTS[0], "--ignore", model=directory).stdout.decode().split("\n")
     entities = model.ner(NER_TEXTS[0], ignore_labels=())
-    assert [line.split("\t")[:2] for line in shown[:len(entities)]] == \
-           [[NER_TEXTS[0][e.start:e.end], e.entity] for e in entities]
+    assert [line.split("\t")[:2] for line in shown[: len(entities)]] == [
+        [NER_TEXTS[0][e.start : e.end], e.entity] for e in entities
+    ]
     assert shown[len(entities)] == ""
 
 
@@ -388,8 +448,16 @@ def test_qa_command_takes_a_question_and_context_or_lines_of_them(reader, tmp_pa
     records = json_lines(run("qa", "--json", model=directory, stdin=f"{question} ||| {context}\n".encode()))
     assert records[0]["answers"][0]["answer"] == expected.answer
     (tmp_path / "context.txt").write_text(context, encoding="utf-8")
-    records = json_lines(run("qa", "--json", "--context-file", tmp_path / "context.txt", model=directory,
-                             stdin=b"Where do I live?\nWhat is my name?\n"))
+    records = json_lines(
+        run(
+            "qa",
+            "--json",
+            "--context-file",
+            tmp_path / "context.txt",
+            model=directory,
+            stdin=b"Where do I live?\nWhat is my name?\n",
+        )
+    )
     assert [r["question"] for r in records] == ["Where do I live?", "What is my name?"]
     assert records[0]["answers"][0]["answer"] == expected.answer
     error = one_error_line(run("qa", model=directory, stdin=b"no context here\n"))

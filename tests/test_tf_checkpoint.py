@@ -111,7 +111,7 @@ def test_masked_crc_matches_tensorflow():
     _, entries = read_index(PREFIX)
     data = (TF_DIR / "bert_model.ckpt.data-00000-of-00001").read_bytes()
     for name, entry in entries.items():
-        assert masked(crc32c(data[entry.offset:entry.offset + entry.size])) == entry.crc32c, name
+        assert masked(crc32c(data[entry.offset : entry.offset + entry.size])) == entry.crc32c, name
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,14 +152,18 @@ def test_multi_shard_checkpoint_spreads_tensors_over_both_shards():
 def test_google_names_map_onto_transformers_names():
     assert transformers_name("bert/embeddings/word_embeddings") == "bert.embeddings.word_embeddings.weight"
     assert transformers_name("bert/embeddings/LayerNorm/gamma") == "bert.embeddings.LayerNorm.weight"
-    assert (transformers_name("bert/encoder/layer_11/attention/self/query/kernel")
-            == "bert.encoder.layer.11.attention.self.query.weight")
-    assert (transformers_name("bert/encoder/layer_0/output/LayerNorm/beta")
-            == "bert.encoder.layer.0.output.LayerNorm.bias")
+    assert (
+        transformers_name("bert/encoder/layer_11/attention/self/query/kernel")
+        == "bert.encoder.layer.11.attention.self.query.weight"
+    )
+    assert (
+        transformers_name("bert/encoder/layer_0/output/LayerNorm/beta") == "bert.encoder.layer.0.output.LayerNorm.bias"
+    )
     assert transformers_name("bert/pooler/dense/bias") == "bert.pooler.dense.bias"
     assert transformers_name("cls/predictions/output_bias") == "cls.predictions.bias"
-    assert (transformers_name("cls/predictions/transform/LayerNorm/gamma")
-            == "cls.predictions.transform.LayerNorm.weight")
+    assert (
+        transformers_name("cls/predictions/transform/LayerNorm/gamma") == "cls.predictions.transform.LayerNorm.weight"
+    )
     assert transformers_name("cls/seq_relationship/output_weights") == "cls.seq_relationship.weight"
     assert transformers_name("output_weights") == "classifier.weight"  # run_classifier.py
     assert transformers_name("cls/squad/output_bias") == "qa_outputs.bias"  # run_squad.py
@@ -170,11 +174,14 @@ def test_google_names_map_onto_transformers_names():
 def test_kernels_are_transposed_seq_relationship_is_not():
     expected = np.load(FIXTURES / "tf_bert_tensors.npz")
     tensors = read_tf_checkpoint(PREFIX)
-    np.testing.assert_array_equal(tensors["bert.encoder.layer.1.intermediate.dense.weight"],
-                                  expected["bert/encoder/layer_1/intermediate/dense/kernel"].T)
+    np.testing.assert_array_equal(
+        tensors["bert.encoder.layer.1.intermediate.dense.weight"],
+        expected["bert/encoder/layer_1/intermediate/dense/kernel"].T,
+    )
     assert tensors["bert.encoder.layer.1.intermediate.dense.weight"].shape == (64, 32)  # (out, in)
-    np.testing.assert_array_equal(tensors["cls.seq_relationship.weight"],
-                                  expected["cls/seq_relationship/output_weights"])
+    np.testing.assert_array_equal(
+        tensors["cls.seq_relationship.weight"], expected["cls/seq_relationship/output_weights"]
+    )
     assert not any("adam" in name or "global_step" in name for name in tensors)
 
 
@@ -186,16 +193,23 @@ def test_names_are_those_of_transformers_bert_for_pretraining(transformers, torc
     tensors = {name: torch.from_numpy(np.array(t)) for name, t in read_tf_checkpoint(PREFIX).items()}
     missing, unexpected = model.load_state_dict(tensors, strict=False)
     assert unexpected == []
-    assert set(missing) <= {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias",
-                            "bert.embeddings.position_ids", "bert.embeddings.token_type_ids"}
+    assert set(missing) <= {
+        "cls.predictions.decoder.weight",
+        "cls.predictions.decoder.bias",
+        "bert.embeddings.position_ids",
+        "bert.embeddings.token_type_ids",
+    }
 
 
 def transformers_bert(transformers, torch, tensors: dict[str, np.ndarray]):
     """transformers' BertModel from bert_config.json, given the weights our reader mapped."""
     config = transformers.BertConfig(**json.loads((TF_DIR / "bert_config.json").read_text()))
     model = transformers.BertModel(config, add_pooling_layer=True).eval()
-    state = {name.removeprefix("bert."): torch.from_numpy(np.array(t)) for name, t in tensors.items()
-             if name.startswith("bert.")}
+    state = {
+        name.removeprefix("bert."): torch.from_numpy(np.array(t))
+        for name, t in tensors.items()
+        if name.startswith("bert.")
+    }
     missing, unexpected = model.load_state_dict(state, strict=False)
     assert not unexpected and all("position_ids" in m or "token_type_ids" in m for m in missing)
     return model
@@ -207,13 +221,17 @@ def test_hidden_states_and_pooler_match_transformers(transformers, torch):
     reference = transformers_bert(transformers, torch, read_tf_checkpoint(PREFIX))
     ours = model(TEXTS)
     with torch.no_grad():
-        theirs = reference(input_ids=torch.from_numpy(ours.input_ids),
-                           attention_mask=torch.from_numpy(ours.attention_mask),
-                           token_type_ids=torch.from_numpy(ours.token_type_ids), output_hidden_states=True)
+        theirs = reference(
+            input_ids=torch.from_numpy(ours.input_ids),
+            attention_mask=torch.from_numpy(ours.attention_mask),
+            token_type_ids=torch.from_numpy(ours.token_type_ids),
+            output_hidden_states=True,
+        )
     mask = ours.attention_mask.astype(bool)
     for layer, hidden in enumerate(theirs.hidden_states):
-        np.testing.assert_allclose(ours.hidden_states[layer][mask], hidden.numpy()[mask], atol=2e-5, rtol=0,
-                                   err_msg=f"hidden state {layer}")
+        np.testing.assert_allclose(
+            ours.hidden_states[layer][mask], hidden.numpy()[mask], atol=2e-5, rtol=0, err_msg=f"hidden state {layer}"
+        )
     np.testing.assert_allclose(ours.pooler_output, theirs.pooler_output.numpy(), atol=2e-5, rtol=0)
 
 
@@ -268,8 +286,9 @@ def test_directory_with_several_checkpoints_follows_its_checkpoint_file(tmp_path
     d = shutil.copytree(TF_DIR, tmp_path / "run")
     for suffix in ("index", "data-00000-of-00001"):
         shutil.copy(d / f"bert_model.ckpt.{suffix}", d / f"model.ckpt-2000.{suffix}")
-    (d / "checkpoint").write_text('model_checkpoint_path: "/elsewhere/model.ckpt-2000"\n'
-                                  'all_model_checkpoint_paths: "bert_model.ckpt"\n')
+    (d / "checkpoint").write_text(
+        'model_checkpoint_path: "/elsewhere/model.ckpt-2000"\nall_model_checkpoint_paths: "bert_model.ckpt"\n'
+    )
     assert latest_checkpoint(d) == d / "model.ckpt-2000"  # a stale absolute path: found by its name
     (d / "checkpoint").unlink()
     with pytest.raises(ValueError, match="several TensorFlow checkpoints.*name one by its prefix"):
@@ -296,8 +315,10 @@ def test_bad_crc_names_file_and_tensor(tf_copy, crc_implementation):
     raw[entry.offset + 17] ^= 0x01  # one bit of one float
     data.write_bytes(bytes(raw))
     config = BertConfig.from_json(config_file(tf_copy))
-    message = (r"data-00000-of-00001 is corrupt: tensor 'bert/encoder/layer_1/attention/self/key/kernel' "
-               r"fails its CRC-32C check")
+    message = (
+        r"data-00000-of-00001 is corrupt: tensor 'bert/encoder/layer_1/attention/self/key/kernel' "
+        r"fails its CRC-32C check"
+    )
     with pytest.raises(CheckpointError, match=message):
         load_weights(tf_copy, config, verify_crc=True)
     # by default the check runs where it is cheap (google-crc32c installed), not on NumPy's CRC-32C
@@ -322,12 +343,18 @@ def test_bad_crc_in_an_optimizer_slot_is_not_read(tf_copy):
     load_weights(tf_copy, BertConfig.from_json(config_file(tf_copy)), verify_crc=True)
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda b: b[:-1], "not a TensorFlow checkpoint index"),  # the magic number is cut
-    (lambda b: b[:100] + bytes([b[100] ^ 0x40]) + b[101:], "is corrupt: the block at bytes 0..\\d+ fails its CRC-32C"),
-    (lambda b: b[-48:], "corrupt or truncated: a block at bytes"),  # footer only: blocks point past the end
-    (lambda b: b"", "not a TensorFlow checkpoint index"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda b: b[:-1], "not a TensorFlow checkpoint index"),  # the magic number is cut
+        (
+            lambda b: b[:100] + bytes([b[100] ^ 0x40]) + b[101:],
+            "is corrupt: the block at bytes 0..\\d+ fails its CRC-32C",
+        ),
+        (lambda b: b[-48:], "corrupt or truncated: a block at bytes"),  # footer only: blocks point past the end
+        (lambda b: b"", "not a TensorFlow checkpoint index"),
+    ],
+)
 def test_corrupt_index_names_the_file(tf_copy, damage, message):
     index = tf_copy / "bert_model.ckpt.index"
     index.write_bytes(damage(index.read_bytes()))
@@ -337,10 +364,14 @@ def test_corrupt_index_names_the_file(tf_copy, damage, message):
 
 def test_entry_whose_size_disagrees_with_its_shape_names_file_and_tensor(tmp_path):
     prefix = tmp_path / "model.ckpt"
-    write_tensor_bundle(prefix, {"bert/pooler/dense/bias": (np.zeros(4, np.float32), 1)},
-                 claimed_sizes={"bert/pooler/dense/bias": 20})
-    with pytest.raises(CheckpointError, match=r"model.ckpt.data-00000-of-00001: tensor 'bert/pooler/dense/bias' "
-                                              r"of shape \(4,\) and dtype F32 needs 16 bytes, the index gives 20"):
+    write_tensor_bundle(
+        prefix, {"bert/pooler/dense/bias": (np.zeros(4, np.float32), 1)}, claimed_sizes={"bert/pooler/dense/bias": 20}
+    )
+    with pytest.raises(
+        CheckpointError,
+        match=r"model.ckpt.data-00000-of-00001: tensor 'bert/pooler/dense/bias' "
+        r"of shape \(4,\) and dtype F32 needs 16 bytes, the index gives 20",
+    ):
         read_bundle(prefix)
 
 
@@ -354,8 +385,11 @@ def test_missing_data_shard_is_named(tmp_path):
 def test_unsupported_and_sliced_tensors_are_refused_by_name(tmp_path):
     prefix = tmp_path / "model.ckpt"
     write_tensor_bundle(prefix, {"weird": (np.zeros(3, np.complex64), 8)})  # DT_COMPLEX64
-    with pytest.raises(CheckpointError, match=r"model.ckpt.data-00000-of-00001: tensor 'weird' has unsupported "
-                                              r"TensorFlow dtype 8"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"model.ckpt.data-00000-of-00001: tensor 'weird' has unsupported "
+        r"TensorFlow dtype 8",
+    ):
         read_bundle(prefix)
 
 
@@ -367,8 +401,9 @@ def test_many_blocks_and_half_precision_widen_to_float32(tmp_path):
     rng = np.random.default_rng(0)
     half = rng.standard_normal((3, 5)).astype(np.float16)
     bf16 = (rng.standard_normal(7).astype(np.float32).view(np.uint32) & 0xFFFF0000).view(np.float32)
-    tensors = {f"bert/encoder/layer_{i}/output/dense/bias": (rng.standard_normal(4).astype(np.float32), 1)
-               for i in range(12)}
+    tensors = {
+        f"bert/encoder/layer_{i}/output/dense/bias": (rng.standard_normal(4).astype(np.float32), 1) for i in range(12)
+    }
     tensors["bert/pooler/dense/kernel"] = (half, 19)
     tensors["cls/predictions/output_bias"] = ((bf16.view(np.uint32) >> 16).astype(np.uint16), 14)
     prefix = tmp_path / "model.ckpt"
@@ -376,8 +411,9 @@ def test_many_blocks_and_half_precision_widen_to_float32(tmp_path):
     read = read_tf_checkpoint(prefix)
     assert len(read) == 14
     for i in range(12):
-        np.testing.assert_array_equal(read[f"bert.encoder.layer.{i}.output.dense.bias"],
-                                      tensors[f"bert/encoder/layer_{i}/output/dense/bias"][0])
+        np.testing.assert_array_equal(
+            read[f"bert.encoder.layer.{i}.output.dense.bias"], tensors[f"bert/encoder/layer_{i}/output/dense/bias"][0]
+        )
     assert read["bert.pooler.dense.weight"].dtype == np.float32
     np.testing.assert_array_equal(read["bert.pooler.dense.weight"], half.astype(np.float32).T)
     np.testing.assert_array_equal(read["cls.predictions.bias"], bf16)
@@ -397,12 +433,15 @@ def test_google_layout_writer_round_trips_through_the_reader(tmp_path, vocab_pat
     np.testing.assert_allclose(ours.hidden_states, reference.hidden_states, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("folder, tokens", [
-    ("uncased_L-2_H-32_A-4", ["[CLS]", "the", "bank", "[SEP]"]),
-    ("cased_L-2_H-32_A-4", ["[CLS]", "[UNK]", "bank", "[SEP]"]),  # "The" is kept as it is: not in this vocab
-    ("multi_cased_L-2_H-32_A-4", ["[CLS]", "[UNK]", "bank", "[SEP]"]),
-    ("my-bert", ["[CLS]", "the", "bank", "[SEP]"]),  # not a release name: BERT's default, lowercase
-])
+@pytest.mark.parametrize(
+    "folder, tokens",
+    [
+        ("uncased_L-2_H-32_A-4", ["[CLS]", "the", "bank", "[SEP]"]),
+        ("cased_L-2_H-32_A-4", ["[CLS]", "[UNK]", "bank", "[SEP]"]),  # "The" is kept as it is: not in this vocab
+        ("multi_cased_L-2_H-32_A-4", ["[CLS]", "[UNK]", "bank", "[SEP]"]),
+        ("my-bert", ["[CLS]", "the", "bank", "[SEP]"]),  # not a release name: BERT's default, lowercase
+    ],
+)
 def test_google_release_casing_follows_its_folder_name(tmp_path, folder, tokens):
     """Google's releases have no tokenizer config; their folder name says cased or uncased, as
     google-research/bert's validate_case_matches_checkpoint reads it."""
@@ -413,7 +452,9 @@ def test_google_release_casing_follows_its_folder_name(tmp_path, folder, tokens)
 
 def test_unsupported_dtype_of_a_tensor_not_read_does_not_matter(tmp_path):
     prefix = tmp_path / "model.ckpt"
-    write_tensor_bundle(prefix, {"bert/pooler/dense/bias": (np.ones(4, np.float32), 1),
-                                 "some/string_table": (np.zeros(3, np.complex64), 7)})  # DT_STRING
+    write_tensor_bundle(
+        prefix,
+        {"bert/pooler/dense/bias": (np.ones(4, np.float32), 1), "some/string_table": (np.zeros(3, np.complex64), 7)},
+    )  # DT_STRING
     tensors = read_bundle(prefix, select=lambda name: name.startswith("bert/"))
     np.testing.assert_array_equal(tensors["bert/pooler/dense/bias"][0], np.ones(4, np.float32))

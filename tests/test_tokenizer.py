@@ -71,15 +71,40 @@ def test_single_words(bert):
 
 def test_bank_sentence(bert):
     text = "After stealing money from the bank vault, the bank robber was seen fishing on the Mississippi river bank."
-    expected = [("[CLS]", 101), ("after", 2044), ("stealing", 11065), ("money", 2769), ("from", 2013), ("the", 1996),
-                ("bank", 2924), ("vault", 11632), (",", 1010), ("the", 1996), ("bank", 2924), ("robber", 27307),
-                ("was", 2001), ("seen", 2464), ("fishing", 5645), ("on", 2006), ("the", 1996),
-                ("mississippi", 5900), ("river", 2314), ("bank", 2924), (".", 1012), ("[SEP]", 102)]
+    expected = [
+        ("[CLS]", 101),
+        ("after", 2044),
+        ("stealing", 11065),
+        ("money", 2769),
+        ("from", 2013),
+        ("the", 1996),
+        ("bank", 2924),
+        ("vault", 11632),
+        (",", 1010),
+        ("the", 1996),
+        ("bank", 2924),
+        ("robber", 27307),
+        ("was", 2001),
+        ("seen", 2464),
+        ("fishing", 5645),
+        ("on", 2006),
+        ("the", 1996),
+        ("mississippi", 5900),
+        ("river", 2314),
+        ("bank", 2924),
+        (".", 1012),
+        ("[SEP]", 102),
+    ]
     enc = bert.encode(text)
     assert list(zip(enc.tokens, enc.ids)) == expected
     assert bert.vocab_size == 30522
-    assert (bert.pad_token_id, bert.unk_token_id, bert.cls_token_id, bert.sep_token_id, bert.mask_token_id) == \
-        (0, 100, 101, 102, 103)
+    assert (bert.pad_token_id, bert.unk_token_id, bert.cls_token_id, bert.sep_token_id, bert.mask_token_id) == (
+        0,
+        100,
+        101,
+        102,
+        103,
+    )
 
 
 # --- stage 2: WordPiece ------------------------------------------------------------------------------
@@ -190,19 +215,31 @@ def test_offsets_point_into_the_original_text(bert):
     assert enc.word_ids == [None, 0, 1, 2, 3, 4, 5, 6, None]
 
 
-ASCII_EXAMPLES = ["hello, world!", "  leading,\ttabs\nand\r\nnewlines  ", "a" * 100 + " " + "b" * 101 + " c",
-                  "embeddings don't $5+^`~|_", "UPPER lower MiXeD", "x\x0bdeleted\x7fcontrols", "", " \n "]
+ASCII_EXAMPLES = [
+    "hello, world!",
+    "  leading,\ttabs\nand\r\nnewlines  ",
+    "a" * 100 + " " + "b" * 101 + " c",
+    "embeddings don't $5+^`~|_",
+    "UPPER lower MiXeD",
+    "x\x0bdeleted\x7fcontrols",
+    "",
+    " \n ",
+]
 # Characters that take each branch of the fast path: ASCII whitespace and controls, deleted and
 # zero-width characters, accents (NFD), marks that canonical reordering moves and keeps (U+1D165),
 # 'İ' (two characters lowercased), CJK, new Unicode, unassigned code points.
-TRICKY = list("aZ09 .,!?'-_$^`\t\n\r\x00\x0b\x1c\x85\xa0\u3000\u200b\u00ad\ufeff\ufffd\u0301\u0308\u0316\u064e"
-              "éÅİıΣßﬁ日本豈한あア\U0001D165\U0001D16D\U0001D160\u1734\u0f73\u2e43\u0890\U0002b820\U0001FA77")
+TRICKY = list(
+    "aZ09 .,!?'-_$^`\t\n\r\x00\x0b\x1c\x85\xa0\u3000\u200b\u00ad\ufeff\ufffd\u0301\u0308\u0316\u064e"
+    "éÅİıΣßﬁ日本豈한あア\U0001d165\U0001d16d\U0001d160\u1734\u0f73\u2e43\u0890\U0002b820\U0001fa77"
+)
 WORDS = ["the", "bank", "##s", "un", "x" * 101, "é" * 101, " ", "  ", "\n", ",", "'", "Café", "naïve"]
 # A letter and combining marks in any order: NFD reorders them by combining class, and accent
 # stripping drops all but U+1D165 / U+1D16D (classes 216 and 226, not Mn).
-MARKED = st.builds(str.__add__, st.sampled_from("aEİ中 "),
-                   st.lists(st.sampled_from("\u0301\u0316\u0308\u064e\u05b8\U0001D165\U0001D16D\U0001D160"),
-                            max_size=4).map("".join))
+MARKED = st.builds(
+    str.__add__,
+    st.sampled_from("aEİ中 "),
+    st.lists(st.sampled_from("\u0301\u0316\u0308\u064e\u05b8\U0001d165\U0001d16d\U0001d160"), max_size=4).map("".join),
+)
 FAST_OPTIONS = [{}, {"lower": False, "strip": False}, {"lower": False}, {"strip": False}, {"split_chinese": False}]
 
 
@@ -210,16 +247,33 @@ FAST_OPTIONS = [{}, {"lower": False, "strip": False}, {"lower": False}, {"strip"
 def fast_tokenizers(vocab_path) -> list[tuple[FastTokenizer, dict]]:
     """One FastTokenizer per option set, kept across examples so that their memos fill up."""
     vocab = load_vocab(vocab_path)
-    return [(FastTokenizer(vocab, **{"lower": True, "strip": True, "split_chinese": True, **options},
-                           unk_token="[UNK]", max_input_chars_per_word=100), options) for options in FAST_OPTIONS]
+    return [
+        (
+            FastTokenizer(
+                vocab,
+                **{"lower": True, "strip": True, "split_chinese": True, **options},
+                unk_token="[UNK]",
+                max_input_chars_per_word=100,
+            ),
+            options,
+        )
+        for options in FAST_OPTIONS
+    ]
 
 
 @settings(max_examples=int(os.environ.get("NUMBERT_TOKENIZER_EXAMPLES", "1000")), deadline=None)
-@given(text=st.one_of(st.sampled_from(ASCII_EXAMPLES), st.text(st.characters(max_codepoint=127), max_size=60),
-                      st.text(max_size=60), st.text(st.characters(codec="utf-8"), max_size=60),
-                      st.lists(st.one_of(st.sampled_from(TRICKY + WORDS), st.characters(max_codepoint=127), MARKED),
-                               max_size=40).map("".join)),
-       which=st.integers(0, len(FAST_OPTIONS) - 1))
+@given(
+    text=st.one_of(
+        st.sampled_from(ASCII_EXAMPLES),
+        st.text(st.characters(max_codepoint=127), max_size=60),
+        st.text(max_size=60),
+        st.text(st.characters(codec="utf-8"), max_size=60),
+        st.lists(st.one_of(st.sampled_from(TRICKY + WORDS), st.characters(max_codepoint=127), MARKED), max_size=40).map(
+            "".join
+        ),
+    ),
+    which=st.integers(0, len(FAST_OPTIONS) - 1),
+)
 def test_fast_path_is_the_basic_stages(fast_tokenizers, text, which):
     """fast.py (memos, the ASCII path) gives exactly the ids, offsets and word ids of basic.tokenize,
     the stages written plainly; on a second call too, when every memo is filled."""
@@ -276,22 +330,41 @@ def test_truncation_single(bert):
     assert enc.tokens == ["[CLS]", "one", "two", "three", "four", "[SEP]"]
     assert [e.tokens[1:-1] for e in enc.overflowing] == [["five", "six", "seven", "eight"], ["nine", "ten"]]
     strided = bert.encode(WORDS, max_length=6, stride=2, return_overflowing_tokens=True)
-    assert [e.word_ids[1:-1] for e in [strided, *strided.overflowing]] == [[0, 1, 2, 3], [2, 3, 4, 5], [4, 5, 6, 7],
-                                                                          [6, 7, 8, 9]]
+    assert [e.word_ids[1:-1] for e in [strided, *strided.overflowing]] == [
+        [0, 1, 2, 3],
+        [2, 3, 4, 5],
+        [4, 5, 6, 7],
+        [6, 7, 8, 9],
+    ]
     assert bert.encode(WORDS, max_length=6, truncation=False).tokens == bert.encode(WORDS).tokens
     assert len(bert.encode(WORDS, max_length=None)) == 12  # no max_length, no truncation
 
 
 def test_truncation_pairs(bert):
     b = "alpha beta gamma delta"
-    assert bert.encode(WORDS, b, max_length=8).tokens == \
-        ["[CLS]", "one", "two", "three", "[SEP]", "alpha", "beta", "[SEP]"]  # longest first: 3 + 2 of 5
+    assert bert.encode(WORDS, b, max_length=8).tokens == [
+        "[CLS]",
+        "one",
+        "two",
+        "three",
+        "[SEP]",
+        "alpha",
+        "beta",
+        "[SEP]",
+    ]  # longest first: 3 + 2 of 5
     assert bert.encode(WORDS, b, max_length=10, truncation="only_first").tokens[1:4] == ["one", "two", "three"]
-    assert bert.encode(b, WORDS, max_length=10, truncation="only_second").tokens[-4:] == ["one", "two", "three", "[SEP]"]
-    windows_ = bert.encode(WORDS, b, max_length=12, truncation="only_first", stride=2,
-                           return_overflowing_tokens=True)
-    assert [e.word_ids[1:6] for e in [windows_, *windows_.overflowing]] == [[0, 1, 2, 3, 4], [3, 4, 5, 6, 7],
-                                                                           [6, 7, 8, 9, None]]
+    assert bert.encode(b, WORDS, max_length=10, truncation="only_second").tokens[-4:] == [
+        "one",
+        "two",
+        "three",
+        "[SEP]",
+    ]
+    windows_ = bert.encode(WORDS, b, max_length=12, truncation="only_first", stride=2, return_overflowing_tokens=True)
+    assert [e.word_ids[1:6] for e in [windows_, *windows_.overflowing]] == [
+        [0, 1, 2, 3, 4],
+        [3, 4, 5, 6, 7],
+        [6, 7, 8, 9, None],
+    ]
 
 
 def test_truncation_arithmetic():
@@ -310,13 +383,16 @@ def test_truncation_arithmetic():
         windows(10, 2, 2)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"max_length": 8, "truncation": "shortest_first"}, "unknown truncation"),
-    ({"max_length": 1}, "no room"),
-    ({"max_length": 8, "stride": 7}, "stride"),
-    ({"max_length": 8, "stride": -1}, "stride"),
-    ({"max_length": 8, "truncation": "only_second"}, "second sequence"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"max_length": 8, "truncation": "shortest_first"}, "unknown truncation"),
+        ({"max_length": 1}, "no room"),
+        ({"max_length": 8, "stride": 7}, "stride"),
+        ({"max_length": 8, "stride": -1}, "stride"),
+        ({"max_length": 8, "truncation": "only_second"}, "second sequence"),
+    ],
+)
 def test_bad_truncation_arguments(bert, kwargs, match):
     with pytest.raises(ValueError, match=match):
         bert.encode(WORDS, **kwargs)
@@ -441,10 +517,18 @@ def test_from_pretrained_reads_the_configs(minilm_dir):
 
 
 def test_from_pretrained_options(tmp_path, vocab_path):
-    (tmp_path / "vocab.txt").write_bytes(vocab_path.read_bytes() + "Hello\n".encode())
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps({
-        "do_lower_case": False, "model_max_length": 1000000000000000019884624838656, "strip_accents": None,
-        "mask_token": {"content": "[MASK]", "lstrip": False}, "additional_special_tokens": ["[unused0]"]}))
+    (tmp_path / "vocab.txt").write_bytes(vocab_path.read_bytes() + b"Hello\n")
+    (tmp_path / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "do_lower_case": False,
+                "model_max_length": 1000000000000000019884624838656,
+                "strip_accents": None,
+                "mask_token": {"content": "[MASK]", "lstrip": False},
+                "additional_special_tokens": ["[unused0]"],
+            }
+        )
+    )
     (tmp_path / "special_tokens_map.json").write_text(json.dumps({"unk_token": "[UNK]"}))
     tok = Tokenizer.from_pretrained(tmp_path)
     assert not tok.do_lower_case and tok.model_max_length is None
@@ -471,6 +555,14 @@ def test_fixture_of_rust_outputs(vocab_path):
         tok = tokenizers.setdefault(key, Tokenizer(vocab_path, **options))
         kwargs = {k: case[k] for k in ("max_length", "truncation", "stride") if k in case}
         enc = tok.encode(case["text"], case.get("pair"), **kwargs, return_overflowing_tokens=True)
-        got = [{"ids": e.ids, "tokens": e.tokens, "type_ids": e.type_ids, "offsets": [list(o) for o in e.offsets],
-                "word_ids": e.word_ids} for e in [enc, *enc.overflowing]]
+        got = [
+            {
+                "ids": e.ids,
+                "tokens": e.tokens,
+                "type_ids": e.type_ids,
+                "offsets": [list(o) for o in e.offsets],
+                "word_ids": e.word_ids,
+            }
+            for e in [enc, *enc.overflowing]
+        ]
         assert got == case["expected"], case["text"][:80]

@@ -86,20 +86,27 @@ def write_spec(tmp_path, saved, change):
     return path
 
 
-@pytest.mark.parametrize("change, words", [
-    (lambda s: s["model"].update(type="BPE"), 'model.type is "BPE", not "WordPiece"'),
-    (lambda s: s.update(normalizer={"type": "NFC"}), "normalizer is .* not a BertNormalizer"),
-    (lambda s: s["normalizer"].update(clean_text=False), "normalizer is .* not a BertNormalizer with clean_text"),
-    (lambda s: s.update(pre_tokenizer={"type": "Whitespace"}), "pre_tokenizer is .* not a BertPreTokenizer"),
-    (lambda s: s.update(post_processor=None), "post_processor is null, not BERT's template"),
-    (lambda s: s["post_processor"].update(pair=s["post_processor"]["single"]), "post_processor is .* not BERT's"),
-    (lambda s: s["model"].update(continuing_subword_prefix="@@"), 'model.continuing_subword_prefix is "@@"'),
-    (lambda s: s["model"].update(vocab=[]), "model.vocab must map each token to its integer id"),
-    (lambda s: s["added_tokens"].append({"id": 5, "content": "hello", "special": False}),
-     "added token 'hello' is not a special token"),
-    (lambda s: s["added_tokens"].append({"id": 5, "content": "[SEP]", "special": True}),
-     "added token '\\[SEP\\]' has id 5, the vocabulary gives it 102"),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda s: s["model"].update(type="BPE"), 'model.type is "BPE", not "WordPiece"'),
+        (lambda s: s.update(normalizer={"type": "NFC"}), "normalizer is .* not a BertNormalizer"),
+        (lambda s: s["normalizer"].update(clean_text=False), "normalizer is .* not a BertNormalizer with clean_text"),
+        (lambda s: s.update(pre_tokenizer={"type": "Whitespace"}), "pre_tokenizer is .* not a BertPreTokenizer"),
+        (lambda s: s.update(post_processor=None), "post_processor is null, not BERT's template"),
+        (lambda s: s["post_processor"].update(pair=s["post_processor"]["single"]), "post_processor is .* not BERT's"),
+        (lambda s: s["model"].update(continuing_subword_prefix="@@"), 'model.continuing_subword_prefix is "@@"'),
+        (lambda s: s["model"].update(vocab=[]), "model.vocab must map each token to its integer id"),
+        (
+            lambda s: s["added_tokens"].append({"id": 5, "content": "hello", "special": False}),
+            "added token 'hello' is not a special token",
+        ),
+        (
+            lambda s: s["added_tokens"].append({"id": 5, "content": "[SEP]", "special": True}),
+            "added token '\\[SEP\\]' has id 5, the vocabulary gives it 102",
+        ),
+    ],
+)
 def test_a_tokenizer_json_that_is_not_berts_wordpiece_is_refused(tmp_path, saved, change, words):
     path = write_spec(tmp_path, saved, change)
     with pytest.raises(ValueError, match=f"tokenizer.json: {words}"):

@@ -70,21 +70,50 @@ def test_a_long_line_of_words_is_tokenized_only_up_to_the_budget(bert):
 
 
 def test_limit_stops_early_and_keeps_the_first_tokens(vocab_path):
-    fast = FastTokenizer(load_vocab(vocab_path), lower=True, strip=True, split_chinese=True, unk_token="[UNK]",
-                         max_input_chars_per_word=100, block_size=64)
+    fast = FastTokenizer(
+        load_vocab(vocab_path),
+        lower=True,
+        strip=True,
+        split_chinese=True,
+        unk_token="[UNK]",
+        max_input_chars_per_word=100,
+        block_size=64,
+    )
     text = "Héllo, wörld! " * 200
     full = fast.segment(text)
     for limit in (1, 10, 100, 1000):
         part = fast.segment(text, limit=limit)
         assert len(part.ids) >= min(limit, len(full.ids))
-        assert part.ids == full.ids[:len(part.ids)] and part.offsets == full.offsets[:len(part.ids)]
-        assert part.words == full.words[:len(part.ids)]
+        assert part.ids == full.ids[: len(part.ids)] and part.offsets == full.offsets[: len(part.ids)]
+        assert part.words == full.words[: len(part.ids)]
 
 
 # --- blocks: exact, checked against the plain stages on random text ------------------------------
 
-PIECES = ["the", "bank", "x" * 30, "é" * 40, " ", "\n", ",", "'", "Café", "中文", "\x00", "\x01\x02", "\u200b",
-          "\u0301", "\u0316\U0001D165", "\u1acc\u0347", "İ", "«", "\u3000", "日本語", "a" * 101, "##s"]
+PIECES = [
+    "the",
+    "bank",
+    "x" * 30,
+    "é" * 40,
+    " ",
+    "\n",
+    ",",
+    "'",
+    "Café",
+    "中文",
+    "\x00",
+    "\x01\x02",
+    "\u200b",
+    "\u0301",
+    "\u0316\U0001d165",
+    "\u1acc\u0347",
+    "İ",
+    "«",
+    "\u3000",
+    "日本語",
+    "a" * 101,
+    "##s",
+]
 BLOCK_OPTIONS = [{}, {"lower": False, "strip": False}, {"strip": False}, {"split_chinese": False}]
 
 
@@ -92,14 +121,27 @@ BLOCK_OPTIONS = [{}, {"lower": False, "strip": False}, {"strip": False}, {"split
 def block_tokenizers(vocab_path) -> list[tuple[FastTokenizer, dict]]:
     """Tokenizers whose blocks are a few characters long, so that every text takes the block path."""
     vocab = load_vocab(vocab_path)
-    return [(FastTokenizer(vocab, **{"lower": True, "strip": True, "split_chinese": True, **options},
-                           unk_token="[UNK]", max_input_chars_per_word=100, block_size=size), options)
-            for options in BLOCK_OPTIONS for size in (3, 16)]
+    return [
+        (
+            FastTokenizer(
+                vocab,
+                **{"lower": True, "strip": True, "split_chinese": True, **options},
+                unk_token="[UNK]",
+                max_input_chars_per_word=100,
+                block_size=size,
+            ),
+            options,
+        )
+        for options in BLOCK_OPTIONS
+        for size in (3, 16)
+    ]
 
 
 @settings(max_examples=int(os.environ.get("NUMBERT_TOKENIZER_EXAMPLES", "1000")), deadline=None)
-@given(parts=st.lists(st.one_of(st.sampled_from(PIECES), st.characters(), st.text(max_size=5)), max_size=60),
-       which=st.integers(0, 2 * len(BLOCK_OPTIONS) - 1))
+@given(
+    parts=st.lists(st.one_of(st.sampled_from(PIECES), st.characters(), st.text(max_size=5)), max_size=60),
+    which=st.integers(0, 2 * len(BLOCK_OPTIONS) - 1),
+)
 def test_blocks_are_the_basic_stages(block_tokenizers, parts, which):
     """Block by block (and run by run) gives exactly the tokens, offsets and word ids of
     basic.tokenize on the whole text."""

@@ -33,8 +33,11 @@ from numbert.tokenizer import Tokenizer, unicode_tables
 pytestmark = pytest.mark.parity
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tokenizer_expected.json"
-HYPOTHESIS = settings(max_examples=int(os.environ.get("NUMBERT_TOKENIZER_EXAMPLES", "1000")), deadline=None,
-                      suppress_health_check=[HealthCheck.too_slow])
+HYPOTHESIS = settings(
+    max_examples=int(os.environ.get("NUMBERT_TOKENIZER_EXAMPLES", "1000")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 CORPUS = [
     # English prose, the BERT tutorials' sentences
@@ -112,10 +115,23 @@ def generated_lines(n: int = 120, seed: int = 0) -> list[str]:
     pools = [
         lambda: rng.choice(words),
         lambda: chr(rng.randint(0x20, 0x7E)),
-        lambda: chr(rng.choice([rng.randint(0xA0, 0x24F), rng.randint(0x370, 0x52F), rng.randint(0x590, 0x6FF),
-                                rng.randint(0x900, 0xDFF), rng.randint(0x1E00, 0x1FFF), rng.randint(0x2000, 0x2BFF),
-                                rng.randint(0x3000, 0x30FF), rng.randint(0x4E00, 0x9FFF), rng.randint(0xAC00, 0xD7A3),
-                                rng.randint(0xFB00, 0xFFFF), rng.randint(0x1F300, 0x1FAFF)])),
+        lambda: chr(
+            rng.choice(
+                [
+                    rng.randint(0xA0, 0x24F),
+                    rng.randint(0x370, 0x52F),
+                    rng.randint(0x590, 0x6FF),
+                    rng.randint(0x900, 0xDFF),
+                    rng.randint(0x1E00, 0x1FFF),
+                    rng.randint(0x2000, 0x2BFF),
+                    rng.randint(0x3000, 0x30FF),
+                    rng.randint(0x4E00, 0x9FFF),
+                    rng.randint(0xAC00, 0xD7A3),
+                    rng.randint(0xFB00, 0xFFFF),
+                    rng.randint(0x1F300, 0x1FAFF),
+                ]
+            )
+        ),
         lambda: chr(rng.choice([rng.randint(0, 0x1F), 0x7F, 0x85, 0xAD, 0x200B, 0x200D, 0xFEFF, 0x0301, 0x0308])),
         lambda: chr(rng.randint(0, 0x10FFFF)),
     ]
@@ -128,10 +144,14 @@ def generated_lines(n: int = 120, seed: int = 0) -> list[str]:
 
 def known_hf_disagreement(text: str, lowercase: bool = True) -> bool:
     """Whether `text` holds a character on which the Rust and the Python HF tokenizers differ."""
-    return (any(unicodedata.category(c) == "Cn" or c in unicode_tables.DIFFERENCES or 0x2B820 <= ord(c) <= 0x2B91F
-                for c in text)
-            or (lowercase and "Σ" in text)
-            or (not lowercase and unicodedata.normalize("NFC", text) != text))
+    return (
+        any(
+            unicodedata.category(c) == "Cn" or c in unicode_tables.DIFFERENCES or 0x2B820 <= ord(c) <= 0x2B91F
+            for c in text
+        )
+        or (lowercase and "Σ" in text)
+        or (not lowercase and unicodedata.normalize("NFC", text) != text)
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -197,10 +217,16 @@ def uncased(transformers, vocab_path):
 
 def as_dict(enc) -> dict:
     """The fields of a numbert Encoding or a Rust `tokenizers.Encoding`, as plain lists."""
-    return {"ids": list(enc.ids), "tokens": list(enc.tokens), "type_ids": list(enc.type_ids),
-            "attention_mask": list(enc.attention_mask), "offsets": [tuple(o) for o in enc.offsets],
-            "word_ids": list(enc.word_ids), "sequence_ids": list(enc.sequence_ids),
-            "special_tokens_mask": list(enc.special_tokens_mask)}
+    return {
+        "ids": list(enc.ids),
+        "tokens": list(enc.tokens),
+        "type_ids": list(enc.type_ids),
+        "attention_mask": list(enc.attention_mask),
+        "offsets": [tuple(o) for o in enc.offsets],
+        "word_ids": list(enc.word_ids),
+        "sequence_ids": list(enc.sequence_ids),
+        "special_tokens_mask": list(enc.special_tokens_mask),
+    }
 
 
 def rust_windows(rust, text, pair=None, **kwargs) -> list[dict]:
@@ -208,8 +234,14 @@ def rust_windows(rust, text, pair=None, **kwargs) -> list[dict]:
     call (which drops an empty pair, as numbert's encode does)."""
     if kwargs.get("max_length") is not None:
         kwargs.setdefault("truncation", True)
-    out = rust(text, pair, return_offsets_mapping=True, return_overflowing_tokens=True,
-               return_special_tokens_mask=True, **kwargs)
+    out = rust(
+        text,
+        pair,
+        return_offsets_mapping=True,
+        return_overflowing_tokens=True,
+        return_special_tokens_mask=True,
+        **kwargs,
+    )
     return [as_dict(e) for e in out.encodings]
 
 
@@ -255,8 +287,12 @@ def test_pairs_and_truncation(uncased):
     lines = CORPUS + generated_lines(40, seed=1)
     long_text = " ".join(lines)  # about 2000 tokens
     rng = random.Random(2)
-    for text, pair in [(long_text, None), (long_text, "a short question?"), ("a short question?", long_text),
-                       (long_text, long_text[::-1])] + [(rng.choice(lines), rng.choice(lines)) for _ in range(30)]:
+    for text, pair in [
+        (long_text, None),
+        (long_text, "a short question?"),
+        ("a short question?", long_text),
+        (long_text, long_text[::-1]),
+    ] + [(rng.choice(lines), rng.choice(lines)) for _ in range(30)]:
         check(tok, rust, legacy, text, pair)
         for max_length in (128, 512):
             check(tok, rust, legacy, text, pair, max_length=max_length, truncation=True)
@@ -280,14 +316,21 @@ def test_tiny_max_length(uncased):
     windows, whatever the strategy; below that, Rust's unsigned arithmetic wraps around and nothing is
     cut, where numbert refuses (docs/tokenizer.md)."""
     tok, rust, _ = uncased
-    for text, pair in [("hello world", "foo bar"), ("hello world again and again", "foo"), ("a", "foo bar baz"),
-                       ("", "x"), ("x", "")]:
+    for text, pair in [
+        ("hello world", "foo bar"),
+        ("hello world again and again", "foo"),
+        ("a", "foo bar baz"),
+        ("", "x"),
+        ("x", ""),
+    ]:
         for strategy in ("longest_first", "only_first", "only_second"):
             for stride in (0, 1):
                 check(tok, rust, None, text, pair, max_length=3, truncation=strategy, stride=stride)
             if pair:  # (an empty pair is dropped: one text, for which max_length=2 is the special tokens)
-                assert (rust_windows(rust, text, pair, max_length=2, truncation=strategy)[0]["ids"]
-                        == tok.encode(text, pair).ids)
+                assert (
+                    rust_windows(rust, text, pair, max_length=2, truncation=strategy)[0]["ids"]
+                    == tok.encode(text, pair).ids
+                )
                 with pytest.raises(ValueError, match="leaves no room"):
                     tok.encode(text, pair, max_length=2, truncation=strategy)
         check(tok, rust, None, text, max_length=2, truncation="only_first")
@@ -331,8 +374,14 @@ def test_encode_batch_matches_padded_arrays(uncased):
     for kwargs in [{}, {"max_length": 16}, {"max_length": 64, "padding": "max_length"}]:
         ours = tok.encode_batch(texts, pairs, **kwargs)
         padding = kwargs.get("padding", "longest")
-        theirs = rust(texts, pairs, padding=padding, truncation="max_length" in kwargs,
-                      max_length=kwargs.get("max_length"), return_tensors="np")
+        theirs = rust(
+            texts,
+            pairs,
+            padding=padding,
+            truncation="max_length" in kwargs,
+            max_length=kwargs.get("max_length"),
+            return_tensors="np",
+        )
         for name in ("input_ids", "token_type_ids", "attention_mask"):
             np.testing.assert_array_equal(getattr(ours, name), theirs[name])
 
@@ -366,11 +415,18 @@ def test_every_code_point(transformers):
     pre = pre_tokenizers.BertPreTokenizer()
     chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
     rust = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=True, lowercase=True)
-    bad = [(hex(ord(c)), ours, theirs) for c in chars
-           if (ours := nt.normalize_char(c, lower=True, strip=True, split_chinese=True))
-           != (theirs := rust.normalize_str(c))]
+    bad = [
+        (hex(ord(c)), ours, theirs)
+        for c in chars
+        if (ours := nt.normalize_char(c, lower=True, strip=True, split_chinese=True))
+        != (theirs := rust.normalize_str(c))
+    ]
     assert not bad, bad[:20]
-    bad = [hex(ord(c)) for c in chars if not c.isspace() and (len(pre.pre_tokenize_str(f"a{c}a")) == 3) != nt.is_punctuation(c)]
+    bad = [
+        hex(ord(c))
+        for c in chars
+        if not c.isspace() and (len(pre.pre_tokenize_str(f"a{c}a")) == 3) != nt.is_punctuation(c)
+    ]
     assert not bad, bad[:20]
 
 
@@ -400,23 +456,36 @@ def test_offsets_of_combining_mark_runs(transformers, vocab_path, cased_vocab):
     """20,000 random strings heavy in combining marks (every mark of Unicode 14, runs of them after
     letters, spaces, punctuation and CJK): offsets as the Rust tokenizer's, for every option set."""
     marks = [chr(c) for c in range(0x300, 0x20000) if unicodedata.combining(chr(c))]
-    bases = list("aéxZ Ωि中 .,İ") + ["\x00", "\u3000", "\U0001D165"]
+    bases = list("aéxZ Ωि中 .,İ") + ["\x00", "\u3000", "\U0001d165"]
     rng = random.Random(16)
-    texts = ["".join(rng.choice(marks) if rng.random() < 0.6 else rng.choice(bases) for _ in range(rng.randint(1, 10)))
-             for _ in range(20_000)]
+    texts = [
+        "".join(rng.choice(marks) if rng.random() < 0.6 else rng.choice(bases) for _ in range(rng.randint(1, 10)))
+        for _ in range(20_000)
+    ]
     for name, options in CONFIGS.items():
         vocab = cased_vocab if options.get("do_lower_case") is False else vocab_path
         tok, (rust, _) = Tokenizer(vocab, **options), hf_pair(transformers, vocab, **options)
-        bad = [text for text in texts[:20_000 if name == "uncased" else 4_000]
-               if numbert_windows(tok, text) != rust_windows(rust, text)]
+        bad = [
+            text
+            for text in texts[: 20_000 if name == "uncased" else 4_000]
+            if numbert_windows(tok, text) != rust_windows(rust, text)
+        ]
         assert not bad, (name, len(bad), [[hex(ord(c)) for c in text] for text in bad[:5]])
 
 
 def test_known_hf_disagreements(uncased, transformers, cased_vocab):
     """One example of each listed disagreement: the two HF tokenizers differ, numbert follows Rust."""
     tok, rust, legacy = uncased
-    for text in ["ΟΔΟΣ", "pink heart \U0001FA77", "a\u2e43b", "a\u0890b", "x\u1abfy", "a\u166db", "a\U0002b820b",
-                 "a\u1734b"]:
+    for text in [
+        "ΟΔΟΣ",
+        "pink heart \U0001fa77",
+        "a\u2e43b",
+        "a\u0890b",
+        "x\u1abfy",
+        "a\u166db",
+        "a\U0002b820b",
+        "a\u1734b",
+    ]:
         assert rust(text)["input_ids"] != legacy(text)["input_ids"], text
         assert tok.encode(text).ids == rust(text)["input_ids"]
         assert known_hf_disagreement(text)
@@ -435,17 +504,27 @@ def test_known_hf_disagreements(uncased, transformers, cased_vocab):
 
 # --- hypothesis: arbitrary Unicode ------------------------------------------------------------------
 
-interesting_chars = st.sampled_from(list(
-    "aZ09 .,!?'\"-_$+^`~[]()\t\n\r\x00\x0b\x1c\x85\xa0\u3000\u200b\u00ad\ufeff\ufffd\u0301\u0308\u064e\u05b8"
-    "éÅİıΣßﬁ日本豈한あア\U0001D165\U0001D16D\U0001D160\u1734\u0f73") + ["[CLS]", "[SEP]", "[MASK]", "[UNK]", "[PAD]"])
+interesting_chars = st.sampled_from(
+    list(
+        "aZ09 .,!?'\"-_$+^`~[]()\t\n\r\x00\x0b\x1c\x85\xa0\u3000\u200b\u00ad\ufeff\ufffd\u0301\u0308\u064e\u05b8"
+        "éÅİıΣßﬁ日本豈한あア\U0001d165\U0001d16d\U0001d160\u1734\u0f73"
+    )
+    + ["[CLS]", "[SEP]", "[MASK]", "[UNK]", "[PAD]"]
+)
 unicode_text = st.one_of(
     st.text(max_size=60),
     st.text(st.characters(codec="utf-8"), max_size=60),
-    st.lists(st.one_of(interesting_chars, st.characters(codec="utf-8"), st.sampled_from(["the", "bank", "##s", "un"])),
-             max_size=40).map("".join),
+    st.lists(
+        st.one_of(interesting_chars, st.characters(codec="utf-8"), st.sampled_from(["the", "bank", "##s", "un"])),
+        max_size=40,
+    ).map("".join),
     # ASCII, which takes the tokenizer's fast path when it holds no control character but \t \n \r
-    st.lists(st.one_of(st.characters(max_codepoint=127),
-                       st.sampled_from(["the", "bank", "##s", "un", " ", "\n", "x" * 101])), max_size=40).map("".join),
+    st.lists(
+        st.one_of(
+            st.characters(max_codepoint=127), st.sampled_from(["the", "bank", "##s", "un", " ", "\n", "x" * 101])
+        ),
+        max_size=40,
+    ).map("".join),
 )
 
 
@@ -464,8 +543,13 @@ def test_hypothesis_options(transformers, vocab_path, text, options):
 
 
 @HYPOTHESIS
-@given(text=unicode_text, pair=unicode_text, max_length=st.integers(4, 40), stride=st.integers(0, 3),
-       strategy=st.sampled_from(["longest_first", "only_first", "only_second"]))
+@given(
+    text=unicode_text,
+    pair=unicode_text,
+    max_length=st.integers(4, 40),
+    stride=st.integers(0, 3),
+    strategy=st.sampled_from(["longest_first", "only_first", "only_second"]),
+)
 def test_hypothesis_pairs_truncation(uncased, text, pair, max_length, stride, strategy):
     tok, rust, _ = uncased
     check(tok, rust, None, text, pair, max_length=max_length, truncation=strategy, stride=stride)
@@ -485,13 +569,16 @@ def _cached_trio(transformers, vocab_path, options):
 
 
 def fixture_cases() -> list[dict]:
-    """The cases of tests/fixtures/tokenizer_expected.json (expected values added by scripts/make_tokenizer_fixture.py)."""
+    """The cases of tests/fixtures/tokenizer_expected.json (expected values: scripts/make_tokenizer_fixture.py)."""
     cases = [{"text": text} for text in CORPUS]
     cases += [{"text": CORPUS[i], "pair": CORPUS[-i - 8]} for i in range(0, 40, 3)]
     long_text = " ".join(CORPUS[:12])  # about 300 tokens
-    cases += [{"text": long_text, "max_length": 128}, {"text": long_text, "pair": CORPUS[3], "max_length": 128},
-              {"text": CORPUS[3], "pair": long_text + long_text, "max_length": 512, "truncation": "only_second"},
-              {"text": long_text, "max_length": 128, "stride": 32}]
+    cases += [
+        {"text": long_text, "max_length": 128},
+        {"text": long_text, "pair": CORPUS[3], "max_length": 128},
+        {"text": CORPUS[3], "pair": long_text + long_text, "max_length": 512, "truncation": "only_second"},
+        {"text": long_text, "max_length": 128, "stride": 32},
+    ]
     cases += [{"text": text, "options": {"do_lower_case": False}} for text in CORPUS[:12]]
     return cases
 
@@ -500,12 +587,20 @@ def test_calling_the_tokenizer(uncased):
     """Tokenizer(...) as transformers' tokenizer call: the same fields, lists or arrays."""
     tok, rust, _ = uncased
     texts, pairs = CORPUS[:6], CORPUS[6:12]
-    cases = [(CORPUS[0], None, {}), (CORPUS[0], CORPUS[1], {"return_offsets_mapping": True}),
-             (texts, None, {"padding": True}), (texts, pairs, {"padding": "max_length", "max_length": 40}),
-             (texts, None, {"max_length": 8, "stride": 2, "return_overflowing_tokens": True,
-                            "return_special_tokens_mask": True}),
-             (texts, pairs, {"padding": True, "return_tensors": "np", "max_length": 30, "truncation": True}),
-             (CORPUS[0], "", {"return_tensors": "np"}), (texts, [""] * 6, {"padding": True})]
+    cases = [
+        (CORPUS[0], None, {}),
+        (CORPUS[0], CORPUS[1], {"return_offsets_mapping": True}),
+        (texts, None, {"padding": True}),
+        (texts, pairs, {"padding": "max_length", "max_length": 40}),
+        (
+            texts,
+            None,
+            {"max_length": 8, "stride": 2, "return_overflowing_tokens": True, "return_special_tokens_mask": True},
+        ),
+        (texts, pairs, {"padding": True, "return_tensors": "np", "max_length": 30, "truncation": True}),
+        (CORPUS[0], "", {"return_tensors": "np"}),
+        (texts, [""] * 6, {"padding": True}),
+    ]
     for text, pair, kwargs in cases:
         ours, theirs = tok(text, pair, **kwargs), dict(rust(text, pair, **kwargs))
         assert ours.keys() == theirs.keys(), kwargs

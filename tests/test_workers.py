@@ -17,12 +17,13 @@ def corpus(n: int) -> list[str]:
     """n lines of very different lengths (so length sorting really reorders), a few empty or unicode."""
     rng = np.random.default_rng(1)
     words = "the bank river money vault café naïve 東京 data vector model sentence".split()
-    return [" ".join([f"line{i}", *rng.choice(words, int(rng.choice([0, 2, 9, 30])))]) if i % 41 else ""
-            for i in range(n)]
+    return [
+        " ".join([f"line{i}", *rng.choice(words, int(rng.choice([0, 2, 9, 30])))]) if i % 41 else "" for i in range(n)
+    ]
 
 
 def chunked(texts: list[str], size: int) -> list[tuple[range, list[str]]]:
-    return [(range(i, min(i + size, len(texts))), texts[i:i + size]) for i in range(0, len(texts), size)]
+    return [(range(i, min(i + size, len(texts))), texts[i : i + size]) for i in range(0, len(texts), size)]
 
 
 def test_two_workers_give_the_single_process_vectors_bit_for_bit(minilm_dir, model):
@@ -105,7 +106,7 @@ def test_embed_batches_gives_embed_of_the_whole_list_bit_for_bit(minilm_dir, mod
     texts = corpus(150)
     lengths = [len(model.tokenizer.encode(t)) for t in texts]  # all shorter than MiniLM's 256 tokens
     order = sorted(range(len(texts)), key=lambda i: -lengths[i])
-    batches = [order[i:i + 8] for i in range(0, len(order), 8)]  # batches of 8 by token count
+    batches = [order[i : i + 8] for i in range(0, len(order), 8)]  # batches of 8 by token count
     done = []
     got = embed_batches(minilm_dir, texts, batches, 384, 2, progress=done.append, batch_size=8)
     assert sum(done) == 150
@@ -142,9 +143,18 @@ def test_embed_with_workers_needs_a_loaded_model_and_a_count(model):
 def test_embed_with_workers_keeps_the_models_prompt_and_dense_layers(tmp_path, st, torch, random_bert):  # noqa: F811
     from test_sentence_modules import TEXTS, save_st
 
-    save_st(st, torch, random_bert, tmp_path / "st", "cls", dense=16, prompts={"query": "query: "},
-            default_prompt_name="query")
+    save_st(
+        st,
+        torch,
+        random_bert,
+        tmp_path / "st",
+        "cls",
+        dense=16,
+        prompts={"query": "query: "},
+        default_prompt_name="query",
+    )
     ours = numbert.load(tmp_path / "st")
     assert np.array_equal(ours.embed(TEXTS, workers=2), ours.embed(TEXTS))  # default prompt, Dense, Normalize
-    assert np.array_equal(ours.embed(TEXTS, workers=2, prompt="x: ", pooling="mean"),
-                          ours.embed(TEXTS, prompt="x: ", pooling="mean"))
+    assert np.array_equal(
+        ours.embed(TEXTS, workers=2, prompt="x: ", pooling="mean"), ours.embed(TEXTS, prompt="x: ", pooling="mean")
+    )

@@ -19,6 +19,7 @@ class Parser(argparse.ArgumentParser):
 
 # --- option types ---------------------------------------------------------------------------------
 
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -45,9 +46,10 @@ def utf8_text(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
-        byte = text.encode("utf-8", "surrogateescape")[len(text[:e.start].encode("utf-8", "surrogateescape"))]
-        raise argparse.ArgumentTypeError(f"{text!r} is not valid UTF-8 (byte {byte:#04x} at column "
-                                         f"{e.start + 1})") from None
+        byte = text.encode("utf-8", "surrogateescape")[len(text[: e.start].encode("utf-8", "surrogateescape"))]
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not valid UTF-8 (byte {byte:#04x} at column {e.start + 1})"
+        ) from None
     return text
 
 
@@ -55,41 +57,65 @@ def layer_list(text: str) -> list[int]:
     try:
         return [int(part) for part in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated layer indices such as -1,-2,-3,-4, "
-                                         f"got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated layer indices such as -1,-2,-3,-4, got {text!r}"
+        ) from None
 
 
 # --- options more than one command takes -----------------------------------------------------------
 
+
 def add_model(p: argparse.ArgumentParser) -> None:
     from ..hub import default_model
 
-    p.add_argument("--model", "-m", default=default_model(), metavar="M",
-                   help="a local model directory or a Hugging Face hub id (default: %(default)s; "
-                        "set NUMBERT_MODEL to change it)")
+    p.add_argument(
+        "--model",
+        "-m",
+        default=default_model(),
+        metavar="M",
+        help="a local model directory or a Hugging Face hub id (default: %(default)s; set NUMBERT_MODEL to change it)",
+    )
 
 
 def add_sentence_options(p: argparse.ArgumentParser) -> None:
     from ..recipes import COMBINES, POOLINGS, STRATEGIES
 
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--strategy", choices=list(STRATEGIES),
-                       help="the layers to pool, by the BERT paper's names (default: the model's own recipe "
-                            "for a sentence-transformers model, else second_to_last)")
-    which.add_argument("--layers", type=layer_list, metavar="L",
-                       help="comma-separated layer indices, -1 = last, 0 = embeddings (e.g. -1,-2,-3,-4)")
+    which.add_argument(
+        "--strategy",
+        choices=list(STRATEGIES),
+        help="the layers to pool, by the BERT paper's names (default: the model's own recipe "
+        "for a sentence-transformers model, else second_to_last)",
+    )
+    which.add_argument(
+        "--layers",
+        type=layer_list,
+        metavar="L",
+        help="comma-separated layer indices, -1 = last, 0 = embeddings (e.g. -1,-2,-3,-4)",
+    )
     p.add_argument("--combine", choices=COMBINES, help="how --layers are combined (default: sum)")
-    p.add_argument("--pooling", choices=POOLINGS,
-                   help="how token vectors become one sentence vector (default: the sentence-transformers "
-                        "model's pooling, else mean); padding never counts")
+    p.add_argument(
+        "--pooling",
+        choices=POOLINGS,
+        help="how token vectors become one sentence vector (default: the sentence-transformers "
+        "model's pooling, else mean); padding never counts",
+    )
 
 
 def add_vector_options(p: argparse.ArgumentParser) -> None:
     """--normalize and --max-length: how sentence vectors are finished and how long their inputs may be."""
-    p.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
-                   help="scale sentence vectors to unit length (default: as the model's Normalize module says)")
-    p.add_argument("--max-length", type=positive_int, metavar="N",
-                   help="tokens per input, [CLS] and [SEP] included (default: the model's maximum)")
+    p.add_argument(
+        "--normalize",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="scale sentence vectors to unit length (default: as the model's Normalize module says)",
+    )
+    p.add_argument(
+        "--max-length",
+        type=positive_int,
+        metavar="N",
+        help="tokens per input, [CLS] and [SEP] included (default: the model's maximum)",
+    )
 
 
 def sentence_options(args: argparse.Namespace) -> dict:

@@ -76,8 +76,10 @@ def check_encode_options(args: argparse.Namespace) -> None:
     if args.format == "jsonl":
         for name in ("strategy", "pooling", "combine"):
             if getattr(args, name) is not None:
-                raise Failure(f"--{name} applies to sentence vectors (npy, npz); --format jsonl writes "
-                              f"the layers listed by --layers, as extract_features.py does")
+                raise Failure(
+                    f"--{name} applies to sentence vectors (npy, npz); --format jsonl writes "
+                    f"the layers listed by --layers, as extract_features.py does"
+                )
         if args.normalize is not None:
             raise Failure("--normalize applies to sentence vectors (npy, npz), not to --format jsonl")
         if args.prompt is not None or args.prompt_name is not None:
@@ -93,11 +95,20 @@ def check_encode_options(args: argparse.Namespace) -> None:
 
 # --- the writers: one per format ------------------------------------------------------------------
 
+
 def embed_options(model, args: argparse.Namespace) -> tuple[dict, int]:
     """The keyword arguments of model.embed for these options, checked before any work is done, and
     the width of the vectors they give."""
-    options = dict(sentence_options(args), batch_size=args.batch_size, max_length=args.max_length, long=args.long,
-                   stride=args.stride, progress=False, prompt=args.prompt, prompt_name=args.prompt_name)
+    options = dict(
+        sentence_options(args),
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        long=args.long,
+        stride=args.stride,
+        progress=False,
+        prompt=args.prompt,
+        prompt_name=args.prompt_name,
+    )
     return options, model.embed([], **options).shape[1]
 
 
@@ -110,6 +121,7 @@ def embedder(model, args: argparse.Namespace, options: dict, bar: Any = None) ->
     """How chunks of lines become vectors: in this process, in --workers processes, or on a Dask cluster.
     Every way runs `Bert.embed` on each chunk, so the vectors are the same bits. `bar` moves as the
     work is done: per batch in this process, per chunk from workers or Dask."""
+
     def advancing(vectors_of_chunks: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
         for vectors in vectors_of_chunks:
             if bar is not None:
@@ -152,8 +164,16 @@ def dask_client(args: argparse.Namespace) -> Iterator[Any]:
         with client:
             yield client
         return
-    with LocalCluster(n_workers=args.workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                      host="127.0.0.1", dashboard_address=None) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=args.workers or os.cpu_count() or 1,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         yield client
 
 
@@ -165,8 +185,7 @@ def numbered(chunks: Iterable[list[str]]) -> Iterator[Chunk]:
         start += len(chunk)
 
 
-def write_text_vectors(model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace,
-                       bar: Any) -> None:
+def write_text_vectors(model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace, bar: Any) -> None:
     """One line of space-separated values (6 decimals) per input line, in input order, written (and
     flushed) a batch at a time, so a reader such as `head -1` gets its lines as soon as they exist."""
     options, _ = embed_options(model, args)
@@ -176,8 +195,9 @@ def write_text_vectors(model, chunks: Iterator[list[str]], out: IO[bytes], args:
             out.flush()
 
 
-def write_sentence_vectors(model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace,
-                           bar: Any) -> None:
+def write_sentence_vectors(
+    model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace, bar: Any
+) -> None:
     """One float32 row per line, in input order: OUT.npy, or OUT.npz holding `vectors`."""
     options, dim = embed_options(model, args)
     with contextlib.ExitStack() as stack:
@@ -189,13 +209,14 @@ def write_sentence_vectors(model, chunks: Iterator[list[str]], out: IO[bytes], a
         rows.finish()
         if args.format == "npz":  # the layout of np.savez: an uncompressed zip of vectors.npy
             npy.seek(0)
-            with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED, allowZip64=True) as zf, \
-                    zf.open("vectors.npy", "w", force_zip64=True) as member:
+            with (
+                zipfile.ZipFile(out, "w", zipfile.ZIP_STORED, allowZip64=True) as zf,
+                zf.open("vectors.npy", "w", force_zip64=True) as member,
+            ):
                 shutil.copyfileobj(npy, member, 1 << 20)
 
 
-def write_features(model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace,
-                   bar: Any) -> None:
+def write_features(model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace, bar: Any) -> None:
     """One JSON line per input line in the layout of google-research/bert's extract_features.py."""
     layers = args.layers or [-1, -2, -3, -4]
     from ..recipes import layer_selection
@@ -207,13 +228,14 @@ def write_features(model, chunks: Iterator[list[str]], out: IO[bytes], args: arg
         texts = [m.group(1) if m else line for m, line in zip(pairs, chunk)]
         seconds = [m.group(2) if m else None for m in pairs]
         lines: list = [None] * len(chunk)  # every position is filled below
-        for positions, output in model.batches(texts, seconds, batch_size=args.batch_size, max_length=args.max_length,
-                                               long=args.long, stride=args.stride):
+        for positions, output in model.batches(
+            texts, seconds, batch_size=args.batch_size, max_length=args.max_length, long=args.long, stride=args.stride
+        ):
             batched = output.batched
             for row, i in enumerate(positions):
                 encoding = output.encodings[row if batched else 0]
                 states = output.hidden_states[:, row] if batched else output.hidden_states
-                lines[i] = features_line(index + i, encoding.tokens, states[layers, :len(encoding)], layers)
+                lines[i] = features_line(index + i, encoding.tokens, states[layers, : len(encoding)], layers)
             bar.update(len(positions))
         out.write("".join(lines).encode("utf-8"))
         index += len(chunk)
@@ -224,23 +246,36 @@ def write_shard_directory(model, lines: Iterator[str], args: argparse.Namespace)
     from ..shards import model_fingerprint, write_shards
 
     options, _ = embed_options(model, args)
-    job = {"model": args.model, **model_fingerprint(args.model),
-           "options": {name: value for name, value in options.items() if name != "progress"}}
+    job = {
+        "model": args.model,
+        **model_fingerprint(args.model),
+        "options": {name: value for name, value in options.items() if name != "progress"},
+    }
     with progress_bar(args) as bar, embedder(model, args, options) as embed:
-        write_shards(args.output, lines, embed, job, shard_lines=args.shard_lines, chunk_lines=CHUNK_LINES["npy"],
-                     progress=bar.update)
+        write_shards(
+            args.output,
+            lines,
+            embed,
+            job,
+            shard_lines=args.shard_lines,
+            chunk_lines=CHUNK_LINES["npy"],
+            progress=bar.update,
+        )
 
 
 def features_line(index: int, tokens: list[str], states: np.ndarray, layers: list[int]) -> str:
     """{"linex_index": i, "features": [{"token": t, "layers": [{"index": l, "values": [...]}]}]}, values
     rounded to 6 decimals. states: (len(layers), seq, hidden)"""
     values = np.round(states.astype(np.float64).transpose(1, 0, 2), 6).tolist()  # (seq, layers, hidden)
-    features = [{"token": token, "layers": [{"index": layer, "values": v} for layer, v in zip(layers, token_values)]}
-                for token, token_values in zip(tokens, values)]
+    features = [
+        {"token": token, "layers": [{"index": layer, "values": v} for layer, v in zip(layers, token_values)]}
+        for token, token_values in zip(tokens, values)
+    ]
     return json.dumps({"linex_index": index, "features": features}, ensure_ascii=False) + "\n"
 
 
 # --- the command line -----------------------------------------------------------------------------
+
 
 def output_format(text: str) -> str:
     """--format's value, "txt" read as "text" (the suffix and the habit)."""
@@ -250,45 +285,76 @@ def output_format(text: str) -> str:
 def add_commands(commands: argparse._SubParsersAction) -> None:
     """Register `numbert encode`."""
     p = commands.add_parser(
-        "encode", help="embed texts: sentence vectors (npy/npz) or per-token features (jsonl)",
+        "encode",
+        help="embed texts: sentence vectors (npy/npz) or per-token features (jsonl)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Embed texts, one per input line, keeping their order and count exactly.\n\n"
-                    "npy/npz: one float32 sentence vector per line, shape (lines, dim); npz holds it as 'vectors'.\n"
-                    "text: one line of values per input line (the default on a terminal).\n"
-                    "jsonl: per-token hidden states in the layout of google-research/bert's extract_features.py\n"
-                    "(linex_index, features -> token, layers -> index, values); a line 'A ||| B' is a pair.\n\n"
-                    "Input is read and embedded a chunk at a time, so memory stays flat on any file.\n"
-                    "With -o OUT the output is written to a temporary file renamed to OUT at the end:\n"
-                    "a failed run never leaves a half-written OUT.")
-    p.add_argument("text", nargs="*", type=utf8_text, metavar="TEXT",
-                   help="texts to embed (default: the lines of --file or stdin)")
+        "npy/npz: one float32 sentence vector per line, shape (lines, dim); npz holds it as 'vectors'.\n"
+        "text: one line of values per input line (the default on a terminal).\n"
+        "jsonl: per-token hidden states in the layout of google-research/bert's extract_features.py\n"
+        "(linex_index, features -> token, layers -> index, values); a line 'A ||| B' is a pair.\n\n"
+        "Input is read and embedded a chunk at a time, so memory stays flat on any file.\n"
+        "With -o OUT the output is written to a temporary file renamed to OUT at the end:\n"
+        "a failed run never leaves a half-written OUT.",
+    )
+    p.add_argument(
+        "text", nargs="*", type=utf8_text, metavar="TEXT", help="texts to embed (default: the lines of --file or stdin)"
+    )
     p.add_argument("--file", "-f", metavar="F", help="read one text per line from F ('-' for stdin)")
-    p.add_argument("--format", type=output_format, choices=("npy", "npz", "text", "jsonl"),
-                   help="output format (txt = text; default: from OUT's suffix, text on a terminal, else npy: "
-                        "piped or redirected output is .npy unless --format text)")
+    p.add_argument(
+        "--format",
+        type=output_format,
+        choices=("npy", "npz", "text", "jsonl"),
+        help="output format (txt = text; default: from OUT's suffix, text on a terminal, else npy: "
+        "piped or redirected output is .npy unless --format text)",
+    )
     p.add_argument("--output", "-o", metavar="OUT", help="output file (default: stdout)")
     add_model(p)
     add_sentence_options(p)
     add_vector_options(p)
-    p.add_argument("--long", choices=("truncate", "window"), default="truncate",
-                   help="longer inputs: cut them, or run overlapping windows and average each token over "
-                        "them (default: truncate)")
-    p.add_argument("--stride", type=non_negative_int, default=128, metavar="N",
-                   help="tokens shared by neighbouring windows with --long window (default: 128)")
-    p.add_argument("--batch-size", type=positive_int, default=32, metavar="N",
-                   help="texts per forward pass (default: 32)")
-    p.add_argument("--workers", type=positive_int, metavar="N",
-                   help="embed in N worker processes of one BLAS thread each (sentence vectors; the same bits)")
-    p.add_argument("--shard-lines", type=positive_int, metavar="K",
-                   help="write -o DIR/ as .npy shards of K lines plus manifest.json; the same command run "
-                        "again skips finished shards and resumes")
-    p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="run on the Dask cluster at ADDRESS (tcp://HOST:8786); the model must be a path or hub "
-                        "name every worker can load (pip install 'numbert[dask]')")
-    p.add_argument("--dask", action="store_true",
-                   help="run on a local Dask cluster of --workers (default: all cores) processes")
+    p.add_argument(
+        "--long",
+        choices=("truncate", "window"),
+        default="truncate",
+        help="longer inputs: cut them, or run overlapping windows and average each token over them (default: truncate)",
+    )
+    p.add_argument(
+        "--stride",
+        type=non_negative_int,
+        default=128,
+        metavar="N",
+        help="tokens shared by neighbouring windows with --long window (default: 128)",
+    )
+    p.add_argument(
+        "--batch-size", type=positive_int, default=32, metavar="N", help="texts per forward pass (default: 32)"
+    )
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        metavar="N",
+        help="embed in N worker processes of one BLAS thread each (sentence vectors; the same bits)",
+    )
+    p.add_argument(
+        "--shard-lines",
+        type=positive_int,
+        metavar="K",
+        help="write -o DIR/ as .npy shards of K lines plus manifest.json; the same command run "
+        "again skips finished shards and resumes",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run on the Dask cluster at ADDRESS (tcp://HOST:8786); the model must be a path or hub "
+        "name every worker can load (pip install 'numbert[dask]')",
+    )
+    p.add_argument(
+        "--dask", action="store_true", help="run on a local Dask cluster of --workers (default: all cores) processes"
+    )
     p.add_argument("--prompt", metavar="TEXT", help="prepend TEXT to every input (e.g. 'query: ')")
-    p.add_argument("--prompt-name", metavar="NAME",
-                   help="prepend the model's prompt NAME (sentence-transformers prompts, e.g. query; "
-                        "default: the model's default_prompt_name, if any)")
+    p.add_argument(
+        "--prompt-name",
+        metavar="NAME",
+        help="prepend the model's prompt NAME (sentence-transformers prompts, e.g. query; "
+        "default: the model's default_prompt_name, if any)",
+    )
     p.set_defaults(run=encode)

@@ -20,6 +20,7 @@ from .common import Failure
 
 # --- input ----------------------------------------------------------------------------------------
 
+
 def input_lines(args: argparse.Namespace) -> Iterator[str]:
     """The input texts: the TEXT arguments, else one per line of --file or stdin ('-'), read lazily.
 
@@ -31,8 +32,11 @@ def input_lines(args: argparse.Namespace) -> Iterator[str]:
         return iter(args.text)
     if args.file is None or args.file == "-":
         if sys.stdin.isatty():
-            print(f"numbert {args.command}: reading texts from stdin, one per line (Ctrl-D to end; "
-                  f"see numbert {args.command} --help)", file=sys.stderr)
+            print(
+                f"numbert {args.command}: reading texts from stdin, one per line (Ctrl-D to end; "
+                f"see numbert {args.command} --help)",
+                file=sys.stderr,
+            )
         return decoded_lines(sys.stdin.buffer, "stdin")
     try:
         f = open(args.file, "rb")
@@ -48,8 +52,9 @@ def decoded_lines(f: IO[bytes], name: str) -> Iterator[str]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise Failure(f"{name}: line {number} is not valid UTF-8 (byte {raw[e.start]:#04x} at "
-                              f"column {e.start + 1})") from None
+                raise Failure(
+                    f"{name}: line {number} is not valid UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})"
+                ) from None
             if number == 1:
                 line = line.removeprefix("\ufeff")
             yield line.removesuffix("\n").removesuffix("\r")
@@ -90,6 +95,7 @@ def progress_bar(args: argparse.Namespace) -> Iterator[Any]:
 
 
 # --- output ---------------------------------------------------------------------------------------
+
 
 @contextlib.contextmanager
 def output_file(path: str | None, format: str) -> Iterator[IO[bytes]]:

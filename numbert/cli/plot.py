@@ -1,8 +1,8 @@
 """`numbert plot histogram|attention|pca`: the figures of numbert.plot, drawn from the shell as PNG.
 
-    numbert plot histogram "The cat sat on the mat." --layer 6 --token cat -o cat.png
-    numbert plot attention "The cat sat on the mat." --layer 0 --head 3 -o head.png
-    numbert plot pca "A man is eating food." "A man is eating a meal." "The stock market fell." -o pca.png
+numbert plot histogram "The cat sat on the mat." --layer 6 --token cat -o cat.png
+numbert plot attention "The cat sat on the mat." --layer 0 --head 3 -o head.png
+numbert plot pca "A man is eating food." "A man is eating a meal." "The stock market fell." -o pca.png
 """
 
 from __future__ import annotations
@@ -69,42 +69,70 @@ def plot_pca(args: argparse.Namespace) -> None:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     """Register `numbert plot histogram|attention|pca` (matplotlib, the [plot] extra)."""
-    p = commands.add_parser("plot", help="draw a histogram, an attention map or a PCA scatter as PNG",
-                            description="Draw what BERT computes as a PNG (needs matplotlib: "
-                                        'pip install "numbert[plot]").')
+    p = commands.add_parser(
+        "plot",
+        help="draw a histogram, an attention map or a PCA scatter as PNG",
+        description='Draw what BERT computes as a PNG (needs matplotlib: pip install "numbert[plot]").',
+    )
     kinds = p.add_subparsers(dest="plot", required=True, metavar="PLOT")
 
     def common(q: argparse.ArgumentParser) -> None:
         q.add_argument("--output", "-o", required=True, metavar="OUT", help="the PNG file to write")
         add_model(q)
 
-    q = kinds.add_parser("histogram", help="the values of one token at one layer",
-                         description="Histogram of hidden_states[LAYER][TOKEN]: one token's values at one layer.")
+    q = kinds.add_parser(
+        "histogram",
+        help="the values of one token at one layer",
+        description="Histogram of hidden_states[LAYER][TOKEN]: one token's values at one layer.",
+    )
     q.add_argument("text", type=utf8_text, metavar="TEXT")
-    q.add_argument("--layer", type=int, default=-1, metavar="L",
-                   help="index into hidden_states: 0 = embedding layer, -1 = last (default: -1)")
-    q.add_argument("--token", default="1", metavar="T",
-                   help="a token position (0 = [CLS]) or a token string such as bank (default: 1)")
+    q.add_argument(
+        "--layer",
+        type=int,
+        default=-1,
+        metavar="L",
+        help="index into hidden_states: 0 = embedding layer, -1 = last (default: -1)",
+    )
+    q.add_argument(
+        "--token",
+        default="1",
+        metavar="T",
+        help="a token position (0 = [CLS]) or a token string such as bank (default: 1)",
+    )
     q.add_argument("--bins", type=int, default=50, metavar="N", help="histogram bins (default: 50)")
     common(q)
     q.set_defaults(run=plot_histogram)
 
-    q = kinds.add_parser("attention", help="one head's attention map, tokens on both axes",
-                         description="Heatmap of attentions[LAYER][HEAD]: row i is how token i attends to each token.")
+    q = kinds.add_parser(
+        "attention",
+        help="one head's attention map, tokens on both axes",
+        description="Heatmap of attentions[LAYER][HEAD]: row i is how token i attends to each token.",
+    )
     q.add_argument("text", type=utf8_text, metavar="TEXT")
     q.add_argument("--layer", type=int, default=0, metavar="L", help="encoder layer, from 0 (default: 0)")
     q.add_argument("--head", type=int, default=0, metavar="H", help="attention head, from 0 (default: 0)")
     common(q)
     q.set_defaults(run=plot_attention)
 
-    q = kinds.add_parser("pca", help="sentence (or word) vectors projected on two principal axes",
-                         description="Scatter of the texts' sentence vectors (or, with --words, of every word's "
-                                     "vector) on their first two principal axes, labelled.")
+    q = kinds.add_parser(
+        "pca",
+        help="sentence (or word) vectors projected on two principal axes",
+        description="Scatter of the texts' sentence vectors (or, with --words, of every word's "
+        "vector) on their first two principal axes, labelled.",
+    )
     q.add_argument("text", nargs="*", type=utf8_text, metavar="TEXT")
     q.add_argument("--file", "-f", metavar="F", help="also read one text per line from F")
-    q.add_argument("--words", action="store_true",
-                   help="plot each word's vector (sum of the last four layers) instead of one vector per text")
-    q.add_argument("--labels", type=non_negative_int, default=30, metavar="N",
-                   help="label at most N points, spread over the plot (default: 30; 0: no labels)")
+    q.add_argument(
+        "--words",
+        action="store_true",
+        help="plot each word's vector (sum of the last four layers) instead of one vector per text",
+    )
+    q.add_argument(
+        "--labels",
+        type=non_negative_int,
+        default=30,
+        metavar="N",
+        help="label at most N points, spread over the plot (default: 30; 0: no labels)",
+    )
     common(q)
     q.set_defaults(run=plot_pca)

@@ -14,11 +14,13 @@ import sys
 
 from .common import Failure, add_model, add_sentence_options, add_vector_options, positive_int, sentence_options
 
-LIMITS = {"max_batch_tokens": "padded tokens per forward pass",
-          "max_batch_size": "inputs per forward pass",
-          "max_concurrent_requests": "requests admitted at once; 429 beyond",
-          "max_client_batch_size": "inputs per request; 413 beyond",
-          "payload_limit": "bytes per request body; 413 beyond"}
+LIMITS = {
+    "max_batch_tokens": "padded tokens per forward pass",
+    "max_batch_size": "inputs per forward pass",
+    "max_concurrent_requests": "requests admitted at once; 429 beyond",
+    "max_client_batch_size": "inputs per request; 413 beyond",
+    "payload_limit": "bytes per request body; 413 beyond",
+}
 
 
 def serve(args: argparse.Namespace) -> None:
@@ -26,9 +28,14 @@ def serve(args: argparse.Namespace) -> None:
     from ..serve.main import run
     from ..serve.settings import Settings
 
-    settings = Settings(model=args.model, served_model_name=args.served_model_name, max_length=args.max_length,
-                        auto_truncate=args.auto_truncate, **sentence_options(args),
-                        **{name: getattr(args, name) for name in LIMITS})
+    settings = Settings(
+        model=args.model,
+        served_model_name=args.served_model_name,
+        max_length=args.max_length,
+        auto_truncate=args.auto_truncate,
+        **sentence_options(args),
+        **{name: getattr(args, name) for name in LIMITS},
+    )
     try:
         status = run(settings, args.host, args.port, args.workers)
     except ImportError as e:  # the [serve] extra is missing
@@ -41,27 +48,43 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     """Register `numbert serve`."""
     from ..serve.settings import Settings
 
-    p = commands.add_parser("serve", help="serve sentence vectors over HTTP (OpenAI and TEI APIs)",
-                            description="Serve the model's sentence vectors over HTTP: OpenAI's POST /v1/embeddings "
-                                        "and GET /v1/models, text-embeddings-inference's POST /embed, POST "
-                                        "/tokenize, GET /health and GET /metrics. Answers equal `numbert encode` "
-                                        "of the same texts. SIGTERM or Ctrl-C: stop taking connections, answer "
-                                        "the accepted requests, exit 0. Needs the [serve] extra: "
-                                        "pip install 'numbert[serve]'.")
+    p = commands.add_parser(
+        "serve",
+        help="serve sentence vectors over HTTP (OpenAI and TEI APIs)",
+        description="Serve the model's sentence vectors over HTTP: OpenAI's POST /v1/embeddings "
+        "and GET /v1/models, text-embeddings-inference's POST /embed, POST "
+        "/tokenize, GET /health and GET /metrics. Answers equal `numbert encode` "
+        "of the same texts. SIGTERM or Ctrl-C: stop taking connections, answer "
+        "the accepted requests, exit 0. Needs the [serve] extra: "
+        "pip install 'numbert[serve]'.",
+    )
     add_model(p)
     add_sentence_options(p)
     add_vector_options(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     p.add_argument("--port", type=int, default=8000, help="port, 0 for any free one (default: %(default)s)")
-    p.add_argument("--workers", type=positive_int, default=1, metavar="N",
-                   help="server processes sharing the port and the memory-mapped weights, each with its share "
-                        "of the cores as BLAS threads (default: 1)")
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="server processes sharing the port and the memory-mapped weights, each with its share "
+        "of the cores as BLAS threads (default: 1)",
+    )
     p.add_argument("--served-model-name", metavar="NAME", help="the model's name in answers (default: --model)")
-    p.add_argument("--auto-truncate", action="store_true",
-                   help="cut inputs over the model's length instead of answering 413 (/embed's 'truncate' "
-                        "overrides it per request)")
+    p.add_argument(
+        "--auto-truncate",
+        action="store_true",
+        help="cut inputs over the model's length instead of answering 413 (/embed's 'truncate' "
+        "overrides it per request)",
+    )
     defaults = {f.name: f.default for f in dataclasses.fields(Settings)}
     for name, help in LIMITS.items():
-        p.add_argument("--" + name.replace("_", "-"), type=positive_int, default=defaults[name], metavar="N",
-                       help=f"{help} (default: %(default)s)")
+        p.add_argument(
+            "--" + name.replace("_", "-"),
+            type=positive_int,
+            default=defaults[name],
+            metavar="N",
+            help=f"{help} (default: %(default)s)",
+        )
     p.set_defaults(run=serve)

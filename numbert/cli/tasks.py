@@ -50,8 +50,9 @@ def classify(args: argparse.Namespace) -> None:
         pairs = [PAIR.match(text) for _, text in chunk]
         texts = [m.group(1) if m else text for m, (_, text) in zip(pairs, chunk)]
         seconds = [m.group(2) if m else None for m in pairs] if any(pairs) else None
-        results = for_lines(chunk, model.classify, texts, seconds, top_k=args.top_k, function=args.function,
-                            batch_size=args.batch_size)
+        results = for_lines(
+            chunk, model.classify, texts, seconds, top_k=args.top_k, function=args.function, batch_size=args.batch_size
+        )
         for (_, text), labels in zip(chunk, results):
             if args.json:
                 emit({"text": text, "labels": [label._asdict() for label in labels]})
@@ -64,14 +65,21 @@ def ner(args: argparse.Namespace) -> None:
     model = load_model(args.model)
     for chunk in numbered_chunks(input_lines(args), args.batch_size):
         texts = [text for _, text in chunk]
-        results = for_lines(chunk, model.ner, texts, aggregation=args.aggregation, stride=args.stride,
-                            ignore_labels=args.ignore, batch_size=args.batch_size)
+        results = for_lines(
+            chunk,
+            model.ner,
+            texts,
+            aggregation=args.aggregation,
+            stride=args.stride,
+            ignore_labels=args.ignore,
+            batch_size=args.batch_size,
+        )
         for text, entities in zip(texts, results):
             if args.json:
                 emit({"text": text, "entities": [e._asdict() for e in entities]})
                 continue
             for e in entities:
-                print(f"{text[e.start:e.end]}\t{e.entity}\t{e.score:.4f}\t{e.start}\t{e.end}")
+                print(f"{text[e.start : e.end]}\t{e.entity}\t{e.score:.4f}\t{e.start}\t{e.end}")
             print(flush=True)
 
 
@@ -98,8 +106,15 @@ def qa(args: argparse.Namespace) -> None:
             if pair is None:
                 raise Failure(f"line {number}: without --context, each line is 'question ||| context'")
             question, text = pair.groups()
-        answers = for_lines([(number, line)], model.qa, question, text, top_k=args.top_k,
-                            max_answer_len=args.max_answer_len, handle_impossible_answer=args.allow_no_answer)
+        answers = for_lines(
+            [(number, line)],
+            model.qa,
+            question,
+            text,
+            top_k=args.top_k,
+            max_answer_len=args.max_answer_len,
+            handle_impossible_answer=args.allow_no_answer,
+        )
         answers = [answers] if args.top_k == 1 else answers
         if args.json:
             emit({"question": question, "answers": [a._asdict() for a in answers]})
@@ -153,40 +168,73 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     """Register `numbert fill-mask`, `classify`, `ner` and `qa`."""
     from ..tasks import AGGREGATIONS, MAX_MASKS, SCORE_FUNCTIONS
 
-    p = commands.add_parser("fill-mask", help="BERT's guesses for [MASK] (a checkpoint with the masked-LM head)",
-                            description="Print the top-k tokens for each [MASK] in each text, with their "
-                                        "probabilities and the filled text, as transformers' fill-mask pipeline.")
+    p = commands.add_parser(
+        "fill-mask",
+        help="BERT's guesses for [MASK] (a checkpoint with the masked-LM head)",
+        description="Print the top-k tokens for each [MASK] in each text, with their "
+        "probabilities and the filled text, as transformers' fill-mask pipeline.",
+    )
     add_input(p, "texts holding [MASK]")
     p.add_argument("--top-k", "-k", type=positive_int, default=5, metavar="N", help="guesses per [MASK] (default: 5)")
-    p.add_argument("--max-masks", type=positive_int, default=MAX_MASKS, metavar="N",
-                   help=f"refuse texts with more [MASK]s (default: {MAX_MASKS})")
+    p.add_argument(
+        "--max-masks",
+        type=positive_int,
+        default=MAX_MASKS,
+        metavar="N",
+        help=f"refuse texts with more [MASK]s (default: {MAX_MASKS})",
+    )
     p.set_defaults(run=fill_mask)
 
-    p = commands.add_parser("classify", help="label texts (a BertForSequenceClassification checkpoint)",
-                            description="Print each text's labels and scores, best first; a line 'A ||| B' is a pair.")
+    p = commands.add_parser(
+        "classify",
+        help="label texts (a BertForSequenceClassification checkpoint)",
+        description="Print each text's labels and scores, best first; a line 'A ||| B' is a pair.",
+    )
     add_input(p, "texts to classify")
     p.add_argument("--top-k", "-k", type=positive_int, default=1, metavar="N", help="labels per text (default: 1)")
-    p.add_argument("--function", choices=list(SCORE_FUNCTIONS),
-                   help="scores from logits (default: from config.json's problem_type, as transformers)")
+    p.add_argument(
+        "--function",
+        choices=list(SCORE_FUNCTIONS),
+        help="scores from logits (default: from config.json's problem_type, as transformers)",
+    )
     p.add_argument("--batch-size", type=positive_int, default=32, metavar="N", help="texts per forward pass")
     p.set_defaults(run=classify)
 
-    p = commands.add_parser("ner", help="entities in texts (a BertForTokenClassification checkpoint)",
-                            description="Print each text's entities, one per line (text, label, score, start, "
-                                        "end character), a blank line after each input.")
+    p = commands.add_parser(
+        "ner",
+        help="entities in texts (a BertForTokenClassification checkpoint)",
+        description="Print each text's entities, one per line (text, label, score, start, "
+        "end character), a blank line after each input.",
+    )
     add_input(p, "texts to tag")
-    p.add_argument("--aggregation", choices=AGGREGATIONS, default="simple",
-                   help="how tokens become entities, as transformers' aggregation_strategy (default: simple)")
-    p.add_argument("--ignore", nargs="*", default=["O"], metavar="LABEL",
-                   help="labels to leave out (default: O; --ignore alone keeps every label)")
-    p.add_argument("--stride", type=non_negative_int, metavar="N",
-                   help="run a text longer than the model reads as windows overlapping by N tokens")
+    p.add_argument(
+        "--aggregation",
+        choices=AGGREGATIONS,
+        default="simple",
+        help="how tokens become entities, as transformers' aggregation_strategy (default: simple)",
+    )
+    p.add_argument(
+        "--ignore",
+        nargs="*",
+        default=["O"],
+        metavar="LABEL",
+        help="labels to leave out (default: O; --ignore alone keeps every label)",
+    )
+    p.add_argument(
+        "--stride",
+        type=non_negative_int,
+        metavar="N",
+        help="run a text longer than the model reads as windows overlapping by N tokens",
+    )
     p.add_argument("--batch-size", type=positive_int, default=32, metavar="N", help="texts per forward pass")
     p.set_defaults(run=ner)
 
-    p = commands.add_parser("qa", help="answer questions from a context (a BertForQuestionAnswering checkpoint)",
-                            description="Print the span of the context that answers each question, with its score "
-                                        "and character offsets, as transformers 4's question-answering pipeline.")
+    p = commands.add_parser(
+        "qa",
+        help="answer questions from a context (a BertForQuestionAnswering checkpoint)",
+        description="Print the span of the context that answers each question, with its score "
+        "and character offsets, as transformers 4's question-answering pipeline.",
+    )
     add_input(p, "questions, or lines 'question ||| context' without --context")
     p.add_argument("--question", "-q", metavar="Q", help="one question")
     p.add_argument("--context", "-c", metavar="C", help="the text to answer from")

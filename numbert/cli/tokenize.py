@@ -30,8 +30,18 @@ def tokenize(args: argparse.Namespace) -> None:
     for text in lines:
         enc = tokenizer.encode(text, args.pair)
         if args.json:
-            print(json.dumps({"tokens": enc.tokens, "ids": enc.ids, "type_ids": enc.type_ids,
-                              "offsets": enc.offsets, "word_ids": enc.word_ids}, ensure_ascii=False))
+            print(
+                json.dumps(
+                    {
+                        "tokens": enc.tokens,
+                        "ids": enc.ids,
+                        "type_ids": enc.type_ids,
+                        "offsets": enc.offsets,
+                        "word_ids": enc.word_ids,
+                    },
+                    ensure_ascii=False,
+                )
+            )
         elif table:
             for token, id_ in zip(enc.tokens, enc.ids):
                 print(f"{token:<12} {id_:>6}")
@@ -43,16 +53,28 @@ def tokenize(args: argparse.Namespace) -> None:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     """Register `numbert tokenize`."""
-    p = commands.add_parser("tokenize", help="print the WordPiece tokens and ids of texts",
-                            description="Print the WordPiece tokens of each text with their vocabulary ids: "
-                                        "a table for one TEXT; for --file or stdin, one line per input line "
-                                        "(tokens, a tab, ids), or one JSON object per line with --json.")
-    p.add_argument("text", nargs="*", type=utf8_text, metavar="TEXT",
-                   help="texts to tokenize (default: the lines of --file or stdin; '-' for stdin)")
+    p = commands.add_parser(
+        "tokenize",
+        help="print the WordPiece tokens and ids of texts",
+        description="Print the WordPiece tokens of each text with their vocabulary ids: "
+        "a table for one TEXT; for --file or stdin, one line per input line "
+        "(tokens, a tab, ids), or one JSON object per line with --json.",
+    )
+    p.add_argument(
+        "text",
+        nargs="*",
+        type=utf8_text,
+        metavar="TEXT",
+        help="texts to tokenize (default: the lines of --file or stdin; '-' for stdin)",
+    )
     p.add_argument("--file", "-f", metavar="F", help="read one text per line from F ('-' for stdin)")
-    p.add_argument("--pair", type=utf8_text, metavar="TEXT_B",
-                   help="a second segment for one TEXT: [CLS] TEXT [SEP] TEXT_B [SEP]")
-    p.add_argument("--json", action="store_true",
-                   help="print tokens, ids, type ids, offsets and word ids as JSON, one object per text")
+    p.add_argument(
+        "--pair", type=utf8_text, metavar="TEXT_B", help="a second segment for one TEXT: [CLS] TEXT [SEP] TEXT_B [SEP]"
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print tokens, ids, type ids, offsets and word ids as JSON, one object per text",
+    )
     add_model(p)
     p.set_defaults(run=tokenize)

@@ -84,12 +84,24 @@ class Server:
             log.error("%s", self.load_error)
             return
         s = self.settings
-        self.batcher = Batcher(embedder.model, embedder.pooling, embedder.layers, embedder.combine, embedder.dim,
-                               s.max_batch_tokens, s.max_batch_size, self.metrics)
+        self.batcher = Batcher(
+            embedder.model,
+            embedder.pooling,
+            embedder.layers,
+            embedder.combine,
+            embedder.dim,
+            s.max_batch_tokens,
+            s.max_batch_size,
+            self.metrics,
+        )
         self.batcher.start(embedder.warm_up)
         self.embedder = embedder
-        log.info("numbert serve: %s ready (%d-dimensional vectors, inputs up to %d tokens)", s.name, embedder.dim,
-                 embedder.max_length)
+        log.info(
+            "numbert serve: %s ready (%d-dimensional vectors, inputs up to %d tokens)",
+            s.name,
+            embedder.dim,
+            embedder.max_length,
+        )
 
     async def publish(self, directory: Path) -> None:
         """With --workers N: this worker's counters, to the shared directory, every PUBLISH_EVERY seconds."""
@@ -129,19 +141,28 @@ class Server:
         inputs = tokens = 0
         try:
             if self.metrics.in_flight >= self.settings.max_concurrent_requests:
-                raise ApiError(429, f"the server is busy: {self.metrics.in_flight} requests are in flight "
-                                    f"(--max-concurrent-requests); retry after a second",
-                               code="rate_limit_exceeded", headers={"Retry-After": "1"})
+                raise ApiError(
+                    429,
+                    f"the server is busy: {self.metrics.in_flight} requests are in flight "
+                    f"(--max-concurrent-requests); retry after a second",
+                    code="rate_limit_exceeded",
+                    headers={"Retry-After": "1"},
+                )
             if self.embedder is None or self.batcher is None:
-                raise ApiError(503, self.load_error or "the model is loading; retry in a moment",
-                               code="model_not_ready", headers={"Retry-After": "1"})
+                raise ApiError(
+                    503,
+                    self.load_error or "the model is loading; retry in a moment",
+                    code="model_not_ready",
+                    headers={"Retry-After": "1"},
+                )
             embedder, batcher = self.embedder, self.batcher
             self.metrics.in_flight += 1
             try:
                 if parse is None:
                     body = await self.read_body(request)
-                    answer = await self.run(len(body), tokenize_answer, embedder, body,
-                                            self.settings.max_client_batch_size)
+                    answer = await self.run(
+                        len(body), tokenize_answer, embedder, body, self.settings.max_client_batch_size
+                    )
                 else:
                     answer, inputs, tokens = await self.embed_answer(embedder, batcher, request, parse, name)
             finally:
@@ -172,8 +193,9 @@ class Server:
             raise ApiError(400, "the client disconnected before sending the whole body") from None
         return bytes(body)
 
-    async def embed_answer(self, embedder: Embedder, batcher: Batcher, http: Request, parse: Callable,
-                           name: str) -> tuple[bytes, int, int]:
+    async def embed_answer(
+        self, embedder: Embedder, batcher: Batcher, http: Request, parse: Callable, name: str
+    ) -> tuple[bytes, int, int]:
         """The answer to /v1/embeddings or /embed, with the number of inputs and tokens it embedded.
 
         While it waits for the model, a request holds its token ids only (4 bytes a token), not its body or texts.
@@ -239,12 +261,14 @@ async def http_error(request: Request, exc: Exception) -> Response:
 def create_app(settings: Settings) -> Starlette:
     """The ASGI app serving `settings.model`; the model loads in the background once the app starts."""
     server = Server(settings)
-    routes = [Route("/v1/embeddings", server.openai_embeddings, methods=["POST"]),
-              Route("/v1/models", server.models, methods=["GET"]),
-              Route("/embed", server.tei_embed, methods=["POST"]),
-              Route("/tokenize", server.tokenize, methods=["POST"]),
-              Route("/health", server.health, methods=["GET"]),
-              Route("/metrics", server.prometheus, methods=["GET"])]
+    routes = [
+        Route("/v1/embeddings", server.openai_embeddings, methods=["POST"]),
+        Route("/v1/models", server.models, methods=["GET"]),
+        Route("/embed", server.tei_embed, methods=["POST"]),
+        Route("/tokenize", server.tokenize, methods=["POST"]),
+        Route("/health", server.health, methods=["GET"]),
+        Route("/metrics", server.prometheus, methods=["GET"]),
+    ]
     app = Starlette(routes=routes, lifespan=server.lifespan, exception_handlers={HTTPException: http_error})
     app.state.server = server
     return app

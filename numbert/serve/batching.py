@@ -73,7 +73,7 @@ def next_batch(waiting: Sequence[Item], max_tokens: int, max_rows: int) -> list[
             cost = (FORWARD_OVERHEAD + (b - a) * width) / real
             if cost < best_cost:
                 best, best_cost = (a, b), cost
-    return order[best[0]:best[1]]
+    return order[best[0] : best[1]]
 
 
 class Batcher:
@@ -83,8 +83,9 @@ class Batcher:
     (inputs, dim) pooled vectors; `stop` lets the thread finish everything queued, then end.
     """
 
-    def __init__(self, model, pooling, layers, combine, dim: int, max_batch_tokens: int, max_batch_size: int,
-                 metrics: Metrics):
+    def __init__(
+        self, model, pooling, layers, combine, dim: int, max_batch_tokens: int, max_batch_size: int, metrics: Metrics
+    ):
         self.model = model
         self.recipe = (pooling, layers, combine)
         self.dim = dim
@@ -142,8 +143,8 @@ class Batcher:
         ids = np.full((len(batch), width), self.pad_id, np.int64)  # (rows, width)
         mask = np.zeros((len(batch), width), np.int64)
         for r, item in enumerate(batch):
-            ids[r, :item.length] = item.job.rows[item.position]
-            mask[r, :item.length] = 1
+            ids[r, : item.length] = item.job.rows[item.position]
+            mask[r, : item.length] = 1
         try:
             vectors = self.model.forward(ids, None, mask).sentence_vector(*self.recipe)  # (rows, dim)
         except Exception as e:  # a bug, not a bad request (those are refused before they queue): answer 500

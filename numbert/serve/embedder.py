@@ -9,6 +9,7 @@ do_lower_case, cut to the same max_length), the same pooling and layers, the sam
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import numpy as np
 
@@ -31,7 +32,9 @@ class Embedder:
             raise ValueError(f"{settings.model} has no vocab.txt, so it cannot embed text")
         self.tokenizer: Tokenizer = model.tokenizer
         self.pooling, self.layers, self.combine, self.normalize = self.recipe(settings)
-        empty = model.embed([], pooling=self.pooling, layers=self.layers, combine=self.combine, progress=False)
+        empty = cast(
+            np.ndarray, model.embed([], pooling=self.pooling, layers=self.layers, combine=self.combine, progress=False)
+        )
         self.dim = empty.shape[1]  # (0, dim): the recipe is checked before the server answers anything
         self.max_length = self.length_limit(settings.max_length)
         self.lowercase = model.sentence_config is not None and model.sentence_config.do_lower_case
@@ -50,11 +53,17 @@ class Embedder:
         if st is None:
             return s.pooling or "mean", -2 if s.layers is None else s.layers, s.combine, bool(s.normalize)
         if s.pooling is None and st.unsupported:
-            raise ValueError(f"this sentence-transformers model has modules numbert does not run "
-                             f"({', '.join(st.unsupported)}); pass --pooling (and --layers) to pool BERT's "
-                             f"token vectors yourself")
-        return (s.pooling or st.pooling, -1 if s.layers is None else s.layers, s.combine,
-                st.normalize if s.normalize is None else s.normalize)
+            raise ValueError(
+                f"this sentence-transformers model has modules numbert does not run "
+                f"({', '.join(st.unsupported)}); pass --pooling (and --layers) to pool BERT's "
+                f"token vectors yourself"
+            )
+        return (
+            s.pooling or st.pooling,
+            -1 if s.layers is None else s.layers,
+            s.combine,
+            st.normalize if s.normalize is None else s.normalize,
+        )
 
     def length_limit(self, max_length: int | None) -> int:
         """Tokens per input, [CLS] and [SEP] included, as `Bert.embed` cuts them."""
@@ -80,10 +89,14 @@ class Embedder:
                 head, encoding = text, self.encode(text, self.max_length if truncate else None)
             if len(encoding) > self.max_length:
                 count = f"{len(encoding)}" if head is text else f"at least {len(encoding)}"
-                raise ApiError(413, f"'{name}[{i}]' is {count} tokens long; this model takes at most "
-                                    f"{self.max_length} ([CLS] and [SEP] included). Shorten it, or send "
-                                    f"truncate=true (or start the server with --auto-truncate)",
-                               param=f"{name}[{i}]", code="input_too_long")
+                raise ApiError(
+                    413,
+                    f"'{name}[{i}]' is {count} tokens long; this model takes at most "
+                    f"{self.max_length} ([CLS] and [SEP] included). Shorten it, or send "
+                    f"truncate=true (or start the server with --auto-truncate)",
+                    param=f"{name}[{i}]",
+                    code="input_too_long",
+                )
             rows.append(np.array(encoding.ids, np.int32))
         return rows
 
@@ -92,7 +105,7 @@ class Embedder:
         if len(text) <= (start := HEAD_CHARS_PER_TOKEN * self.max_length):
             return text
         space = WHITESPACE.search(text, start)
-        return text if space is None else text[:space.start()]
+        return text if space is None else text[: space.start()]
 
     def encode(self, text: str, max_length: int | None) -> Encoding:
         """`text`'s tokens as `Bert.embed` makes them: lowercased first if the model says so; cut to max_length.
@@ -100,8 +113,9 @@ class Embedder:
         Runs of whitespace become one space first: the same tokens, and the tokenizer takes time quadratic
         in the length of a run (8000 spaces: 1 s), which a hostile request would otherwise exploit."""
         text = WHITESPACE_RUN.sub(" ", text)
-        return self.tokenizer.encode(text.lower() if self.lowercase else text, max_length=max_length,
-                                     truncation=max_length is not None)
+        return self.tokenizer.encode(
+            text.lower() if self.lowercase else text, max_length=max_length, truncation=max_length is not None
+        )
 
     def ids_to_rows(self, inputs: list[list[int]], name: str) -> list[np.ndarray]:
         """Token-id inputs, used as given ([CLS] and [SEP] included, as /tokenize returns them): a 422 for an id
@@ -109,13 +123,21 @@ class Embedder:
         rows = []
         for i, ids in enumerate(inputs):
             if len(ids) > self.max_length:
-                raise ApiError(413, f"'{name}[{i}]' is {len(ids)} tokens long; this model takes at most "
-                                    f"{self.max_length} ([CLS] and [SEP] included); token ids are not truncated",
-                               param=f"{name}[{i}]", code="input_too_long")
+                raise ApiError(
+                    413,
+                    f"'{name}[{i}]' is {len(ids)} tokens long; this model takes at most "
+                    f"{self.max_length} ([CLS] and [SEP] included); token ids are not truncated",
+                    param=f"{name}[{i}]",
+                    code="input_too_long",
+                )
             j = next((j for j, t in enumerate(ids) if not 0 <= t < self.vocab_size), None)
             if j is not None:
-                raise ApiError(422, f"'{name}[{i}][{j}]' is {ids[j]}, not a token id of this model's vocabulary "
-                                    f"[0, {self.vocab_size})", param=f"{name}[{i}][{j}]", code="invalid_token_id")
+                raise ApiError(
+                    422,
+                    f"'{name}[{i}][{j}]' is {ids[j]}, not a token id of this model's vocabulary [0, {self.vocab_size})",
+                    param=f"{name}[{i}][{j}]",
+                    code="invalid_token_id",
+                )
             rows.append(np.array(ids, np.int32))
         return rows
 
@@ -132,9 +154,13 @@ class Embedder:
         if dimensions is None:
             return
         if not normalize:
-            raise ApiError(400, "'dimensions' shortens unit-length vectors and renormalizes them; this server "
-                                "answers vectors that are not normalized (start it with --normalize)",
-                           param="dimensions")
+            raise ApiError(
+                400,
+                "'dimensions' shortens unit-length vectors and renormalizes them; this server "
+                "answers vectors that are not normalized (start it with --normalize)",
+                param="dimensions",
+            )
         if dimensions > self.dim:
-            raise ApiError(400, f"'dimensions' is {dimensions}; this model's vectors have {self.dim}",
-                           param="dimensions")
+            raise ApiError(
+                400, f"'dimensions' is {dimensions}; this model's vectors have {self.dim}", param="dimensions"
+            )

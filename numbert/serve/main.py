@@ -25,13 +25,16 @@ def run(settings: Settings, host: str = "127.0.0.1", port: int = 8000, workers: 
 
         from .app import METRICS_VARIABLE, SETTINGS_VARIABLE, create_app, log_to_stderr
     except ImportError as e:
-        raise ImportError(f"numbert serve needs the [serve] extra ({e.name} is missing): "
-                          f"pip install 'numbert[serve]'") from None
+        raise ImportError(
+            f"numbert serve needs the [serve] extra ({e.name} is missing): pip install 'numbert[serve]'"
+        ) from None
     from .embedder import Embedder
 
     if settings.max_batch_tokens < (limit := Embedder(settings).max_length):  # loads the model: fails early and clearly
-        raise ValueError(f"--max-batch-tokens ({settings.max_batch_tokens}) must hold one input of the model's "
-                         f"maximum length ({limit})")
+        raise ValueError(
+            f"--max-batch-tokens ({settings.max_batch_tokens}) must hold one input of the model's "
+            f"maximum length ({limit})"
+        )
     log_to_stderr()
     if workers == 1:
         server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port, access_log=False))
@@ -42,8 +45,14 @@ def run(settings: Settings, host: str = "127.0.0.1", port: int = 8000, workers: 
     os.environ[SETTINGS_VARIABLE] = dataclasses.replace(settings, blas_threads=max(1, cpus // workers)).to_json()
     with tempfile.TemporaryDirectory(prefix="numbert-serve-metrics-") as shared:
         os.environ[METRICS_VARIABLE] = shared
-        uvicorn.run("numbert.serve.app:app_from_environment", factory=True, workers=workers, host=host, port=port,
-                    access_log=False)
+        uvicorn.run(
+            "numbert.serve.app:app_from_environment",
+            factory=True,
+            workers=workers,
+            host=host,
+            port=port,
+            access_log=False,
+        )
     return 0
 
 

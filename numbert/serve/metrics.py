@@ -81,11 +81,16 @@ class Metrics:
     def state(self) -> dict:
         """Every counter, as JSON values."""
         with self.lock:
-            return {"requests": [[e, s, n] for (e, s), n in self.requests.items()],
-                    "latency": {e: h.state() for e, h in self.latency.items()},
-                    "inputs": self.inputs, "tokens": self.tokens, "in_flight": self.in_flight,
-                    "queue_depth": self.queue_depth, "batch_inputs": self.batch_inputs.state(),
-                    "batch_tokens": self.batch_tokens.state()}
+            return {
+                "requests": [[e, s, n] for (e, s), n in self.requests.items()],
+                "latency": {e: h.state() for e, h in self.latency.items()},
+                "inputs": self.inputs,
+                "tokens": self.tokens,
+                "in_flight": self.in_flight,
+                "queue_depth": self.queue_depth,
+                "batch_inputs": self.batch_inputs.state(),
+                "batch_tokens": self.batch_tokens.state(),
+            }
 
     def add(self, state: dict) -> None:
         """Add another process's counters (its `state`) to these."""
@@ -116,26 +121,40 @@ class Metrics:
 
     def render(self) -> str:
         with self.lock:
-            lines = ["# HELP numbert_requests_total HTTP requests answered, by endpoint and status.",
-                     "# TYPE numbert_requests_total counter"]
-            lines += [f'numbert_requests_total{{endpoint="{e}",status="{s}"}} {n}'
-                      for (e, s), n in sorted(self.requests.items())]
-            lines += ["# HELP numbert_request_duration_seconds Time from admission to answer.",
-                      "# TYPE numbert_request_duration_seconds histogram"]
+            lines = [
+                "# HELP numbert_requests_total HTTP requests answered, by endpoint and status.",
+                "# TYPE numbert_requests_total counter",
+            ]
+            lines += [
+                f'numbert_requests_total{{endpoint="{e}",status="{s}"}} {n}'
+                for (e, s), n in sorted(self.requests.items())
+            ]
+            lines += [
+                "# HELP numbert_request_duration_seconds Time from admission to answer.",
+                "# TYPE numbert_request_duration_seconds histogram",
+            ]
             for endpoint, histogram in sorted(self.latency.items()):
                 lines += histogram.lines("numbert_request_duration_seconds", f'endpoint="{endpoint}"')
-            lines += ["# HELP numbert_inputs_total Inputs embedded.", "# TYPE numbert_inputs_total counter",
-                      f"numbert_inputs_total {self.inputs}",
-                      "# HELP numbert_tokens_total Tokens of the inputs embedded, [CLS] and [SEP] included.",
-                      "# TYPE numbert_tokens_total counter", f"numbert_tokens_total {self.tokens}",
-                      "# HELP numbert_requests_in_flight Requests admitted and not yet answered.",
-                      "# TYPE numbert_requests_in_flight gauge", f"numbert_requests_in_flight {self.in_flight}",
-                      "# HELP numbert_queue_depth Inputs waiting for the model.",
-                      "# TYPE numbert_queue_depth gauge", f"numbert_queue_depth {self.queue_depth}",
-                      "# HELP numbert_batch_inputs Inputs per forward pass.",
-                      "# TYPE numbert_batch_inputs histogram"]
+            lines += [
+                "# HELP numbert_inputs_total Inputs embedded.",
+                "# TYPE numbert_inputs_total counter",
+                f"numbert_inputs_total {self.inputs}",
+                "# HELP numbert_tokens_total Tokens of the inputs embedded, [CLS] and [SEP] included.",
+                "# TYPE numbert_tokens_total counter",
+                f"numbert_tokens_total {self.tokens}",
+                "# HELP numbert_requests_in_flight Requests admitted and not yet answered.",
+                "# TYPE numbert_requests_in_flight gauge",
+                f"numbert_requests_in_flight {self.in_flight}",
+                "# HELP numbert_queue_depth Inputs waiting for the model.",
+                "# TYPE numbert_queue_depth gauge",
+                f"numbert_queue_depth {self.queue_depth}",
+                "# HELP numbert_batch_inputs Inputs per forward pass.",
+                "# TYPE numbert_batch_inputs histogram",
+            ]
             lines += self.batch_inputs.lines("numbert_batch_inputs")
-            lines += ["# HELP numbert_batch_tokens Padded tokens (rows x longest) per forward pass.",
-                      "# TYPE numbert_batch_tokens histogram"]
+            lines += [
+                "# HELP numbert_batch_tokens Padded tokens (rows x longest) per forward pass.",
+                "# TYPE numbert_batch_tokens histogram",
+            ]
             lines += self.batch_tokens.lines("numbert_batch_tokens")
         return "\n".join(lines) + "\n"

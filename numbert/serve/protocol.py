@@ -21,15 +21,25 @@ ERROR_TYPES = {429: "requests", 503: "server_error", 500: "server_error"}  # els
 class ApiError(Exception):
     """An answer other than 200, in OpenAI's error shape: {"error": {"message", "type", "param", "code"}}."""
 
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
-                 headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(message)
         self.status, self.message, self.param, self.code = status, message, param, code
         self.headers = headers or {}
 
     def body(self) -> bytes:
-        error = {"message": self.message, "type": ERROR_TYPES.get(self.status, "invalid_request_error"),
-                 "param": self.param, "code": self.code}
+        error = {
+            "message": self.message,
+            "type": ERROR_TYPES.get(self.status, "invalid_request_error"),
+            "param": self.param,
+            "code": self.code,
+        }
         return json.dumps({"error": error}, ensure_ascii=False).encode()
 
 
@@ -60,8 +70,14 @@ def json_object(body: bytes) -> dict:
 
 def json_type(value) -> str:
     """The JSON name of a parsed value's type, for error messages."""
-    for kind, name in ((bool, "a boolean"), (int, "a number"), (float, "a number"), (str, "a string"),
-                       (list, "an array"), (dict, "an object")):
+    for kind, name in (
+        (bool, "a boolean"),
+        (int, "a number"),
+        (float, "a number"),
+        (str, "a string"),
+        (list, "an array"),
+        (dict, "an object"),
+    ):
         if isinstance(value, kind):
             return name
     return "null"
@@ -73,8 +89,11 @@ def field(obj: dict, name: str, kinds: tuple[type, ...], default=None, what: str
     if value is None:
         return default
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        raise ApiError(422, f"'{name}' must be {what or ' or '.join(k.__name__ for k in kinds)}, "
-                            f"not {json_type(value)}", param=name)
+        raise ApiError(
+            422,
+            f"'{name}' must be {what or ' or '.join(k.__name__ for k in kinds)}, not {json_type(value)}",
+            param=name,
+        )
     return value
 
 
@@ -97,13 +116,22 @@ def inputs(obj: dict, name: str, max_inputs: int) -> tuple[list, bool]:
         check_ids(value, name)
         return [value], True
     if len(value) > max_inputs:
-        raise ApiError(413, f"'{name}' holds {len(value)} inputs; this server takes at most {max_inputs} per "
-                            f"request (--max-client-batch-size)", param=name, code="too_many_inputs")
+        raise ApiError(
+            413,
+            f"'{name}' holds {len(value)} inputs; this server takes at most {max_inputs} per "
+            f"request (--max-client-batch-size)",
+            param=name,
+            code="too_many_inputs",
+        )
     if isinstance(value[0], list):
         for i, item in enumerate(value):
             if not isinstance(item, list) or not item:
-                raise ApiError(422, f"'{name}[{i}]' must be a non-empty list of token ids, not "
-                                    f"{'an empty array' if item == [] else json_type(item)}", param=f"{name}[{i}]")
+                raise ApiError(
+                    422,
+                    f"'{name}[{i}]' must be a non-empty list of token ids, not "
+                    f"{'an empty array' if item == [] else json_type(item)}",
+                    param=f"{name}[{i}]",
+                )
             check_ids(item, f"{name}[{i}]")
         return value, True
     for i, item in enumerate(value):
@@ -119,8 +147,9 @@ def is_id(value) -> bool:
 def check_ids(ids: list, name: str) -> None:
     for j, token in enumerate(ids):
         if not is_id(token):
-            raise ApiError(422, f"'{name}[{j}]' must be a token id (an integer), not {json_type(token)}",
-                           param=f"{name}[{j}]")
+            raise ApiError(
+                422, f"'{name}[{j}]' must be a token id (an integer), not {json_type(token)}", param=f"{name}[{j}]"
+            )
 
 
 def openai_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
@@ -131,8 +160,9 @@ def openai_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
     field(obj, "user", (str,), what="a string")
     encoding_format = field(obj, "encoding_format", (str,), "float", "'float' or 'base64'")
     if encoding_format not in ("float", "base64"):
-        raise ApiError(422, f"'encoding_format' must be 'float' or 'base64', not {encoding_format!r}",
-                       param="encoding_format")
+        raise ApiError(
+            422, f"'encoding_format' must be 'float' or 'base64', not {encoding_format!r}", param="encoding_format"
+        )
     dimensions = field(obj, "dimensions", (int,), what="a positive integer")
     if dimensions is not None and dimensions < 1:
         raise ApiError(400, f"'dimensions' must be a positive integer, not {dimensions}", param="dimensions")
@@ -143,8 +173,12 @@ def tei_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
     """POST /embed (text-embeddings-inference): {"inputs", "normalize": true, "truncate"}."""
     obj = json_object(body)
     texts, ids = inputs(obj, "inputs", max_inputs)
-    return EmbeddingRequest(texts, ids, normalize=field(obj, "normalize", (bool,), True, "a boolean"),
-                            truncate=field(obj, "truncate", (bool,), None, "a boolean"))
+    return EmbeddingRequest(
+        texts,
+        ids,
+        normalize=field(obj, "normalize", (bool,), True, "a boolean"),
+        truncate=field(obj, "truncate", (bool,), None, "a boolean"),
+    )
 
 
 def tokenize_request(body: bytes, max_inputs: int) -> tuple[list[str], bool]:
@@ -152,12 +186,12 @@ def tokenize_request(body: bytes, max_inputs: int) -> tuple[list[str], bool]:
     obj = json_object(body)
     texts, ids = inputs(obj, "inputs", max_inputs)
     if ids:
-        raise ApiError(422, "'inputs' must be a string or a list of strings to tokenize, not token ids",
-                       param="inputs")
+        raise ApiError(422, "'inputs' must be a string or a list of strings to tokenize, not token ids", param="inputs")
     return texts, field(obj, "add_special_tokens", (bool,), True, "a boolean")
 
 
 # --- answers ---------------------------------------------------------------------------------------
+
 
 @functools.lru_cache(maxsize=8)
 def row_format(dim: int) -> str:
@@ -196,9 +230,17 @@ def tokenize_response(encodings: list, texts: list[str]) -> bytes:
     out = []
     for encoding, text in zip(encodings, texts):
         tokens = []
-        for token_id, token, special, (start, stop) in zip(encoding.ids, encoding.tokens,
-                                                            encoding.special_tokens_mask, encoding.offsets):
-            tokens.append({"id": token_id, "text": token if special else text[start:stop], "special": bool(special),
-                           "start": None if special else start, "stop": None if special else stop})
+        for token_id, token, special, (start, stop) in zip(
+            encoding.ids, encoding.tokens, encoding.special_tokens_mask, encoding.offsets
+        ):
+            tokens.append(
+                {
+                    "id": token_id,
+                    "text": token if special else text[start:stop],
+                    "special": bool(special),
+                    "start": None if special else start,
+                    "stop": None if special else stop,
+                }
+            )
         out.append(tokens)
     return json.dumps(out, ensure_ascii=False).encode()

@@ -29,6 +29,23 @@ from .fast import keeps_combining_mark
 from .tokenizer import Tokenizer, load_vocab
 from .truncation import truncated_lengths, windows
 
-__all__ = ["Batch", "Encoding", "Tokenizer", "clean_char", "is_chinese_char", "is_control", "is_nonspacing_mark",
-           "is_punctuation", "is_whitespace", "keeps_combining_mark", "load_vocab", "lowercase", "normalize",
-           "normalize_char", "pre_tokenize", "truncated_lengths", "windows", "wordpiece"]
+__all__ = [
+    "Batch",
+    "Encoding",
+    "Tokenizer",
+    "clean_char",
+    "is_chinese_char",
+    "is_control",
+    "is_nonspacing_mark",
+    "is_punctuation",
+    "is_whitespace",
+    "keeps_combining_mark",
+    "load_vocab",
+    "lowercase",
+    "normalize",
+    "normalize_char",
+    "pre_tokenize",
+    "truncated_lengths",
+    "windows",
+    "wordpiece",
+]

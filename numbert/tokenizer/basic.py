@@ -71,9 +71,15 @@ def is_chinese_char(ch: str) -> bool:
     (True, False)
     """
     cp = ord(ch)
-    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
-            or 0x2A700 <= cp <= 0x2B81F or 0x2B920 <= cp <= 0x2CEAF  # the Rust tables skip 2B820..2B91F
-            or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+    return (
+        0x4E00 <= cp <= 0x9FFF
+        or 0x3400 <= cp <= 0x4DBF
+        or 0x20000 <= cp <= 0x2A6DF
+        or 0x2A700 <= cp <= 0x2B81F
+        or 0x2B920 <= cp <= 0x2CEAF  # the Rust tables skip 2B820..2B91F
+        or 0xF900 <= cp <= 0xFAFF
+        or 0x2F800 <= cp <= 0x2FA1F
+    )
 
 
 def is_nonspacing_mark(ch: str) -> bool:
@@ -115,6 +121,7 @@ def combining_class(ch: str) -> int:
 def canonical_order(chars: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     """NFD's canonical reordering of (character, payload) pairs: every run of combining marks
     (combining class > 0) sorted, stably, by combining class."""
+
     def by_class(item: tuple[str, bool]) -> int:
         return combining_class(item[0])
 
@@ -153,8 +160,9 @@ def lowercase(text: str) -> str:
     return "".join(rust.NEW_LOWERCASE.get(c) or c.lower() for c in text)
 
 
-def normalize(text: str, *, lower: bool = True, strip: bool = True,
-              split_chinese: bool = True) -> tuple[str, list[int]]:
+def normalize(
+    text: str, *, lower: bool = True, strip: bool = True, split_chinese: bool = True
+) -> tuple[str, list[int]]:
     """Stage 1, BERT's normalizer: the normalized text, and for each of its characters the index of
     the original character it came from. The steps run in the Rust order: clean, space out CJK,
     strip accents, lowercase.
@@ -205,8 +213,14 @@ def pre_tokenize(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def wordpiece(word: str, vocab: dict[str, int] | set[str], *, unk_token: str = "[UNK]",
-              max_input_chars_per_word: int = 100, longest_piece: int | None = None) -> list[tuple[str, int, int]]:
+def wordpiece(
+    word: str,
+    vocab: dict[str, int] | set[str],
+    *,
+    unk_token: str = "[UNK]",
+    max_input_chars_per_word: int = 100,
+    longest_piece: int | None = None,
+) -> list[tuple[str, int, int]]:
     """Stage 3: split one word into vocabulary pieces, greedy longest-match-first: [(piece, start, end)].
 
     A word that cannot be split, or is longer than `max_input_chars_per_word` characters, is one
@@ -235,9 +249,16 @@ def wordpiece(word: str, vocab: dict[str, int] | set[str], *, unk_token: str = "
     return pieces
 
 
-def tokenize(text: str, vocab: dict[str, int] | set[str], *, lower: bool = True, strip: bool = True,
-             split_chinese: bool = True, unk_token: str = "[UNK]",
-             max_input_chars_per_word: int = 100) -> list[tuple[str, tuple[int, int], int]]:
+def tokenize(
+    text: str,
+    vocab: dict[str, int] | set[str],
+    *,
+    lower: bool = True,
+    strip: bool = True,
+    split_chinese: bool = True,
+    unk_token: str = "[UNK]",
+    max_input_chars_per_word: int = 100,
+) -> list[tuple[str, tuple[int, int], int]]:
     """The three stages on one text: [(piece, its span in `text`, its word's index)].
 
     >>> tokenize("Unaffable, ok", {"un", "##aff", "##able", ",", "ok"})
@@ -246,7 +267,8 @@ def tokenize(text: str, vocab: dict[str, int] | set[str], *, lower: bool = True,
     normalized, origin = normalize(text, lower=lower, strip=strip, split_chinese=split_chinese)
     tokens = []
     for word, (start, end) in enumerate(pre_tokenize(normalized)):
-        for piece, s, e in wordpiece(normalized[start:end], vocab, unk_token=unk_token,
-                                     max_input_chars_per_word=max_input_chars_per_word):
+        for piece, s, e in wordpiece(
+            normalized[start:end], vocab, unk_token=unk_token, max_input_chars_per_word=max_input_chars_per_word
+        ):
             tokens.append((piece, (origin[start + s], origin[start + e - 1] + 1), word))
     return tokens

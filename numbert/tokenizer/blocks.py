@@ -86,7 +86,7 @@ def kept_blocks(text: str, start: int, end: int, size: int, cut_anywhere: bool) 
     pattern, table = deleted_characters()
     chars, positions = "", np.zeros(0, np.int64)
     for a in range(start, end, size):
-        piece = text[a:min(a + size, end)]
+        piece = text[a : min(a + size, end)]
         code_points = np.frombuffer(piece.encode("utf-32-le", "surrogatepass"), np.uint32)
         chars += pattern.sub("", piece)
         positions = np.concatenate([positions, a + np.flatnonzero(~table[code_points])])

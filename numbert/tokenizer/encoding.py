@@ -59,9 +59,12 @@ class Segment:
         if len(parts) == 1:
             return parts[0]
         first_words = itertools.accumulate((part.words[-1] + 1 if part.words else 0 for part in parts), initial=0)
-        return Segment(ids=[i for part in parts for i in part.ids], tokens=[t for part in parts for t in part.tokens],
-                       offsets=[o for part in parts for o in part.offsets],
-                       words=[first + w for first, part in zip(first_words, parts) for w in part.words])
+        return Segment(
+            ids=[i for part in parts for i in part.ids],
+            tokens=[t for part in parts for t in part.tokens],
+            offsets=[o for part in parts for o in part.offsets],
+            words=[first + w for first, part in zip(first_words, parts) for w in part.words],
+        )
 
 
 NO_TOKENS = Segment([], [], [], [])

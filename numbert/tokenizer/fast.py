@@ -81,7 +81,7 @@ _flat = itertools.chain.from_iterable
 def spans_of(fields: list, start: int = 0) -> list[tuple[int, int]]:
     """The character spans of consecutive tokens, from their fields, counting from `start`.
     Empties `fields` of all but the gaps and lengths."""
-    del fields[0::FIELDS], fields[0::FIELDS - 1], fields[0::FIELDS - 2]  # ids, strings, word starts
+    del fields[0::FIELDS], fields[0 :: FIELDS - 1], fields[0 :: FIELDS - 2]  # ids, strings, word starts
     bounds = itertools.accumulate(fields, initial=start)
     next(bounds)  # start itself; then the start and end of each token in turn
     return list(zip(bounds, bounds))
@@ -106,15 +106,25 @@ def is_plain_ascii(text: str) -> bool:
 class FastTokenizer:
     """`basic.tokenize`, memoized, for text that holds no special token."""
 
-    def __init__(self, vocab: dict[str, int], *, lower: bool, strip: bool, split_chinese: bool, unk_token: str,
-                 max_input_chars_per_word: int, block_size: int = BLOCK_SIZE):
+    def __init__(
+        self,
+        vocab: dict[str, int],
+        *,
+        lower: bool,
+        strip: bool,
+        split_chinese: bool,
+        unk_token: str,
+        max_input_chars_per_word: int,
+        block_size: int = BLOCK_SIZE,
+    ):
         self.vocab, self.lower, self.strip, self.split_chinese = vocab, lower, strip, split_chinese
         self.unk_token, self.max_input_chars_per_word = unk_token, max_input_chars_per_word
         self.block_size = block_size
         self.id_to_token = {i: t for t, i in vocab.items()}
         self.longest_piece = max(map(len, vocab))
-        self._normalized = Memo(functools.partial(normalize_char, lower=lower, strip=strip,
-                                                  split_chinese=split_chinese))
+        self._normalized = Memo(
+            functools.partial(normalize_char, lower=lower, strip=strip, split_chinese=split_chinese)
+        )
         self._chunks = Memo(self._tokenize_chunk)
         self._words = Memo(self._tokenize_word)
 
@@ -136,8 +146,11 @@ class FastTokenizer:
             return self._segment_block(text, pos)
         parts, count = [], 0
         for start, end, is_run in blocks(text, self.block_size):
-            part = (run_segment(self, text, start, end, pos, None if limit is None else limit - count) if is_run
-                    else self._segment_block(text[start:end], pos + start))
+            part = (
+                run_segment(self, text, start, end, pos, None if limit is None else limit - count)
+                if is_run
+                else self._segment_block(text[start:end], pos + start)
+            )
             parts.append(part)
             count += len(part.ids)
             if limit is not None and count >= limit:
@@ -157,9 +170,12 @@ class FastTokenizer:
             chunks = [(pos + m.start(), self._chunk(m.group())) for m in _CHUNKS.finditer(text)]
         first_words = itertools.accumulate((chunk.n_words for _, chunk in chunks), initial=0)
         ids = [i for _, chunk in chunks for i in chunk.ids]
-        return Segment(ids, [self.id_to_token[i] for i in ids],
-                       offsets=[(start + s, start + e) for start, chunk in chunks for s, e in chunk.spans],
-                       words=[first + w for (_, chunk), first in zip(chunks, first_words) for w in chunk.words])
+        return Segment(
+            ids,
+            [self.id_to_token[i] for i in ids],
+            offsets=[(start + s, start + e) for start, chunk in chunks for s, e in chunk.spans],
+            words=[first + w for (_, chunk), first in zip(chunks, first_words) for w in chunk.words],
+        )
 
     def _tokenize_ascii(self, text: str, pos: int) -> Segment:
         """Both stages at once on ASCII that normalizes character for character. Its words, each with
@@ -198,6 +214,11 @@ class FastTokenizer:
         if bare != word:
             fields = self._words[bare]
             return (*fields[:3], fields[3] + len(word) - len(bare), *fields[4:])
-        pieces = wordpiece(word, self.vocab, unk_token=self.unk_token, longest_piece=self.longest_piece,
-                           max_input_chars_per_word=self.max_input_chars_per_word)
+        pieces = wordpiece(
+            word,
+            self.vocab,
+            unk_token=self.unk_token,
+            longest_piece=self.longest_piece,
+            max_input_chars_per_word=self.max_input_chars_per_word,
+        )
         return tuple(_flat((self.vocab[piece], piece, int(start == 0), 0, end - start) for piece, start, end in pieces))

@@ -43,14 +43,16 @@ def read_options(path: Path) -> dict:
     def token(field: str, value) -> str:
         value = value.get("content") if isinstance(value, dict) else value
         if not isinstance(value, str):
-            raise ValueError(f"{path}: {field} must be a string or an object with a string 'content', got "
-                             f"{config[field]!r}")
+            raise ValueError(
+                f"{path}: {field} must be a string or an object with a string 'content', got {config[field]!r}"
+            )
         return value
 
     options: dict = {}
     for field in ("do_lower_case", "strip_accents", "tokenize_chinese_chars"):
-        if field in config and not (isinstance(config[field], bool) or (field == "strip_accents" and config[field]
-                                                                           is None)):
+        if field in config and not (
+            isinstance(config[field], bool) or (field == "strip_accents" and config[field] is None)
+        ):
             raise ValueError(f"{path}: {field} must be true or false, got {config[field]!r}")
         if field in config:
             options[field] = config[field]
@@ -79,8 +81,9 @@ def load_vocab(path: str | os.PathLike) -> dict[str, int]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line, column = raw.count(b"\n", 0, e.start) + 1, e.start - raw.rfind(b"\n", 0, e.start)
-        raise ValueError(f"{path}: line {line} is not valid UTF-8 (byte {raw[e.start]:#04x} at column {column})") \
-            from None
+        raise ValueError(
+            f"{path}: line {line} is not valid UTF-8 (byte {raw[e.start]:#04x} at column {column})"
+        ) from None
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
@@ -118,12 +121,22 @@ class Tokenizer:
     """BERT's WordPiece tokenizer: `encode(text)` gives the ids, offsets and word ids of transformers'
     Rust-backed `BertTokenizer`, built from the same vocab.txt."""
 
-    def __init__(self, vocab_path: str | os.PathLike | Mapping[str, int], *, do_lower_case: bool = True,
-                 strip_accents: bool | None = None,
-                 tokenize_chinese_chars: bool = True, never_split: Sequence[str] | None = None,
-                 unk_token: str = "[UNK]", sep_token: str = "[SEP]", pad_token: str = "[PAD]",
-                 cls_token: str = "[CLS]", mask_token: str = "[MASK]", max_input_chars_per_word: int = 100,
-                 model_max_length: int | None = None):
+    def __init__(
+        self,
+        vocab_path: str | os.PathLike | Mapping[str, int],
+        *,
+        do_lower_case: bool = True,
+        strip_accents: bool | None = None,
+        tokenize_chinese_chars: bool = True,
+        never_split: Sequence[str] | None = None,
+        unk_token: str = "[UNK]",
+        sep_token: str = "[SEP]",
+        pad_token: str = "[PAD]",
+        cls_token: str = "[CLS]",
+        mask_token: str = "[MASK]",
+        max_input_chars_per_word: int = 100,
+        model_max_length: int | None = None,
+    ):
         self.vocab = dict(vocab_path) if isinstance(vocab_path, Mapping) else load_vocab(vocab_path)
         self.do_lower_case = do_lower_case
         self.strip_accents = do_lower_case if strip_accents is None else strip_accents  # None follows lowercasing
@@ -134,8 +147,9 @@ class Tokenizer:
         self.model_max_length = model_max_length
         # Special tokens are matched whole in the raw text, never normalized or split; like
         # transformers, a special token missing from the vocabulary gets the next free id.
-        self.special_tokens = list(dict.fromkeys([unk_token, sep_token, pad_token, cls_token, mask_token,
-                                                  *(never_split or ())]))
+        self.special_tokens = list(
+            dict.fromkeys([unk_token, sep_token, pad_token, cls_token, mask_token, *(never_split or ())])
+        )
         next_id = max(self.vocab.values()) + 1
         for token in self.special_tokens:
             if token not in self.vocab:
@@ -146,15 +160,22 @@ class Tokenizer:
         self.cls_token_id, self.mask_token_id = self.vocab[cls_token], self.vocab[mask_token]
         self._special_ids = {self.vocab[t] for t in self.special_tokens}
         self._special = re.compile("|".join(map(re.escape, sorted(self.special_tokens, key=len, reverse=True))))
-        self._fast = FastTokenizer(self.vocab, lower=do_lower_case, strip=self.strip_accents,
-                                   split_chinese=tokenize_chinese_chars, unk_token=unk_token,
-                                   max_input_chars_per_word=max_input_chars_per_word)
+        self._fast = FastTokenizer(
+            self.vocab,
+            lower=do_lower_case,
+            strip=self.strip_accents,
+            split_chinese=tokenize_chinese_chars,
+            unk_token=unk_token,
+            max_input_chars_per_word=max_input_chars_per_word,
+        )
         self._id_to_token = self._fast.id_to_token
         self._cls = Segment([self.cls_token_id], [cls_token], [(0, 0)], [None])
         self._sep = Segment([self.sep_token_id], [sep_token], [(0, 0)], [None])
+
     @classmethod
-    def from_pretrained(cls, name_or_path: str | os.PathLike, *, revision: str | None = None,
-                        cache_dir: str | os.PathLike | None = None) -> Tokenizer:
+    def from_pretrained(
+        cls, name_or_path: str | os.PathLike, *, revision: str | None = None, cache_dir: str | os.PathLike | None = None
+    ) -> Tokenizer:
         """The tokenizer of a model directory or hub id: vocab.txt (else a BERT tokenizer.json), with
         the options of tokenizer_config.json and special_tokens_map.json when present."""
         from ..config import google_release_lowercases
@@ -170,8 +191,11 @@ class Tokenizer:
             options["do_lower_case"] = google_release_lowercases(directory) is not False
         max_length = options.pop("model_max_length", None)
         if not (directory / "vocab.txt").is_file() and (directory / "tokenizer.json").is_file():
-            return cls.from_tokenizer_json(directory / "tokenizer.json", model_max_length=max_length,
-                                           **{k: v for k, v in options.items() if k in ("pad_token", "mask_token")})
+            return cls.from_tokenizer_json(
+                directory / "tokenizer.json",
+                model_max_length=max_length,
+                **{k: v for k, v in options.items() if k in ("pad_token", "mask_token")},
+            )
         return cls(directory / "vocab.txt", never_split=never_split or None, **options, model_max_length=max_length)
 
     @classmethod
@@ -203,8 +227,10 @@ class Tokenizer:
         parts, pos, count = [], 0, 0
         for special in self._special.finditer(text):
             token = special.group()
-            parts += [self._fast.segment(text[pos:special.start()], pos, None if limit is None else limit - count),
-                      Segment([self.vocab[token]], [token], [special.span()], [0])]
+            parts += [
+                self._fast.segment(text[pos : special.start()], pos, None if limit is None else limit - count),
+                Segment([self.vocab[token]], [token], [special.span()], [0]),
+            ]
             count += len(parts[-2].ids) + 1
             pos = special.end()
             if limit is not None and count >= limit:
@@ -214,9 +240,18 @@ class Tokenizer:
 
     # -- encoding ------------------------------------------------------------------------------------
 
-    def encode(self, text: str, text_pair: str | None = None, *, add_special_tokens: bool = True,
-               max_length: int | None = None, truncation: bool | str | None = None, stride: int = 0,
-               return_overflowing_tokens: bool = False, pair: str | None = None) -> Encoding:
+    def encode(
+        self,
+        text: str,
+        text_pair: str | None = None,
+        *,
+        add_special_tokens: bool = True,
+        max_length: int | None = None,
+        truncation: bool | str | None = None,
+        stride: int = 0,
+        return_overflowing_tokens: bool = False,
+        pair: str | None = None,
+    ) -> Encoding:
         """Token ids and their alignment for `text` (and `text_pair`): `[CLS] text [SEP] text_pair [SEP]`.
 
         Truncation as transformers': "longest_first" (or True), "only_first", "only_second"; False
@@ -230,11 +265,27 @@ class Tokenizer:
         one by `stride` tokens. `pair` is an older name of `text_pair`.
         """
         text_pair = alias(text_pair, pair, "text_pair", "pair")
-        return self._encode(text, text_pair or None, add_special_tokens=add_special_tokens, max_length=max_length,
-                            truncation=truncation, stride=stride, return_overflowing_tokens=return_overflowing_tokens)
+        return self._encode(
+            text,
+            text_pair or None,
+            add_special_tokens=add_special_tokens,
+            max_length=max_length,
+            truncation=truncation,
+            stride=stride,
+            return_overflowing_tokens=return_overflowing_tokens,
+        )
 
-    def _encode(self, text: str, text_pair: str | None, *, add_special_tokens: bool, max_length: int | None,
-                truncation: bool | str | None, stride: int, return_overflowing_tokens: bool) -> Encoding:
+    def _encode(
+        self,
+        text: str,
+        text_pair: str | None,
+        *,
+        add_special_tokens: bool,
+        max_length: int | None,
+        truncation: bool | str | None,
+        stride: int,
+        return_overflowing_tokens: bool,
+    ) -> Encoding:
         """`encode`, an empty text_pair kept as an empty second segment."""
         if truncation is None:
             truncation = max_length is not None
@@ -243,8 +294,9 @@ class Tokenizer:
         strategy = truncation_strategy(truncation, max_length, stride)
         n_special = (2 if text_pair is None else 3) if add_special_tokens else 0
         if max_length is None or strategy == "do_not_truncate":
-            return self._template(self._segment(text), None if text_pair is None else self._segment(text_pair, "pair"),
-                                  add_special_tokens)
+            return self._template(
+                self._segment(text), None if text_pair is None else self._segment(text_pair, "pair"), add_special_tokens
+            )
         if max_length < n_special:
             raise ValueError(f"max_length={max_length} leaves no room for the {n_special} special tokens")
         budget = max_length - n_special
@@ -258,8 +310,10 @@ class Tokenizer:
         windows_b = [None] if b is None or len_b is None else windows(len(b.ids), len_b, stride)
         if not return_overflowing_tokens:
             windows_a, windows_b = windows_a[:1], windows_b[:1]
-        first, *overflowing = (self._template(a[wa], None if b is None else b[wb], add_special_tokens)
-                               for wa, wb in window_pairs(windows_a, windows_b))
+        first, *overflowing = (
+            self._template(a[wa], None if b is None else b[wb], add_special_tokens)
+            for wa, wb in window_pairs(windows_a, windows_b)
+        )
         first.overflowing = overflowing
         return first
 
@@ -269,19 +323,30 @@ class Tokenizer:
         cls, sep = (self._cls, self._sep) if add_special_tokens else (NO_TOKENS, NO_TOKENS)
         b, sep_b = (NO_TOKENS, NO_TOKENS) if b is None else (b, sep)
         n_cls, n_a, n_sep, n_b, n_sep_b = len(cls.ids), len(a.ids), len(sep.ids), len(b.ids), len(sep_b.ids)
-        return Encoding(ids=[*cls.ids, *a.ids, *sep.ids, *b.ids, *sep_b.ids],
-                        tokens=[*cls.tokens, *a.tokens, *sep.tokens, *b.tokens, *sep_b.tokens],
-                        type_ids=[0] * (n_cls + n_a + n_sep) + [1] * (n_b + n_sep_b),
-                        attention_mask=[1] * (n_cls + n_a + n_sep + n_b + n_sep_b),
-                        offsets=[*cls.offsets, *a.offsets, *sep.offsets, *b.offsets, *sep_b.offsets],
-                        word_ids=[*cls.words, *a.words, *sep.words, *b.words, *sep_b.words],
-                        sequence_ids=[*[None] * n_cls, *[0] * n_a, *[None] * n_sep, *[1] * n_b, *[None] * n_sep_b],
-                        special_tokens_mask=[*[1] * n_cls, *[0] * n_a, *[1] * n_sep, *[0] * n_b, *[1] * n_sep_b])
+        return Encoding(
+            ids=[*cls.ids, *a.ids, *sep.ids, *b.ids, *sep_b.ids],
+            tokens=[*cls.tokens, *a.tokens, *sep.tokens, *b.tokens, *sep_b.tokens],
+            type_ids=[0] * (n_cls + n_a + n_sep) + [1] * (n_b + n_sep_b),
+            attention_mask=[1] * (n_cls + n_a + n_sep + n_b + n_sep_b),
+            offsets=[*cls.offsets, *a.offsets, *sep.offsets, *b.offsets, *sep_b.offsets],
+            word_ids=[*cls.words, *a.words, *sep.words, *b.words, *sep_b.words],
+            sequence_ids=[*[None] * n_cls, *[0] * n_a, *[None] * n_sep, *[1] * n_b, *[None] * n_sep_b],
+            special_tokens_mask=[*[1] * n_cls, *[0] * n_a, *[1] * n_sep, *[0] * n_b, *[1] * n_sep_b],
+        )
 
-    def encode_batch(self, texts: Sequence[str], text_pair: Sequence[str] | None = None, *,
-                     add_special_tokens: bool = True, max_length: int | None = None,
-                     truncation: bool | str | None = None, padding: bool | str = "longest", stride: int = 0,
-                     return_overflowing_tokens: bool = False, pairs: Sequence[str] | None = None) -> Batch:
+    def encode_batch(
+        self,
+        texts: Sequence[str],
+        text_pair: Sequence[str] | None = None,
+        *,
+        add_special_tokens: bool = True,
+        max_length: int | None = None,
+        truncation: bool | str | None = None,
+        padding: bool | str = "longest",
+        stride: int = 0,
+        return_overflowing_tokens: bool = False,
+        pairs: Sequence[str] | None = None,
+    ) -> Batch:
         """Encode `texts` (with a `text_pair` for each) and pad them into (batch, seq) int64 arrays.
 
         Truncation as in `encode`; an empty pair stays an empty second segment, as in transformers'
@@ -304,26 +369,45 @@ class Tokenizer:
             raise ValueError("padding='max_length' needs max_length")
         fixed_width = max_length if padding == "max_length" else None
         with collector_paused() if len(texts) >= PAUSE_COLLECTOR_FROM else contextlib.nullcontext():
-            encodings = [self._encode(text, None if pairs is None else pairs[i], add_special_tokens=add_special_tokens,
-                                      max_length=max_length, truncation=truncation, stride=stride,
-                                      return_overflowing_tokens=return_overflowing_tokens)
-                         for i, text in enumerate(texts)]
+            encodings = [
+                self._encode(
+                    text,
+                    None if pairs is None else pairs[i],
+                    add_special_tokens=add_special_tokens,
+                    max_length=max_length,
+                    truncation=truncation,
+                    stride=stride,
+                    return_overflowing_tokens=return_overflowing_tokens,
+                )
+                for i, text in enumerate(texts)
+            ]
         lengths = [len(e) for e in encodings]
         width = max(lengths, default=0)
         if fixed_width is not None:
             if width > fixed_width:
-                raise ValueError(f"an encoding has {width} tokens, more than max_length={fixed_width}; "
-                                 f"enable truncation")
+                raise ValueError(
+                    f"an encoding has {width} tokens, more than max_length={fixed_width}; enable truncation"
+                )
             width = fixed_width
         elif padding is False and len(set(lengths)) > 1:
             raise ValueError(f"padding=False needs encodings of one length, got lengths {sorted(set(lengths))}")
         return self.pad(encodings, width)
 
-    def __call__(self, text: str | Sequence[str], text_pair: str | Sequence[str] | None = None, *,
-                 add_special_tokens: bool = True, padding: bool | str = False, truncation: bool | str | None = None,
-                 max_length: int | None = None, stride: int = 0, return_tensors: str | None = None,
-                 return_overflowing_tokens: bool = False, return_offsets_mapping: bool = False,
-                 return_special_tokens_mask: bool = False) -> dict:
+    def __call__(
+        self,
+        text: str | Sequence[str],
+        text_pair: str | Sequence[str] | None = None,
+        *,
+        add_special_tokens: bool = True,
+        padding: bool | str = False,
+        truncation: bool | str | None = None,
+        max_length: int | None = None,
+        stride: int = 0,
+        return_tensors: str | None = None,
+        return_overflowing_tokens: bool = False,
+        return_offsets_mapping: bool = False,
+        return_special_tokens_mask: bool = False,
+    ) -> dict:
         """As transformers' tokenizer call: {"input_ids", "token_type_ids", "attention_mask"} (and
         "offset_mapping", "special_tokens_mask", "overflow_to_sample_mapping" when asked), lists for
         one text, lists of lists for a list of texts, padded as `padding` says ("longest" or True,
@@ -332,13 +416,18 @@ class Tokenizer:
         alone truncates only when nothing is padded, as there.
         """
         if return_tensors not in (None, "np"):
-            raise ValueError(f"return_tensors={return_tensors!r}: numbert returns lists or NumPy arrays (\"np\")")
+            raise ValueError(f'return_tensors={return_tensors!r}: numbert returns lists or NumPy arrays ("np")')
         if padding not in ("longest", "max_length", "do_not_pad", True, False):
             raise ValueError(f"unknown padding {padding!r}; use 'longest', 'max_length' or False")
         if truncation is None and padding not in (False, "do_not_pad"):
             truncation = False  # transformers: max_length alone truncates only when nothing is padded
-        options = dict(add_special_tokens=add_special_tokens, max_length=max_length, truncation=truncation,
-                       stride=stride, return_overflowing_tokens=return_overflowing_tokens)
+        options = dict(
+            add_special_tokens=add_special_tokens,
+            max_length=max_length,
+            truncation=truncation,
+            stride=stride,
+            return_overflowing_tokens=return_overflowing_tokens,
+        )
         single = isinstance(text, str)
         if isinstance(text, str):
             if text_pair is not None and not isinstance(text_pair, str):
@@ -350,8 +439,11 @@ class Tokenizer:
             encodings = self.encode_batch(text, text_pair, **options).encodings if text else []  # type: ignore[arg-type]
         windows = [(i, e) for i, enc in enumerate(encodings) for e in [enc, *enc.overflowing]]
         rows = [e for _, e in windows]
-        fields: dict[str, list] = {"input_ids": [e.ids for e in rows], "token_type_ids": [e.type_ids for e in rows],
-                  "attention_mask": [e.attention_mask for e in rows]}
+        fields: dict[str, list] = {
+            "input_ids": [e.ids for e in rows],
+            "token_type_ids": [e.type_ids for e in rows],
+            "attention_mask": [e.attention_mask for e in rows],
+        }
         if return_offsets_mapping:
             fields["offset_mapping"] = [e.offsets for e in rows]
         if return_special_tokens_mask:
@@ -393,8 +485,13 @@ class Tokenizer:
         The decoder cleans up each token on its own, so its rules that span tokens (" n't", " 's", ...)
         never apply: "don't" comes back as "don ' t" (transformers' Python tokenizer gives "don't").
         """
-        return self.convert_tokens_to_string([self._id_to_token[i] for i in map(int, ids) if i in self._id_to_token
-                                              and not (skip_special_tokens and i in self._special_ids)])
+        return self.convert_tokens_to_string(
+            [
+                self._id_to_token[i]
+                for i in map(int, ids)
+                if i in self._id_to_token and not (skip_special_tokens and i in self._special_ids)
+            ]
+        )
 
     def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
         """Tokens joined as the Rust WordPiece decoder joins them (see `decode`): "##ing" glues on."""
@@ -418,8 +515,10 @@ class Tokenizer:
         return [self._id_to_token.get(int(i), self.unk_token) for i in ids]
 
     def __repr__(self) -> str:
-        return (f"Tokenizer(vocab_size={self.vocab_size}, do_lower_case={self.do_lower_case}, "
-                f"strip_accents={self.strip_accents}, tokenize_chinese_chars={self.tokenize_chinese_chars})")
+        return (
+            f"Tokenizer(vocab_size={self.vocab_size}, do_lower_case={self.do_lower_case}, "
+            f"strip_accents={self.strip_accents}, tokenize_chinese_chars={self.tokenize_chinese_chars})"
+        )
 
 
 def alias(value, old_value, name: str, old_name: str):
@@ -433,7 +532,18 @@ def alias(value, old_value, name: str, old_name: str):
 
 def _cleanup(token: str) -> str:
     """The Rust WordPiece decoder's clean-up, applied to each (space-prefixed) token."""
-    for dirty, clean in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
-                         (" 'm", "'m"), (" do not", " don't"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")):
+    for dirty, clean in (
+        (" .", "."),
+        (" ?", "?"),
+        (" !", "!"),
+        (" ,", ","),
+        (" ' ", "'"),
+        (" n't", "n't"),
+        (" 'm", "'m"),
+        (" do not", " don't"),
+        (" 's", "'s"),
+        (" 've", "'ve"),
+        (" 're", "'re"),
+    ):
         token = token.replace(dirty, clean)
     return token

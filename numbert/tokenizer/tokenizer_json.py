@@ -32,8 +32,10 @@ def wordpiece_settings(path: str | os.PathLike) -> tuple[dict[str, int], dict[st
         raise ValueError(f"{path} must hold a JSON object")
 
     def refuse(field: str, value: Any, expected: str) -> ValueError:
-        return ValueError(f"{path}: {field} is {json.dumps(value)[:200]}, not {expected}; numbert runs BERT's "
-                          f"WordPiece tokenizer only")
+        return ValueError(
+            f"{path}: {field} is {json.dumps(value)[:200]}, not {expected}; numbert runs BERT's "
+            f"WordPiece tokenizer only"
+        )
 
     model, normalizer = spec.get("model") or {}, spec.get("normalizer") or {}
     if model.get("type") != "WordPiece":
@@ -56,11 +58,14 @@ def wordpiece_settings(path: str | os.PathLike) -> tuple[dict[str, int], dict[st
     for token in spec.get("added_tokens") or []:
         content, token_id = token.get("content"), token.get("id")
         if not token.get("special"):
-            raise ValueError(f"{path}: added token {content!r} is not a special token; numbert matches only "
-                             f"special tokens whole in the raw text")
+            raise ValueError(
+                f"{path}: added token {content!r} is not a special token; numbert matches only "
+                f"special tokens whole in the raw text"
+            )
         if vocab.setdefault(content, token_id) != token_id:
-            raise ValueError(f"{path}: added token {content!r} has id {token_id}, the vocabulary gives it "
-                             f"{vocab[content]}")
+            raise ValueError(
+                f"{path}: added token {content!r} has id {token_id}, the vocabulary gives it {vocab[content]}"
+            )
         special.append(content)
     unk_token = model.get("unk_token", "[UNK]")
     pad_token = (spec.get("padding") or {}).get("pad_token", "[PAD]")
@@ -68,7 +73,10 @@ def wordpiece_settings(path: str | os.PathLike) -> tuple[dict[str, int], dict[st
         "do_lower_case": normalizer.get("lowercase", True),
         "strip_accents": normalizer.get("strip_accents"),  # None follows lowercase, as in the Rust normalizer
         "tokenize_chinese_chars": normalizer.get("handle_chinese_chars", True),
-        "unk_token": unk_token, "cls_token": cls_token, "sep_token": sep_token, "pad_token": pad_token,
+        "unk_token": unk_token,
+        "cls_token": cls_token,
+        "sep_token": sep_token,
+        "pad_token": pad_token,
         "max_input_chars_per_word": model.get("max_input_chars_per_word", 100),
     }
     if "[MASK]" not in vocab:  # BERT's mask token; any other special token becomes one numbert never splits
@@ -79,8 +87,9 @@ def wordpiece_settings(path: str | os.PathLike) -> tuple[dict[str, int], dict[st
     options["never_split"] = [t for t in special if t not in named] or None
     for name in ("unk_token", "cls_token", "sep_token", "pad_token"):
         if options[name] not in vocab:
-            raise ValueError(f"{path}: the {name.removesuffix('_token')} token {options[name]!r} is not in the "
-                             f"vocabulary")
+            raise ValueError(
+                f"{path}: the {name.removesuffix('_token')} token {options[name]!r} is not in the vocabulary"
+            )
     return vocab, options
 
 
@@ -100,7 +109,10 @@ def _template_tokens(processor: Any, refuse) -> tuple[str, str]:
     single, pair = pieces(processor.get("single") or []), pieces(processor.get("pair") or [])
     if len(single) == 3 and single[0][0] == single[2][0] == "SpecialToken":
         cls_token, sep_token = single[0][1], single[2][1]
-        if (single == [("SpecialToken", cls_token, 0), ("Sequence", "A", 0), ("SpecialToken", sep_token, 0)]
-                and pair == [*single, ("Sequence", "B", 1), ("SpecialToken", sep_token, 1)]):
+        if single == [
+            ("SpecialToken", cls_token, 0),
+            ("Sequence", "A", 0),
+            ("SpecialToken", sep_token, 0),
+        ] and pair == [*single, ("Sequence", "B", 1), ("SpecialToken", sep_token, 1)]:
             return cls_token, sep_token
     raise refuse("post_processor", processor, expected)

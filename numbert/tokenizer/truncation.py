@@ -56,8 +56,10 @@ def truncated_lengths(len_a: int, len_b: int | None, budget: int, strategy: str)
     else:
         target = len_b
     if target <= excess:
-        raise ValueError(f"truncation={strategy!r} cannot fit max_length: the sequence it may cut has "
-                         f"{target} tokens but {excess} must go")
+        raise ValueError(
+            f"truncation={strategy!r} cannot fit max_length: the sequence it may cut has "
+            f"{target} tokens but {excess} must go"
+        )
     return (len_a - excess, len_b) if strategy == "only_first" else (len_a, target - excess)
 
 
@@ -73,8 +75,10 @@ def windows(length: int, max_len: int, stride: int) -> list[tuple[int, int]]:
     if max_len == 0:
         return [(0, 0), (0, length)]
     if stride >= max_len:
-        raise ValueError(f"stride ({stride}) must be smaller than the window it overlaps ({max_len} tokens "
-                         f"once the special tokens are taken out of max_length)")
+        raise ValueError(
+            f"stride ({stride}) must be smaller than the window it overlaps ({max_len} tokens "
+            f"once the special tokens are taken out of max_length)"
+        )
     step = max_len - stride
     return [(start, min(start + max_len, length)) for start in range(0, length - max_len + step, step)]
 
@@ -83,5 +87,8 @@ def window_pairs(windows_a: list, windows_b: list) -> list[tuple]:
     """The (A window, B window) of each encoding, in Rust's order (Encoding.merge_with): the first
     windows of A and B, then each further window of A with every window of B, then the first window
     of A with each further window of B."""
-    return ([(windows_a[0], windows_b[0])] + [(wa, wb) for wa in windows_a[1:] for wb in windows_b]
-            + [(windows_a[0], wb) for wb in windows_b[1:]])
+    return (
+        [(windows_a[0], windows_b[0])]
+        + [(wa, wb) for wa in windows_a[1:] for wb in windows_b]
+        + [(windows_a[0], wb) for wb in windows_b[1:]]
+    )

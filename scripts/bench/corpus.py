@@ -50,8 +50,13 @@ def stdlib_sentences() -> list[str]:
             if ">>>" in paragraph:
                 continue
             for s in _SENTENCE_END.split(" ".join(paragraph.split())):
-                if (s[:1].isupper() and s[-1] in ".!?" and len(s.split()) >= 3 and not _NOT_PROSE.search(s)
-                        and s not in seen):
+                if (
+                    s[:1].isupper()
+                    and s[-1] in ".!?"
+                    and len(s.split()) >= 3
+                    and not _NOT_PROSE.search(s)
+                    and s not in seen
+                ):
                     seen.add(s)
                     sentences.append(s)
     return sentences
@@ -74,7 +79,7 @@ def build_corpus(tokenizer, size: int) -> tuple[list[str], list[int]]:
 
 def padding_overhead(lengths: list[int], batch_size: int) -> float:
     """Tokens computed / real tokens when each batch is padded to its longest sentence."""
-    padded = sum(len(b) * max(b) for b in (lengths[i:i + batch_size] for i in range(0, len(lengths), batch_size)))
+    padded = sum(len(b) * max(b) for b in (lengths[i : i + batch_size] for i in range(0, len(lengths), batch_size)))
     return padded / sum(lengths)
 
 
@@ -89,8 +94,8 @@ def time_corpus(bert, model_dir: Path, args) -> dict:
     cosine = lambda a, b: (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
     agreement = {n: float(cosine(v, reference).min()) for n, v in vectors.items() if n != "transformers padded"}
 
-    slices = [corpus[i::args.corpus_slices] for i in range(args.corpus_slices)]  # each slice: all lengths
-    slice_lengths = [lengths[i::args.corpus_slices] for i in range(args.corpus_slices)]
+    slices = [corpus[i :: args.corpus_slices] for i in range(args.corpus_slices)]  # each slice: all lengths
+    slice_lengths = [lengths[i :: args.corpus_slices] for i in range(args.corpus_slices)]
     log(f"  corpus: {len(corpus)} sentences in {len(slices)} interleaved slices, {', '.join(funcs)}")
 
     def timed(f, part) -> float:
@@ -106,13 +111,21 @@ def time_corpus(bert, model_dir: Path, args) -> dict:
             seconds[n] += t
             others.append(cores)
     rate = {n: len(corpus) / s for n, s in seconds.items()}
-    padded = lambda order: (sum(padding_overhead(order(ls), args.batch_size) * sum(ls) for ls in slice_lengths)
-                            / sum(lengths))
+    padded = lambda order: (
+        sum(padding_overhead(order(ls), args.batch_size) * sum(ls) for ls in slice_lengths) / sum(lengths)
+    )
     return {
-        "sentences": len(corpus), "tokens": sum(lengths), "median_tokens": statistics.median(lengths),
-        "max_tokens": max(lengths), "min_tokens": min(lengths), "batch_size": args.batch_size,
-        "padding_input_order": padded(list), "padding_sorted": padded(sorted),  # as run, slice by slice
-        "sentences_per_s": rate, "seconds": seconds, "min_cosine_vs_transformers": agreement,
+        "sentences": len(corpus),
+        "tokens": sum(lengths),
+        "median_tokens": statistics.median(lengths),
+        "max_tokens": max(lengths),
+        "min_tokens": min(lengths),
+        "batch_size": args.batch_size,
+        "padding_input_order": padded(list),
+        "padding_sorted": padded(sorted),  # as run, slice by slice
+        "sentences_per_s": rate,
+        "seconds": seconds,
+        "min_cosine_vs_transformers": agreement,
         "others_cores": None if None in others else statistics.mean(others),
         "ratio_transformers": rate["numbert"] / rate["transformers padded"],
         "ratio_st": rate["numbert"] / rate["sentence-transformers"] if "sentence-transformers" in rate else None,
@@ -122,10 +135,11 @@ def time_corpus(bert, model_dir: Path, args) -> dict:
 def corpus_table(c: dict) -> str:
     rates = c["sentences_per_s"]
     body = [[n, f"{r:.1f}", f"{c['seconds'][n]:.1f}", f"{rates['numbert'] / r:.2f}"] for n, r in rates.items()]
-    return (f"{c['sentences']} sentences, {c['tokens']} tokens with [CLS]/[SEP]: median {c['median_tokens']:g}, "
-            f"max {c['max_tokens']} tokens per sentence. Padding (computed / real tokens) in batches of "
-            f"{c['batch_size']}: {c['padding_input_order']:.2f} in input order, "
-            f"{c['padding_sorted']:.2f} sorted by length. Other processes used "
-            f"{cores(c['others_cores'])} cores on average meanwhile.\n\n"
-            + markdown(["system", "sentences/s", "seconds", "numbert speed-up"], body))
-
+    return (
+        f"{c['sentences']} sentences, {c['tokens']} tokens with [CLS]/[SEP]: median {c['median_tokens']:g}, "
+        f"max {c['max_tokens']} tokens per sentence. Padding (computed / real tokens) in batches of "
+        f"{c['batch_size']}: {c['padding_input_order']:.2f} in input order, "
+        f"{c['padding_sorted']:.2f} sorted by length. Other processes used "
+        f"{cores(c['others_cores'])} cores on average meanwhile.\n\n"
+        + markdown(["system", "sentences/s", "seconds", "numbert speed-up"], body)
+    )

@@ -62,8 +62,10 @@ class GemmBound:
         buffers = {}
 
         def product(group, a, b):
-            out = buffers.setdefault(("out", a.shape, b.shape), np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-                                                                         + (a.shape[-2], b.shape[-1]), np.float32))
+            out = buffers.setdefault(
+                ("out", a.shape, b.shape),
+                np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]), np.float32),
+            )
             self.calls.append((group, lambda: np.matmul(a, b, out=out)))
 
         self.calls = []
@@ -134,14 +136,21 @@ def time_row(systems: dict, bert, batch: int, seq: int, args) -> dict:
     bound = median.pop("GEMM bound")
     gemm_ms = {n.removeprefix("GEMM "): 1e3 * median.pop(n) for n in list(median) if n.startswith("GEMM ")}
     return {
-        "batch": batch, "seq": seq, "rounds": rounds, "ms": {n: 1e3 * m for n, m in median.items()},
+        "batch": batch,
+        "seq": seq,
+        "rounds": rounds,
+        "ms": {n: 1e3 * m for n, m in median.items()},
         "ms_spread": {n: [1e3 * min(times[n]), 1e3 * max(times[n])] for n in names},
-        "gemm_bound_ms": 1e3 * bound, "gemm_ms": gemm_ms,
-        "gflop": flops / 1e9, "numbert_gflops": flops / median["numbert"] / 1e9, "gemm_gflops": flops / bound / 1e9,
+        "gemm_bound_ms": 1e3 * bound,
+        "gemm_ms": gemm_ms,
+        "gflop": flops / 1e9,
+        "numbert_gflops": flops / median["numbert"] / 1e9,
+        "gemm_gflops": flops / bound / 1e9,
         "ratio_torch": median["numbert"] / torch_best,
         "torch_best": "eager" if median["torch eager"] <= median["torch sdpa"] else "sdpa",
         "ratio_ort": median["numbert"] / median["ORT"] if "ORT" in median else None,
-        "share_of_bound": bound / median["numbert"], "max_abs_diff_vs_sdpa": max_diff,
+        "share_of_bound": bound / median["numbert"],
+        "max_abs_diff_vs_sdpa": max_diff,
         "others_cores": None if None in others else statistics.mean(others),
     }
 
@@ -149,19 +158,32 @@ def time_row(systems: dict, bert, batch: int, seq: int, args) -> dict:
 def forward_table(rows: list[dict]) -> str:
     has_ort = rows and "ORT" in rows[0]["ms"]
     head = ["batch x seq", "rounds", "numbert ms", "torch eager ms", "torch sdpa ms"] + (["ORT ms"] if has_ort else [])
-    head += ["GEMM bound ms", "numbert / torch best", *(["numbert / ORT"] if has_ort else []),
-             "numbert GFLOP/s", "share of GEMM bound", "others' CPU"]
+    head += [
+        "GEMM bound ms",
+        "numbert / torch best",
+        *(["numbert / ORT"] if has_ort else []),
+        "numbert GFLOP/s",
+        "share of GEMM bound",
+        "others' CPU",
+    ]
     body = []
     for r in rows:
         ms = r["ms"]
-        line = [f"{r['batch']}x{r['seq']}", r["rounds"], f"{ms['numbert']:.1f}", f"{ms['torch eager']:.1f}",
-                f"{ms['torch sdpa']:.1f}"] + ([f"{ms['ORT']:.1f}"] if has_ort else [])
+        line = [
+            f"{r['batch']}x{r['seq']}",
+            r["rounds"],
+            f"{ms['numbert']:.1f}",
+            f"{ms['torch eager']:.1f}",
+            f"{ms['torch sdpa']:.1f}",
+        ] + ([f"{ms['ORT']:.1f}"] if has_ort else [])
         line += [f"{r['gemm_bound_ms']:.1f}", f"{r['ratio_torch']:.2f} ({r['torch_best']})"]
         line += [f"{r['ratio_ort']:.2f}"] if has_ort else []
         line += [f"{r['numbert_gflops']:.0f}", f"{100 * r['share_of_bound']:.0f} %", cores(r["others_cores"])]
         body.append(line)
-    return markdown(head, body) + ("\n\nothers' CPU: cores used by other processes during the row's rounds, "
-                                   "on average (0.00 = the machine was ours).")
+    return markdown(head, body) + (
+        "\n\nothers' CPU: cores used by other processes during the row's rounds, "
+        "on average (0.00 = the machine was ours)."
+    )
 
 
 def profile_row(bert, batch: int, seq: int, args, repeats: int = 3) -> dict:
@@ -199,8 +221,13 @@ def profile_row(bert, batch: int, seq: int, args, repeats: int = 3) -> dict:
             for caller, (_, _, _, via_caller) in callers.items():  # time spent in us is not the caller's own
                 if ours(caller):
                     own[name(caller)] = own.get(name(caller), 0.0) - via_caller
-    return {"batch": batch, "seq": seq, "forward_ms": 1e3 * total, "others_cores": others,
-            "share": {n: t / repeats / total for n, t in sorted(own.items(), key=lambda kv: -kv[1])}}
+    return {
+        "batch": batch,
+        "seq": seq,
+        "forward_ms": 1e3 * total,
+        "others_cores": others,
+        "share": {n: t / repeats / total for n, t in sorted(own.items(), key=lambda kv: -kv[1])},
+    }
 
 
 def profile_table(profiles: list[dict], columns: int = 9) -> str:
@@ -212,11 +239,14 @@ def profile_table(profiles: list[dict], columns: int = 9) -> str:
     body = []
     for p in profiles:
         rest = 1 - sum(p["share"].get(n, 0.0) for n in top)
-        body.append([f"{p['batch']}x{p['seq']}", f"{p['forward_ms']:.1f}"]
-                    + [f"{100 * p['share'].get(n, 0.0):.1f}" for n in top]
-                    + [f"{100 * rest:.1f}", cores(p["others_cores"])])
-    return (markdown(["batch x seq", "forward ms"] + top + ["rest", "others' CPU"], body)
-            + "\n\nEach numbert function's time less the numbert functions it calls; NumPy work counts where it "
-              "is asked for (matmul_weight = the linear layers' matrix products, linear = their bias additions, "
-              "attention = its two batched products and the mask). Compare with the share of the GEMM bound above.")
-
+        body.append(
+            [f"{p['batch']}x{p['seq']}", f"{p['forward_ms']:.1f}"]
+            + [f"{100 * p['share'].get(n, 0.0):.1f}" for n in top]
+            + [f"{100 * rest:.1f}", cores(p["others_cores"])]
+        )
+    return (
+        markdown(["batch x seq", "forward ms"] + top + ["rest", "others' CPU"], body)
+        + "\n\nEach numbert function's time less the numbert functions it calls; NumPy work counts where it "
+        "is asked for (matmul_weight = the linear layers' matrix products, linear = their bias additions, "
+        "attention = its two batched products and the mask). Compare with the share of the GEMM bound above."
+    )

@@ -14,8 +14,12 @@ CACHE = Path(os.environ.get("NUMBERT_BENCH_CACHE", Path.home() / ".cache" / "num
 SEED = 0
 
 QUIET_ENV = {  # no hub look-ups, no progress bars, no advice in the measured output
-    "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-    "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "TOKENIZERS_PARALLELISM": "false",
+    "PYTHONWARNINGS": "ignore",
 }
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -40,8 +44,11 @@ class OtherLoad:
 
     def __exit__(self, *exc):
         end = self._sample()
-        self.cores = (None if end is None or self.start is None else
-                      max(0.0, (end[0] - self.start[0]) - (end[1] - self.start[1])) / (end[2] - self.start[2]))
+        self.cores = (
+            None
+            if end is None or self.start is None
+            else max(0.0, (end[0] - self.start[0]) - (end[1] - self.start[1])) / (end[2] - self.start[2])
+        )
 
     @staticmethod
     def _sample() -> tuple[float, float, float] | None:
@@ -52,8 +59,9 @@ class OtherLoad:
         except (OSError, ValueError):
             return None
         busy = sum(fields[:3]) + sum(fields[5:7])  # user nice system (idle iowait) irq softirq
-        own = sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage, (resource.RUSAGE_SELF,
-                                                                             resource.RUSAGE_CHILDREN)))
+        own = sum(
+            u.ru_utime + u.ru_stime for u in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        )
         return busy / os.sysconf("SC_CLK_TCK"), own, time.perf_counter()
 
 
@@ -115,26 +123,43 @@ def blas_info() -> dict:
 
     info = {"numpy": np.__version__, "library": None, "core": "unknown", "threads": None, "config": None}
     maps = Path("/proc/self/maps")  # the shared libraries loaded into this process (Linux)
-    paths = sorted({line.split()[-1] for line in maps.read_text().splitlines()
-                    if "openblas" in line.lower() and line.split()[-1].startswith("/")}) if maps.exists() else []
+    paths = (
+        sorted(
+            {
+                line.split()[-1]
+                for line in maps.read_text().splitlines()
+                if "openblas" in line.lower() and line.split()[-1].startswith("/")
+            }
+        )
+        if maps.exists()
+        else []
+    )
     for path in paths:
         lib = ctypes.CDLL(path)
         # NumPy's wheels bundle scipy-openblas, whose symbols carry a prefix and, for 64-bit ints, a suffix.
         for prefix, suffix in [(p, s) for p in ("scipy_openblas", "openblas") for s in ("64_", "")]:
             if not hasattr(lib, f"{prefix}_get_corename{suffix}"):
                 continue
-            corename, config, threads = (getattr(lib, f"{prefix}_get_{what}{suffix}")
-                                         for what in ("corename", "config", "num_threads"))
+            corename, config, threads = (
+                getattr(lib, f"{prefix}_get_{what}{suffix}") for what in ("corename", "config", "num_threads")
+            )
             corename.restype = config.restype = ctypes.c_char_p
-            return info | {"library": Path(path).name, "core": corename().decode(), "config": config().decode(),
-                           "threads": threads()}
+            return info | {
+                "library": Path(path).name,
+                "core": corename().decode(),
+                "config": config().decode(),
+                "threads": threads(),
+            }
     return info
 
 
 def cpu_name() -> str:
     cpuinfo = Path("/proc/cpuinfo")
-    names = [line.split(":", 1)[1].strip() for line in (cpuinfo.read_text().splitlines() if cpuinfo.exists() else [])
-             if line.startswith("model name")]
+    names = [
+        line.split(":", 1)[1].strip()
+        for line in (cpuinfo.read_text().splitlines() if cpuinfo.exists() else [])
+        if line.startswith("model name")
+    ]
     return names[0] if names else platform.processor() or platform.machine()
 
 
@@ -147,4 +172,3 @@ def markdown(head: list, body: list[list]) -> str:
 
 def cores(value: float | None) -> str:
     return "?" if value is None else f"{value:.2f}"
-

@@ -15,33 +15,44 @@ def print_section(result: dict, section: str) -> None:
     if section == "header":
         blas, load = result["blas"], result["load_average"][0]
         print(f"\n## {result['label']}\n")
-        print(f"NumPy {blas['numpy']} with {blas['library']}: OpenBLAS kernels **{blas['core']}**, "
-              f"{blas['threads']} threads (torch {result.get('torch', '')} uses {result['torch_blas']} kernels, "
-              f"ORT its own "
-              f"MLAS kernels: the BLAS setting changes numbert and the GEMM bound only). Load average at start: "
-              f"{' '.join(f'{x:.2f}' for x in load)}.")
+        print(
+            f"NumPy {blas['numpy']} with {blas['library']}: OpenBLAS kernels **{blas['core']}**, "
+            f"{blas['threads']} threads (torch {result.get('torch', '')} uses {result['torch_blas']} kernels, "
+            f"ORT its own "
+            f"MLAS kernels: the BLAS setting changes numbert and the GEMM bound only). Load average at start: "
+            f"{' '.join(f'{x:.2f}' for x in load)}."
+        )
         if result.get("other_openblas_variables"):
-            print("Other OpenBLAS variables in the environment: "
-                  + ", ".join(f"{k}={v}" for k, v in result["other_openblas_variables"].items()) + ".")
+            print(
+                "Other OpenBLAS variables in the environment: "
+                + ", ".join(f"{k}={v}" for k, v in result["other_openblas_variables"].items())
+                + "."
+            )
         busy = result.get("others_cores_at_start")
         if busy is not None and busy >= IDLE:
-            print(f"\n**Warning**: other processes were using {busy:.2f} cores at the start; timings from a busy "
-                  f"machine are unreliable (OpenBLAS's spinning threads suffer most): see the others' CPU columns.")
+            print(
+                f"\n**Warning**: other processes were using {busy:.2f} cores at the start; timings from a busy "
+                f"machine are unreliable (OpenBLAS's spinning threads suffer most): see the others' CPU columns."
+            )
     elif section == "forward":
         rows = result["forward"]
         print("\n### Forward pass (median ms per call)\n")
         print(forward_table(rows))
         diffs = {n: max(r["max_abs_diff_vs_sdpa"][n] for r in rows) for n in rows[0]["max_abs_diff_vs_sdpa"]}
-        print(f"\nLargest |difference| from torch sdpa's last hidden state: "
-              f"{', '.join(f'{n} {d:.1e}' for n, d in diffs.items())}.")
+        print(
+            f"\nLargest |difference| from torch sdpa's last hidden state: "
+            f"{', '.join(f'{n} {d:.1e}' for n, d in diffs.items())}."
+        )
     elif section == "profile":
         print("\n### Where numbert's forward spends its time (cProfile, % of the forward)\n")
         print(profile_table(result["profile"]))
     elif section == "corpus":
         print("\n### Corpus: sentences per second (tokenizer included, mean pooling)\n")
         print(corpus_table(result["corpus"]))
-        print(f"\nSmallest cosine to transformers' vectors: "
-              f"{', '.join(f'{n} {v:.6f}' for n, v in result['corpus']['min_cosine_vs_transformers'].items())}.")
+        print(
+            f"\nSmallest cosine to transformers' vectors: "
+            f"{', '.join(f'{n} {v:.6f}' for n, v in result['corpus']['min_cosine_vs_transformers'].items())}."
+        )
     elif section == "cold":
         print("\n### Cold start and memory\n")
         print(cold_table(result["cold"]))
@@ -71,13 +82,19 @@ def targets(results: list[dict]) -> list[list[str]]:
         own, kernels = res["openblas_coretype"] is None, res["blas"]["core"]
         for row in res.get("forward", []):
             shape, limit = f"{row['batch']}x{row['seq']}", 0.6 if own else 0.9
-            check(f"{shape}: numbert <= {limit}x transformers", row["ratio_torch"] <= limit,
-                  f"{row['ratio_torch']:.2f}x ({row['torch_best']})")
+            check(
+                f"{shape}: numbert <= {limit}x transformers",
+                row["ratio_torch"] <= limit,
+                f"{row['ratio_torch']:.2f}x ({row['torch_best']})",
+            )
             if own and shape in ("8x128", "32x128") and row["ratio_ort"] is not None:
                 check(f"{shape}: numbert <= 1.0x ORT", row["ratio_ort"] <= 1.0, f"{row['ratio_ort']:.2f}x")
             if own and shape == "8x128":
-                check("8x128: >= 80 % of the GEMM bound", row["share_of_bound"] >= 0.8,
-                      f"{100 * row['share_of_bound']:.0f} %")
+                check(
+                    "8x128: >= 80 % of the GEMM bound",
+                    row["share_of_bound"] >= 0.8,
+                    f"{100 * row['share_of_bound']:.0f} %",
+                )
         if own and "corpus" in res:
             c = res["corpus"]
             check("corpus: >= 3x transformers padded", c["ratio_transformers"] >= 3, f"{c['ratio_transformers']:.2f}x")
@@ -85,9 +102,14 @@ def targets(results: list[dict]) -> list[list[str]]:
                 check("corpus: >= 1.5x sentence-transformers", c["ratio_st"] >= 1.5, f"{c['ratio_st']:.2f}x")
         if own and "cold" in res:
             wall, rss = res["cold"]["wall_s"], res["cold"]["peak_rss_mb"]
-            check("cold start: <= 1/10 of transformers' wall time", res["cold"]["ratio_wall"] <= 0.1,
-                  f"{wall['numbert encode']:.2f} s vs {wall['transformers']:.2f} s = {res['cold']['ratio_wall']:.2f}x")
-            check("cold start: peak RSS <= 0.6x transformers'", res["cold"]["ratio_rss"] <= 0.6,
-                  f"{rss['numbert encode']:.0f} MB vs {rss['transformers']:.0f} MB = {res['cold']['ratio_rss']:.2f}x")
+            check(
+                "cold start: <= 1/10 of transformers' wall time",
+                res["cold"]["ratio_wall"] <= 0.1,
+                f"{wall['numbert encode']:.2f} s vs {wall['transformers']:.2f} s = {res['cold']['ratio_wall']:.2f}x",
+            )
+            check(
+                "cold start: peak RSS <= 0.6x transformers'",
+                res["cold"]["ratio_rss"] <= 0.6,
+                f"{rss['numbert encode']:.0f} MB vs {rss['transformers']:.0f} MB = {res['cold']['ratio_rss']:.2f}x",
+            )
     return lines
-

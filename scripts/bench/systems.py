@@ -39,8 +39,10 @@ def ensure_checkpoint(directory: Path, vocab: Path | None) -> Path:
     if marker.is_file() and marker.read_text().strip() == str(SEED):
         return directory
     if directory.exists() and not (directory.is_dir() and (marker.is_file() or not any(directory.iterdir()))):
-        sys.exit(f"bench: refusing to write a random checkpoint to {directory}: it exists and is not the "
-                 f"bench's own (no {MARKER} in it); pass --model-dir a new or empty directory")
+        sys.exit(
+            f"bench: refusing to write a random checkpoint to {directory}: it exists and is not the "
+            f"bench's own (no {MARKER} in it); pass --model-dir a new or empty directory"
+        )
     log(f"writing a random bert-base checkpoint (seed {SEED}) to {directory}")
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.", suffix=".tmp"))  # ours alone
@@ -86,10 +88,17 @@ def ensure_onnx(model_dir: Path) -> Path | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, example, str(path), dynamo=True, verbose=False, external_data=True,
-                          input_names=["input_ids", "attention_mask", "token_type_ids"],
-                          output_names=["last_hidden_state", "pooler_output"],
-                          dynamic_shapes={"input_ids": dims, "attention_mask": dims, "token_type_ids": dims})
+        torch.onnx.export(
+            model,
+            example,
+            str(path),
+            dynamo=True,
+            verbose=False,
+            external_data=True,
+            input_names=["input_ids", "attention_mask", "token_type_ids"],
+            output_names=["last_hidden_state", "pooler_output"],
+            dynamic_shapes={"input_ids": dims, "attention_mask": dims, "token_type_ids": dims},
+        )
     marker.write_text(source)
     return path
 
@@ -109,9 +118,13 @@ def load_systems(bert, model_dir: Path, onnx_path: Path | None, threads: int) ->
 
         def forward(ids, mask, types):
             with torch.inference_mode():
-                out = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
-                            token_type_ids=torch.from_numpy(types))
+                out = model(
+                    input_ids=torch.from_numpy(ids),
+                    attention_mask=torch.from_numpy(mask),
+                    token_type_ids=torch.from_numpy(types),
+                )
             return out.last_hidden_state.numpy()
+
         return forward
 
     systems = {"numbert": numbert_forward, "torch eager": torch_forward("eager"), "torch sdpa": torch_forward("sdpa")}
@@ -126,6 +139,7 @@ def load_systems(bert, model_dir: Path, onnx_path: Path | None, threads: int) ->
         def ort_forward(ids, mask, types):
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
             return session.run(["last_hidden_state"], feeds)[0]
+
         systems["ORT"] = ort_forward
     return systems
 
@@ -145,7 +159,9 @@ def corpus_systems(bert, model_dir: Path, batch_size: int) -> dict:
     def transformers_padded(texts):
         vectors = []
         for i in range(0, len(texts), batch_size):
-            enc = tokenizer(texts[i:i + batch_size], padding=True, truncation=True, max_length=512, return_tensors="pt")
+            enc = tokenizer(
+                texts[i : i + batch_size], padding=True, truncation=True, max_length=512, return_tensors="pt"
+            )
             with torch.inference_mode():
                 hidden = model(**enc).last_hidden_state
             mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
@@ -160,7 +176,7 @@ def corpus_systems(bert, model_dir: Path, batch_size: int) -> dict:
     transformer = models.Transformer(str(model_dir), max_seq_length=512)
     pooling = models.Pooling(transformer.get_word_embedding_dimension(), pooling_mode="mean")
     st = SentenceTransformer(modules=[transformer, pooling], device="cpu")
-    found["sentence-transformers"] = lambda texts: st.encode(texts, batch_size=batch_size, show_progress_bar=False,
-                                                             convert_to_numpy=True)
+    found["sentence-transformers"] = lambda texts: st.encode(
+        texts, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True
+    )
     return found
-
