@@ -6,6 +6,7 @@ Read in this order (docs/tokenizer.md tells the whole story):
 - unicode_tables.py: where the Rust tokenizer's Unicode tables differ from Python's, as data.
 - fast.py: the same stages memoized, with a fast path for ASCII.
 - blocks.py: long texts a block at a time, in bounded memory.
+- words.py: the word split and the memo's token layout that fast.py and blocks.py share.
 - encoding.py, truncation.py, tokenizer.py: `Tokenizer.encode` and `encode_batch`: special
   tokens, the `[CLS] A [SEP] B [SEP]` template, truncation into windows, padding; and `decode`.
 - tokenizer_json.py: the same settings read from a Hugging Face tokenizer.json (no vocab.txt).

@@ -24,6 +24,7 @@ import numpy as np
 
 from .basic import clean_char, combining_class, decompose, is_punctuation
 from .encoding import Segment
+from .words import FIELDS, spans_of, split_words
 
 if TYPE_CHECKING:
     from .fast import FastTokenizer
@@ -116,8 +117,6 @@ class Words:
 
     def feed(self, normalized: str, positions: list[int]) -> None:
         """Normalized characters and the original position of each."""
-        from .fast import split_words  # (fast.py imports this module)
-
         if not normalized:  # only characters that vanish: a word open before goes on
             return
         spans = split_words(normalized)
@@ -150,8 +149,6 @@ class Words:
         if length > self.fast.max_input_chars_per_word:
             self._add(self.fast.vocab[self.fast.unk_token], self.fast.unk_token, (positions[0], positions[-1] + 1))
         else:
-            from .fast import FIELDS, spans_of
-
             fields = self.fast._words[text]
             for (s, e), i, token in zip(spans_of(list(fields)), fields[0::FIELDS], fields[1::FIELDS]):
                 self._add(i, token, (positions[s], positions[e - 1] + 1))

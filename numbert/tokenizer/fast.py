@@ -17,9 +17,10 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from .basic import combining_class, decompose, is_nonspacing_mark, normalize, normalize_char, pre_tokenize, wordpiece
+from .basic import combining_class, decompose, is_nonspacing_mark, normalize, normalize_char, wordpiece
 from .blocks import blocks, run_segment
 from .encoding import Segment
+from .words import FIELDS, spans_of, split_words
 
 BLOCK_SIZE = 1 << 16  # characters: a longer text is tokenized a block at a time, in bounded memory
 MEMO_CHUNK = 256  # characters: longer whitespace-free runs are tokenized without the memo
@@ -47,18 +48,6 @@ def keeps_combining_mark(ch: str) -> bool:
     return any(combining_class(c) and not is_nonspacing_mark(c) for c in decompose(ch))
 
 
-_ASCII_WORDS = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9 ]")
-
-
-def split_words(text: str) -> list[tuple[int, int]]:
-    """`pre_tokenize`, with shortcuts for one plain word and for ASCII."""
-    if text.isalnum():
-        return [(0, len(text))]
-    if text.isascii():  # normalized ASCII holds only letters, digits, punctuation and spaces
-        return [m.span() for m in _ASCII_WORDS.finditer(text)]
-    return pre_tokenize(text)
-
-
 class Chunk(NamedTuple):
     """The token ids of a whitespace-free run of text; spans and word indices are relative to it."""
 
@@ -68,23 +57,7 @@ class Chunk(NamedTuple):
     n_words: int
 
 
-# The word memo maps a word (on the ASCII path, with the whitespace before it) to its tokens as one
-# flat tuple of FIELDS values per token: its id, its string, 1 if it starts the word (else 0), the
-# characters from the previous token's end (or the word's start) to its start, and its length.
-# One object per word for the garbage collector to count; and on the ASCII path, where the words
-# tile the text, a text's tokens are one list that slices apart into ids and strings, whose word
-# starts add up to word indices, and whose gaps and lengths add up to spans.
-FIELDS = 5
 _flat = itertools.chain.from_iterable
-
-
-def spans_of(fields: list, start: int = 0) -> list[tuple[int, int]]:
-    """The character spans of consecutive tokens, from their fields, counting from `start`.
-    Empties `fields` of all but the gaps and lengths."""
-    del fields[0::FIELDS], fields[0 :: FIELDS - 1], fields[0 :: FIELDS - 2]  # ids, strings, word starts
-    bounds = itertools.accumulate(fields, initial=start)
-    next(bounds)  # start itself; then the start and end of each token in turn
-    return list(zip(bounds, bounds))
 
 
 # The ASCII path's text: ASCII that normalizes character for character, printable or the whitespace
