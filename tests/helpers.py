@@ -1,0 +1,39 @@
+"""Arrange code shared by several test files: a small config and a hub that serves files from a dict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import huggingface_hub
+import pytest
+from huggingface_hub.errors import EntryNotFoundError
+
+from numbert.config import BertConfig
+
+SMALL = BertConfig(
+    vocab_size=50,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=16,
+)
+
+
+def fake_hub(monkeypatch: pytest.MonkeyPatch, repo: dict[str, bytes], directory: Path) -> list[str]:
+    """Make the hub reachable and serving `repo` ({filename: bytes}) into `directory`; returns the list
+    that records every filename requested, in order (files not in `repo` raise EntryNotFoundError)."""
+    requested: list[str] = []
+
+    def fake_download(repo_id, filename, revision=None, cache_dir=None, local_files_only=False):
+        assert not local_files_only  # the hub is "reachable" here
+        requested.append(filename)
+        if filename not in repo:
+            raise EntryNotFoundError(f"{filename} is not in {repo_id}")
+        (directory / filename).parent.mkdir(parents=True, exist_ok=True)
+        (directory / filename).write_bytes(repo[filename])
+        return str(directory / filename)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    monkeypatch.setattr("numbert.hub._hub_unreachable", lambda repo_id, revision: None)  # the hub answers
+    return requested
