@@ -1,4 +1,5 @@
-"""Arrange code shared by several test files: a small config and a hub that serves files from a dict."""
+"""Arrange code shared by several test files: a small config, a hub that serves files from a dict, and
+FastTokenizers with BERT's options."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from huggingface_hub.errors import EntryNotFoundError
 
 from numbert.config import BertConfig
+from numbert.tokenizer.fast import FastTokenizer
 
 SMALL = BertConfig(
     vocab_size=50,
@@ -37,3 +39,14 @@ def fake_hub(monkeypatch: pytest.MonkeyPatch, repo: dict[str, bytes], directory:
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
     monkeypatch.setattr("numbert.hub._hub_unreachable", lambda repo_id, revision: None)  # the hub answers
     return requested
+
+
+def fast_tokenizer(vocab: dict[str, int], options: dict, **settings: int) -> FastTokenizer:
+    """A FastTokenizer with BERT's defaults (lower, strip, split_chinese), `options` overriding them."""
+    return FastTokenizer(
+        vocab,
+        **{"lower": True, "strip": True, "split_chinese": True, **options},
+        unk_token="[UNK]",
+        max_input_chars_per_word=100,
+        **settings,
+    )
