@@ -1,11 +1,12 @@
-"""Arrange code shared by several test files: a small config, a hub that serves files from a dict, and
-FastTokenizers with BERT's options."""
+"""Arrange code shared by several test files: a small config, a hub that serves files from a dict,
+FastTokenizers with BERT's options, and the comparison of numbert's output with a transformers BertModel."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import huggingface_hub
+import numpy as np
 import pytest
 from huggingface_hub.errors import EntryNotFoundError
 
@@ -50,3 +51,21 @@ def fast_tokenizer(vocab: dict[str, int], options: dict, **settings: int) -> Fas
         max_input_chars_per_word=100,
         **settings,
     )
+
+
+def assert_matches_reference(torch, reference, ours, atol: float) -> None:
+    """Run the transformers BertModel `reference` on numbert's own inputs (the Output `ours`) and compare
+    every hidden state (at real tokens) and the pooler output within `atol`."""
+    with torch.no_grad():
+        theirs = reference(
+            input_ids=torch.from_numpy(ours.input_ids),
+            attention_mask=torch.from_numpy(ours.attention_mask),
+            token_type_ids=torch.from_numpy(ours.token_type_ids),
+            output_hidden_states=True,
+        )
+    mask = ours.attention_mask.astype(bool)
+    for layer, hidden in enumerate(theirs.hidden_states):
+        np.testing.assert_allclose(
+            ours.hidden_states[layer][mask], hidden.numpy()[mask], atol=atol, rtol=0, err_msg=f"hidden state {layer}"
+        )
+    np.testing.assert_allclose(ours.pooler_output, theirs.pooler_output.numpy(), atol=atol, rtol=0)

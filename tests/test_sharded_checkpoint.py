@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import fake_hub
+from helpers import assert_matches_reference, fake_hub
 
 import numbert
 from numbert.checkpoint import load_weights, read_sharded
@@ -46,20 +46,8 @@ def assert_matches_transformers(transformers, torch, directory, atol=6e-6):
     reference = transformers.BertModel.from_pretrained(
         directory, dtype=torch.float32, attn_implementation="eager"
     ).eval()
-    with torch.no_grad():
-        theirs = reference(
-            input_ids=torch.from_numpy(ours.input_ids),
-            attention_mask=torch.from_numpy(ours.attention_mask),
-            token_type_ids=torch.from_numpy(ours.token_type_ids),
-            output_hidden_states=True,
-        )
-    mask = ours.attention_mask.astype(bool)
     assert ours.hidden_states.dtype == np.float32
-    for layer, hidden in enumerate(theirs.hidden_states):
-        np.testing.assert_allclose(
-            ours.hidden_states[layer][mask], hidden.numpy()[mask], atol=atol, rtol=0, err_msg=f"hidden state {layer}"
-        )
-    np.testing.assert_allclose(ours.pooler_output, theirs.pooler_output.numpy(), atol=atol, rtol=0)
+    assert_matches_reference(torch, reference, ours, atol)
 
 
 @pytest.mark.parity
