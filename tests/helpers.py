@@ -22,6 +22,15 @@ SMALL = BertConfig(
     max_position_embeddings=16,
 )
 
+# BertTokenizer options (as in tokenizer_config.json) by name: each casing / accent / CJK setting.
+TOKENIZER_CONFIGS = {
+    "uncased": {},
+    "cased": {"do_lower_case": False},
+    "cased_strip": {"do_lower_case": False, "strip_accents": True},
+    "uncased_keep_accents": {"strip_accents": False},
+    "no_chinese": {"tokenize_chinese_chars": False},
+}
+
 
 def fake_hub(monkeypatch: pytest.MonkeyPatch, repo: dict[str, bytes], directory: Path) -> list[str]:
     """Make the hub reachable and serving `repo` ({filename: bytes}) into `directory`; returns the list

@@ -12,7 +12,7 @@ import shutil
 
 import numpy as np
 import pytest
-from helpers import fake_hub
+from helpers import TOKENIZER_CONFIGS, fake_hub
 
 import numbert
 from numbert.tokenizer.tokenizer_json import wordpiece_settings
@@ -26,13 +26,6 @@ TEXTS = [
     "unaffable antidisestablishmentarianism 1234567 $3.50 e-mail",
 ]
 PAIR = ("How old are you?", "I am six years old.")
-CONFIGS = {
-    "uncased": {},
-    "cased": {"do_lower_case": False},
-    "cased_strip": {"do_lower_case": False, "strip_accents": True},
-    "uncased_keep_accents": {"strip_accents": False},
-    "no_chinese": {"tokenize_chinese_chars": False},
-}
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +35,7 @@ def saved(tmp_path_factory, transformers, vocab_path):
 
     transformers.logging.set_verbosity_error()
     directories = {}
-    for name, options in CONFIGS.items():
+    for name, options in TOKENIZER_CONFIGS.items():
         d = tmp_path_factory.mktemp(f"tokenizer-json-{name}")
         transformers.BertTokenizer(vocab=load_vocab(str(vocab_path)), **options).save_pretrained(d)
         (d / "vocab.txt").unlink(missing_ok=True)
@@ -52,7 +45,7 @@ def saved(tmp_path_factory, transformers, vocab_path):
 
 
 @pytest.mark.parity
-@pytest.mark.parametrize("name", list(CONFIGS))
+@pytest.mark.parametrize("name", list(TOKENIZER_CONFIGS))
 def test_ids_types_and_offsets_match_transformers(saved, transformers, name):
     d = saved[name]
     ours = numbert.Tokenizer.from_pretrained(d)
