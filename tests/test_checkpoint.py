@@ -10,6 +10,7 @@ import zipfile
 
 import numpy as np
 import pytest
+from helpers import SMALL
 from safetensors.numpy import save_file
 
 from numbert.checkpoint import (
@@ -22,15 +23,6 @@ from numbert.checkpoint import (
 )
 from numbert.config import BertConfig
 from numbert.testing import random_weights
-
-SMALL = BertConfig(
-    vocab_size=50,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    intermediate_size=64,
-    max_position_embeddings=16,
-)
 
 
 def write_checkpoint(directory, tensors, config=SMALL):

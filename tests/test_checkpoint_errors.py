@@ -9,19 +9,10 @@ import zipfile
 
 import numpy as np
 import pytest
+from helpers import SMALL
 
 from numbert.checkpoint import load_weights, read_safetensors, read_torch_bin
-from numbert.config import BertConfig
 from numbert.testing import random_weights
-
-SMALL = BertConfig(
-    vocab_size=50,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    intermediate_size=64,
-    max_position_embeddings=16,
-)
 
 
 def write_config(directory, config=SMALL, **changes):

