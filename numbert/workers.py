@@ -207,6 +207,10 @@ class Pool:
         taken, next_out, exhausted = 0, 0, False
         try:
             while True:
+                # yield what is ready first: chunks done but not yet yielded count against the read-ahead
+                while next_out in done:
+                    yield done.pop(next_out)
+                    next_out += 1
                 for worker in [w for w in self.workers if w.chunk is None]:  # a chunk for every idle worker
                     item = retry.popleft() if retry else None
                     if item is None and not exhausted and taken < next_out + 2 * len(self.workers):
@@ -216,9 +220,6 @@ class Pool:
                         break
                     worker.chunk = item
                     worker.send((item[0], list(item[1][1])))  # if it died, its pipe's end of file says so below
-                while next_out in done:
-                    yield done.pop(next_out)
-                    next_out += 1
                 busy = [w for w in self.workers if w.chunk is not None]
                 if not busy:
                     return
@@ -285,7 +286,7 @@ def embed_batches(
     if not chunks:
         return vectors
     with Pool(model, min(workers, len(chunks)), load_options=load_options, **embed_options) as pool:
-        for (positions, _), chunk_vectors in zip(chunks, pool.map(chunks)):
+        for (positions, _), chunk_vectors in zip(chunks, pool.map(chunks), strict=True):
             vectors[positions] = chunk_vectors
             if progress is not None:
                 progress(len(positions))
