@@ -31,12 +31,15 @@ class Embedder:
         if model.tokenizer is None:
             raise ValueError(f"{settings.model} has no vocab.txt, so it cannot embed text")
         self.tokenizer: Tokenizer = model.tokenizer
-        self.pooling, self.layers, self.combine, self.normalize = self.recipe(settings)
+        s = settings  # the model resolves the options it is not given, exactly as Bert.embed does
+        self.pooling, self.layers, self.combine, self.normalize = model._sentence_recipe(
+            s.pooling, s.layers, s.combine, s.normalize
+        )
         empty = cast(
             np.ndarray, model.embed([], pooling=self.pooling, layers=self.layers, combine=self.combine, progress=False)
         )
         self.dim = empty.shape[1]  # (0, dim): the recipe is checked before the server answers anything
-        self.max_length = self.length_limit(settings.max_length)
+        self.max_length = model._max_length(settings.max_length)
         self.lowercase = model.sentence_config is not None and model.sentence_config.do_lower_case
         self.vocab_size = model.config.vocab_size
 
@@ -44,36 +47,6 @@ class Embedder:
         """One forward of [CLS] [SEP], so that the first request finds the weights' pages mapped in."""
         ids = np.array(self.tokenizer.encode("").ids)
         self.model.forward(ids).sentence_vector(self.pooling, self.layers, self.combine)
-
-    def recipe(self, s: Settings) -> tuple:
-        """(pooling, layers, combine, normalize): the options given, else the model's own, as `Bert.embed`
-        resolves them (a sentence-transformers directory's pooling of the last layer and its Normalize;
-        else the mean of the second-to-last layer, not normalized)."""
-        st = self.model.sentence_config
-        if st is None:
-            return s.pooling or "mean", -2 if s.layers is None else s.layers, s.combine, bool(s.normalize)
-        if s.pooling is None and st.unsupported:
-            raise ValueError(
-                f"this sentence-transformers model has modules numbert does not run "
-                f"({', '.join(st.unsupported)}); pass --pooling (and --layers) to pool BERT's "
-                f"token vectors yourself"
-            )
-        return (
-            s.pooling or st.pooling,
-            -1 if s.layers is None else s.layers,
-            s.combine,
-            st.normalize if s.normalize is None else s.normalize,
-        )
-
-    def length_limit(self, max_length: int | None) -> int:
-        """Tokens per input, [CLS] and [SEP] included, as `Bert.embed` cuts them."""
-        positions = self.model.config.max_position_embeddings
-        if max_length is None:
-            st = self.model.sentence_config
-            return min(st.max_seq_length or positions, positions) if st else positions
-        if not 3 <= max_length <= positions:
-            raise ValueError(f"max_length must be between 3 and {positions}, got {max_length}")
-        return max_length
 
     def texts_to_rows(self, texts: list[str], truncate: bool, name: str) -> list[np.ndarray]:
         """Token ids per text, cut to max_length if `truncate`, else a 413 naming the first text too long.
