@@ -24,7 +24,7 @@ from .config import BertConfig, config_file
 from .heads import HeadConfig, Heads
 from .hub import VOCAB_FILES, default_model, model_dir
 from .model import Encoder, Output
-from .sentence_config import SentenceConfig, read_sentence_config
+from .sentence_config import Dense, SentenceConfig, read_sentence_config
 from .tf_bundle import prefix_of as tf_checkpoint_prefix
 from .tokenizer import Tokenizer
 from .tokenizer.tokenizer import alias
@@ -229,11 +229,8 @@ class Bert:
         progress = alias(progress, show_progress_bar, "progress", "show_progress_bar")
         single = isinstance(texts, str)
         texts = self._text_list([texts] if single else texts)
-        st = self.sentence_config
-        dense = st.dense if st is not None and pooling is None else ()  # the model's own recipe only
-        prefix = st.prompt(prompt, prompt_name) if st is not None else (prompt or "")
-        if st is None and prompt_name is not None:
-            raise ValueError("prompt_name needs a sentence-transformers model with prompts; pass prompt= instead")
+        dense = self._dense_layers(pooling)
+        prefix = self._prompt(prompt, prompt_name)
         texts = [prefix + t for t in texts] if prefix else texts
         requested = {"pooling": pooling, "layers": layers, "combine": combine, "normalize": normalize}
         pooling, layers, combine, normalize = self._sentence_recipe(pooling, layers, combine, normalize)
@@ -549,6 +546,18 @@ class Bert:
             combine,
             st.normalize if normalize is None else bool(normalize),
         )
+
+    def _dense_layers(self, pooling) -> tuple[Dense, ...]:
+        """The Dense layers after pooling: a sentence-transformers model's own, unless the caller chose a pooling."""
+        st = self.sentence_config
+        return st.dense if st is not None and pooling is None else ()
+
+    def _prompt(self, prompt: str | None, prompt_name: str | None) -> str:
+        """The text prepended to every input: `prompt`, else the model's prompt `prompt_name`, else its default."""
+        st = self.sentence_config
+        if st is None and prompt_name is not None:
+            raise ValueError("prompt_name needs a sentence-transformers model with prompts; pass prompt= instead")
+        return st.prompt(prompt, prompt_name) if st is not None else (prompt or "")
 
     def _sentence_dim(self, pooling, layers, combine) -> int:
         """The width of a sentence vector, found by running the recipe on one zero token (validates it too)."""

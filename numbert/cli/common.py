@@ -118,6 +118,17 @@ def add_vector_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_prompt_options(p: argparse.ArgumentParser) -> None:
+    """--prompt and --prompt-name: the text prepended to every input, as sentence-transformers prompts it."""
+    p.add_argument("--prompt", metavar="TEXT", help="prepend TEXT to every input (e.g. 'query: ')")
+    p.add_argument(
+        "--prompt-name",
+        metavar="NAME",
+        help="prepend the model's prompt NAME (sentence-transformers prompts, e.g. query; "
+        "default: the model's default_prompt_name, if any)",
+    )
+
+
 def sentence_options(args: argparse.Namespace) -> dict:
     """The sentence-vector choices given on the command line (absent ones take the model's defaults)."""
     options = {"pooling": args.pooling, "layers": args.strategy or args.layers, "combine": args.combine}

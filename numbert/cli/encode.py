@@ -30,6 +30,7 @@ from ..npy import NpyRows
 from .common import (
     Failure,
     add_model,
+    add_prompt_options,
     add_sentence_options,
     add_vector_options,
     load_model,
@@ -350,11 +351,5 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dask", action="store_true", help="run on a local Dask cluster of --workers (default: all cores) processes"
     )
-    p.add_argument("--prompt", metavar="TEXT", help="prepend TEXT to every input (e.g. 'query: ')")
-    p.add_argument(
-        "--prompt-name",
-        metavar="NAME",
-        help="prepend the model's prompt NAME (sentence-transformers prompts, e.g. query; "
-        "default: the model's default_prompt_name, if any)",
-    )
+    add_prompt_options(p)
     p.set_defaults(run=encode)

@@ -12,7 +12,15 @@ import argparse
 import dataclasses
 import sys
 
-from .common import Failure, add_model, add_sentence_options, add_vector_options, positive_int, sentence_options
+from .common import (
+    Failure,
+    add_model,
+    add_prompt_options,
+    add_sentence_options,
+    add_vector_options,
+    positive_int,
+    sentence_options,
+)
 
 LIMITS = {
     "max_batch_tokens": "padded tokens per forward pass",
@@ -33,6 +41,8 @@ def serve(args: argparse.Namespace) -> None:
         served_model_name=args.served_model_name,
         max_length=args.max_length,
         auto_truncate=args.auto_truncate,
+        prompt=args.prompt,
+        prompt_name=args.prompt_name,
         **sentence_options(args),
         **{name: getattr(args, name) for name in LIMITS},
     )
@@ -61,6 +71,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_model(p)
     add_sentence_options(p)
     add_vector_options(p)
+    add_prompt_options(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     p.add_argument("--port", type=int, default=8000, help="port, 0 for any free one (default: %(default)s)")
     p.add_argument(

@@ -86,9 +86,7 @@ class Server:
         s = self.settings
         self.batcher = Batcher(
             embedder.model,
-            embedder.pooling,
-            embedder.layers,
-            embedder.combine,
+            embedder.sentence_vectors,
             embedder.dim,
             s.max_batch_tokens,
             s.max_batch_size,
@@ -219,7 +217,10 @@ class Server:
         request = parse(body, self.settings.max_client_batch_size)
         e.check_dimensions(request.dimensions, normalizes(e, request))
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
-        rows = e.ids_to_rows(request.inputs, name) if request.ids else e.texts_to_rows(request.inputs, truncate, name)
+        if request.ids:
+            rows = e.ids_to_rows(request.inputs, name)
+        else:
+            rows = e.texts_to_rows(request.inputs, truncate, name, e.prompt(request.prompt_name))
         request.inputs = []  # the token ids stand for them from here on
         return request, rows
 

@@ -3,8 +3,8 @@
 Each step takes the oldest waiting input together with neighbours by length (the waiting inputs
 sorted longest first, as `Bert.batches` sorts a corpus), as many as make the forward cheapest per
 real token within `max_batch_tokens` padded tokens and `max_batch_size` rows; it runs one forward,
-pools each row with the model's sentence recipe and hands each request its rows; a request is
-answered when its last row is done. Taking the oldest input first means no request waits behind a
+pools each row with the model's sentence recipe (Dense layers included) and hands each request its
+rows; a request is answered when its last row is done. Taking the oldest input first means no request waits behind a
 stream of later ones; taking its neighbours by length keeps the padding small. The event loop only
 enqueues and awaits: NumPy and BLAS run here, in the model thread.
 """
@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..model import Output
 from .metrics import Metrics
 
 log = logging.getLogger("numbert.serve")
@@ -84,10 +85,16 @@ class Batcher:
     """
 
     def __init__(
-        self, model, pooling, layers, combine, dim: int, max_batch_tokens: int, max_batch_size: int, metrics: Metrics
+        self,
+        model,
+        sentence_vectors: Callable[[Output], np.ndarray],
+        dim: int,
+        max_batch_tokens: int,
+        max_batch_size: int,
+        metrics: Metrics,
     ):
         self.model = model
-        self.recipe = (pooling, layers, combine)
+        self.sentence_vectors = sentence_vectors  # a forward's Output -> (rows, dim) pooled vectors
         self.dim = dim
         self.max_batch_tokens, self.max_batch_size = max_batch_tokens, max_batch_size
         self.metrics = metrics
@@ -146,7 +153,7 @@ class Batcher:
             ids[r, : item.length] = item.job.rows[item.position]
             mask[r, : item.length] = 1
         try:
-            vectors = self.model.forward(ids, None, mask).sentence_vector(*self.recipe)  # (rows, dim)
+            vectors = self.sentence_vectors(self.model.forward(ids, None, mask))  # (rows, dim)
         except Exception as e:  # a bug, not a bad request (those are refused before they queue): answer 500
             log.exception("the forward pass failed on a batch of %d x %d tokens", len(batch), width)
             for item in batch:

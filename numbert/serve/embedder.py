@@ -2,8 +2,9 @@
 with the server's length checks, and pooled vectors finished (normalized, shortened) per request.
 
 Whatever batches the rows share, the answer for a text is `model.embed([text], **options)` of the
-server's options: the same tokens (lowercased first for a sentence-transformers model that says
-do_lower_case, cut to the same max_length), the same pooling and layers, the same normalization.
+server's options: the same tokens (the prompt prepended, lowercased first for a sentence-transformers
+model that says do_lower_case, cut to the same max_length), the same pooling, layers and Dense layers,
+the same normalization.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import cast
 import numpy as np
 
 from .. import Tokenizer, load, recipes
+from ..model import Output
 from ..tokenizer import Encoding
 from .protocol import ApiError
 from .settings import Settings
@@ -24,7 +26,8 @@ HEAD_CHARS_PER_TOKEN = 16  # a long text's head: 16 characters per token allowed
 
 
 class Embedder:
-    """A loaded model with the server's recipe: pooling, layers, combine, normalize, max_length."""
+    """A loaded model with the server's recipe: pooling, layers, combine, Dense layers, normalize, prompt,
+    max_length."""
 
     def __init__(self, settings: Settings):
         self.model = model = load(settings.model)
@@ -35,9 +38,10 @@ class Embedder:
         self.pooling, self.layers, self.combine, self.normalize = model._sentence_recipe(
             s.pooling, s.layers, s.combine, s.normalize
         )
-        empty = cast(
-            np.ndarray, model.embed([], pooling=self.pooling, layers=self.layers, combine=self.combine, progress=False)
-        )
+        self.dense = model._dense_layers(s.pooling)
+        self.default_prompt = model._prompt(s.prompt, s.prompt_name)
+        options = {"pooling": s.pooling, "layers": s.layers, "combine": s.combine, "prompt": s.prompt}
+        empty = cast(np.ndarray, model.embed([], prompt_name=s.prompt_name, progress=False, **options))
         self.dim = empty.shape[1]  # (0, dim): the recipe is checked before the server answers anything
         self.max_length = model._max_length(settings.max_length)
         self.lowercase = model.sentence_config is not None and model.sentence_config.do_lower_case
@@ -45,17 +49,34 @@ class Embedder:
 
     def warm_up(self) -> None:
         """One forward of [CLS] [SEP], so that the first request finds the weights' pages mapped in."""
-        ids = np.array(self.tokenizer.encode("").ids)
-        self.model.forward(ids).sentence_vector(self.pooling, self.layers, self.combine)
+        self.sentence_vectors(self.model.forward(np.array(self.tokenizer.encode("").ids)))
 
-    def texts_to_rows(self, texts: list[str], truncate: bool, name: str) -> list[np.ndarray]:
-        """Token ids per text, cut to max_length if `truncate`, else a 413 naming the first text too long.
+    def sentence_vectors(self, out: Output) -> np.ndarray:
+        """A forward's sentence vectors, pooled by the recipe, through the model's Dense layers. (rows, dim)"""
+        vectors = out.sentence_vector(self.pooling, self.layers, self.combine)
+        for layer in self.dense:
+            vectors = layer(vectors)
+        return vectors
+
+    def prompt(self, prompt_name: str | None) -> str:
+        """The text prepended to each text input: the model's prompt `prompt_name`, else the server's prompt."""
+        if prompt_name is None:
+            return self.default_prompt
+        try:
+            return self.model._prompt(None, prompt_name)
+        except ValueError as e:
+            raise ApiError(422, f"'prompt_name': {e}", param="prompt_name") from None
+
+    def texts_to_rows(self, texts: list[str], truncate: bool, name: str, prompt: str = "") -> list[np.ndarray]:
+        """Token ids per text (`prompt` + text), cut to max_length if `truncate`, else a 413 naming the first
+        text too long.
 
         A long text is tokenized up to a whitespace past HEAD_CHARS_PER_TOKEN x max_length characters
         first: the tokens of such a head are the text's first tokens, so when they are already too many
         (or, truncating, enough) the rest of the text is never tokenized."""
         rows = []
         for i, text in enumerate(texts):
+            text = prompt + text
             head = self.head(text)
             encoding = self.encode(head, self.max_length if truncate else None)
             if head is not text and len(encoding) < self.max_length + (not truncate):  # the head does not decide

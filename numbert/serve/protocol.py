@@ -53,6 +53,7 @@ class EmbeddingRequest:
     dimensions: int | None = None  # keep the first `dimensions` values, then renormalize
     normalize: bool | None = None  # None: the server's recipe (OpenAI); TEI's /embed says true or false
     truncate: bool | None = None  # None: the server's --auto-truncate
+    prompt_name: str | None = None  # TEI's /embed: the model's prompt to prepend (None: the server's prompt)
 
 
 def json_object(body: bytes) -> dict:
@@ -170,7 +171,7 @@ def openai_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
 
 
 def tei_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
-    """POST /embed (text-embeddings-inference): {"inputs", "normalize": true, "truncate"}."""
+    """POST /embed (text-embeddings-inference): {"inputs", "normalize": true, "truncate", "prompt_name"}."""
     obj = json_object(body)
     texts, ids = inputs(obj, "inputs", max_inputs)
     return EmbeddingRequest(
@@ -178,6 +179,7 @@ def tei_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
         ids,
         normalize=field(obj, "normalize", (bool,), True, "a boolean"),
         truncate=field(obj, "truncate", (bool,), None, "a boolean"),
+        prompt_name=field(obj, "prompt_name", (str,), None, "a string"),
     )
 
 

@@ -10,13 +10,14 @@ from dataclasses import asdict, dataclass
 class Settings:
     """Everything a server process needs to build its app (JSON round-trips it to worker processes).
 
-    pooling / layers / combine / normalize / max_length: as for `Bert.embed` (None = the model's own
-    recipe). Limits, with text-embeddings-inference's names and defaults where it has them:
-    payload_limit bytes per request body, max_client_batch_size inputs per request (413 beyond),
-    max_concurrent_requests requests admitted at once (429 beyond), max_batch_tokens padded tokens
-    and max_batch_size inputs per forward. A request waiting for the model holds its token ids only
-    (4 bytes a token, and a token takes at least a byte of the body), so the queue holds at most about
-    4 x payload_limit x max_concurrent_requests bytes, plus the bodies being read and tokenized.
+    pooling / layers / combine / normalize / max_length / prompt / prompt_name: as for `Bert.embed`
+    (None = the model's own recipe, its Dense layers and default prompt included). Limits, with
+    text-embeddings-inference's names and defaults where it has them: payload_limit bytes per request
+    body, max_client_batch_size inputs per request (413 beyond), max_concurrent_requests requests
+    admitted at once (429 beyond), max_batch_tokens padded tokens and max_batch_size inputs per forward.
+    A request waiting for the model holds its token ids only (4 bytes a token, and a token takes at
+    least a byte of the body), so the queue holds at most about 4 x payload_limit x
+    max_concurrent_requests bytes, plus the bodies being read and tokenized.
     """
 
     model: str
@@ -26,6 +27,8 @@ class Settings:
     combine: str | None = None
     normalize: bool | None = None
     max_length: int | None = None
+    prompt: str | None = None  # prepended to every text input, as Bert.embed's prompt=
+    prompt_name: str | None = None  # the model's prompt by this name (None: its default prompt, if any)
     auto_truncate: bool = False  # cut inputs over max_length instead of answering 413
     max_batch_tokens: int = 16384
     max_batch_size: int = 32
