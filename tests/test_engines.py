@@ -30,6 +30,11 @@ import pytest
 
 import numbert
 
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data"),  # Ray's own settings, not the recipe's
+]
+
 DOC = Path(__file__).resolve().parent.parent / "docs" / "cluster.md"
 N = 200
 START_SECONDS, RUN_SECONDS = 120, 300  # bounds on starting an engine and on one job (a hang fails, never blocks)
@@ -107,6 +112,7 @@ def ray():
                 num_cpus=2,
                 include_dashboard=False,
                 _node_ip_address="127.0.0.1",
+                object_store_memory=256 * 2**20,  # not the default 30% of the machine's memory
                 log_to_driver=False,
                 configure_logging=False,
             )
