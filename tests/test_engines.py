@@ -1,17 +1,17 @@
-"""docs/cluster.md's Ray Data and Spark recipes, run as written on a local Ray and a local[2] Spark session.
+"""docs/cluster.md's Spark recipe, run as written on a local[2] Spark session.
 
-The code under `<!-- engine: ray -->` and `<!-- engine: spark -->` in docs/cluster.md is executed here
-(not copied): 200 texts of mixed length go through each engine with the packaged MiniLM, and every
-vector must be `Bert.embed` of the batch (Ray) or Arrow batch (Spark) it was in, bit for bit, and within
-1e-6 of `Bert.embed` of the whole list; each worker process must run one BLAS thread.
+The code under `<!-- engine: spark -->` in docs/cluster.md is executed here (not copied): 200 texts of
+mixed length go through `mapInPandas` with the packaged MiniLM, and every vector must be `Bert.embed` of
+the Arrow batch it was in, bit for bit, and within 1e-6 of `Bert.embed` of the whole list; each Python
+worker must run one BLAS thread. Spark listens on 127.0.0.1 only and uses its bundled jars: nothing is
+fetched from the network.
 
-Both engines run on this machine only, with nothing fetched from the network (Ray's usage stats off,
-Spark's bundled jars only; the file passes with loopback as the only network). Spark listens on
-127.0.0.1 only; Ray is given 127.0.0.1 as its node address, but its gRPC servers (GCS, raylet, workers)
-bind every interface in Ray 2.60 and nothing in Ray turns that off.
+The Ray Data recipe beside it is only parsed here: Ray 2.60's gRPC servers (GCS, raylet, workers) bind
+every network interface whatever node address they are given, and servers in numbert's tests listen on
+127.0.0.1 only. It was run by hand (Ray 2.60, two actors, the same checks) when it was written.
 
-A missing engine or Java skips with the reason, which NUMBERT_REQUIRE_PARITY=1 (CI) turns into a
-failure: CI installs `numbert[engines]` and has Java 17.
+A missing PySpark or Java skips with the reason, which NUMBERT_REQUIRE_PARITY=1 (CI) turns into a
+failure: CI installs `numbert[spark]` and has Java 17.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import numbert
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
-    pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data"),  # Ray's own settings, not the recipe's
 ]
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "cluster.md"
@@ -96,59 +95,7 @@ def test_the_recipes_are_in_the_docs():
     for engine in ("ray", "spark"):
         block = re.search(rf"^<!-- engine: {engine} -->\n```python\n(.*?)^```$", text, re.M | re.S)
         assert block and "def embed(" in block.group(1) and "ONE_BLAS_THREAD" in block.group(1)
-
-
-# --- Ray Data ------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="class")
-def ray():
-    ray = pytest.importorskip("ray", reason="Ray Data is not installed: pip install 'numbert[engines]'")
-    pytest.importorskip("ray.data", reason="Ray Data is not installed: pip install 'numbert[engines]'")
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("RAY_USAGE_STATS_ENABLED", "0")  # never report to ray.io
-        with deadline(START_SECONDS, "starting Ray"):
-            ray.init(
-                num_cpus=2,
-                include_dashboard=False,
-                _node_ip_address="127.0.0.1",
-                object_store_memory=256 * 2**20,  # not the default 30% of the machine's memory
-                log_to_driver=False,
-                configure_logging=False,
-            )
-        try:
-            yield ray
-        finally:
-            ray.shutdown()
-
-
-class TestRayData:  # Ray stops before Spark starts (class-scoped fixtures)
-    def test_the_recipe_embeds_like_bert_embed(self, ray, minilm_dir, minilm, monkeypatch):
-        """map_batches with the docs' actor: two actors, batches of 64 rows, vectors checked row by row."""
-        cluster = recipe("ray")
-
-        class Probe(cluster["Embed"]):  # the docs' actor, also telling which process and batch each row was in
-            def __call__(self, batch: dict) -> dict:
-                from threadpoolctl import threadpool_info
-
-                batch = super().__call__(batch)  # loads NumPy's BLAS if nothing had
-                blas = max(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas")
-                key = f"{os.getpid()}:{batch['id'][0]}"
-                batch["batch"] = np.full(len(batch["id"]), key)
-                batch["blas"] = np.full(len(batch["id"]), blas)
-                batch["env"] = np.full(len(batch["id"]), os.environ.get("OPENBLAS_NUM_THREADS", ""))
-                return batch
-
-        monkeypatch.setitem(cluster, "Embed", Probe)  # the recipe's embed() maps whatever Embed names
-        texts = corpus()
-        ours = {name: os.environ.get(name) for name in cluster["ONE_BLAS_THREAD"]}
-        ds = ray.data.from_items([{"id": i, "text": t} for i, t in enumerate(texts)])
-        with deadline(RUN_SECONDS, "the Ray Data job"):
-            rows = cluster["embed"](ds, str(minilm_dir), actors=2, batch_size=64).take_all()
-        check_vectors([r["id"] for r in rows], [r["batch"] for r in rows], [r["vector"] for r in rows], texts, minilm)
-        assert len({r["batch"].split(":")[0] for r in rows}) == 2, "both actors embed"
-        assert {int(r["blas"]) for r in rows} == {1} and {r["env"] for r in rows} == {"1"}
-        assert {name: os.environ.get(name) for name in cluster["ONE_BLAS_THREAD"]} == ours, "this process: untouched"
+        compile(block.group(1), f"{DOC.name} <!-- engine: {engine} -->", "exec")  # valid Python
 
 
 # --- Spark ---------------------------------------------------------------------------------------------
@@ -176,7 +123,7 @@ def test_a_missing_java_is_named():
 
 @pytest.fixture(scope="class")
 def spark():
-    sql = pytest.importorskip("pyspark.sql", reason="PySpark is not installed: pip install 'numbert[engines]'")
+    sql = pytest.importorskip("pyspark.sql", reason="PySpark is not installed: pip install 'numbert[spark]'")
     problem = java_problem()
     if problem:
         pytest.skip(problem)
