@@ -154,13 +154,21 @@ def blas_info() -> dict:
 
 
 def cpu_name() -> str:
+    """The CPU's model name, with its family and model numbers (a VM may name only "AMD EPYC": the numbers
+    tell its generation, e.g. family 25 model 17 is Zen 4, family 26 is Zen 5), its clock and L2 size."""
     cpuinfo = Path("/proc/cpuinfo")
-    names = [
-        line.split(":", 1)[1].strip()
-        for line in (cpuinfo.read_text().splitlines() if cpuinfo.exists() else [])
-        if line.startswith("model name")
-    ]
-    return names[0] if names else platform.processor() or platform.machine()
+    fields: dict[str, str] = {}
+    for line in cpuinfo.read_text().splitlines() if cpuinfo.exists() else []:
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    if "model name" not in fields:
+        return platform.processor() or platform.machine()
+    details = [f"family {fields.get('cpu family', '?')} model {fields.get('model', '?')}"]
+    if "cpu MHz" in fields:
+        details.append(f"{float(fields['cpu MHz']) / 1000:.1f} GHz")
+    if "cache size" in fields:
+        details.append(f"{fields['cache size']} L2")
+    return f"{fields['model name']} ({', '.join(details)})"
 
 
 def markdown(head: list, body: list[list]) -> str:
