@@ -4,9 +4,9 @@ Each step takes the oldest waiting input together with neighbours by length (the
 sorted longest first, as `Bert.batches` sorts a corpus), as many as make the forward cheapest per
 real token within `max_batch_tokens` padded tokens and `max_batch_size` rows; it runs one forward,
 pools each row with the model's sentence recipe (Dense layers included) and hands each request its
-rows; a request is answered when its last row is done. Taking the oldest input first means no request waits behind a
-stream of later ones; taking its neighbours by length keeps the padding small. The event loop only
-enqueues and awaits: NumPy and BLAS run here, in the model thread.
+rows; a request is answered when its last row is done. Taking the oldest input first means no request
+waits behind a stream of later ones; taking its neighbours by length keeps the padding small. The
+event loop only enqueues and awaits: NumPy and BLAS run here, in the model thread.
 """
 
 from __future__ import annotations
