@@ -37,6 +37,17 @@ def test_two_workers_give_the_single_process_vectors_bit_for_bit(minilm_dir, mod
         assert vectors.dtype == np.float32 and np.array_equal(vectors, expected)
 
 
+def test_map_yields_every_chunk_when_the_read_ahead_fills_with_finished_chunks(minilm_dir):
+    """A slow first chunk while the other worker finishes every chunk the read-ahead (2 x workers) allows:
+    when the slow one is done, every worker is idle and nothing more may be read ahead until chunks are
+    yielded. map must yield them and go on (it once returned there, leaving the rest of the chunks)."""
+    slow = ["a long line of words " * 20] * 256  # seconds of work, against milliseconds for the others
+    chunks = [(range(0, 256), slow)] + [(range(256 + i, 257 + i), [f"short {i}"]) for i in range(8)]
+    with Pool(minilm_dir, workers=2) as pool:
+        got = list(pool.map(chunks))
+    assert [len(v) for v in got] == [256] + [1] * 8
+
+
 def test_options_reach_the_workers(minilm_dir, model):
     chunks = chunked(corpus(20), 10)
     options = dict(pooling="cls", layers=-2, normalize=False)
