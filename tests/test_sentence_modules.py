@@ -167,7 +167,6 @@ def test_served_vectors_take_the_dense_layers_and_prompts(tmp_path, st, torch, r
     """`numbert serve` of such a directory answers what SentenceTransformer.encode gives: its Dense layer,
     its default prompt, a prompt named by /embed's prompt_name or by --prompt-name."""
     import httpx
-
     from helpers import ServerProcess
 
     prompts = {"query": "query: ", "passage": "passage: "}

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from numbert.tokenizer import Tokenizer, basic, load_vocab
 from numbert.tokenizer.blocks import SEPARATOR, deleted_characters
-from numbert.tokenizer.fast import BLOCK_SIZE, FastTokenizer
+from numbert.tokenizer.fast import BLOCK_SIZE, FastTokenizer, Memo
 
 N = 2_000_000  # characters: 30 blocks; the cases were 5M and 50M
 
@@ -186,3 +186,12 @@ def test_a_budget_of_zero_empties_both_segments(bert):
     assert bert.encode("hello world", max_length=2, truncation="only_first").tokens == ["[CLS]", "[SEP]"]
     with pytest.raises(ValueError, match="max_length=2 leaves no room for the 3 special tokens"):
         bert.encode("hello world", "foo bar", max_length=2)
+
+
+def test_the_word_memo_is_bounded_and_keeps_the_words_in_use():
+    calls = []
+    memo = Memo(lambda word: calls.append(word) or word.upper(), size=4)
+    for i in range(1000):  # a stream of new words, with "the" in use throughout
+        assert memo[f"w{i}"] == f"W{i}" and memo["the"] == "THE"
+    assert len(memo) + len(memo.previous) <= 2 * 4
+    assert calls.count("the") == 1  # carried from generation to generation, never computed again
