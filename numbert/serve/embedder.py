@@ -40,8 +40,18 @@ class Embedder:
         )
         self.dense = model._dense_layers(s.pooling)
         self.default_prompt = model._prompt(s.prompt, s.prompt_name)
-        options = {"pooling": s.pooling, "layers": s.layers, "combine": s.combine, "prompt": s.prompt}
-        empty = cast(np.ndarray, model.embed([], prompt_name=s.prompt_name, progress=False, **options))
+        empty = cast(
+            np.ndarray,
+            model.embed(
+                [],
+                pooling=s.pooling,
+                layers=s.layers,
+                combine=s.combine,
+                prompt=s.prompt,
+                prompt_name=s.prompt_name,
+                progress=False,
+            ),
+        )
         self.dim = empty.shape[1]  # (0, dim): the recipe is checked before the server answers anything
         self.max_length = model._max_length(settings.max_length)
         self.lowercase = model.sentence_config is not None and model.sentence_config.do_lower_case
