@@ -194,3 +194,15 @@ def test_served_vectors_take_the_dense_layers_and_prompts(tmp_path, st, torch, r
         np.testing.assert_allclose(got, want, atol=1e-6, rtol=0)
     finally:
         assert server.stop() == 0, "".join(server.lines)
+
+
+def test_a_served_prompt_name_needs_a_model_with_prompts(random_bert):
+    from numbert.serve.embedder import Embedder
+    from numbert.serve.protocol import ApiError
+    from numbert.serve.settings import Settings
+
+    plain = Embedder(Settings(model=str(random_bert)))  # a BERT saved by transformers: no prompts
+    assert plain.prompt(None) == ""
+    with pytest.raises(ApiError, match="this model has none") as refused:
+        plain.prompt("query")
+    assert refused.value.status == 422 and refused.value.param == "prompt_name"

@@ -162,6 +162,8 @@ def test_tei_routes_and_token_ids(server, model):
     ):
         assert name in metrics.text
     assert 'numbert_requests_total{endpoint="/embed",status="200"} 2' in metrics.text
+    r = httpx.post(server.url + "/embed", json={"inputs": texts, "prompt_name": 3})
+    assert "must be a string" in error_of(r, 422, "prompt_name")
 
 
 # --- load: many clients, overload, shutdown ------------------------------------------------------------

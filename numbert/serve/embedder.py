@@ -72,6 +72,12 @@ class Embedder:
         """The text prepended to each text input: the model's prompt `prompt_name`, else the server's prompt."""
         if prompt_name is None:
             return self.default_prompt
+        if self.model.sentence_config is None:
+            raise ApiError(
+                422,
+                "'prompt_name' names one of a sentence-transformers model's prompts; this model has none",
+                param="prompt_name",
+            )
         try:
             return self.model._prompt(None, prompt_name)
         except ValueError as e:
