@@ -258,6 +258,10 @@ def test_sigterm_mid_load_loses_no_accepted_request(minilm_dir, model):
 def test_workers_share_the_port(minilm_dir, model):
     s = ServerProcess(minilm_dir, "--workers", "2")
     try:
+        deadline = time.monotonic() + 60  # /health answered by one worker; the other may still be loading (503)
+        while sum(" ready (" in line for line in s.lines) < 2:
+            assert time.monotonic() < deadline and s.proc.poll() is None, "".join(s.lines)
+            time.sleep(0.05)
         texts = mixed_texts(6, seed=6)
         for _ in range(4):  # connections land on either worker
             r = httpx.post(s.url + "/v1/embeddings", json={"input": texts, "encoding_format": "float"})
