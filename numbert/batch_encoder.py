@@ -37,8 +37,8 @@ def _load(model: str, revision: str | None):
 class BatchEncoder:
     """texts -> their sentence vectors (n, dim) float32, with the model loaded once per process.
 
-    Keyword arguments are Bert.embed's (pooling, layers, combine, normalize, max_length, long,
-    stride, batch_size).
+    Keyword arguments are Bert.embed's: a `recipe` (numbert.recipe.Recipe, pickled along), or the choices
+    that make one (pooling, layers, combine, normalize, max_length, long, stride, ...); and batch_size.
     """
 
     def __init__(self, model: str | os.PathLike, *, revision: str | None = None, **options):
@@ -57,4 +57,6 @@ class BatchEncoder:
         return f"BatchEncoder({self.model!r}, {self.options})"
 
     def __dask_tokenize__(self):  # Dask: the same encoder on the same partition is the same task
-        return self.model, self.revision, sorted(self.options.items(), key=str)
+        recipe = self.options.get("recipe")
+        options = {**self.options, "recipe": None if recipe is None else recipe.describe()}
+        return self.model, self.revision, sorted(options.items(), key=str)

@@ -225,6 +225,21 @@ class Encoder:
             ids, types, mask = ids[0], types[0], mask[0]
         return Output(ids, types, mask, hidden_states, self.pool(hidden_states[-1]), attentions)
 
+    def empty_output(self, output_attentions: bool = False) -> Output:
+        """The Output of a batch of no inputs: arrays with a batch (and seq) of 0."""
+        c = self.config
+        ids = np.zeros((0, 0), np.int64)
+        return Output(
+            ids,
+            ids.copy(),
+            ids.copy(),
+            np.zeros((c.num_hidden_layers + 1, 0, 0, c.hidden_size), np.float32),
+            None if self.pooler is None else np.zeros((0, c.hidden_size), np.float32),
+            np.zeros((c.num_hidden_layers, 0, c.num_attention_heads, 0, 0), np.float32) if output_attentions else None,
+            tokens=[],
+            encodings=[],
+        )
+
     def _check_inputs(self, input_ids, token_type_ids, attention_mask):
         """Validate the id arrays at the public boundary; return them as (batch, seq) int64 arrays."""
         c = self.config

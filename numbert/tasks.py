@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from .heads import classifier_logits, masked_lm_logits, sigmoid, softmax, span_logits
+from .heads import classifier_logits, masked_lm_logits, sigmoid, softmax
+from .planner import by_length, forward, row_of
+from .readouts import SequenceLogits, SpanLogits, TokenLogits
 
 if TYPE_CHECKING:
     from . import Bert
@@ -157,7 +159,7 @@ def classify(
     multi_label_classification: sigmoid, regression: none), else sigmoid for one label and softmax
     for several. Texts longer than the model's positions are truncated.
     """
-    head = model.heads.sequence_classifier
+    readout = SequenceLogits(model.heads.sequence_classifier)
     labels = model.heads.labels
     function = _score_function(function, model.heads.head_config.problem_type, len(labels))
     if top_k is not None:
@@ -169,8 +171,7 @@ def classify(
         raise TypeError("text and text_pair must both be a str or both lists of str")
     results: list = [None] * len(texts)
     for positions, out in model.batches(texts, pairs, batch_size=batch_size):
-        assert out.pooler_output is not None  # the head requires a pooler
-        scores = SCORE_FUNCTIONS[function](classifier_logits(out.pooler_output, head))  # (batch, labels)
+        scores = SCORE_FUNCTIONS[function](np.array(readout(out)))  # (batch, labels)
         for i, row in zip(positions, scores):
             ranked = sorted(
                 (Label(label, float(s)) for label, s in zip(labels, row)), key=lambda x: x.score, reverse=True
@@ -224,7 +225,7 @@ def ner(
     transformers' default is "none". Labels in `ignore_labels` are left out. A text longer than the
     model's positions is truncated, or with `stride` run as windows overlapping by `stride` tokens.
     """
-    head = model.heads.token_classifier
+    readout = TokenLogits(model.heads.token_classifier)
     labels = model.heads.labels
     tokenizer = _tokenizer(model)
     if aggregation not in AGGREGATIONS:
@@ -245,14 +246,11 @@ def ner(
         first = tokenizer.encode(t, max_length=limit, stride=stride or 0, return_overflowing_tokens=stride is not None)
         windows += [(i, e) for e in [first, *first.overflowing]]
     found: list[list[Entity]] = [[] for _ in windows]  # each window's entities
-    order = sorted(range(len(windows)), key=lambda w: -len(windows[w][1]))  # batches of similar lengths
-    for b in range(0, len(order), _count("batch_size", batch_size)):
-        batch = order[b : b + batch_size]
-        out = model.forward_encodings([windows[w][1] for w in batch])
-        probs = softmax(classifier_logits(out.last_hidden_state, head))  # (batch, seq, labels)
-        for w, p in zip(batch, probs):
+    for batch in by_length([len(e) for _, e in windows], limit, _count("batch_size", batch_size)):
+        logits = readout(forward(model.encoder, [row_of(windows[w][1]) for w in batch]))  # (length, labels) each
+        for w, row_logits in zip(batch, logits):
             i, encoding = windows[w]
-            tokens = pre_entities(tokenizer, texts[i], encoding, p[: len(encoding)])
+            tokens = pre_entities(tokenizer, texts[i], encoding, softmax(row_logits))
             found[w] = [e for e in aggregate(tokens, aggregation, labels, tokenizer) if e.entity not in ignore_labels]
     entities: list[list[Entity]] = [[] for _ in texts]
     for (i, _), e in zip(windows, found):
@@ -392,7 +390,7 @@ def qa(
     answer widened to whole words. handle_impossible_answer adds the empty answer, scored by [CLS].
     Windows run batch_size at a time, so a context of any length needs bounded memory.
     """
-    head = model.heads.question_answering
+    readout = SpanLogits(model.heads.question_answering)
     tokenizer = _tokenizer(model)
     for name, value in (("question", question), ("context", context)):
         if not isinstance(value, str):
@@ -430,13 +428,12 @@ def qa(
         return_overflowing_tokens=True,
     )
     windows = [first, *first.overflowing]
-    logits: list[tuple[np.ndarray, np.ndarray]] = []  # (start, end) logits per window, (seq,) each
+    logits: list[np.ndarray] = []  # (length, 2) start and end logits per window
     for b in range(0, len(windows), _count("batch_size", batch_size)):
-        starts, ends = span_logits(model.forward_encodings(windows[b : b + batch_size]).last_hidden_state, head)
-        logits += zip(starts, ends)
+        logits += readout(forward(model.encoder, [row_of(e) for e in windows[b : b + batch_size]]))
     answers, null_score = [], 1.0
-    for encoding, (start, end) in zip(windows, logits):
-        p_start, p_end = answer_probabilities(encoding, start[: len(encoding)], end[: len(encoding)], tokenizer)
+    for encoding, span in zip(windows, logits):
+        p_start, p_end = answer_probabilities(encoding, span[:, 0], span[:, 1], tokenizer)
         null_score = min(null_score, float(p_start[0] * p_end[0]))
         context_tokens = np.flatnonzero([s == 1 for s in encoding.sequence_ids])
         for s, e, score in best_spans(p_start, p_end, context_tokens, top_k, max_answer_len):

@@ -1,8 +1,9 @@
 """Worker processes: one model per process, one BLAS thread each, every core of one machine busy.
 
+    model = numbert.load("./all-MiniLM-L6-v2")
     with Pool("./all-MiniLM-L6-v2", workers=2) as pool:
-        for vectors in pool.map([(range(0, 3), ["a", "b", "c"]), (range(3, 5), ["d", "e"])]):
-            ...                                  # (len(chunk), dim) float32, chunk by chunk, in order
+        vectors = model.embed(texts, workers=pool)   # the same bits as model.embed(texts) on 1 BLAS thread
+    vectors = numbert.workers.embed(model, texts, workers=2)   # the same, with a pool for this call
 
 Each worker is a fresh Python interpreter (running `numbert.workers.main`) whose environment sets
 OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, MKL_NUM_THREADS, ... to `threads` before NumPy loads; the
@@ -10,12 +11,14 @@ caller's own process and its BLAS settings are never touched. Each worker runs `
 which memory-maps the safetensors weights read-only, so the page cache holds one copy of the weights
 for all workers (`Pool.memory` reports each worker's RSS and PSS).
 
-The parent hands each worker one chunk of texts at a time and yields the chunks' vectors in input
-order, each computed by `Bert.embed(texts, **options)` exactly as a single process would: the
-vectors are bit-identical to running those chunks in one process. A worker that dies (killed, out
-of memory) is reported with the input lines it held, a new worker takes its place and the chunk is
-run again; a chunk that kills `retries + 1` workers raises WorkerDied naming its lines, after every
-chunk before it has been yielded.
+The parent tokenizes and plans (numbert.planner), as TEI's router does, and hands each worker one
+planned batch of token-id rows at a time with the recipe to run (`Pool.map`); a worker runs exactly
+what the parent would (numbert.planner.run, then the recipe's pooling and Dense layers) and the parent
+yields the batches' vectors in order. So the vectors are those of one process by construction, bit
+for bit given the same BLAS threads (a BLAS kernel may sum in another order on 2 threads than on 1).
+A worker that dies (killed, out of memory) is reported with the inputs it held, a new worker takes its
+place and the batch is run again; a batch that kills `retries + 1` workers raises WorkerDied naming
+its inputs, after every batch before it has been yielded.
 """
 
 from __future__ import annotations
@@ -28,12 +31,15 @@ import sys
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import cast
 
 import numpy as np
+
+from .bert import Bert, load
+from .planner import Row, run
+from .recipe import Recipe
 
 BLAS_THREADS = (
     "OPENBLAS_NUM_THREADS",
@@ -43,7 +49,7 @@ BLAS_THREADS = (
     "VECLIB_MAXIMUM_THREADS",
     "NUMEXPR_NUM_THREADS",
 )
-Chunk = tuple[Sequence[int], Sequence[str]]  # (the input lines it holds, its texts)
+Planned = tuple[Sequence[int], list[Row]]  # a planned batch: (the inputs it holds, their rows)
 
 
 class WorkerDied(RuntimeError):
@@ -55,9 +61,9 @@ class WorkerDied(RuntimeError):
 
 
 class Worker:
-    """One child process running `serve`, and the chunk it holds (None when idle)."""
+    """One child process running `serve`, and the batch it holds (None when idle)."""
 
-    def __init__(self, model: str, load_options: dict, embed_options: dict, threads: int):
+    def __init__(self, model: str, load_options: dict, threads: int):
         child_reads, parent_writes = os.pipe()
         parent_reads, child_writes = os.pipe()
         env = dict(os.environ, **{name: str(threads) for name in BLAS_THREADS})
@@ -80,8 +86,9 @@ class Worker:
         os.close(child_writes)
         self.send_end = Connection(parent_writes, readable=False)
         self.receive_end = Connection(parent_reads, writable=False)
-        self.chunk: tuple[int, Chunk] | None = None
-        self.send(("load", model, load_options, embed_options))
+        self.batch: tuple[int, Planned] | None = None
+        self.recipe: tuple[Recipe, int] | None = None  # the recipe and window batch size it was last sent
+        self.send(("load", model, load_options))
 
     @property
     def pid(self) -> int:
@@ -109,11 +116,11 @@ class Worker:
         return f"exit status {code}"
 
     def close(self, timeout: float = 10) -> None:
-        """Stop the worker: at once if it holds a chunk nobody will take (an error, an early stop), else
+        """Stop the worker: at once if it holds a batch nobody will take (an error, an early stop), else
         after it has read the stop message."""
         if self.send_end.closed:
             return
-        if self.chunk is not None:
+        if self.batch is not None:
             self.process.kill()
         self.send(None)
         for end in (self.send_end, self.receive_end):
@@ -126,12 +133,11 @@ class Worker:
 
 
 class Pool:
-    """`workers` processes embedding chunks of texts with `numbert.load(model, **load_options)`.
+    """`workers` processes running planned batches with `numbert.load(model, **load_options)`.
 
     model: a local directory or hub name every worker can load (they load it themselves).
-    embed_options: keyword arguments of Bert.embed (pooling, layers, normalize, batch_size, ...).
     threads: BLAS threads per worker (1: the products and the element-wise work both scale by process).
-    retries: how often a chunk is run again after the worker holding it died.
+    retries: how often a batch is run again after the worker holding it died.
     """
 
     def __init__(
@@ -142,24 +148,24 @@ class Pool:
         threads: int = 1,
         retries: int = 1,
         load_options: dict | None = None,
-        **embed_options,
     ):
         for name, value, least in (("workers", workers, 1), ("threads", threads, 1), ("retries", retries, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
         self.model, self.threads, self.retries = os.fspath(model), threads, retries
-        self.load_options, self.embed_options = dict(load_options or {}), dict(embed_options, progress=False)
+        self.load_options = dict(load_options or {})
         self.workers: list[Worker] = []
         self._finalizer = weakref.finalize(self, Pool._stop, self.workers)
         for _ in range(workers):
             self.workers.append(self._start())
-        self.dim = max(self._ready(worker) for worker in self.workers)  # the width of the vectors (all the same)
+        for worker in self.workers:
+            self._ready(worker)
 
     def _start(self) -> Worker:
-        return Worker(self.model, self.load_options, self.embed_options, self.threads)
+        return Worker(self.model, self.load_options, self.threads)
 
-    def _ready(self, worker: Worker) -> int:
-        """Wait for a new worker to load the model; its error (a bad path, bad options) is raised here."""
+    def _ready(self, worker: Worker) -> None:
+        """Wait for a new worker to load the model; its error (a bad path) is raised here."""
         message = worker.receive()
         if message is None or message[0] == "error":
             self.close()
@@ -168,7 +174,6 @@ class Pool:
                     f"numbert worker {worker.pid} died while loading {self.model} ({worker.how_it_ended()})", ()
                 )
             raise message[2]
-        return message[2]
 
     def __enter__(self) -> Pool:
         return self
@@ -191,106 +196,100 @@ class Pool:
         mapping it, so the weights count once in the sum); from /proc, so Linux only."""
         return [{"pid": w.pid, **process_memory(w.pid)} for w in self.workers]
 
-    def map(self, chunks: Iterable[Chunk]) -> Iterator[np.ndarray]:
-        """Embed each (lines, texts) chunk; yield its (len(texts), dim) vectors, in the order given.
+    def map(
+        self, recipe: Recipe, batches: Iterable[Planned], window_batch: int = 32
+    ) -> Iterator[tuple[Sequence[int], np.ndarray]]:
+        """Run each planned batch (inputs, rows); yield (inputs, their pooled vectors before recipe.finish), in order.
 
-        At most 2 x workers chunks are read ahead of the one to yield next, so a stream of chunks
-        is embedded in bounded memory. An error in a chunk is raised again here; after an error, or
-        if the caller stops iterating early, the pool is closed.
+        A worker runs `numbert.planner.run(encoder, rows, recipe.max_length, recipe.stride, window_batch)` and
+        the recipe's `sentence_vectors`, as one process would. At most 2 x workers batches are read ahead of
+        the one to yield next, so a stream of batches runs in bounded memory. An error in a batch is raised
+        again here; after an error, or if the caller stops iterating early, the pool is closed.
         """
         if not self.workers:
             raise ValueError("this Pool is closed")
-        source = iter(enumerate(chunks))
-        retry: deque[tuple[int, Chunk]] = deque()
-        deaths: dict[int, int] = {}  # chunk number -> workers that died holding it
-        done: dict[int, np.ndarray] = {}
+        source = iter(enumerate(batches))
+        retry: deque[tuple[int, Planned]] = deque()
+        deaths: dict[int, int] = {}  # batch number -> workers that died holding it
+        done: dict[int, tuple[Sequence[int], np.ndarray]] = {}
         taken, next_out, exhausted = 0, 0, False
         try:
             while True:
-                # yield what is ready first: chunks done but not yet yielded count against the read-ahead
+                # yield what is ready first: batches done but not yet yielded count against the read-ahead
                 while next_out in done:
                     yield done.pop(next_out)
                     next_out += 1
-                for worker in [w for w in self.workers if w.chunk is None]:  # a chunk for every idle worker
+                for worker in [w for w in self.workers if w.batch is None]:  # a batch for every idle worker
                     item = retry.popleft() if retry else None
                     if item is None and not exhausted and taken < next_out + 2 * len(self.workers):
                         item = next(source, None)
                         exhausted, taken = item is None, taken + (item is not None)
                     if item is None:
                         break
-                    worker.chunk = item
-                    worker.send((item[0], list(item[1][1])))  # if it died, its pipe's end of file says so below
-                busy = [w for w in self.workers if w.chunk is not None]
+                    self._hand(worker, item, (recipe, window_batch))
+                busy = [w for w in self.workers if w.batch is not None]
                 if not busy:
                     return
                 for end in wait([w.receive_end for w in busy]):
                     self._collect(next(w for w in busy if w.receive_end is end), done, retry, deaths)
-        except BaseException:  # an error, or the caller stopped early: workers may still hold chunks
+        except BaseException:  # an error, or the caller stopped early: workers may still hold batches
             self.close()
             raise
 
+    @staticmethod
+    def _hand(worker: Worker, item: tuple[int, Planned], recipe: tuple[Recipe, int]) -> None:
+        """Give a worker a batch, and first the recipe if it has not got this one (it keeps the last)."""
+        worker.batch = item
+        if worker.recipe is not recipe:
+            worker.recipe = recipe
+            worker.send(("recipe", *recipe))
+        worker.send((item[0], item[1][1]))  # if it died, its pipe's end of file says so when collected
+
     def _collect(self, worker: Worker, done: dict, retry: deque, deaths: dict) -> None:
-        """Take a worker's result, or replace it if it died and queue its chunk again."""
-        assert worker.chunk is not None
-        number, (lines, texts) = worker.chunk
+        """Take a worker's result, or replace it if it died and queue its batch again."""
+        assert worker.batch is not None
+        number, (inputs, rows) = worker.batch
         message = worker.receive()
         if message is not None:
             kind, _, payload = message
-            worker.chunk = None
+            worker.batch = None
             if kind == "error":
                 raise payload
-            done[number] = payload
+            done[number] = (inputs, payload)
             return
         how = worker.how_it_ended()
         deaths[number] = deaths.get(number, 0) + 1
         index = self.workers.index(worker)
-        worker.chunk = None
+        worker.batch = None
         worker.close()
         if deaths[number] > self.retries:
             raise WorkerDied(
-                f"numbert worker {worker.pid} died ({how}) while embedding {describe(lines)}; "
-                f"{deaths[number]} workers died on these lines",
-                lines,
+                f"numbert worker {worker.pid} died ({how}) while embedding {describe(inputs)}; "
+                f"{deaths[number]} workers died on these inputs",
+                inputs,
             )
         warnings.warn(
-            f"numbert worker {worker.pid} died ({how}) while embedding {describe(lines)}; "
+            f"numbert worker {worker.pid} died ({how}) while embedding {describe(inputs)}; "
             f"running them again in a new worker",
             RuntimeWarning,
             stacklevel=3,
         )
         self.workers[index] = self._start()
         self._ready(self.workers[index])
-        retry.append((number, (lines, texts)))
+        retry.append((number, (inputs, rows)))
 
 
-def embed_batches(
-    model: str | os.PathLike,
-    texts: Sequence[str],
-    batches: Sequence[Sequence[int]],
-    dim: int,
-    workers: int,
-    *,
-    progress: Callable[[int], object] | None = None,
-    load_options: dict | None = None,
-    **embed_options,
-) -> np.ndarray:
-    """Sentence vectors of `texts` from `workers` processes: (len(texts), dim) float32 in input order.
-
-    batches: the positions of every batch in the order one process runs them (`Bert.batches`).
-    Each batch is one chunk, and a worker's `embed` of a batch's texts makes that very batch again
-    (same texts, same padding, same row order), so every vector is bit-identical to the
-    single-process one.
-    """
-    chunks = [(list(batch), [texts[i] for i in batch]) for batch in batches]
-    vectors = np.empty((len(texts), dim), np.float32)
-    if not chunks:
-        return vectors
-    with Pool(model, min(workers, len(chunks)), load_options=load_options, **embed_options) as pool:
-        for (positions, _), chunk_vectors in zip(chunks, pool.map(chunks), strict=True):
-            vectors[positions] = chunk_vectors
-            if progress is not None:
-                progress(len(positions))
-    return vectors
+def embed(model: Bert, texts: Sequence[str], workers: int, *, threads: int = 1, **options) -> np.ndarray:
+    """`model.embed(texts, **options)` computed by a Pool of `workers` processes started for this call."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if model.directory is None:
+        raise ValueError(
+            "workers need a model loaded by numbert.load (from a directory or the hub): "
+            "the worker processes load it from there"
+        )
+    with Pool(model.directory, workers, threads=threads) as pool:
+        return model.embed(texts, workers=pool, **options)  # type: ignore[return-value]
 
 
 def describe(lines: Sequence[int]) -> str:
@@ -322,24 +321,30 @@ def process_memory(pid: int) -> dict[str, int]:
 
 
 def serve(receive_end: Connection, send_end: Connection) -> None:
-    """A worker's life: load the model, then embed each chunk received until told to stop (None).
+    """A worker's life: load the model, then run each batch received with the last recipe received, until
+    told to stop (None).
 
-    Messages back are (kind, chunk number, payload): ("ready", None, dim), ("ok", n, vectors) or
-    ("error", n, exception), the exception being raised again in the parent.
+    Messages in: ("load", model, load_options) first, then ("recipe", recipe, window_batch) and
+    (batch number, rows). Messages back are (kind, batch number, payload): ("ready", None, None),
+    ("ok", n, vectors) or ("error", n, exception), the exception being raised again in the parent.
     """
-    _, model_name, load_options, embed_options = receive_end.recv()
+    _, model_name, load_options = receive_end.recv()
     try:
-        from numbert import load
-
-        model = load(model_name, **load_options)
-        send_end.send(("ready", None, cast(np.ndarray, model.embed([], **embed_options)).shape[1]))
+        encoder = load(model_name, **load_options).encoder
+        send_end.send(("ready", None, None))
     except Exception as e:  # noqa: BLE001 - any failure to load is the parent's error to raise
         send_end.send(("error", None, picklable(e)))
         return
+    recipe, window_batch = None, 32
     while (message := receive_end.recv()) is not None:
-        number, texts = message
+        if message[0] == "recipe":
+            _, recipe, window_batch = message
+            continue
+        number, rows = message
         try:
-            send_end.send(("ok", number, model.embed(texts, **embed_options)))
+            assert recipe is not None, "a batch came before its recipe"
+            out = run(encoder, rows, recipe.max_length, recipe.stride, window_batch)
+            send_end.send(("ok", number, recipe.sentence_vectors(out)))
         except Exception as e:  # noqa: BLE001
             send_end.send(("error", number, picklable(e)))
 

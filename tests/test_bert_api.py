@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from numbert import bert as bert_module
+from numbert import planner
 
 SENTENCES = [
     "A man is eating food.",
@@ -91,7 +91,7 @@ def test_sentence_transformers_names(model):
 def test_batches_match_one_text_at_a_time(model, monkeypatch):
     """Texts tokenized a few batches at a time, sorted within: the same vectors as each text run alone
     (within 1e-6; the padding differs), in the input order."""
-    monkeypatch.setattr(bert_module, "LOOK_AHEAD", 2)
+    monkeypatch.setattr(planner, "LOOK_AHEAD", 2)
     texts = [SENTENCES[i % len(SENTENCES)] + " x" * (i % 7) for i in range(23)]
     vectors = model.embed(texts, batch_size=3)
     one_by_one = np.stack([model.embed(t) for t in texts])
@@ -106,7 +106,7 @@ def test_batches_tokenize_a_block_at_a_time(model, monkeypatch):
     monkeypatch.setattr(model.tokenizer, "encode", lambda *a, **k: calls.append(1) or encode(*a, **k))
     monkeypatch.setattr(model.encoder, "forward", lambda *a, **k: first_forward.append(len(calls)) or forward(*a, **k))
     model.embed(["word " * (i % 50) for i in range(200)], batch_size=4)
-    assert first_forward[0] == bert_module.LOOK_AHEAD * 4 and len(calls) == 200
+    assert first_forward[0] == planner.LOOK_AHEAD * 4 and len(calls) == 200
 
 
 def test_tokenizer_is_callable_as_transformers(model):

@@ -225,8 +225,10 @@ def test_embed_keep_the_input_order(plain_bert):
 
 def test_embed_batch_neighbours_by_length(plain_bert, monkeypatch):
     widths = []
-    forward = plain_bert.forward
-    monkeypatch.setattr(plain_bert, "forward", lambda ids, *a, **k: widths.append(ids.shape) or forward(ids, *a, **k))
+    forward = plain_bert.encoder.forward
+    monkeypatch.setattr(
+        plain_bert.encoder, "forward", lambda ids, *a, **k: widths.append(ids.shape) or forward(ids, *a, **k)
+    )
     lengths = [40, 3, 25, 3, 40, 25, 3, 40]
     texts = [" ".join(["a"] * (n - 2)) for n in lengths]  # n tokens with [CLS] and [SEP]
     plain_bert.embed(texts, batch_size=3)

@@ -202,7 +202,7 @@ def test_a_served_prompt_name_needs_a_model_with_prompts(random_bert):
     from numbert.serve.settings import Settings
 
     plain = Embedder(Settings(model=str(random_bert)))  # a BERT saved by transformers: no prompts
-    assert plain.prompt(None) == ""
+    assert plain.request_recipe(None, None, None).prompt == ""
     with pytest.raises(ApiError, match="this model has none") as refused:
-        plain.prompt("query")
+        plain.request_recipe("query", None, None)
     assert refused.value.status == 422 and refused.value.param == "prompt_name"

@@ -18,7 +18,8 @@ import pytest
 from helpers import ServerProcess
 
 import numbert
-from numbert.serve.batching import Item, next_batch
+from numbert.planner import next_batch
+from numbert.serve.batching import Item
 
 WORDS = [
     "the",
@@ -342,9 +343,9 @@ def test_a_long_text_is_judged_by_its_head_when_that_decides(minilm_dir):
     for text in texts:
         want = e.tokenizer.encode(text.lower(), max_length=None, truncation=False).ids
         cut = want if len(want) <= 256 else want[:255] + want[-1:]  # as embed cuts it
-        assert list(e.texts_to_rows([text], True, "input")[0]) == cut
+        assert list(e.texts_to_rows([text], True, "input")[0].ids) == cut
         if len(want) <= 256:
-            assert list(e.texts_to_rows([text], False, "input")[0]) == want
+            assert list(e.texts_to_rows([text], False, "input")[0].ids) == want
         else:
             with pytest.raises(ApiError, match=r"'input\[0\]' is (at least )?\d+ tokens long"):
                 e.texts_to_rows([text], False, "input")

@@ -9,8 +9,12 @@ import numpy as np
 import pytest
 from test_sentence_modules import random_bert, st  # noqa: F401 - its fixtures, used below
 
+from threadpoolctl import threadpool_limits
+
 import numbert
-from numbert.workers import BLAS_THREADS, Pool, WorkerDied, describe, embed_batches
+from numbert import workers
+from numbert.planner import Row, row_of, run
+from numbert.workers import BLAS_THREADS, Pool, WorkerDied, describe
 
 
 def corpus(n: int) -> list[str]:
@@ -22,38 +26,57 @@ def corpus(n: int) -> list[str]:
     ]
 
 
-def chunked(texts: list[str], size: int) -> list[tuple[range, list[str]]]:
-    return [(range(i, min(i + size, len(texts))), texts[i : i + size]) for i in range(0, len(texts), size)]
+def planned(model, texts: list[str], batch_size: int = 8, **choices):
+    """The recipe and the planned batches (positions, rows) embed would run for `texts`."""
+    recipe = model.recipe(**choices)
+    return recipe, [
+        (positions, [row_of(e) for e in encodings])
+        for positions, encodings in model.plan(texts, None, recipe, batch_size)
+    ]
 
 
-def test_two_workers_give_the_single_process_vectors_bit_for_bit(minilm_dir, model):
-    chunks = chunked(corpus(230), 37)  # uneven chunks, the last one short
-    with Pool(minilm_dir, workers=2, batch_size=8) as pool:
-        assert pool.dim == 384
-        got = list(pool.map(chunks))
-    assert len(got) == len(chunks)
-    for (_, texts), vectors in zip(chunks, got):
-        expected = model.embed(texts, batch_size=8, progress=False)
+def in_process(model, recipe, batches, window_batch: int) -> list[np.ndarray]:
+    """Each batch's pooled vectors as this process runs them."""
+    return [
+        recipe.sentence_vectors(run(model.encoder, rows, recipe.max_length, recipe.stride, window_batch))
+        for _, rows in batches
+    ]
+
+
+@pytest.fixture
+def one_thread():
+    """This process's BLAS on one thread, as each worker's: a BLAS kernel may sum in another order on two."""
+    with threadpool_limits(1):
+        yield
+
+
+def test_two_workers_give_the_single_process_vectors_bit_for_bit(minilm_dir, model, one_thread):
+    recipe, batches = planned(model, corpus(230))
+    with Pool(minilm_dir, workers=2) as pool:
+        got = list(pool.map(recipe, batches, 8))
+    assert [positions for positions, _ in got] == [positions for positions, _ in batches]
+    for (_, vectors), expected in zip(got, in_process(model, recipe, batches, 8)):
         assert vectors.dtype == np.float32 and np.array_equal(vectors, expected)
 
 
-def test_map_yields_every_chunk_when_the_read_ahead_fills_with_finished_chunks(minilm_dir):
-    """A slow first chunk while the other worker finishes every chunk the read-ahead (2 x workers) allows:
-    when the slow one is done, every worker is idle and nothing more may be read ahead until chunks are
-    yielded. map must yield them and go on (it once returned there, leaving the rest of the chunks)."""
-    slow = ["a long line of words " * 20] * 256  # seconds of work, against milliseconds for the others
-    chunks = [(range(0, 256), slow)] + [(range(256 + i, 257 + i), [f"short {i}"]) for i in range(8)]
+def test_map_yields_every_batch_when_the_read_ahead_fills_with_finished_batches(minilm_dir, model):
+    """A slow first batch while the other worker finishes every batch the read-ahead (2 x workers) allows:
+    when the slow one is done, every worker is idle and nothing more may be read ahead until batches are
+    yielded. map must yield them and go on (it once returned there, leaving the rest)."""
+    recipe = model.recipe()
+    slow = [row_of(model.tokenizer.encode("a long line of words " * 12))] * 256  # seconds, against milliseconds
+    batches = [(range(0, 256), slow)] + [([256 + i], [row_of(model.tokenizer.encode(f"short {i}"))]) for i in range(8)]
     with Pool(minilm_dir, workers=2) as pool:
-        got = list(pool.map(chunks))
-    assert [len(v) for v in got] == [256] + [1] * 8
+        got = list(pool.map(recipe, batches))
+    assert [len(v) for _, v in got] == [256] + [1] * 8
 
 
-def test_options_reach_the_workers(minilm_dir, model):
-    chunks = chunked(corpus(20), 10)
-    options = dict(pooling="cls", layers=-2, normalize=False)
-    with Pool(minilm_dir, workers=1, **options) as pool:
-        got = np.concatenate(list(pool.map(chunks)))
-    assert np.array_equal(got, np.concatenate([model.embed(t, **options) for _, t in chunks]))
+def test_the_recipe_reaches_the_workers(minilm_dir, model, one_thread):
+    texts = corpus(20)
+    choices = dict(pooling="cls", layers=-2, normalize=False)
+    with Pool(minilm_dir, workers=1) as pool:
+        assert np.array_equal(model.embed(texts, workers=pool, **choices), model.embed(texts, **choices))
+        assert np.array_equal(model.embed(texts, workers=pool), model.embed(texts))  # another recipe, same pool
 
 
 def test_workers_run_one_blas_thread_and_the_caller_keeps_its_own(minilm_dir):
@@ -68,43 +91,46 @@ def test_workers_run_one_blas_thread_and_the_caller_keeps_its_own(minilm_dir):
     assert len(memory) == 2 and all(0 < m["pss"] <= m["rss"] for m in memory)
 
 
-def test_a_killed_worker_is_reported_with_its_lines_and_its_chunk_runs_again(minilm_dir, model):
-    texts = corpus(600)
-    chunks = chunked(texts, 150)
+def test_a_killed_worker_is_reported_with_its_inputs_and_its_batch_runs_again(minilm_dir, model, one_thread):
+    recipe, batches = planned(model, corpus(600), batch_size=150)
+    (positions, rows), *rest = batches  # a batch of one row, done at once, then a long one, still running
+    batches = [(positions[:1], rows[:1]), (positions[1:], rows[1:]), *rest]
     with Pool(minilm_dir, workers=2) as pool:
-        results = pool.map(chunks)
-        got = [next(results)]  # both workers now hold a chunk: kill one
-        os.kill(next(w.pid for w in pool.workers if w.chunk is not None), signal.SIGKILL)
-        with pytest.warns(RuntimeWarning, match=r"died \(killed by SIGKILL\) while embedding lines \d+-\d+"):
+        results = pool.map(recipe, batches, 150)
+        got = [next(results)]  # both workers now hold a batch: kill one
+        os.kill(next(w.pid for w in pool.workers if w.batch is not None), signal.SIGKILL)
+        with pytest.warns(RuntimeWarning, match=r"died \(killed by SIGKILL\) while embedding inputs \d+"):
             got += list(results)
         assert len(pool.workers) == 2
-    assert np.array_equal(np.concatenate(got), np.concatenate([model.embed(t, progress=False) for _, t in chunks]))
+    assert [positions for positions, _ in got] == [positions for positions, _ in batches]
+    assert all(np.array_equal(v, w) for (_, v), w in zip(got, in_process(model, recipe, batches, 150)))
 
 
-def test_a_chunk_that_kills_every_worker_is_an_error_naming_its_lines(minilm_dir):
-    chunks = chunked(corpus(400), 200)
+def test_a_batch_that_kills_every_worker_is_an_error_naming_its_inputs(minilm_dir, model):
+    recipe, batches = planned(model, corpus(400), batch_size=200)
     with Pool(minilm_dir, workers=1, retries=0) as pool:
-        results = pool.map(chunks)
+        results = pool.map(recipe, batches, 200)
         next(results)
-        os.kill(pool.workers[0].pid, signal.SIGKILL)  # it holds lines 200-399
-        with pytest.raises(WorkerDied, match="while embedding lines 200-399") as error:
+        os.kill(pool.workers[0].pid, signal.SIGKILL)  # it holds the second batch
+        with pytest.raises(
+            WorkerDied, match=r"while embedding inputs \d+, \d+, \d+, \d+, \.\.\. \(200 texts\)"
+        ) as error:
             next(results)
-    assert error.value.lines == range(200, 400)
+    assert list(error.value.lines) == batches[1][0]
 
 
-def test_bad_options_and_models_fail_when_the_pool_starts(minilm_dir, tmp_path):
-    with pytest.raises(ValueError, match="pooling"):
-        Pool(minilm_dir, workers=1, pooling="nonsense")
+def test_bad_models_fail_when_the_pool_starts(minilm_dir, tmp_path):
     with pytest.raises((OSError, ValueError), match="nowhere"):
         Pool(tmp_path / "nowhere", workers=1)
     with pytest.raises(ValueError, match="workers must be an integer >= 1"):
         Pool(minilm_dir, workers=0)
 
 
-def test_an_error_in_a_chunk_is_raised_in_the_caller(minilm_dir):
+def test_an_error_in_a_batch_is_raised_in_the_caller(minilm_dir, model):
+    recipe = model.recipe()
     with Pool(minilm_dir, workers=1) as pool:
-        with pytest.raises(TypeError, match=r"texts\[1\] is a int"):
-            list(pool.map([(range(2), ["fine", 3])]))
+        with pytest.raises(ValueError, match="input_ids"):
+            list(pool.map(recipe, [([0], [Row(np.array([101, 10**6, 102], np.int32))])]))  # an id past the vocabulary
         assert not pool.workers  # the pool closed itself
 
 
@@ -113,42 +139,31 @@ def test_describe():
     assert describe([3, 17, 2, 9, 40]) == "inputs 3, 17, 2, 9, ... (5 texts)"
 
 
-def test_embed_batches_gives_embed_of_the_whole_list_bit_for_bit(minilm_dir, model):
-    texts = corpus(150)
-    lengths = [len(model.tokenizer.encode(t)) for t in texts]  # all shorter than MiniLM's 256 tokens
-    order = sorted(range(len(texts)), key=lambda i: -lengths[i])
-    batches = [order[i : i + 8] for i in range(0, len(order), 8)]  # batches of 8 by token count
-    done = []
-    got = embed_batches(minilm_dir, texts, batches, 384, 2, progress=done.append, batch_size=8)
-    assert sum(done) == 150
-    # each batch as given: the same vectors as embed of that batch alone
-    expected = [model.embed([texts[i] for i in batch], batch_size=8, progress=False) for batch in batches]
-    assert np.array_equal(got[[i for batch in batches for i in batch]], np.concatenate(expected))
-
-
-def test_embed_with_workers_is_embed_bit_for_bit(model):
+def test_embed_with_workers_is_embed_bit_for_bit(model, one_thread):
     texts = corpus(120)
-    assert np.array_equal(model.embed(texts, workers=2, batch_size=16), model.embed(texts, batch_size=16))
+    assert np.array_equal(workers.embed(model, texts, 2, batch_size=16), model.embed(texts, batch_size=16))
     # more texts than one look-ahead block (LOOK_AHEAD x batch_size): the blocks' batches, bit for bit
-    assert np.array_equal(model.embed(texts, workers=2, batch_size=4), model.embed(texts, batch_size=4))
+    assert np.array_equal(workers.embed(model, texts, 2, batch_size=4), model.embed(texts, batch_size=4))
     options = dict(pooling="cls", layers=-2, normalize=False)
-    assert np.array_equal(model.embed(texts, workers=2, **options), model.embed(texts, **options))
-    assert model.embed("one text", workers=1).shape == (384,)
-    assert model.embed([], workers=2).shape == (0, 384)
+    assert np.array_equal(workers.embed(model, texts, 2, **options), model.embed(texts, **options))
+    assert workers.embed(model, "one text", 1).shape == (384,)
+    assert workers.embed(model, [], 2).shape == (0, 384)
 
 
-def test_embed_with_workers_runs_long_texts_as_windows_too(model):
+def test_embed_with_workers_runs_long_texts_as_windows_too(model, one_thread):
     texts = [*corpus(40), " ".join(["river bank"] * 40), "short", " ".join(["money"] * 50)]
     options = dict(max_length=24, long="window", stride=4, batch_size=8)
-    assert np.array_equal(model.embed(texts, workers=2, **options), model.embed(texts, **options))
+    assert np.array_equal(workers.embed(model, texts, 2, **options), model.embed(texts, **options))
 
 
-def test_embed_with_workers_needs_a_loaded_model_and_a_count(model):
+def test_embed_with_workers_needs_a_loaded_model_and_a_pool(model):
     with pytest.raises(ValueError, match="workers must be a positive integer, got 0"):
-        model.embed(["a"], workers=0)
+        workers.embed(model, ["a"], 0)
+    with pytest.raises(TypeError, match=r"workers takes a numbert.workers.Pool"):
+        model.embed(["a"], workers=2)
     in_memory = numbert.Bert(model.encoder, model.tokenizer, model.sentence_config)
-    with pytest.raises(ValueError, match="workers= needs a model loaded by numbert.load"):
-        in_memory.embed(["a"], workers=2)
+    with pytest.raises(ValueError, match="workers need a model loaded by numbert.load"):
+        workers.embed(in_memory, ["a"], 2)
 
 
 def test_embed_with_workers_keeps_the_models_prompt_and_dense_layers(tmp_path, st, torch, random_bert):  # noqa: F811
@@ -165,7 +180,8 @@ def test_embed_with_workers_keeps_the_models_prompt_and_dense_layers(tmp_path, s
         default_prompt_name="query",
     )
     ours = numbert.load(tmp_path / "st")
-    assert np.array_equal(ours.embed(TEXTS, workers=2), ours.embed(TEXTS))  # default prompt, Dense, Normalize
-    assert np.array_equal(
-        ours.embed(TEXTS, workers=2, prompt="x: ", pooling="mean"), ours.embed(TEXTS, prompt="x: ", pooling="mean")
-    )
+    with threadpool_limits(1):
+        assert np.array_equal(workers.embed(ours, TEXTS, 2), ours.embed(TEXTS))  # default prompt, Dense, Normalize
+        assert np.array_equal(
+            workers.embed(ours, TEXTS, 2, prompt="x: ", pooling="mean"), ours.embed(TEXTS, prompt="x: ", pooling="mean")
+        )

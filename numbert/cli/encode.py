@@ -27,6 +27,7 @@ from typing import IO, Any
 import numpy as np
 
 from ..npy import NpyRows
+from ..recipe import Recipe
 from .common import (
     Failure,
     add_model,
@@ -97,20 +98,16 @@ def check_encode_options(args: argparse.Namespace) -> None:
 # --- the writers: one per format ------------------------------------------------------------------
 
 
-def embed_options(model, args: argparse.Namespace) -> tuple[dict, int]:
-    """The keyword arguments of model.embed for these options, checked before any work is done, and
-    the width of the vectors they give."""
-    options = dict(
-        sentence_options(args),
-        batch_size=args.batch_size,
+def sentence_recipe(model, args: argparse.Namespace) -> Recipe:
+    """The sentence recipe these options ask for (numbert.recipe), checked before any work is done."""
+    return model.recipe(
+        **sentence_options(args),
         max_length=args.max_length,
         long=args.long,
         stride=args.stride,
-        progress=False,
         prompt=args.prompt,
         prompt_name=args.prompt_name,
     )
-    return options, model.embed([], **options).shape[1]
 
 
 Chunk = tuple[range, list[str]]  # (its input lines, their texts)
@@ -118,10 +115,10 @@ Embed = Callable[[Iterable[Chunk]], Iterable[np.ndarray]]  # chunks -> their vec
 
 
 @contextlib.contextmanager
-def embedder(model, args: argparse.Namespace, options: dict, bar: Any = None) -> Iterator[Embed]:
+def embedder(model, args: argparse.Namespace, recipe: Recipe, bar: Any = None) -> Iterator[Embed]:
     """How chunks of lines become vectors: in this process, in --workers processes, or on a Dask cluster.
-    Every way runs `Bert.embed` on each chunk, so the vectors are the same bits. `bar` moves as the
-    work is done: per batch in this process, per chunk from workers or Dask."""
+    Every way runs `Bert.embed` with the recipe on each chunk (worker processes run the batches it plans),
+    so the vectors are the same bits. `bar` moves as the work is done: per batch, or per chunk from Dask."""
 
     def advancing(vectors_of_chunks: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
         for vectors in vectors_of_chunks:
@@ -134,19 +131,25 @@ def embedder(model, args: argparse.Namespace, options: dict, bar: Any = None) ->
             from ..dask import BatchEncoder, map_chunks
 
             model_path = Path(args.model)
-            encoder = BatchEncoder(model_path.resolve() if model_path.exists() else args.model, **options)
+            where = model_path.resolve() if model_path.exists() else args.model
+            encoder = BatchEncoder(where, recipe=recipe, batch_size=args.batch_size)
             yield lambda chunks: advancing(map_chunks(client, encoder, chunks))
-    elif args.workers:
-        from ..workers import Pool, WorkerDied
-
-        with Pool(args.model, args.workers, **options) as pool:
-            try:
-                yield lambda chunks: advancing(pool.map(chunks))
-            except WorkerDied as e:
-                raise Failure(str(e)) from None
-    else:
-        here = options | {"progress": False if bar is None else bar}  # the bar advances batch by batch
+        return
+    here = {"recipe": recipe, "batch_size": args.batch_size, "progress": False if bar is None else bar}
+    if not args.workers:
         yield lambda chunks: (model.embed(texts, **here) for _, texts in chunks)
+        return
+    from ..workers import Pool, WorkerDied, describe
+
+    def in_workers(chunks: Iterable[Chunk]) -> Iterator[np.ndarray]:
+        for lines, texts in chunks:
+            try:
+                yield model.embed(texts, workers=pool, **here)
+            except WorkerDied as e:
+                raise Failure(f"{e} (input {describe([lines[i] for i in e.lines])})") from None
+
+    with Pool(args.model, args.workers) as pool:
+        yield in_workers
 
 
 @contextlib.contextmanager
@@ -189,8 +192,7 @@ def numbered(chunks: Iterable[list[str]]) -> Iterator[Chunk]:
 def write_text_vectors(model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace, bar: Any) -> None:
     """One line of space-separated values (6 decimals) per input line, in input order, written (and
     flushed) a batch at a time, so a reader such as `head -1` gets its lines as soon as they exist."""
-    options, _ = embed_options(model, args)
-    with embedder(model, args, options, bar) as embed:
+    with embedder(model, args, sentence_recipe(model, args), bar) as embed:
         for vectors in embed(numbered(chunks)):
             np.savetxt(out, vectors, fmt="%.6f")
             out.flush()
@@ -200,11 +202,11 @@ def write_sentence_vectors(
     model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace, bar: Any
 ) -> None:
     """One float32 row per line, in input order: OUT.npy, or OUT.npz holding `vectors`."""
-    options, dim = embed_options(model, args)
+    recipe = sentence_recipe(model, args)
     with contextlib.ExitStack() as stack:
         npy = out if args.format == "npy" else stack.enter_context(tempfile.TemporaryFile())
-        rows = NpyRows(npy, dim)
-        with embedder(model, args, options, bar) as embed:
+        rows = NpyRows(npy, recipe.dim)
+        with embedder(model, args, recipe, bar) as embed:
             for vectors in embed(numbered(chunks)):
                 rows.write(vectors)
         rows.finish()
@@ -246,13 +248,13 @@ def write_shard_directory(model, lines: Iterator[str], args: argparse.Namespace)
     """Sentence vectors as shards of --shard-lines lines plus a manifest in the directory -o; a rerun resumes."""
     from ..shards import model_fingerprint, write_shards
 
-    options, _ = embed_options(model, args)
+    recipe = sentence_recipe(model, args)
     job = {
         "model": args.model,
         **model_fingerprint(args.model),
-        "options": {name: value for name, value in options.items() if name != "progress"},
+        "options": {**recipe.describe(), "batch_size": args.batch_size},
     }
-    with progress_bar(args) as bar, embedder(model, args, options) as embed:
+    with progress_bar(args) as bar, embedder(model, args, recipe) as embed:
         write_shards(
             args.output,
             lines,

@@ -36,14 +36,12 @@ def serve(args: argparse.Namespace) -> None:
     from ..serve.main import run
     from ..serve.settings import Settings
 
+    recipe = dict(sentence_options(args), max_length=args.max_length, prompt=args.prompt, prompt_name=args.prompt_name)
     settings = Settings(
         model=args.model,
         served_model_name=args.served_model_name,
-        max_length=args.max_length,
+        recipe={name: value for name, value in recipe.items() if value is not None},
         auto_truncate=args.auto_truncate,
-        prompt=args.prompt,
-        prompt_name=args.prompt_name,
-        **sentence_options(args),
         **{name: getattr(args, name) for name in LIMITS},
     )
     try:

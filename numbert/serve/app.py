@@ -28,6 +28,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..recipe import Recipe
 from . import protocol
 from .batching import Batcher
 from .embedder import Embedder
@@ -84,14 +85,7 @@ class Server:
             log.error("%s", self.load_error)
             return
         s = self.settings
-        self.batcher = Batcher(
-            embedder.model,
-            embedder.sentence_vectors,
-            embedder.dim,
-            s.max_batch_tokens,
-            s.max_batch_size,
-            self.metrics,
-        )
+        self.batcher = Batcher(embedder.model.encoder, s.max_batch_tokens, s.max_batch_size, self.metrics)
         self.batcher.start(embedder.warm_up)
         self.embedder = embedder
         log.info(
@@ -196,14 +190,16 @@ class Server:
     ) -> tuple[bytes, int, int]:
         """The answer to /v1/embeddings or /embed, with the number of inputs and tokens it embedded.
 
-        While it waits for the model, a request holds its token ids only (4 bytes a token), not its body or texts.
+        While it waits for the model, a request holds its token ids only (4 bytes a token), not its body or texts;
+        if its client disconnects meanwhile, its rows are dropped before they run.
         """
         body = await self.read_body(http)
-        request, rows = await self.run(len(body), self.embedding_rows, embedder, body, parse, name)
+        request, recipe, rows = await self.run(len(body), self.embedding_rows, embedder, body, parse, name)
         del body
-        vectors = await batcher.submit(rows)  # (inputs, dim), pooled
-        tokens = sum(len(row) for row in rows)
-        answer = await self.run(vectors.size, self.render, embedder, request, vectors, tokens)
+        answers = await until_disconnected(http, batcher.submit(rows, embedder.embedding))
+        tokens = sum(len(row.ids) for row in rows)
+        vectors = recipe.finish(np.stack(answers)) if answers else np.empty((0, recipe.dim), np.float32)
+        answer = await self.run(vectors.size, self.render, request, vectors, tokens)
         return answer, len(rows), tokens
 
     async def run(self, size: int, work: Callable, *args):
@@ -212,35 +208,45 @@ class Server:
             return work(*args)
         return await anyio.to_thread.run_sync(work, *args, limiter=self.threads)
 
-    def embedding_rows(self, e: Embedder, body: bytes, parse: Callable, name: str) -> tuple[EmbeddingRequest, list]:
-        """The request, checked, and its inputs as token ids."""
+    def embedding_rows(
+        self, e: Embedder, body: bytes, parse: Callable, name: str
+    ) -> tuple[EmbeddingRequest, Recipe, list]:
+        """The request, checked, the recipe it asks for, and its inputs as rows of token ids."""
         request = parse(body, self.settings.max_client_batch_size)
-        e.check_dimensions(request.dimensions, normalizes(e, request))
+        recipe = e.request_recipe(request.prompt_name, request.normalize, request.dimensions)
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
         if request.ids:
             rows = e.ids_to_rows(request.inputs, name)
         else:
-            rows = e.texts_to_rows(request.inputs, truncate, name, e.prompt(request.prompt_name))
+            rows = e.texts_to_rows(request.inputs, truncate, name, recipe)
         request.inputs = []  # the token ids stand for them from here on
-        return request, rows
+        return request, recipe, rows
 
-    def render(self, e: Embedder, request: EmbeddingRequest, vectors: np.ndarray, tokens: int) -> bytes:
+    def render(self, request: EmbeddingRequest, vectors: np.ndarray, tokens: int) -> bytes:
         """The finished vectors as OpenAI's or text-embeddings-inference's JSON."""
-        vectors = e.finish(vectors, normalizes(e, request), request.dimensions)
         if request.normalize is None:  # OpenAI
             return protocol.openai_response(vectors, request.encoding_format, self.settings.name, tokens)
         return protocol.tei_response(vectors)
 
 
-def normalizes(e: Embedder, request: EmbeddingRequest) -> bool:
-    """Whether the answer is unit-length: as the request says (/embed), else as the server's recipe says."""
-    return e.normalize if request.normalize is None else request.normalize
+async def until_disconnected(http: Request, answer: asyncio.Future):
+    """The answer, awaited while watching the client: if it disconnects first, the answer is cancelled (so its
+    rows are dropped from the queue unrun) and the request ends with a 499 (nginx's \"client closed request\")."""
+    watch = asyncio.ensure_future(http.receive())  # the body is read: the next message is the disconnect
+    try:
+        await asyncio.wait((answer, watch), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if not answer.done():
+        answer.cancel()
+        raise ApiError(499, "the client closed the connection before its answer was ready", code="client_closed")
+    return answer.result()
 
 
 def tokenize_answer(e: Embedder, body: bytes, max_inputs: int) -> bytes:
     """/tokenize: each input's tokens with ids and character offsets."""
     texts, special = protocol.tokenize_request(body, max_inputs)
-    texts = [t.lower() for t in texts] if e.lowercase else texts
+    texts = [t.lower() for t in texts] if e.recipe.lowercase else texts
     encodings = [e.tokenizer.encode(t, add_special_tokens=special, max_length=None, truncation=False) for t in texts]
     return protocol.tokenize_response(encodings, texts)
 

@@ -1,12 +1,14 @@
 """Dynamic batching: admitted requests wait in a queue, and one model thread runs them a token budget at a time.
 
-Each step takes the oldest waiting input together with neighbours by length (the waiting inputs
-sorted longest first, as `Bert.batches` sorts a corpus), as many as make the forward cheapest per
-real token within `max_batch_tokens` padded tokens and `max_batch_size` rows; it runs one forward,
-pools each row with the model's sentence recipe (Dense layers included) and hands each request its
-rows; a request is answered when its last row is done. Taking the oldest input first means no request
-waits behind a stream of later ones; taking its neighbours by length keeps the padding small. The
-event loop only enqueues and awaits: NumPy and BLAS run here, in the model thread.
+A request queues its rows (token ids, and token type ids for a pair) with the readout that turns a
+forward into its answers (numbert.readouts: sentence vectors, classifier logits, ...). Each step takes
+the oldest waiting row and, among the rows waiting for the same readout, the neighbours by length that
+make the forward cheapest per real token (numbert.planner.next_batch), within `max_batch_tokens` padded
+tokens and `max_batch_size` rows; it runs one forward (numbert.planner.forward), reads each row's answer
+off it and hands each request its rows' answers; a request is answered when its last row is done.
+Taking the oldest row first means no request waits behind a stream of later ones; taking its neighbours
+by length keeps the padding small. A request whose client has gone (its future cancelled) is dropped
+before its rows run. The event loop only enqueues and awaits: NumPy and BLAS run here, in the model thread.
 """
 
 from __future__ import annotations
@@ -16,89 +18,67 @@ import itertools
 import logging
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from ..model import Output
+from ..model import Encoder, Output
+from ..planner import Row, forward, next_batch
 from .metrics import Metrics
 
 log = logging.getLogger("numbert.serve")
-FORWARD_OVERHEAD = 32  # a forward's fixed cost, in padded tokens (all-MiniLM-L6-v2 on 2 cores: about 24)
+
+
+class Readout(Protocol):
+    """What a forward's rows become for one task (numbert.readouts): one answer per row."""
+
+    def __call__(self, out: Output) -> list[np.ndarray]: ...
 
 
 @dataclass(eq=False)
 class Job:
-    """One request's inputs and, as the batches finish, their sentence vectors."""
+    """One request's rows, the readout they wait for and, as the batches finish, their answers."""
 
-    rows: list[np.ndarray]  # token ids per input, [CLS] ... [SEP], int32 (seq,)
-    vectors: np.ndarray  # (inputs, dim) float32, pooled and not yet normalized
+    rows: list[Row]
+    readout: Readout
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
+    answers: list = field(init=False)  # one per row, filled as its batch runs
     remaining: int = field(init=False)
     failed: bool = False
 
     def __post_init__(self) -> None:
+        self.answers = [None] * len(self.rows)
         self.remaining = len(self.rows)
+
+    @property
+    def gone(self) -> bool:
+        """Whether nobody waits for the answer any more: the request was cancelled (its client left) or failed."""
+        return self.failed or self.future.cancelled()
 
 
 class Item(NamedTuple):
-    """One input waiting for the model."""
+    """One row waiting for the model."""
 
-    arrival: int  # order of arrival over the server's life: the oldest waiting input goes first
+    arrival: int  # order of arrival over the server's life: the oldest waiting row goes first
     length: int  # tokens
     job: Job
-    position: int  # the input's index in its request
-
-
-def next_batch(waiting: Sequence[Item], max_tokens: int, max_rows: int) -> list[Item]:
-    """The oldest waiting input with the neighbours by length that make its forward cheapest per real token.
-
-    The waiting inputs are sorted longest first (as `Bert.batches` sorts a corpus) and a batch is a run
-    of them, padded to its first (longest) input: a forward costs FORWARD_OVERHEAD + rows x width.
-    Of the runs holding the oldest input, within max_rows and max_tokens (rows x width), the one with
-    the least cost per real token goes: inputs of like length, as many as keep the padding worth it.
-    """
-    order = sorted(waiting, key=lambda item: (-item.length, item.arrival))
-    lengths = [item.length for item in order]
-    k = min(range(len(order)), key=lambda i: order[i].arrival)
-    best, best_cost = (k, k + 1), float("inf")
-    for a in range(max(0, k - max_rows + 1), k + 1):
-        width, real = lengths[a], sum(lengths[a:k])
-        for b in range(k + 1, min(len(order), a + max_rows) + 1):
-            real += lengths[b - 1]
-            if (b - a) * width > max_tokens:
-                break
-            cost = (FORWARD_OVERHEAD + (b - a) * width) / real
-            if cost < best_cost:
-                best, best_cost = (a, b), cost
-    return order[best[0] : best[1]]
+    position: int  # the row's index in its request
 
 
 class Batcher:
-    """The queue of admitted inputs and the one thread that runs the model on them.
+    """The queue of admitted rows and the one thread that runs the model on them.
 
-    `submit` (on the event loop) enqueues a request's token ids and returns a future of its
-    (inputs, dim) pooled vectors; `stop` lets the thread finish everything queued, then end.
+    `submit` (on the event loop) enqueues a request's rows and returns a future of their answers;
+    `stop` lets the thread finish everything queued, then end.
     """
 
-    def __init__(
-        self,
-        model,
-        sentence_vectors: Callable[[Output], np.ndarray],
-        dim: int,
-        max_batch_tokens: int,
-        max_batch_size: int,
-        metrics: Metrics,
-    ):
-        self.model = model
-        self.sentence_vectors = sentence_vectors  # a forward's Output -> (rows, dim) pooled vectors
-        self.dim = dim
+    def __init__(self, encoder: Encoder, max_batch_tokens: int, max_batch_size: int, metrics: Metrics):
+        self.encoder = encoder
         self.max_batch_tokens, self.max_batch_size = max_batch_tokens, max_batch_size
         self.metrics = metrics
-        self.pad_id = model.config.pad_token_id
         self.inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self.thread: threading.Thread | None = None
 
@@ -108,10 +88,10 @@ class Batcher:
         self.thread = threading.Thread(target=self.run, args=(warm_up,), name="numbert-model", daemon=True)
         self.thread.start()
 
-    def submit(self, rows: list[np.ndarray]) -> asyncio.Future:
-        """Queue one request's inputs; the future gets their (inputs, dim) float32 vectors."""
+    def submit(self, rows: list[Row], readout: Readout) -> asyncio.Future:
+        """Queue one request's rows; the future gets their answers, one per row, in order."""
         loop = asyncio.get_running_loop()
-        job = Job(rows, np.empty((len(rows), self.dim), np.float32), loop.create_future(), loop)
+        job = Job(rows, readout, loop.create_future(), loop)
         self.metrics.queued(len(rows))
         self.inbox.put(job)
         return job.future
@@ -134,26 +114,27 @@ class Batcher:
                     if job is None:
                         stopping = True
                     else:
-                        waiting += [Item(next(arrivals), len(r), job, i) for i, r in enumerate(job.rows)]
+                        waiting += [Item(next(arrivals), len(r.ids), job, i) for i, r in enumerate(job.rows)]
                     job = self.inbox.get_nowait()
             except queue.Empty:
                 pass
+            gone = [item for item in waiting if item.job.gone]
+            if gone:
+                self.metrics.dropped(len(gone))
+                waiting = [item for item in waiting if not item.job.gone]
             if waiting:
-                batch = next_batch(waiting, self.max_batch_tokens, self.max_batch_size)
+                oldest = min(waiting, key=lambda item: item.arrival)
+                same_task = [item for item in waiting if item.job.readout is oldest.job.readout]
+                batch = next_batch(same_task, self.max_batch_tokens, self.max_batch_size)
                 taken = {id(item) for item in batch}
                 waiting = [item for item in waiting if id(item) not in taken]
-                self.run_batch(batch)
+                self.run_batch(batch, oldest.job.readout)
 
-    def run_batch(self, batch: list[Item]) -> None:
-        """One forward over the batch, right-padded to its longest input; each row goes to its request."""
+    def run_batch(self, batch: list[Item], readout: Readout) -> None:
+        """One forward over the batch, right-padded to its longest row; each row's answer goes to its request."""
         width = max(item.length for item in batch)
-        ids = np.full((len(batch), width), self.pad_id, np.int64)  # (rows, width)
-        mask = np.zeros((len(batch), width), np.int64)
-        for r, item in enumerate(batch):
-            ids[r, : item.length] = item.job.rows[item.position]
-            mask[r, : item.length] = 1
         try:
-            vectors = self.sentence_vectors(self.model.forward(ids, None, mask))  # (rows, dim)
+            answers = readout(forward(self.encoder, [item.job.rows[item.position] for item in batch]))
         except Exception as e:  # a bug, not a bad request (those are refused before they queue): answer 500
             log.exception("the forward pass failed on a batch of %d x %d tokens", len(batch), width)
             for item in batch:
@@ -163,12 +144,12 @@ class Batcher:
         self.metrics.ran_batch(len(batch), len(batch) * width)
         for r, item in enumerate(batch):
             job = item.job
-            if job.failed:  # its other inputs still run, and are dropped here
+            if job.failed:  # its other rows still run, and are dropped here
                 continue
-            job.vectors[item.position] = vectors[r]
+            job.answers[item.position] = answers[r]
             job.remaining -= 1
             if job.remaining == 0:
-                job.loop.call_soon_threadsafe(_settle, job.future, job.vectors, None)
+                job.loop.call_soon_threadsafe(_settle, job.future, job.answers, None)
 
 
 def _settle(future: asyncio.Future, result, error: BaseException | None) -> None:

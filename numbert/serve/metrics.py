@@ -72,6 +72,11 @@ class Metrics:
         with self.lock:
             self.queue_depth += inputs
 
+    def dropped(self, inputs: int) -> None:
+        """Inputs taken off the queue unrun: their request's client has gone."""
+        with self.lock:
+            self.queue_depth -= inputs
+
     def ran_batch(self, inputs: int, padded_tokens: int) -> None:
         with self.lock:
             self.queue_depth -= inputs

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 
 @dataclass(frozen=True)
 class Settings:
     """Everything a server process needs to build its app (JSON round-trips it to worker processes).
 
-    pooling / layers / combine / normalize / max_length / prompt / prompt_name: as for `Bert.embed`
-    (None = the model's own recipe, its Dense layers and default prompt included). Limits, with
+    recipe: the choices of the served recipe (pooling, layers, combine, normalize, max_length, prompt,
+    prompt_name: `Bert.recipe`'s; absent = the model's own, its Dense layers and default prompt included).
+    Limits, with
     text-embeddings-inference's names and defaults where it has them: payload_limit bytes per request
     body, max_client_batch_size inputs per request (413 beyond), max_concurrent_requests requests
     admitted at once (429 beyond), max_batch_tokens padded tokens and max_batch_size inputs per forward.
@@ -22,13 +23,7 @@ class Settings:
 
     model: str
     served_model_name: str | None = None  # the name in /v1/models and in answers (default: `model`)
-    pooling: str | list[str] | None = None
-    layers: str | int | list[int] | None = None
-    combine: str | None = None
-    normalize: bool | None = None
-    max_length: int | None = None
-    prompt: str | None = None  # prepended to every text input, as Bert.embed's prompt=
-    prompt_name: str | None = None  # the model's prompt by this name (None: its default prompt, if any)
+    recipe: dict = field(default_factory=dict)  # keyword arguments of Bert.recipe
     auto_truncate: bool = False  # cut inputs over max_length instead of answering 413
     max_batch_tokens: int = 16384
     max_batch_size: int = 32

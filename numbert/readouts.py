@@ -1,0 +1,107 @@
+"""Readouts: what one forward's rows become for each task, the head it needs and the output it reads.
+
+    readout                      reads                   through                   one answer per row
+    SentenceVectors(recipe)      hidden states, mask     pooling, Dense layers     (width,)
+    SequenceLogits(classifier)   pooler output           classifier                (labels,)
+    TokenLogits(classifier)      last hidden state       classifier on each token  (seq, labels)
+    SpanLogits(qa_outputs)       last hidden state       qa_outputs                (seq, 2): start, end
+    MaskedLMLogits(head, config) last hidden state       cls.predictions           (seq, vocab)
+
+Each is built from its head (numbert.heads.Heads builds and checks it), so a checkpoint without the
+head fails when the readout is made, before any forward.
+
+A readout is the task half of a planned batch: numbert.planner runs the rows (a text, or a pair with its
+token type ids) through the encoder, the readout turns the Output into each row's answer (token-level
+answers cut to the row's own length, padding dropped). The server's queue groups rows by readout, so
+one forward serves one task; the text tasks of numbert.tasks (classify, ner, qa, fill_mask) read the
+same logits and turn them into labels, entities, answers and words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import BertConfig
+from .heads import MaskedLM, classifier_logits, masked_lm_logits
+from .layers import Linear
+from .model import Output
+from .recipe import Recipe
+
+
+def row_lengths(out: Output) -> list[int]:
+    """Each row's real tokens (its attention mask's sum); a windowed Output (no batch axis) is one row."""
+    mask = out.attention_mask if out.batched else out.attention_mask[None]
+    return [int(n) for n in mask.sum(axis=-1)]
+
+
+def per_token(out: Output, values: np.ndarray) -> list[np.ndarray]:
+    """(batch, seq, k) values of a batch -> each row's (length, k), its padding cut off."""
+    values = values if out.batched else values[None]
+    return [v[:n] for v, n in zip(values, row_lengths(out))]
+
+
+@dataclass(frozen=True, eq=False)
+class SentenceVectors:
+    """A sentence vector per row: the recipe's pooling and Dense layers, before its `finish`. (width,)"""
+
+    recipe: Recipe
+    name = "embed"
+
+    def __call__(self, out: Output) -> list[np.ndarray]:
+        vectors = self.recipe.sentence_vectors(out)
+        return list(vectors if out.batched else vectors[None])
+
+
+@dataclass(frozen=True, eq=False)
+class SequenceLogits:
+    """A sequence classifier's logits per row (a text or a pair), on the pooler output. (labels,)"""
+
+    classifier: Linear  # Heads.sequence_classifier: (labels, hidden)
+    name = "classify"
+
+    def __call__(self, out: Output) -> list[np.ndarray]:
+        assert out.pooler_output is not None  # Heads.sequence_classifier requires a pooler
+        pooled = out.pooler_output if out.batched else out.pooler_output[None]
+        return list(classifier_logits(pooled, self.classifier))
+
+
+@dataclass(frozen=True, eq=False)
+class TokenLogits:
+    """A token classifier's logits for each real token of each row. (length, labels)"""
+
+    classifier: Linear  # Heads.token_classifier: (labels, hidden)
+    name = "token_classify"
+
+    def __call__(self, out: Output) -> list[np.ndarray]:
+        return per_token(out, classifier_logits(out.last_hidden_state, self.classifier))
+
+
+@dataclass(frozen=True, eq=False)
+class SpanLogits:
+    """The QA head's start and end logits for each real token of each row. (length, 2)"""
+
+    qa_outputs: Linear  # Heads.question_answering: (2, hidden)
+    name = "qa"
+
+    def __call__(self, out: Output) -> list[np.ndarray]:
+        return per_token(out, classifier_logits(out.last_hidden_state, self.qa_outputs))
+
+
+@dataclass(frozen=True, eq=False)
+class MaskedLMLogits:
+    """The masked-LM head's scores over the vocabulary for each real token of each row. (length, vocab)
+
+    vocab x 4 bytes per token (122 kB for BERT's 30522): meant for short rows or few of them."""
+
+    head: MaskedLM  # Heads.masked_lm
+    config: BertConfig  # its activation (hidden_act) and LayerNorm epsilon
+    name = "masked_lm"
+
+    def __call__(self, out: Output) -> list[np.ndarray]:
+        c = self.config
+        return [
+            masked_lm_logits(h, self.head, c.hidden_act, c.layer_norm_eps)
+            for h in per_token(out, out.last_hidden_state)
+        ]

@@ -1,0 +1,204 @@
+"""The sentence recipe: one frozen value saying how a text becomes one sentence vector.
+
+    recipe = model.recipe()                        # the model's own (a sentence-transformers directory's
+    recipe = model.recipe(pooling="cls", layers=-1)  # modules), or bert-as-service's mean of layer -2
+    recipe.prepare("a text")                       # the text as it is tokenized: prompt + text, lowercased
+    recipe.sentence_vectors(out)                   # a forward's Output -> (rows, dim): pool, then Dense
+    recipe.finish(vectors)                         # normalize, then keep the first `dimensions`
+
+A recipe is built once from the model's sentence-transformers config plus the caller's overrides and
+checked then (pooling names, layer indices, prompt names, lengths), so everything that runs it (embed,
+the command line, the server, worker processes, Dask, shards) runs the same recipe and reads nothing
+else of the model. It knows its output width (`dim`), pickles (worker processes get it whole) and
+describes itself as JSON (`describe()`, for a job's manifest).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import recipes
+from .config import BertConfig
+from .model import Output
+from .sentence_config import Dense, SentenceConfig
+from .windows import window_spans
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """pooling over `layers` (combined by `combine`) -> Dense layers -> L2 normalize -> first `dimensions`.
+
+    pooling: numbert pooling names, concatenated in order (recipes.POOLINGS).
+    layers / combine: the hidden states pooled (recipes.layer_selection).
+    max_length: tokens per input, [CLS] and [SEP] included; a longer text is cut (long="truncate") or
+        runs as overlapping windows sharing `stride` tokens (long="window", numbert.windows).
+    width: the width of the pooled vectors after the Dense layers.
+    dense: sentence-transformers Dense modules, applied in order to the pooled vector.
+    prompt: text prepended to every input; lowercase: the input is lowercased first (do_lower_case).
+    dimensions: keep the first `dimensions` values (Matryoshka); renormalized when `normalize`.
+    """
+
+    pooling: tuple[str, ...]
+    layers: recipes.Layers
+    combine: str | None
+    max_length: int
+    width: int
+    dense: tuple[Dense, ...] = field(default=(), repr=False)
+    normalize: bool = False
+    prompt: str = ""
+    lowercase: bool = False
+    dimensions: int | None = None
+    long: str = "truncate"
+    stride: int = 128
+
+    @property
+    def dim(self) -> int:
+        """The width of the vectors `finish` returns."""
+        return self.width if self.dimensions is None else self.dimensions
+
+    def prepare(self, text: str) -> str:
+        """The text as the tokenizer sees it: the prompt prepended, lowercased if the model says do_lower_case."""
+        text = self.prompt + text
+        return text.lower() if self.lowercase else text
+
+    def sentence_vectors(self, out: Output) -> np.ndarray:
+        """A forward's sentence vectors before `finish`: pooled, then through the Dense layers. ([rows,] width)"""
+        vectors = out.sentence_vector(self.pooling, self.layers, self.combine)
+        for layer in self.dense:
+            vectors = layer(vectors)
+        return vectors
+
+    def finish(self, vectors: np.ndarray) -> np.ndarray:
+        """Pooled vectors as answered: L2-normalized if `normalize`; cut to `dimensions` (and normalized again).
+        ([rows,] width) -> ([rows,] dim)"""
+        if self.normalize:
+            vectors = recipes.normalize(vectors)
+        if self.dimensions is not None:
+            vectors = vectors[..., : self.dimensions]
+            if self.normalize:
+                vectors = recipes.normalize(vectors)
+        return vectors
+
+    def with_output(self, *, normalize: bool | None = None, dimensions: int | None = None) -> Recipe:
+        """The same recipe with another normalization or number of dimensions (None keeps this recipe's)."""
+        if dimensions is not None:
+            check_dimensions(dimensions, self.width)
+        return dataclasses.replace(
+            self,
+            normalize=self.normalize if normalize is None else normalize,
+            dimensions=self.dimensions if dimensions is None else dimensions,
+        )
+
+    def describe(self) -> dict:
+        """The recipe as JSON values (Dense layers by shape and activation), for a job's manifest and logs."""
+        return {
+            "pooling": list(self.pooling),
+            "layers": self.layers if isinstance(self.layers, (str, int)) else list(self.layers),
+            "combine": self.combine,
+            "dense": [{"shape": list(d.weight.shape), "activation": d.activation} for d in self.dense],
+            "normalize": self.normalize,
+            "prompt": self.prompt,
+            "lowercase": self.lowercase,
+            "max_length": self.max_length,
+            "dimensions": self.dimensions,
+            "long": self.long,
+            "stride": self.stride,
+        }
+
+
+def build(
+    config: BertConfig,
+    sentence_config: SentenceConfig | None,
+    has_pooler: bool,
+    *,
+    pooling: str | Sequence[str] | None = None,
+    layers: recipes.Layers | None = None,
+    combine: str | None = None,
+    normalize: bool | None = None,
+    prompt: str | None = None,
+    prompt_name: str | None = None,
+    max_length: int | None = None,
+    dimensions: int | None = None,
+    long: str = "truncate",
+    stride: int = 128,
+) -> Recipe:
+    """The recipe of a model (its config, its sentence-transformers config if any) with the caller's choices.
+
+    Unset choices take the model's own: for a sentence-transformers model its pooling of the last
+    layer, its Dense layers (unless a pooling is chosen), its Normalize, max_seq_length, do_lower_case
+    and default prompt; for a plain BERT the mean of the second-to-last layer (bert-as-service's default)
+    over all its positions. Every choice is checked here, with an error naming it.
+    """
+    st = sentence_config
+    if st is not None and pooling is None and st.unsupported:
+        raise ValueError(
+            f"this sentence-transformers model has modules numbert does not run "
+            f"({', '.join(st.unsupported)}), so its own sentence vectors cannot be computed; "
+            f"pass pooling=... (and layers=...) to pool BERT's token vectors yourself"
+        )
+    if st is None and prompt_name is not None:
+        raise ValueError("prompt_name needs a sentence-transformers model with prompts; pass prompt= instead")
+    dense = st.dense if st is not None and pooling is None else ()  # a chosen pooling skips the model's Dense
+    if pooling is None:
+        pooling = st.pooling if st is not None else ("mean",)
+    poolings = (pooling,) if isinstance(pooling, str) else tuple(pooling)
+    if layers is None:
+        layers = -1 if st is not None else -2
+    elif not isinstance(layers, (str, int, np.integer)):
+        layers = tuple(layers)  # type: ignore[arg-type]  # a list of indices, frozen
+    width = dense[-1].weight.shape[0] if dense else pooled_width(config, has_pooler, poolings, layers, combine)
+    if dimensions is not None:
+        check_dimensions(dimensions, width)
+    max_length = tokens_per_input(config, st, max_length)
+    check_long(long)
+    if long == "window":
+        window_spans(0, max_length - 2, stride)  # a bad stride fails now, not at the first long text
+    return Recipe(
+        pooling=poolings,
+        layers=layers,
+        combine=combine,
+        max_length=max_length,
+        width=width,
+        dense=dense,
+        normalize=(st is not None and st.normalize) if normalize is None else bool(normalize),
+        prompt=st.prompt(prompt, prompt_name) if st is not None else (prompt or ""),
+        lowercase=st is not None and st.do_lower_case,
+        dimensions=dimensions,
+        long=long,
+        stride=stride,
+    )
+
+
+def pooled_width(
+    config: BertConfig, has_pooler: bool, pooling: tuple[str, ...], layers: recipes.Layers, combine: str | None
+) -> int:
+    """The width of a pooled vector, found by pooling one zero token (which checks the choices too)."""
+    zeros = np.zeros((config.num_hidden_layers + 1, 1, 1, config.hidden_size), np.float32)
+    pooled = np.zeros((1, config.hidden_size), np.float32) if has_pooler else None
+    return recipes.sentence_vectors(zeros, np.ones((1, 1), np.int64), pooling, layers, combine, pooled).shape[-1]
+
+
+def tokens_per_input(config: BertConfig, sentence_config: SentenceConfig | None, max_length: int | None) -> int:
+    """Tokens per input, [CLS] and [SEP] included: the caller's, a sentence-transformers max_seq_length, or all
+    the model's positions."""
+    positions = config.max_position_embeddings
+    if max_length is None:
+        st = sentence_config
+        return min(st.max_seq_length or positions, positions) if st else positions
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or not 3 <= max_length <= positions:
+        raise ValueError(f"max_length must be an integer between 3 and {positions}, got {max_length!r}")
+    return max_length
+
+
+def check_long(long: str) -> None:
+    if long not in ("truncate", "window"):
+        raise ValueError(f"long must be 'truncate' or 'window', got {long!r}")
+
+
+def check_dimensions(dimensions: int, width: int) -> None:
+    if isinstance(dimensions, bool) or not isinstance(dimensions, int) or not 1 <= dimensions <= width:
+        raise ValueError(f"dimensions must be an integer between 1 and the vectors' width {width}, got {dimensions!r}")
