@@ -9,35 +9,26 @@ fill_mask, is_next, classify, ner, qa; numbert.vocabulary reads the embedding ta
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from . import planner, recipe, recipes, tasks, vocabulary
+from . import embedding, planner, recipe, recipes, tasks, vocabulary
 from .checkpoint import load_weights
 from .config import BertConfig, config_file
 from .heads import HeadConfig, Heads
 from .hub import VOCAB_FILES, default_model, model_dir
 from .model import Encoder, Output
-from .planner import Row, row_of, text_list
+from .planner import row_of, text_list
 from .recipe import Recipe
 from .sentence_config import SentenceConfig, read_sentence_config
 from .tf_bundle import prefix_of as tf_checkpoint_prefix
 from .tokenizer import Encoding, Tokenizer
 from .tokenizer.tokenizer import alias
-
-
-class Runner(Protocol):
-    """Runs planned batches of rows somewhere else (numbert.workers.Pool): each batch's pooled vectors, in order."""
-
-    def map(
-        self, recipe: Recipe, batches: Iterable[tuple[list[int], list[Row]]], window_batch: int
-    ) -> Iterator[tuple[Sequence[int], np.ndarray]]: ...
 
 
 class Bert:
@@ -247,139 +238,10 @@ class Bert:
         prompt_name, max_length, dimensions, long, stride), checked: see numbert.recipe.build."""
         return recipe.build(self.config, self.sentence_config, self.encoder.pooler is not None, **choices)
 
-    def embed(
-        self,
-        texts: str | Sequence[str],
-        *,
-        batch_size: int = 32,
-        recipe: Recipe | None = None,
-        progress: bool | Any | None = None,
-        workers: Runner | None = None,
-        normalize_embeddings: bool | None = None,
-        show_progress_bar: bool | None = None,
-        convert_to_numpy: bool = True,
-        **choices,
-    ) -> np.ndarray | list[np.ndarray]:
-        """Sentence vectors of many texts: (n, dim) float32 in the input order, (dim,) for one string.
-
-        The recipe is `recipe`, else `model.recipe(**choices)`: pooling, layers, combine, normalize,
-        max_length, long, stride, prompt, prompt_name, dimensions (numbert.recipe.build). Its defaults
-        are, for a sentence-transformers directory, its own recipe (its pooling of the last layer, its
-        Dense layers and Normalize, max_seq_length and lowercasing, its default prompt), so the vectors
-        are SentenceTransformer.encode's; for a plain BERT the mean of the second-to-last layer,
-        bert-as-service's default. Batching, truncation and long texts as in `batches`. A progress bar
-        (tqdm, on stderr) shows once the job has run 2 s; progress=True shows it at once, progress=False
-        never; or pass a tqdm bar of your own, which each batch advances (one bar over several calls).
-        workers: a numbert.workers.Pool, which runs the planned batches in its processes: the same
-        vectors, bit for bit, as this process gives with the BLAS threads of one worker.
-
-        sentence-transformers' names work too: `normalize_embeddings=True` is normalize=True (False
-        leaves the model's own recipe, as there: a Normalize module still normalizes),
-        `show_progress_bar` is `progress`, and `convert_to_numpy=False` gives a list of (dim,) arrays.
-        """
-        if normalize_embeddings is not None:
-            if "normalize" in choices:
-                raise TypeError("got both normalize and sentence-transformers' normalize_embeddings; pass one")
-            choices["normalize"] = True if normalize_embeddings else None
-        if isinstance(workers, int):
-            raise TypeError(
-                "workers takes a numbert.workers.Pool (the engine lives above the model): "
-                "numbert.workers.embed(model, texts, workers=N) starts one for a call"
-            )
-        if recipe is None:
-            recipe = self.recipe(**choices)
-        elif choices:
-            raise TypeError(f"pass recipe= or its choices ({', '.join(choices)}), not both")
-        progress = alias(progress, show_progress_bar, "progress", "show_progress_bar")
-        single = isinstance(texts, str)
-        texts = text_list([texts] if single else texts)
-        vectors = np.empty((len(texts), recipe.width), np.float32)
-        planned = self.plan(texts, None, recipe, batch_size)
-        with progress_bar(progress, len(texts)) as bar:
-            for positions, pooled in self.run_planned(planned, recipe, batch_size, workers):
-                vectors[positions] = pooled
-                bar.update(len(positions))
-        vectors = recipe.finish(vectors)
-        if single:
-            return vectors[0]
-        return vectors if convert_to_numpy else list(vectors)
-
-    def run_planned(
-        self,
-        planned: Iterable[tuple[list[int], list[Encoding]]],
-        recipe: Recipe,
-        batch_size: int,
-        workers: Runner | None = None,
-    ) -> Iterator[tuple[list[int], np.ndarray]]:
-        """(positions, their pooled vectors before `recipe.finish`) of each planned batch: run here, or by
-        `workers` (a Runner), which receive the batches' rows and run them as this process would."""
-        if workers is None:
-            for positions, encodings in planned:
-                rows = [row_of(e) for e in encodings]
-                yield (
-                    positions,
-                    recipe.sentence_vectors(
-                        planner.run(self.encoder, rows, recipe.max_length, recipe.stride, batch_size)
-                    ),
-                )
-            return
-        batches = ((positions, [row_of(e) for e in encodings]) for positions, encodings in planned)
-        for positions, pooled in workers.map(recipe, batches, batch_size):
-            yield list(positions), pooled
-
-    def encode(
-        self,
-        sentences: str | Sequence[str],
-        batch_size: int = 32,
-        show_progress_bar: bool | None = None,
-        convert_to_numpy: bool = True,
-        normalize_embeddings: bool = False,
-        **options,
-    ) -> np.ndarray | list[np.ndarray]:
-        """Sentence vectors, as `SentenceTransformer.encode` is called: `embed` under its names.
-
-        Not to be confused with the module function `numbert.encode(text)`, which returns the whole
-        Output (hidden states, pooler output) of one forward pass. Other keyword arguments go to `embed`.
-        """
-        return self.embed(
-            sentences,
-            batch_size=batch_size,
-            show_progress_bar=show_progress_bar,
-            convert_to_numpy=convert_to_numpy,
-            normalize_embeddings=normalize_embeddings,
-            **options,
-        )
-
-    # --- words and similarity ------------------------------------------------------------------------
-
-    def word_vectors(
-        self,
-        text: str,
-        *,
-        layers: str | int | Sequence[int] = "sum_last_four",
-        combine: str | None = None,
-        merge: str = "mean",
-        long: str = "truncate",
-        stride: int = 128,
-    ) -> list[recipes.Word]:
-        """The words of `text`, each with its character span and the merged vector of its pieces.
-
-        >>> [(w.text, w.span) for w in model.word_vectors("Embeddings, please")]
-        [('Embeddings', (0, 10)), (',', (10, 11)), ('please', (12, 18))]
-        """
-        if not isinstance(text, str):
-            raise TypeError(f"word_vectors takes one text (str), not {type(text).__name__}")
-        recipe.check_long(long)
-        out = self.windowed(text, stride=stride) if long == "window" else self(text)
-        assert out.encodings is not None  # a call on text keeps its encodings
-        return recipes.word_vectors(out.token_vectors(layers, combine), out.encodings[0], (text,), merge)
-
-    def similarity(self, a: str, b: str, **options) -> float:
-        """The cosine similarity of two texts' sentence vectors (options as for embed)."""
-        if not isinstance(a, str) or not isinstance(b, str):
-            raise TypeError(f"similarity takes two texts (str), not {type(a).__name__} and {type(b).__name__}")
-        u, v = self.embed([a, b], **options)
-        return float(recipes.cosine(u, v))
+    embed = embedding.embed  # sentence vectors of many texts, by a recipe
+    encode = embedding.encode  # embed under sentence-transformers' names
+    similarity = embedding.similarity  # the cosine of two texts' sentence vectors
+    word_vectors = embedding.word_vectors  # the words of a text with their vectors
 
     @functools.cached_property
     def unit_word_embeddings(self) -> np.ndarray:
@@ -411,16 +273,6 @@ def with_tokens(out: Output, encodings: Sequence[Encoding], pad_token: str) -> O
         out.tokens = list(encodings[0].tokens)
     out.encodings = list(encodings)
     return out
-
-
-def progress_bar(progress: bool | Any | None, total: int) -> contextlib.AbstractContextManager:
-    """A tqdm bar over `total` texts (shown after 2 s; progress=True at once, False never), or the caller's own
-    bar (`progress` is a tqdm bar: it is advanced, not closed)."""
-    if progress is None or isinstance(progress, bool):
-        from tqdm.auto import tqdm
-
-        return tqdm(total=total, unit="text", disable=progress is False, delay=0 if progress else 2)
-    return contextlib.nullcontext(progress)
 
 
 def load(

@@ -149,7 +149,7 @@ def build(
     if layers is None:
         layers = -1 if st is not None else -2
     elif not isinstance(layers, (str, int, np.integer)):
-        layers = tuple(layers)  # type: ignore[arg-type]  # a list of indices, frozen
+        layers = tuple(layers)  # a list of indices, frozen
     width = dense[-1].weight.shape[0] if dense else pooled_width(config, has_pooler, poolings, layers, combine)
     if dimensions is not None:
         check_dimensions(dimensions, width)

@@ -8,7 +8,6 @@ import signal
 import numpy as np
 import pytest
 from test_sentence_modules import random_bert, st  # noqa: F401 - its fixtures, used below
-
 from threadpoolctl import threadpool_limits
 
 import numbert
