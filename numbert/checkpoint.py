@@ -151,12 +151,11 @@ def load_weights(
 ) -> dict[str, np.ndarray]:
     """Weights of the BERT encoder at `path`, by bare `BertModel` name, float32, read-only.
 
-
     `path` is a Checkpoint, or where `Checkpoint.find` finds one: a model directory or a TensorFlow
     checkpoint prefix (`.../bert_model.ckpt`). A directory is read from model.safetensors, else
     pytorch_model.bin, else their sharded forms, else a TensorFlow checkpoint (the one its
-    `checkpoint` file names). The keys are those of
-    `tensor_shapes(config)`, less the pooler's if the checkpoint has neither of them, then the heads'
+    `checkpoint` file names). The keys are those of `tensor_shapes(config)`, less the pooler's if
+    the checkpoint has neither of them, then the heads'
     (names starting with HEAD_PREFIXES); each encoder tensor is checked for presence and shape first,
     so a checkpoint that disagrees with its config fails here, naming the tensor, rather than
     mid-forward. A TensorFlow checkpoint's per-tensor CRC-32C is checked with verify_crc=True,
@@ -204,15 +203,15 @@ class Checkpoint:
         index lists and the directory lacks is an error naming it.
         """
         prefix = tf_bundle.prefix_of(path)
-        first = weight_file(path) if prefix is None else tf_bundle.index_path(prefix)
-        config = next((first.parent / name for name in CONFIG_FILES if (first.parent / name).is_file()), None)
-        if first.name in SHARD_INDEXES:
-            return cls(FORMATS[first.name], (first, *shard_paths(first, read_weight_map(first))), config)
-        if first.name in FORMATS:
-            return cls(FORMATS[first.name], (first,), config)
-        prefix = first.with_name(first.name.removesuffix(".index"))
+        found = weight_file(path) if prefix is None else tf_bundle.index_path(prefix)
+        config = next((found.parent / name for name in CONFIG_FILES if (found.parent / name).is_file()), None)
+        if found.name in SHARD_INDEXES:
+            return cls(FORMATS[found.name], (found, *shard_paths(found, read_weight_map(found))), config)
+        if found.name in FORMATS:
+            return cls(FORMATS[found.name], (found,), config)
+        prefix = found.with_name(found.name.removesuffix(".index"))  # a TensorFlow checkpoint's `.index`
         num_shards, _ = tf_bundle.read_index(prefix)
-        return cls(TENSORFLOW, (first, *tf_bundle.data_shards(prefix, num_shards)), config)
+        return cls(TENSORFLOW, (found, *tf_bundle.data_shards(prefix, num_shards)), config)
 
     @property
     def path(self) -> Path:
