@@ -21,12 +21,11 @@ from . import embedding, planner, recipe, recipes, tasks, vocabulary
 from .checkpoint import load_weights
 from .config import BertConfig, config_file
 from .heads import HeadConfig, Heads
-from .hub import VOCAB_FILES, default_model, model_dir
+from .hub import VOCAB_FILES, default_model, model_checkpoint
 from .model import Encoder, Output
 from .planner import row_of, text_list
 from .recipe import Recipe
 from .sentence_config import SentenceConfig, read_sentence_config
-from .tf_bundle import prefix_of as tf_checkpoint_prefix
 from .tokenizer import Encoding, Tokenizer
 from .tokenizer.tokenizer import alias
 
@@ -69,13 +68,10 @@ class Bert:
         $NUMBERT_MODEL, else bert-base-uncased). check_finite: refuse weights holding NaN or infinity,
         naming the tensor (reads every page of the weights: ~0.1 s for bert-base)."""
         name_or_path = default_model() if name_or_path is None else name_or_path
-        directory = model_dir(name_or_path, revision=revision, cache_dir=cache_dir)
+        checkpoint = model_checkpoint(name_or_path, revision=revision, cache_dir=cache_dir)
+        directory = checkpoint.directory
         config = BertConfig.from_json(config_file(directory))  # config.json, or Google's bert_config.json
-        weights = load_weights(
-            tf_checkpoint_prefix(name_or_path) or directory,
-            config,  # or `.../bert_model.ckpt`
-            check_finite=check_finite,
-        )
+        weights = load_weights(checkpoint, config, check_finite=check_finite)
         has_vocab = any((directory / f).is_file() for f in VOCAB_FILES)  # vocab.txt, or tokenizer.json
         tokenizer = Tokenizer.from_pretrained(directory) if has_vocab else None
         return cls(
@@ -84,7 +80,7 @@ class Bert:
             read_sentence_config(directory),
             name=str(name_or_path),
             head_config=HeadConfig.from_json(config_file(directory)),
-            directory=Path(os.fspath(name_or_path)) if tf_checkpoint_prefix(name_or_path) else directory,
+            directory=checkpoint.location,
         )
 
     def forward(

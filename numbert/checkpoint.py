@@ -16,6 +16,11 @@ Three file formats, none needs torch or TensorFlow:
 Large checkpoints may be split into shards listed by `model.safetensors.index.json` or
 `pytorch_model.bin.index.json` (a `weight_map` from tensor name to shard file).
 
+`Checkpoint.find(path)` is the one place that tells these formats apart: it records which format a
+directory (or TensorFlow prefix) holds and every file holding its weights, an index with each of
+its shards; `read()` returns the tensors, `fingerprint()` the SHA-256 of each file (a long job
+compares it to know it still runs the same weights).
+
 Names are then normalised (`bert.` prefix, legacy LayerNorm `gamma`/`beta`, buffers) and every
 tensor the config needs is checked for presence, shape and dtype before anything runs. The task heads'
 tensors come along (numbert.heads checks them when a task first uses them).
@@ -24,18 +29,22 @@ tensors come along (numbert.heads checks them when a task first uses them).
 from __future__ import annotations
 
 import collections
+import dataclasses
+import hashlib
 import json
 import math
+import os
 import pickle
 import re
 import struct
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
 from . import tf_bundle
-from .config import BertConfig
+from .config import CONFIG_FILES, BertConfig
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # the files numbert reads weights from, in this order
 
@@ -91,6 +100,13 @@ POOLER = (
 HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.")  # pre-training heads (cls.*) and fine-tuning heads
 BUFFER_SUFFIXES = ("position_ids", "token_type_ids")  # index buffers some checkpoints save
 SHARD_INDEXES = tuple(f"{name}.index.json" for name in WEIGHT_FILES)  # weight_map -> shards, for large checkpoints
+FORMATS = {  # the file a checkpoint is found by -> its format
+    "model.safetensors": "safetensors",
+    "pytorch_model.bin": "pytorch",
+    "model.safetensors.index.json": "sharded safetensors",
+    "pytorch_model.bin.index.json": "sharded pytorch",
+}
+TENSORFLOW = "tensorflow"  # the format of a checkpoint found by its `.index` (Google's, read by tf_bundle)
 
 
 def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
@@ -131,15 +147,15 @@ def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
 
 
 def load_weights(
-    path: str | Path, config: BertConfig, *, verify_crc: bool | None = None, check_finite: bool = False
+    path: str | Path | Checkpoint, config: BertConfig, *, verify_crc: bool | None = None, check_finite: bool = False
 ) -> dict[str, np.ndarray]:
     """Weights of the BERT encoder at `path`, by bare `BertModel` name, float32, read-only.
 
-
-    `path` is a model directory or a TensorFlow checkpoint prefix (`.../bert_model.ckpt`). A directory
-    is read from model.safetensors, else pytorch_model.bin, else their sharded forms, else a
-    TensorFlow checkpoint (the one its `checkpoint` file names). The keys are those of
-    `tensor_shapes(config)`, less the pooler's if the checkpoint has neither of them, then the heads'
+    `path` is a Checkpoint, or where `Checkpoint.find` finds one: a model directory or a TensorFlow
+    checkpoint prefix (`.../bert_model.ckpt`). A directory is read from model.safetensors, else
+    pytorch_model.bin, else their sharded forms, else a TensorFlow checkpoint (the one its
+    `checkpoint` file names). The keys are those of `tensor_shapes(config)`, less the pooler's if
+    the checkpoint has neither of them, then the heads'
     (names starting with HEAD_PREFIXES); each encoder tensor is checked for presence and shape first,
     so a checkpoint that disagrees with its config fails here, naming the tensor, rather than
     mid-forward. A TensorFlow checkpoint's per-tensor CRC-32C is checked with verify_crc=True,
@@ -155,21 +171,81 @@ def load_weights(
     return weights
 
 
-def read_checkpoint(path: str | Path, *, verify_crc: bool | None = None) -> tuple[Path, dict[str, np.ndarray]]:
+def read_checkpoint(
+    path: str | Path | Checkpoint, *, verify_crc: bool | None = None
+) -> tuple[Path, dict[str, np.ndarray]]:
     """(the file to name in errors, every tensor by its transformers name) of the checkpoint at `path`."""
-    prefix = tf_bundle.prefix_of(path)
-    if prefix is None:
-        path = weight_file(path)
-        if path.name in SHARD_INDEXES:
-            return path, read_sharded(path)
-        if path.name.endswith(".index"):  # a TensorFlow checkpoint found in the directory
-            prefix = path.with_suffix("")
-        else:
-            return path, read_safetensors(path) if path.name.endswith(".safetensors") else read_torch_bin(path)
-    return tf_bundle.index_path(prefix), read_tf_checkpoint(prefix, verify_crc=verify_crc)
+    checkpoint = path if isinstance(path, Checkpoint) else Checkpoint.find(path)
+    return checkpoint.path, checkpoint.read(verify_crc=verify_crc)
 
 
-def weight_file(directory: str | Path) -> Path:
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint on disk, as `Checkpoint.find` finds it: its format and every file holding its weights.
+
+    format: a value of FORMATS, or TENSORFLOW.
+    files: every file holding weights, the one to name in errors first: the weight file; or a shard
+        index, then each shard its weight_map lists; or a TensorFlow `.index`, then each `.data-*` shard.
+    config_file: config.json, else Google's bert_config.json, beside the weights; None if neither is there.
+    """
+
+    format: str
+    files: tuple[Path, ...]
+    config_file: Path | None
+
+    @classmethod
+    def find(cls, path: str | os.PathLike) -> Checkpoint:
+        """The checkpoint at `path`: a model directory, or a TensorFlow checkpoint prefix
+        (`.../bert_model.ckpt`, as `--init_checkpoint` names it) or its `.index` file.
+
+        A directory's is model.safetensors, else pytorch_model.bin, else the index of their shards,
+        else the TensorFlow checkpoint its `checkpoint` file names (or its only one). A shard that an
+        index lists and the directory lacks is an error naming it.
+        """
+        prefix = tf_bundle.prefix_of(path)
+        found = weight_file(path) if prefix is None else tf_bundle.index_path(prefix)
+        config = next((found.parent / name for name in CONFIG_FILES if (found.parent / name).is_file()), None)
+        if found.name in SHARD_INDEXES:
+            return cls(FORMATS[found.name], (found, *shard_paths(found, read_weight_map(found))), config)
+        if found.name in FORMATS:
+            return cls(FORMATS[found.name], (found,), config)
+        prefix = found.with_name(found.name.removesuffix(".index"))  # a TensorFlow checkpoint's `.index`
+        num_shards, _ = tf_bundle.read_index(prefix)
+        return cls(TENSORFLOW, (found, *tf_bundle.data_shards(prefix, num_shards)), config)
+
+    @property
+    def path(self) -> Path:
+        """The file to name in errors: the weight file, the shard index, or the TensorFlow `.index`."""
+        return self.files[0]
+
+    @property
+    def directory(self) -> Path:
+        """The model directory the checkpoint is in."""
+        return self.path.parent
+
+    @property
+    def location(self) -> Path:
+        """The path that finds this checkpoint again: a TensorFlow checkpoint's prefix (its directory
+        may hold others), else the directory."""
+        if self.format == TENSORFLOW:
+            return self.path.with_name(self.path.name.removesuffix(".index"))
+        return self.directory
+
+    def read(self, *, verify_crc: bool | None = None) -> dict[str, np.ndarray]:
+        """Every tensor, by its transformers name; `verify_crc` is for TensorFlow checkpoints (see load_weights)."""
+        if self.format == TENSORFLOW:
+            return read_tf_checkpoint(self.location, verify_crc=verify_crc)
+        if self.path.name in SHARD_INDEXES:
+            return read_sharded(self.path)
+        return read_weight_file(self.path)
+
+    def fingerprint(self) -> dict[str, str]:
+        """{name relative to the directory: SHA-256} of each of its files and of its config file."""
+        config = [self.config_file] if self.config_file else []
+        return sha256_by_name(self.directory, [*self.files, *config])
+
+
+def weight_file(directory: str | os.PathLike) -> Path:
     """The weight file numbert reads in `directory`: model.safetensors, else pytorch_model.bin, else the
     index of their shards, else the `.index` of a TensorFlow checkpoint."""
     directory = Path(directory)
@@ -183,6 +259,20 @@ def weight_file(directory: str | Path) -> Path:
         f"{directory} has no weight file: neither {', '.join(WEIGHT_FILES + SHARD_INDEXES)} "
         f"nor a TensorFlow checkpoint (*.index)"
     )
+
+
+def read_weight_file(path: Path) -> dict[str, np.ndarray]:
+    """Every tensor of one weight file (or shard) by its stored name: a .safetensors file, else a torch .bin."""
+    return read_safetensors(path) if path.name.endswith(".safetensors") else read_torch_bin(path)
+
+
+def sha256_by_name(directory: Path, files: Iterable[Path]) -> dict[str, str]:
+    """{name relative to `directory`, with `/`: SHA-256} of each of `files`, JSON-serialisable."""
+    fingerprint = {}
+    for path in files:
+        with open(path, "rb") as f:
+            fingerprint[path.relative_to(directory).as_posix()] = hashlib.file_digest(f, "sha256").hexdigest()
+    return fingerprint
 
 
 def normalise_names(weights: dict) -> dict:
@@ -588,31 +678,45 @@ def _rebuild_parameter(data: np.ndarray, requires_grad, backward_hooks, state=No
 def read_sharded(index: str | Path) -> dict[str, np.ndarray]:
     """Every tensor of a checkpoint split into shards, by name, as `index` (its weight_map) lists them."""
     index = Path(index)
+    weight_map = read_weight_map(index)
+    tensors = {}
+    for path in shard_paths(index, weight_map):
+        for name, tensor in read_weight_file(path).items():
+            if name in tensors:
+                raise ValueError(f"{index}: tensor {name!r} is in two shards (one of them {path.name!r})")
+            tensors[name] = tensor
+    for name, shard in weight_map.items():
+        if name not in tensors:
+            raise ValueError(f"{index} maps tensor {name!r} to shard {shard!r}, which does not hold it")
+    return tensors
+
+
+def read_weight_map(index: Path) -> dict[str, str]:
+    """The weight_map of a shard index: each tensor's name -> the file name of the shard holding it."""
     try:
         weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
         raise ValueError(f"{index} is not a checkpoint shard index (a JSON object with a weight_map): {e!r}") from None
     if not (isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values())):
         raise ValueError(f"{index}: weight_map must map each tensor name to a shard file name")
-    tensors = {}
     for shard in sorted(set(weight_map.values())):
-        path = index.parent / shard
         if Path(shard).name != shard:
             raise ValueError(f"{index}: shard {shard!r} is not a file name in the checkpoint's directory")
+    return weight_map
+
+
+def shard_paths(index: Path, weight_map: dict[str, str]) -> list[Path]:
+    """The shards `weight_map` lists, in `index`'s directory, by name; a missing one is an error naming it."""
+    paths = []
+    for shard in sorted(set(weight_map.values())):
+        path = index.parent / shard
         if not path.is_file():
             example = next(name for name, s in weight_map.items() if s == shard)
             raise FileNotFoundError(
                 f"{index} lists shard {shard!r} (holding {example!r}, among others), but {path} is missing"
             )
-        held = read_safetensors(path) if shard.endswith(".safetensors") else read_torch_bin(path)
-        for name, tensor in held.items():
-            if name in tensors:
-                raise ValueError(f"{index}: tensor {name!r} is in two shards (one of them {shard!r})")
-            tensors[name] = tensor
-    for name, shard in weight_map.items():
-        if name not in tensors:
-            raise ValueError(f"{index} maps tensor {name!r} to shard {shard!r}, which does not hold it")
-    return tensors
+        paths.append(path)
+    return paths
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Find a model's files: a local directory as it is, or a Hugging Face hub id through the HF cache.
 
-A TensorFlow checkpoint prefix (`.../bert_model.ckpt`) stands for its directory, and a .zip or
+A TensorFlow checkpoint prefix (`.../bert_model.ckpt`) stands for its directory (and, for
+`model_checkpoint`, for that very checkpoint among the directory's), and a .zip or
 .tar.gz of a model (as Google published BERT) is unpacked once into numbert's cache
 (`$XDG_CACHE_HOME/numbert/archives`, default `~/.cache/numbert/archives`).
 
@@ -29,7 +30,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .checkpoint import WEIGHT_FILES
+from .checkpoint import SHARD_INDEXES, WEIGHT_FILES, Checkpoint, read_weight_map
 from .tf_bundle import prefix_of
 
 DEFAULT_MODEL = "bert-base-uncased"  # when neither an argument nor NUMBERT_MODEL names one
@@ -81,6 +82,15 @@ def model_dir(
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise FileNotFoundError(f"{name!r} is not a model directory (no such directory)")
     return _download(name, weights, revision, cache_dir)
+
+
+def model_checkpoint(
+    name_or_path: str | os.PathLike, *, revision: str | None = None, cache_dir: str | os.PathLike | None = None
+) -> Checkpoint:
+    """The checkpoint of a model: the TensorFlow checkpoint a prefix names (its directory may hold
+    others), else the one in `model_dir`'s directory (fetched from the hub if need be)."""
+    directory = model_dir(name_or_path, revision=revision, cache_dir=cache_dir)
+    return Checkpoint.find(prefix_of(name_or_path) or directory)
 
 
 def _cached(repo_id: str, weights: bool, revision: str | None, cache_dir) -> Path | None:
@@ -209,20 +219,19 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
                 fetch(f"{module['path']}/config.json")
                 if str(module.get("type", "")).endswith("Dense"):  # a Dense module's own weights: one format
                     any(fetch(f"{module['path']}/{f}") for f in WEIGHT_FILES)
-    if weights and not any(fetch(f) for f in WEIGHT_FILES) and not any(_fetch_shards(fetch, f) for f in WEIGHT_FILES):
+    if weights and not any(fetch(f) for f in WEIGHT_FILES) and not any(_fetch_shards(fetch, f) for f in SHARD_INDEXES):
         if cache_only:  # the weights were never fetched, not known to be absent
             raise unreachable()
         raise FileNotFoundError(f"model {repo_id!r} has neither {' nor '.join(WEIGHT_FILES)}, nor their shards")
     return config.parent
 
 
-def _fetch_shards(fetch: Callable[[str], Path | None], weight_file: str) -> bool:
-    """Fetch `<weight_file>.index.json` and every shard its weight_map names; False if there is no index."""
-    index = fetch(f"{weight_file}.index.json")
+def _fetch_shards(fetch: Callable[[str], Path | None], index_name: str) -> bool:
+    """Fetch the shard index `index_name` and every shard its weight_map names; False if there is no index."""
+    index = fetch(index_name)
     if index is None:
         return False
-    weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
-    for shard in sorted(set(weight_map.values())):
+    for shard in sorted(set(read_weight_map(index).values())):
         if fetch(shard) is None:
             raise FileNotFoundError(f"{index.name} of the model lists shard {shard!r}, which the repository lacks")
     return True

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .checkpoint import read_safetensors, read_torch_bin
+from .checkpoint import Checkpoint
 from .layers import gelu, relu
 
 # sentence-transformers' pooling modes, in the order it concatenates flagged modes, and numbert's names.
@@ -105,19 +105,12 @@ class SentenceConfig:
 def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
     """The SentenceConfig of a sentence-transformers directory, or None for a plain BERT directory."""
     directory = Path(directory)
-    modules_file = directory / "modules.json"
-    if not modules_file.is_file():
+    modules = sentence_modules(directory)
+    if modules is None:
         return None
-    modules = _read_json(modules_file)
-    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
-        raise ValueError(f"{modules_file}: expected a list of modules, each an object with 'path' and 'type'")
     pooling: tuple[str, ...] = ("mean",)
     normalize, unsupported, dense = False, [], []
-    for module in modules:
-        kind = str(module.get("type", "")).rsplit(".", 1)[-1]
-        path = module.get("path", "")
-        if not isinstance(path, str):
-            raise ValueError(f"{modules_file}: a module's 'path' must be a string, got {path!r}")
+    for path, kind in modules:
         if kind == "Pooling":
             pooling = _pooling_modes(directory / path / "config.json")
             if _read_json_if_any(directory / path / "config.json").get("include_prompt", True) is False:
@@ -154,6 +147,24 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
     )
 
 
+def sentence_modules(directory: str | Path) -> list[tuple[str, str]] | None:
+    """(path, type) of each module modules.json lists, the type's last part ("Pooling", "Dense", ...);
+    None for a plain BERT directory (no modules.json)."""
+    modules_file = Path(directory) / "modules.json"
+    if not modules_file.is_file():
+        return None
+    modules = _read_json(modules_file)
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise ValueError(f"{modules_file}: expected a list of modules, each an object with 'path' and 'type'")
+    listed = []
+    for module in modules:
+        path = module.get("path", "")
+        if not isinstance(path, str):
+            raise ValueError(f"{modules_file}: a module's 'path' must be a string, got {path!r}")
+        listed.append((path, str(module.get("type", "")).rsplit(".", 1)[-1]))
+    return listed
+
+
 def _dense(directory: Path) -> Dense:
     """A Dense module's layer: its config.json and its weights (linear.weight (out, in), linear.bias)."""
     config = _read_json(directory / "config.json")
@@ -163,12 +174,8 @@ def _dense(directory: Path) -> Dense:
             f"{directory / 'config.json'}: unsupported activation_function "
             f"{config.get('activation_function')!r}; numbert runs {', '.join(DENSE_ACTIVATIONS)}"
         )
-    if (directory / "model.safetensors").is_file():
-        weights, source = read_safetensors(directory / "model.safetensors"), directory / "model.safetensors"
-    elif (directory / "pytorch_model.bin").is_file():
-        weights, source = read_torch_bin(directory / "pytorch_model.bin"), directory / "pytorch_model.bin"
-    else:
-        raise FileNotFoundError(f"{directory} (a Dense module) has neither model.safetensors nor pytorch_model.bin")
+    checkpoint = Checkpoint.find(directory)
+    weights, source = checkpoint.read(), checkpoint.path
     shape = (config.get("out_features"), config.get("in_features"))
     weight, bias = weights.get("linear.weight"), weights.get("linear.bias")
     if weight is None or weight.shape != shape:

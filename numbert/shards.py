@@ -30,8 +30,6 @@ from typing import Any
 
 import numpy as np
 
-from .checkpoint import weight_file
-from .hub import model_dir
 from .npy import NpyRows
 
 FORMAT = "numbert-shards/1"
@@ -287,15 +285,6 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def model_fingerprint(name_or_path: str | os.PathLike) -> dict[str, str]:
-    """SHA-256 of a model's config.json and weight file: the same name can hold other weights tomorrow."""
-    directory = model_dir(name_or_path)
-    return {
-        "config_sha256": file_sha256(directory / "config.json"),
-        "weights_sha256": file_sha256(weight_file(directory)),
-    }
 
 
 def read_shards(directory: str | os.PathLike) -> np.ndarray:

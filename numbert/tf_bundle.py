@@ -77,6 +77,16 @@ def shard_path(prefix: str | Path, shard_id: int, num_shards: int) -> Path:
     return Path(f"{prefix}.data-{shard_id:05d}-of-{num_shards:05d}")
 
 
+def data_shards(prefix: str | Path, num_shards: int) -> list[Path]:
+    """The data shards of the checkpoint at `prefix` (its index's header counts them); a missing one is
+    an error naming it."""
+    paths = [shard_path(prefix, shard_id, num_shards) for shard_id in range(num_shards)]
+    for path in paths:
+        if not path.is_file():
+            raise FileNotFoundError(f"TensorFlow checkpoint data shard {path} is missing")
+    return paths
+
+
 def read_bundle(
     prefix: str | Path, select: Callable[[str], bool] = lambda name: True, verify_crc: bool | None = None
 ) -> dict[str, tuple[np.ndarray, str]]:
@@ -90,7 +100,7 @@ def read_bundle(
     """
     verify_crc = crc.fast() if verify_crc is None else verify_crc
     num_shards, entries = read_index(prefix)
-    shards = [_map_shard(shard_path(prefix, shard_id, num_shards)) for shard_id in range(num_shards)]
+    shards = [_map_shard(path) for path in data_shards(prefix, num_shards)]
     tensors = {}
     for name, entry in entries.items():
         path, data = shards[entry.shard_id]
@@ -169,8 +179,6 @@ def read_tensor(path: Path, data: np.ndarray, name: str, entry: BundleEntry, ver
 
 def _map_shard(path: Path) -> tuple[Path, np.ndarray]:
     """A data shard memory-mapped read-only (an empty file as an empty array: mmap refuses those)."""
-    if not path.is_file():
-        raise FileNotFoundError(f"TensorFlow checkpoint data shard {path} is missing")
     if path.stat().st_size == 0:
         return path, np.zeros(0, np.uint8)
     return path, np.memmap(path, dtype=np.uint8, mode="r")

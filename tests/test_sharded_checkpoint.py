@@ -9,7 +9,7 @@ import pytest
 from helpers import assert_matches_reference, fake_hub
 
 import numbert
-from numbert.checkpoint import load_weights, read_sharded
+from numbert.checkpoint import Checkpoint, load_weights, read_sharded
 from numbert.config import BertConfig
 
 TEXTS = ["Here is the sentence I want embeddings for.", "hello, world!"]
@@ -97,6 +97,32 @@ def test_half_precision_weights_compute_in_float32(tmp_path, transformers, torch
     weights = load_weights(d, BertConfig.from_json(d / "config.json"))
     assert all(w.dtype == np.float32 for w in weights.values())
     assert_matches_transformers(transformers, torch, d)
+
+
+@pytest.mark.parametrize("layout", ["safetensors", "pytorch"])
+def test_checkpoint_lists_and_fingerprints_every_shard(tmp_path, transformers, torch, vocab_path, layout):
+    d = saved_model(transformers, torch, tmp_path / layout, vocab_path, max_shard_size="20KB")
+    if layout == "pytorch":
+        from safetensors.torch import load_file
+
+        state = {}
+        for shard in d.glob("model-*-of-*.safetensors"):
+            state |= load_file(shard)
+            shard.unlink()
+        (d / "model.safetensors.index.json").unlink()
+        torch_bin_shards(torch, state, d, per_shard=10)
+    index = d / f"{'model.safetensors' if layout == 'safetensors' else 'pytorch_model.bin'}.index.json"
+    shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    checkpoint = Checkpoint.find(d)
+    assert checkpoint.format == f"sharded {layout}" and len(shards) > 2
+    assert [p.name for p in checkpoint.files] == [index.name, *shards]
+    fingerprint = checkpoint.fingerprint()
+    assert set(fingerprint) == {index.name, *shards, "config.json"}
+    raw = bytearray((d / shards[1]).read_bytes())
+    raw[-100] ^= 0x01
+    (d / shards[1]).write_bytes(bytes(raw))
+    changed = Checkpoint.find(d).fingerprint()
+    assert [name for name in fingerprint if changed[name] != fingerprint[name]] == [shards[1]]
 
 
 def test_missing_shard_is_named(tmp_path, transformers, torch, vocab_path):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import numbert
-from numbert.shards import ShardError, model_fingerprint, read_shards, shard_chunks, write_shards
+from numbert.shards import ShardError, read_shards, shard_chunks, write_shards
 
 
 def corpus(n: int) -> list[str]:
@@ -127,11 +127,6 @@ def test_empty_input_gives_an_empty_finished_job(tmp_path, model):
     manifest = write_shards(tmp_path, [], embedder(model), {}, shard_lines=5)
     assert manifest["complete"] and manifest["lines"] == 0 and manifest["shards"] == []
     assert read_shards(tmp_path).shape[0] == 0
-
-
-def test_model_fingerprint_names_config_and_weights(minilm_dir):
-    fingerprint = model_fingerprint(minilm_dir)
-    assert set(fingerprint) == {"config_sha256", "weights_sha256"} and len(fingerprint["weights_sha256"]) == 64
 
 
 JOB_SCRIPT = """

@@ -19,6 +19,7 @@ from helpers import assert_matches_reference
 
 import numbert
 from numbert.checkpoint import (
+    Checkpoint,
     load_weights,
     read_checkpoint,
     read_tf_checkpoint,
@@ -283,6 +284,27 @@ def test_directory_with_several_checkpoints_follows_its_checkpoint_file(tmp_path
     with pytest.raises(ValueError, match="several TensorFlow checkpoints.*name one by its prefix"):
         load_weights(d, BertConfig.from_json(config_file(d)))
     np.testing.assert_array_equal(numbert.load(d / "model.ckpt-2000")(TEXTS).hidden_states, reference_vectors())
+
+
+@pytest.mark.parametrize("directory", [TF_DIR, SHARDED_DIR])
+def test_checkpoint_lists_the_index_every_data_shard_and_the_config(directory):
+    checkpoint = Checkpoint.find(directory)
+    shards = sorted(p.name for p in directory.glob("bert_model.ckpt.data-*"))
+    assert checkpoint.format == "tensorflow" and len(shards) == (2 if directory == SHARDED_DIR else 1)
+    assert [p.name for p in checkpoint.files] == ["bert_model.ckpt.index", *shards]
+    assert checkpoint.config_file == directory / "bert_config.json"
+    assert checkpoint.location == directory / "bert_model.ckpt"
+    assert Checkpoint.find(directory / "bert_model.ckpt") == Checkpoint.find(directory / "bert_model.ckpt.index")
+    assert Checkpoint.find(directory / "bert_model.ckpt") == checkpoint
+    assert set(checkpoint.fingerprint()) == {"bert_model.ckpt.index", *shards, "bert_config.json"}
+
+
+def test_a_changed_byte_of_a_data_shard_changes_its_fingerprint(tf_copy):
+    before = Checkpoint.find(tf_copy).fingerprint()
+    data = tf_copy / "bert_model.ckpt.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[:-1] + bytes([data.read_bytes()[-1] ^ 1]))
+    after = Checkpoint.find(tf_copy).fingerprint()
+    assert [name for name in before if before[name] != after[name]] == [data.name]
 
 
 # ---------------------------------------------------------------------------------------------

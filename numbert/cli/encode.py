@@ -246,7 +246,8 @@ def write_features(model, chunks: Iterator[list[str]], out: IO[bytes], args: arg
 
 def write_shard_directory(model, lines: Iterator[str], args: argparse.Namespace) -> None:
     """Sentence vectors as shards of --shard-lines lines plus a manifest in the directory -o; a rerun resumes."""
-    from ..shards import model_fingerprint, write_shards
+    from ..fingerprint import model_fingerprint
+    from ..shards import write_shards
 
     recipe = sentence_recipe(model, args)
     job = {
