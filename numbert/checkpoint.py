@@ -45,6 +45,7 @@ import numpy as np
 
 from . import tf_bundle
 from .config import CONFIG_FILES, BertConfig
+from .tensors import POOLER, tensor_shapes
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # the files numbert reads weights from, in this order
 
@@ -74,29 +75,6 @@ TORCH_STORAGES = {
     "ByteStorage": "U8",
     "BoolStorage": "BOOL",
 }
-# The encoder's weights by their names in numbert.model, and the names a BERT checkpoint (a bare
-# transformers BertModel) gives them, less the `.weight` / `.bias` suffix: the one place the two meet.
-EMBEDDING_NAMES = {
-    "word": "embeddings.word_embeddings",
-    "position": "embeddings.position_embeddings",
-    "segment": "embeddings.token_type_embeddings",
-    "norm": "embeddings.LayerNorm",
-}
-LAYER_NAMES = {  # under encoder.layer.{i}.; Linear weights first, then the norms (the order checkpoints list them)
-    "query": "attention.self.query",
-    "key": "attention.self.key",
-    "value": "attention.self.value",
-    "attention_output": "attention.output.dense",
-    "up": "intermediate.dense",  # the feed-forward network's first Linear, hidden -> intermediate
-    "down": "output.dense",  # and its second, intermediate -> hidden
-    "attention_norm": "attention.output.LayerNorm",
-    "feed_forward_norm": "output.LayerNorm",
-}
-POOLER_NAME = "pooler.dense"
-POOLER = (
-    f"{POOLER_NAME}.weight",
-    f"{POOLER_NAME}.bias",
-)  # absent where the model was built without it (BertForMaskedLM)
 HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.")  # pre-training heads (cls.*) and fine-tuning heads
 BUFFER_SUFFIXES = ("position_ids", "token_type_ids")  # index buffers some checkpoints save
 SHARD_INDEXES = tuple(f"{name}.index.json" for name in WEIGHT_FILES)  # weight_map -> shards, for large checkpoints
@@ -107,39 +85,6 @@ FORMATS = {  # the file a checkpoint is found by -> its format
     "pytorch_model.bin.index.json": "sharded pytorch",
 }
 TENSORFLOW = "tensorflow"  # the format of a checkpoint found by its `.index` (Google's, read by tf_bundle)
-
-
-def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
-    """Every tensor a BERT encoder needs, by its bare `BertModel` name, with its shape.
-
-    Linear weights are stored as torch does, (out_features, in_features): y = x @ W.T + b.
-    """
-    h, i = config.hidden_size, config.intermediate_size
-    word, position, segment, norm = (EMBEDDING_NAMES[k] for k in ("word", "position", "segment", "norm"))
-    shapes = {
-        f"{word}.weight": (config.vocab_size, h),
-        f"{position}.weight": (config.max_position_embeddings, h),
-        f"{segment}.weight": (config.type_vocab_size, h),
-        f"{norm}.weight": (h,),
-        f"{norm}.bias": (h,),
-    }
-    layer_shapes = {
-        "query": (h, h),
-        "key": (h, h),
-        "value": (h, h),
-        "attention_output": (h, h),
-        "up": (i, h),
-        "down": (h, i),
-        "attention_norm": (h,),
-        "feed_forward_norm": (h,),
-    }
-    for n in range(config.num_hidden_layers):
-        for field, name in LAYER_NAMES.items():
-            shapes[f"encoder.layer.{n}.{name}.weight"] = layer_shapes[field]
-            shapes[f"encoder.layer.{n}.{name}.bias"] = layer_shapes[field][:1]
-    shapes[f"{POOLER_NAME}.weight"] = (h, h)
-    shapes[f"{POOLER_NAME}.bias"] = (h,)
-    return shapes
 
 
 # ---------------------------------------------------------------------------------------------

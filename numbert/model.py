@@ -17,7 +17,6 @@ from typing import NamedTuple
 import numpy as np
 
 from . import recipes
-from .checkpoint import EMBEDDING_NAMES, LAYER_NAMES, POOLER_NAME
 from .config import BertConfig
 from .layers import (
     ACTIVATIONS,
@@ -33,10 +32,11 @@ from .layers import (
     split_heads,
 )
 from .scratch import Scratch, scratch_array
+from .tensors import EMBEDDING_NAMES, LAYER_NAMES, POOLER_NAME
 
 
 class EncoderLayer(NamedTuple):
-    """The weights of one transformer layer (their checkpoint names: checkpoint.LAYER_NAMES)."""
+    """The weights of one transformer layer (their checkpoint names: tensors.LAYER_NAMES)."""
 
     query: Linear
     key: Linear

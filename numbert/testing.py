@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .checkpoint import tensor_shapes
 from .config import BertConfig
 from .crc32c import crc32c, masked
 from .heads import pre_training_shapes
+from .tensors import tensor_shapes
 from .tf_bundle import TABLE_MAGIC, index_path, shard_path
 
 # The inputs of the committed transformers fixtures (tests/fixtures/model_outputs.npz, scripts/make_fixtures.py).

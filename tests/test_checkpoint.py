@@ -19,9 +19,9 @@ from numbert.checkpoint import (
     normalise_names,
     read_safetensors,
     read_torch_bin,
-    tensor_shapes,
 )
 from numbert.config import BertConfig
+from numbert.tensors import tensor_shapes
 from numbert.testing import random_weights
 
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from numbert import layers, reference
-from numbert.checkpoint import LAYER_NAMES
 from numbert.config import BertConfig
 from numbert.model import Encoder
 from numbert.scratch import Scratch
+from numbert.tensors import LAYER_NAMES
 from numbert.testing import random_weights
 
 TOLERANCE = 2e-6

@@ -369,8 +369,8 @@ def test_not_ready_until_loaded_and_a_failed_load_says_why(tmp_path):
         while client.get("/health").json()["status"] == "loading" and time.monotonic() < deadline:
             time.sleep(0.01)
         health = client.get("/health")
-        assert health.status_code == 503 and "config.json" in health.json()["error"]
-        assert "config.json" in error_of(client.post("/embed", json={"inputs": "a"}), 503)
+        assert health.status_code == 503 and "has no weight file" in health.json()["error"]
+        assert "has no weight file" in error_of(client.post("/embed", json={"inputs": "a"}), 503)
 
 
 # --- the batching rule --------------------------------------------------------------------------------
