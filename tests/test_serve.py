@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import signal
+import socket
 import time
 
 import httpx
@@ -275,6 +277,87 @@ def test_workers_share_the_port(minilm_dir, model):
         assert "numbert_inputs_total 24" in metrics and "numbert_requests_in_flight 0" in metrics
     finally:
         assert s.stop(signal.SIGINT) == 0, "".join(s.lines)  # Ctrl-C: a graceful stop too
+
+
+# --- slow, idle and malformed clients -------------------------------------------------------------------
+
+HALF_A_BODY = (
+    b'POST /v1/embeddings HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{"input": '
+)
+
+
+def connect(server: ServerProcess, sends: bytes = b"") -> socket.socket:
+    c = socket.create_connection(("127.0.0.1", server.port))
+    c.sendall(sends)
+    return c
+
+
+def until_closed(c: socket.socket, within: float) -> bytes:
+    """Everything the server sends on c until it closes c; fails if it has not within `within` seconds."""
+    c.settimeout(within)
+    got = b""
+    while chunk := c.recv(65536):
+        got += chunk
+    c.close()
+    return got
+
+
+def test_slow_bodies_are_not_admitted_and_time_out(minilm_dir, model):
+    s = ServerProcess(minilm_dir, "--max-concurrent-requests", "2", "--max-connections", "32", "--body-timeout", "2")
+    try:
+        slow = [connect(s, HALF_A_BODY) for _ in range(20)]  # reading bodies, not admitted: 2 do not lock out the rest
+        time.sleep(0.5)  # (their heads are read)
+        still_serving(s, model)
+        slow += [connect(s, HALF_A_BODY) for _ in range(11)]  # 31 connections: the next is one too many
+        time.sleep(0.5)
+        r = httpx.post(s.url + "/v1/embeddings", json={"input": "one too many"})
+        assert r.status_code == 503 and r.text == "Service Unavailable"  # uvicorn's, in plain text
+        for c in slow:  # each slow body: a 408 after --body-timeout, and the connection closed
+            head, _, body = until_closed(c, 30).partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 408 ") and b"connection: close" in head.lower()
+            assert json.loads(body)["error"]["code"] == "request_timeout"
+        still_serving(s, model)
+    finally:
+        assert s.stop() == 0, "".join(s.lines)
+
+
+def test_idle_and_trickling_connections_are_closed(minilm_dir):
+    s = ServerProcess(minilm_dir, "--keep-alive-timeout", "1")
+    try:
+        assert until_closed(connect(s), 20) == b""  # says nothing: closed
+        answered = connect(s, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")  # an idle keep-alive connection
+        assert until_closed(answered, 20).startswith(b"HTTP/1.1 200 ")
+        trickling = connect(s, b"GET /health HTTP/1.1\r\n")  # a head that never ends
+        with pytest.raises(OSError):  # (broken pipe or reset, once closed)
+            for _ in range(200):  # 20 s
+                trickling.sendall(b"X-Slow: 1\r\n")
+                time.sleep(0.1)
+        garbage = until_closed(connect(s, b"NOT HTTP AT ALL\r\n\r\n"), 20)  # malformed HTTP: 400 in JSON
+        head, _, body = garbage.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400 ") and b"application/json" in head
+        assert set(json.loads(body)["error"]) == {"message", "type", "param", "code"}
+    finally:
+        assert s.stop() == 0, "".join(s.lines)
+
+
+@pytest.mark.parametrize("bound", ["--body-timeout", "--graceful-timeout"])
+def test_sigterm_with_a_body_half_sent_stops_within_the_bound(minilm_dir, bound):
+    s = ServerProcess(minilm_dir, "--body-timeout", "60", "--graceful-timeout", "60", bound, "1")
+    half = connect(s, HALF_A_BODY)
+    time.sleep(0.5)  # (its head is read)
+    assert s.stop(timeout=30) == 0, "".join(s.lines)
+    answer = until_closed(half, 5)  # a 408 (body timeout) or uvicorn's plain-text 500 (the request cancelled)
+    assert answer.startswith(b"HTTP/1.1 408 " if bound == "--body-timeout" else b"HTTP/1.1 500 ")
+
+
+def test_ports_outside_0_to_65535_are_refused(capsys):
+    from numbert.cli import build_parser
+
+    for wrong in ("99999", "-1", "http"):
+        with pytest.raises(SystemExit) as exit:
+            build_parser().parse_args(["serve", "--port", wrong])
+        assert exit.value.code == 2 and "0-65535" in capsys.readouterr().err
+    assert build_parser().parse_args(["serve", "--port", "0"]).port == 0
 
 
 # --- bad requests ---------------------------------------------------------------------------------
