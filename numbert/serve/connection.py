@@ -23,7 +23,7 @@ class Connection(HttpToolsProtocol):
 
     head_deadline: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override] (as uvicorn's)
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn's
         super().connection_made(transport)
         self.expect_head()
 
