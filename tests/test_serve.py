@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import signal
+import socket
 import time
 
 import httpx
@@ -276,6 +278,106 @@ def test_workers_share_the_port(minilm_dir, model):
         assert "numbert_inputs_total 24" in metrics and "numbert_requests_in_flight 0" in metrics
     finally:
         assert s.stop(signal.SIGINT) == 0, "".join(s.lines)  # Ctrl-C: a graceful stop too
+
+
+# --- slow, idle and malformed clients -------------------------------------------------------------------
+
+
+def connect(server: ServerProcess, sends: bytes = b"") -> socket.socket:
+    c = socket.create_connection(("127.0.0.1", server.port))
+    c.sendall(sends)
+    return c
+
+
+def half_a_body(server: ServerProcess) -> socket.socket:
+    """A connection whose request the app is reading (it asked for the body: 100 Continue), half sent."""
+    c = connect(
+        server,
+        b"POST /v1/embeddings HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 40\r\n"
+        b"Expect: 100-continue\r\n\r\n",
+    )
+    c.settimeout(30)
+    assert c.recv(64).startswith(b"HTTP/1.1 100 ")
+    c.sendall(b'{"input": ')
+    return c
+
+
+def until_closed(c: socket.socket, within: float) -> bytes:
+    """Everything the server sends on c until it closes c; fails if it has not within `within` seconds."""
+    c.settimeout(within)
+    got = b""
+    while chunk := c.recv(65536):
+        got += chunk
+    c.close()
+    return got
+
+
+def answer_once_not_503(server: ServerProcess) -> httpx.Response:
+    """The answer to a good request once the server has seen closed connections go (at most 10 s)."""
+    for _ in range(100):
+        r = httpx.post(server.url + "/v1/embeddings", json={"input": "still here", "model": "m"})
+        if r.status_code != 503:
+            return r
+        time.sleep(0.1)
+    return r
+
+
+def test_slow_bodies_hold_connections_not_admission(minilm_dir, model):
+    s = ServerProcess(minilm_dir, "--max-concurrent-requests", "2", "--max-connections", "32")
+    try:
+        slow = [half_a_body(s) for _ in range(31)]  # 31 bodies being read, none admitted
+        r = httpx.post(s.url + "/v1/embeddings", json={"input": "one connection too many"})
+        assert r.status_code == 503 and r.text == "Service Unavailable"  # --max-connections: uvicorn's, plain text
+        for c in slow[20:]:
+            c.close()
+        assert answer_once_not_503(s).status_code == 200  # 20 bodies being read (> 2) do not make it a 429
+        for c in slow[:20]:
+            c.close()
+        still_serving(s, model)
+    finally:
+        assert s.stop() == 0, "".join(s.lines)
+
+
+def test_slow_idle_and_malformed_clients_are_closed(minilm_dir, model):
+    s = ServerProcess(minilm_dir, "--keep-alive-timeout", "1", "--body-timeout", "1")
+    try:
+        head, _, body = until_closed(half_a_body(s), 20).partition(b"\r\n\r\n")  # a 408 after --body-timeout
+        assert head.startswith(b"HTTP/1.1 408 ") and b"connection: close" in head.lower()
+        assert json.loads(body)["error"]["code"] == "request_timeout"
+        assert until_closed(connect(s), 20) == b""  # says nothing: closed after --keep-alive-timeout
+        answered = connect(s, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")  # idle after an answer: closed
+        assert until_closed(answered, 20).startswith(b"HTTP/1.1 200 ")
+        trickling = connect(s, b"GET /health HTTP/1.1\r\n")  # a head that never ends: closed
+        with pytest.raises(OSError):  # (broken pipe or reset, once closed)
+            for _ in range(200):  # 20 s
+                trickling.sendall(b"X-Slow: 1\r\n")
+                time.sleep(0.1)
+        garbage = until_closed(connect(s, b"NOT HTTP AT ALL\r\n\r\n"), 20)  # malformed HTTP: 400 in JSON
+        head, _, body = garbage.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400 ") and b"application/json" in head
+        assert set(json.loads(body)["error"]) == {"message", "type", "param", "code"}
+        still_serving(s, model)
+    finally:
+        assert s.stop() == 0, "".join(s.lines)
+
+
+@pytest.mark.parametrize("bound", ["--body-timeout", "--graceful-timeout"])
+def test_sigterm_with_a_body_half_sent_stops_within_the_bound(minilm_dir, bound):
+    s = ServerProcess(minilm_dir, "--body-timeout", "60", "--graceful-timeout", "60", bound, "1")
+    half = half_a_body(s)
+    assert s.stop(timeout=30) == 0, "".join(s.lines)
+    answer = until_closed(half, 5)  # a 408 (body timeout) or uvicorn's plain-text 500 (the request cancelled)
+    assert answer.startswith(b"HTTP/1.1 408 " if bound == "--body-timeout" else b"HTTP/1.1 500 ")
+
+
+def test_ports_outside_0_to_65535_are_refused(capsys):
+    from numbert.cli import build_parser
+
+    for wrong in ("99999", "-1", "http"):
+        with pytest.raises(SystemExit) as exit:
+            build_parser().parse_args(["serve", "--port", wrong])
+        assert exit.value.code == 2 and "0-65535" in capsys.readouterr().err
+    assert build_parser().parse_args(["serve", "--port", "0"]).port == 0
 
 
 # --- bad requests ---------------------------------------------------------------------------------

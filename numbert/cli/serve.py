@@ -25,10 +25,24 @@ from .common import (
 LIMITS = {
     "max_batch_tokens": "padded tokens per forward pass",
     "max_batch_size": "inputs per forward pass",
-    "max_concurrent_requests": "requests admitted at once; 429 beyond",
+    "max_concurrent_requests": "requests admitted (bodies read whole) at once; 429 beyond",
     "max_client_batch_size": "inputs per request; 413 beyond",
     "payload_limit": "bytes per request body; 413 beyond",
+    "max_connections": "open connections, requests being read included; a plain-text 503 beyond",
+    "body_timeout": "seconds to send a request body; 408 beyond",
+    "keep_alive_timeout": "seconds a connection may go without sending a whole request head (idle or slow)",
+    "graceful_timeout": "seconds SIGTERM waits for the accepted requests before cancelling them",
 }
+
+
+def port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number in 0-65535, got {text!r}")
+    return value
 
 
 def serve(args: argparse.Namespace) -> None:
@@ -71,7 +85,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_vector_options(p)
     add_prompt_options(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    p.add_argument("--port", type=int, default=8000, help="port, 0 for any free one (default: %(default)s)")
+    p.add_argument("--port", type=port, default=8000, help="port, 0 for any free one (default: %(default)s)")
     p.add_argument(
         "--workers",
         type=positive_int,
@@ -93,7 +107,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
             "--" + name.replace("_", "-"),
             type=positive_int,
             default=defaults[name],
-            metavar="N",
+            metavar="SECONDS" if name.endswith("timeout") else "N",
             help=f"{help} (default: %(default)s)",
         )
     p.set_defaults(run=serve)

@@ -6,7 +6,8 @@ Requests are validated and tokenized off the event loop, queued, and run by one 
 batches the waiting inputs by a token budget (`batching`); answers are exactly `Bert.embed`'s.
 The modules, bottom up: `settings` (what the server was told), `metrics` (Prometheus text),
 `protocol` (the JSON wire formats and their errors), `batching` (the queue and the model thread),
-`app` (the Starlette routes), `main` (the uvicorn process: workers, signals, graceful shutdown).
+`app` (the Starlette routes), `connection` (uvicorn's HTTP connection, with a deadline on request
+heads), `main` (the uvicorn process: workers, signals, graceful shutdown).
 Needs the [serve] extra (Starlette and uvicorn): `pip install "numbert[serve]"`.
 """
 

@@ -1,12 +1,12 @@
 """The HTTP routes (Starlette): OpenAI's /v1/embeddings and /v1/models, text-embeddings-inference's /embed,
 /tokenize, /health and /metrics.
 
-Every route that works on inputs goes through `Server.handle`: admission (429 with Retry-After
-beyond max_concurrent_requests, 503 until the model is loaded), the body read up to payload_limit
-(413), parsing and tokenizing, the model thread's queue, and the answer rendered, or the error in
-OpenAI's shape. Parsing, tokenizing and rendering run in threads, except for small requests (a
-thread hop costs more than they do), so the event loop never stalls on a big one and the model
-never runs on it. An unexpected error is a 500 and the server keeps serving.
+Every route that works on inputs goes through `Server.handle`: 503 until the model is loaded, the body
+read up to payload_limit (413) within body_timeout (408), admission once it is whole (429 with
+Retry-After beyond max_concurrent_requests), parsing and tokenizing, the model thread's queue, and the
+answer rendered, or the error in OpenAI's shape. Parsing, tokenizing and rendering run in threads,
+except for small requests (a thread hop costs more than they do), so the event loop never stalls on a
+big one and the model never runs on it. An unexpected error is a 500 and the server keeps serving.
 """
 
 from __future__ import annotations
@@ -128,18 +128,10 @@ class Server:
     # --- one request ------------------------------------------------------------------------------
 
     async def handle(self, request: Request, endpoint: str, parse: Callable | None, name: str) -> Response:
-        """Admit, read, check, tokenize, queue, answer: the path of every request that carries inputs."""
+        """Read, admit, check, tokenize, queue, answer: the path of every request that carries inputs."""
         start = time.perf_counter()
         inputs = tokens = 0
         try:
-            if self.metrics.in_flight >= self.settings.max_concurrent_requests:
-                raise ApiError(
-                    429,
-                    f"the server is busy: {self.metrics.in_flight} requests are in flight "
-                    f"(--max-concurrent-requests); retry after a second",
-                    code="rate_limit_exceeded",
-                    headers={"Retry-After": "1"},
-                )
             if self.embedder is None or self.batcher is None:
                 raise ApiError(
                     503,
@@ -148,7 +140,6 @@ class Server:
                     headers={"Retry-After": "1"},
                 )
             embedder, batcher = self.embedder, self.batcher
-            self.metrics.in_flight += 1
             try:
                 if parse is None:
                     body = await self.read_body(request)
@@ -158,7 +149,7 @@ class Server:
                 else:
                     answer, inputs, tokens = await self.embed_answer(embedder, batcher, request, parse, name)
             finally:
-                self.metrics.in_flight -= 1
+                self.leave(request)
             response = Response(answer, media_type=JSON)
         except ApiError as e:
             response = error_response(e)
@@ -169,21 +160,54 @@ class Server:
         return response
 
     async def read_body(self, request: Request) -> bytes:
-        """The request body, refused with a 413 as soon as it is longer than payload_limit bytes."""
-        limit = self.settings.payload_limit
+        """The request body, read whole, and then the request admitted (429 beyond max_concurrent_requests).
+
+        Reading is not admission: a client sending its body slowly holds a connection (at most
+        max_connections) for at most body_timeout seconds (408), not a place among the requests admitted.
+        """
+        body = await self.receive_body(request)
+        self.admit(request)
+        return body
+
+    async def receive_body(self, request: Request) -> bytes:
+        """The request body, refused with a 413 as soon as it is longer than payload_limit bytes, or with a
+        408 that closes the connection when it is not whole body_timeout seconds after the request's head."""
+        limit, timeout = self.settings.payload_limit, self.settings.body_timeout
         too_long = ApiError(413, f"the request body is over {limit} bytes (--payload-limit)", code="payload_too_large")
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             raise too_long
         body = bytearray()
         try:
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > limit:
-                    raise too_long
+            with anyio.fail_after(timeout):
+                async for chunk in request.stream():
+                    body += chunk
+                    if len(body) > limit:
+                        raise too_long
         except ClientDisconnect:
             raise ApiError(400, "the client disconnected before sending the whole body") from None
+        except TimeoutError:
+            message = f"the request body did not arrive whole within {timeout} s (--body-timeout)"
+            raise ApiError(408, message, code="request_timeout", headers={"Connection": "close"}) from None
         return bytes(body)
+
+    def admit(self, request: Request) -> None:
+        """Count the request among those in flight, or refuse it with a 429 when max_concurrent_requests are."""
+        if self.metrics.in_flight >= self.settings.max_concurrent_requests:
+            raise ApiError(
+                429,
+                f"the server is busy: {self.metrics.in_flight} requests are in flight "
+                f"(--max-concurrent-requests); retry after a second",
+                code="rate_limit_exceeded",
+                headers={"Retry-After": "1"},
+            )
+        self.metrics.in_flight += 1
+        request.state.admitted = True
+
+    def leave(self, request: Request) -> None:
+        """The request is answered: no longer in flight, if it was admitted."""
+        if getattr(request.state, "admitted", False):
+            self.metrics.in_flight -= 1
 
     async def embed_answer(
         self, embedder: Embedder, batcher: Batcher, http: Request, parse: Callable, name: str

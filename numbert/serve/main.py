@@ -1,10 +1,12 @@
 """Running the server: uvicorn in one process or `--workers N`, and a graceful stop (`numbert serve` calls `run`).
 
-On SIGTERM or SIGINT uvicorn stops accepting connections, lets every accepted request finish, stops
-the model thread once its queue is empty, and the process exits 0. With `--workers N`, N processes
-share the listening socket and (memory-mapped) the weights' pages; each runs its own queue and
-model thread with cores/N BLAS threads, set in that worker process only; they publish their counters
-to a temporary directory, which /metrics sums.
+Connections are `connection.Connection`s, at most max_connections of them (uvicorn answers a
+plain-text 503 beyond). On SIGTERM or SIGINT uvicorn stops accepting connections, closes the idle ones,
+lets every accepted request finish within graceful_timeout seconds (a body still arriving has
+body_timeout, then a 408) and cancels what is left; the model thread stops once its queue is empty, and
+the process exits 0. With `--workers N`, N processes share the listening socket and (memory-mapped)
+the weights' pages; each runs its own queue and model thread with cores/N BLAS threads, set in that
+worker process only; they publish their counters to a temporary directory, which /metrics sums.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import dataclasses
 import os
 import signal
 import tempfile
+from typing import Any
 
 from .settings import Settings
 
@@ -24,6 +27,7 @@ def run(settings: Settings, host: str = "127.0.0.1", port: int = 8000, workers: 
         import uvicorn
 
         from .app import METRICS_VARIABLE, SETTINGS_VARIABLE, create_app, log_to_stderr
+        from .connection import Connection
     except ImportError as e:
         raise ImportError(
             f"numbert serve needs the [serve] extra ({e.name} is missing): pip install 'numbert[serve]'"
@@ -36,8 +40,17 @@ def run(settings: Settings, host: str = "127.0.0.1", port: int = 8000, workers: 
             f"maximum length ({limit})"
         )
     log_to_stderr()
+    options: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "access_log": False,
+        "http": Connection,
+        "limit_concurrency": settings.max_connections,
+        "timeout_keep_alive": settings.keep_alive_timeout,
+        "timeout_graceful_shutdown": settings.graceful_timeout,
+    }
     if workers == 1:
-        server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port, access_log=False))
+        server = uvicorn.Server(uvicorn.Config(create_app(settings), **options))
         with signals_end_quietly():
             server.run()
         return 0 if server.started else 1
@@ -45,14 +58,7 @@ def run(settings: Settings, host: str = "127.0.0.1", port: int = 8000, workers: 
     os.environ[SETTINGS_VARIABLE] = dataclasses.replace(settings, blas_threads=max(1, cpus // workers)).to_json()
     with tempfile.TemporaryDirectory(prefix="numbert-serve-metrics-") as shared:
         os.environ[METRICS_VARIABLE] = shared
-        uvicorn.run(
-            "numbert.serve.app:app_from_environment",
-            factory=True,
-            workers=workers,
-            host=host,
-            port=port,
-            access_log=False,
-        )
+        uvicorn.run("numbert.serve.app:app_from_environment", factory=True, workers=workers, **options)
     return 0
 
 

@@ -16,9 +16,13 @@ class Settings:
     text-embeddings-inference's names and defaults where it has them: payload_limit bytes per request
     body, max_client_batch_size inputs per request (413 beyond), max_concurrent_requests requests
     admitted at once (429 beyond), max_batch_tokens padded tokens and max_batch_size inputs per forward.
-    A request waiting for the model holds its token ids only (4 bytes a token, and a token takes at
-    least a byte of the body), so the queue holds at most about 4 x payload_limit x
-    max_concurrent_requests bytes, plus the bodies being read and tokenized.
+    A request is admitted once its body is read whole: reading takes at most body_timeout seconds (408
+    beyond), and max_connections (uvicorn's limit_concurrency) bounds the connections, hence the bodies
+    being read (about payload_limit x max_connections bytes). A request waiting for the model holds its
+    token ids only (4 bytes a token, and a token takes at least a byte of the body), so the queue holds
+    at most about 4 x payload_limit x max_concurrent_requests bytes. A connection is closed when it has
+    not sent a whole request head keep_alive_timeout seconds after it opened, after its last answer or
+    after the head's first byte; on SIGTERM the accepted requests have graceful_timeout seconds to finish.
     """
 
     model: str
@@ -30,6 +34,10 @@ class Settings:
     max_concurrent_requests: int = 512
     max_client_batch_size: int = 2048
     payload_limit: int = 2_000_000
+    max_connections: int = 1024
+    body_timeout: int = 30  # seconds
+    keep_alive_timeout: int = 5  # seconds
+    graceful_timeout: int = 30  # seconds
     blas_threads: int | None = None  # set in a worker process `numbert serve --workers N` started
 
     @property
