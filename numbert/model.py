@@ -184,7 +184,7 @@ class Encoder:
         f += h
         return layer_norm(f, layer.feed_forward_norm, eps, out=out), probs
 
-    def pool(self, last_hidden_state: np.ndarray) -> np.ndarray | None:
+    def pooler_output(self, last_hidden_state: np.ndarray) -> np.ndarray | None:
         """The pooler: tanh(W h_[CLS] + b). ([batch,] seq, hidden) -> ([batch,] hidden); None without a pooler."""
         return None if self.pooler is None else np.tanh(linear(last_hidden_state[..., 0, :], self.pooler))
 
@@ -223,7 +223,7 @@ class Encoder:
             hidden_states = hidden_states[:, 0]
             attentions = None if attentions is None else attentions[:, 0]
             ids, types, mask = ids[0], types[0], mask[0]
-        return Output(ids, types, mask, hidden_states, self.pool(hidden_states[-1]), attentions)
+        return Output(ids, types, mask, hidden_states, self.pooler_output(hidden_states[-1]), attentions)
 
     def empty_output(self, output_attentions: bool = False) -> Output:
         """The Output of a batch of no inputs: arrays with a batch (and seq) of 0."""

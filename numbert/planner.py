@@ -103,7 +103,7 @@ def run_windows(encoder: Encoder, row: Row, size: int, stride: int, batch_size: 
 
     hidden_states = average_windows(window_states(), len(content))  # (layers + 1, seq, hidden)
     ids = row.ids.astype(np.int64)
-    return Output(ids, np.zeros_like(ids), np.ones_like(ids), hidden_states, encoder.pool(hidden_states[-1]))
+    return Output(ids, np.zeros_like(ids), np.ones_like(ids), hidden_states, encoder.pooler_output(hidden_states[-1]))
 
 
 # --- planning a corpus: fixed-size batches of like length ----------------------------------------------

@@ -10,7 +10,7 @@ fresh process whose BLAS / OpenMP / torch thread counts are set before NumPy or 
 every row uses the same 2 cores, split differently:
 
 - numbert 1 x 2: `Bert.embed` in one process with 2 BLAS threads (the default way)
-- numbert 1 x 1 and 2 x 1: `Bert.embed(workers=N)`, N worker processes of 1 BLAS thread (scaling 1 -> 2)
+- numbert 1 x 1 and 2 x 1: `numbert.workers.embed(model, texts, N)`, N worker processes of 1 BLAS thread (scaling 1 -> 2)
 - transformers: `BertModel`, input-order batches padded to their longest sentence, 2 torch threads
 - sentence-transformers: `encode` in one process with 2 threads, and its multi-process pool (2 x 1)
 - ONNX Runtime, when installed (`--onnx`): the same padded batches through the exported model, 2 threads
@@ -171,7 +171,7 @@ def child(system: str, directory: Path, size: int, repeats: int, batch_size: int
     embed = start() if start else embed
     start_seconds = time.perf_counter() - started
     warm = embed(corpus[:64])
-    sampler = MemorySampler()  # the timed passes' processes only (embed(workers=N) starts a pool per call)
+    sampler = MemorySampler()  # the timed passes' processes only (workers.embed starts a pool per call)
     sampler.start()
     seconds, others = [], []
     for _ in range(repeats):
@@ -208,8 +208,10 @@ def systems(system: str, bert, directory: Path, batch_size: int):
     if system == "numbert 1x2":
         return (lambda texts: bert.embed(texts, **options)), None
     if system.startswith("numbert"):
-        workers = 2 if "2x1" in system else 1
-        return (lambda texts: bert.embed(texts, workers=workers, **options)), None
+        from numbert import workers
+
+        count = 2 if "2x1" in system else 1
+        return (lambda texts: workers.embed(bert, texts, count, **options)), None
     if system in ("sentence-transformers", "sentence-transformers pool 2x1"):
         from sentence_transformers import SentenceTransformer, models
 

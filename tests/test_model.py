@@ -154,7 +154,7 @@ def test_every_output_is_float32(minilm):
         *encoder.encoder_layer(x, mask_bias, layer, output_probs=True),
         layers.layer_norm(x, layer.attention_norm, 1e-12),
         layers.feed_forward(x, layer.up, layer.down, encoder.activation),
-        encoder.pool(x),
+        encoder.pooler_output(x),
         *(f(x) for f in layers.ACTIVATIONS.values()),
     ]
     assert [a.dtype for a in results] == [np.float32] * len(results)

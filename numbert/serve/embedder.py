@@ -81,9 +81,9 @@ class Embedder:
         for i, text in enumerate(texts):
             text = prepare(text)
             head = self.head(text)
-            encoding = self.encode(head, self.max_length if truncate else None)
+            encoding = self.tokenize(head, self.max_length if truncate else None)
             if head is not text and len(encoding) < self.max_length + (not truncate):  # the head does not decide
-                head, encoding = text, self.encode(text, self.max_length if truncate else None)
+                head, encoding = text, self.tokenize(text, self.max_length if truncate else None)
             if len(encoding) > self.max_length:
                 count = f"{len(encoding)}" if head is text else f"at least {len(encoding)}"
                 raise ApiError(
@@ -104,7 +104,7 @@ class Embedder:
         space = WHITESPACE.search(text, start)
         return text if space is None else text[: space.start()]
 
-    def encode(self, text: str, max_length: int | None) -> Encoding:
+    def tokenize(self, text: str, max_length: int | None) -> Encoding:
         """A prepared text's tokens as `Bert.embed` makes them, cut to max_length.
 
         Runs of whitespace become one space first: the same tokens, and the tokenizer takes time quadratic
