@@ -10,7 +10,7 @@ fresh process whose BLAS / OpenMP / torch thread counts are set before NumPy or 
 every row uses the same 2 cores, split differently:
 
 - numbert 1 x 2: `Bert.embed` in one process with 2 BLAS threads (the default way)
-- numbert 1 x 1 and 2 x 1: `numbert.workers.embed(model, texts, N)`, N worker processes of 1 BLAS thread (scaling 1 -> 2)
+- numbert 1 x 1 and 2 x 1: `workers.embed(model, texts, N)`: N worker processes of 1 BLAS thread (scaling 1 -> 2)
 - transformers: `BertModel`, input-order batches padded to their longest sentence, 2 torch threads
 - sentence-transformers: `encode` in one process with 2 threads, and its multi-process pool (2 x 1)
 - ONNX Runtime, when installed (`--onnx`): the same padded batches through the exported model, 2 threads
