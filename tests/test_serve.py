@@ -491,3 +491,41 @@ def test_next_batch_runs_the_oldest_input_with_neighbours_by_length():
     assert arrivals(waiting, 10_000, 2) == [3, 0]
     assert arrivals(items([600]), 100, 4) == [0]  # the oldest input always runs
     assert arrivals(items([8] * 40), 10_000, 32) == list(range(32))  # like lengths: a full batch
+
+
+def test_a_huge_input_is_counted_a_piece_at_a_time_and_tokenize_is_bounded(minilm_dir, monkeypatch):
+    """1.9 MB of "!" (1.9 million tokens) once cost /v1/embeddings a whole tokenization to count it (672 MB)
+    and /tokenize a 148 MB answer; now only pieces of 16 x max_length characters are tokenized until the
+    count decides, and /tokenize answers at most max_length tokens an input, max_batch_tokens a request."""
+    from numbert.serve import Settings
+    from numbert.serve.embedder import Embedder, offsets_before_collapsing
+    from numbert.serve.protocol import ApiError
+
+    e = Embedder(Settings(model=str(minilm_dir)))  # max_length 256
+    seen: list[int] = []
+    encode = e.tokenizer.encode
+    monkeypatch.setattr(e.tokenizer, "encode", lambda text, *a, **k: seen.append(len(text)) or encode(text, *a, **k))
+    hostile = "!" * 1_900_000
+    with pytest.raises(ApiError, match=r"'input\[0\]' is at least \d+ tokens long.*--auto-truncate") as refused:
+        e.texts_to_rows([hostile], False, "input", hint=", or start the server with --auto-truncate")
+    assert refused.value.status == 413 and max(seen) <= 16 * 256 + 1 and sum(seen) < 20_000
+    seen.clear()
+    (row,) = e.texts_to_rows([hostile], True, "inputs")
+    assert list(row.ids) == encode("!" * 300, max_length=256, truncation=True).ids and sum(seen) < 20_000
+    text = "A   river\n\n\n bank,  [MASK] " + "word " * 2000 + "中文" * 3000  # spaces, a special token, CJK
+    for truncate in (True, False):
+        want = encode(text, max_length=256 if truncate else None, truncation=truncate).ids
+        if len(want) <= 256:
+            assert list(e.texts_to_rows([text], truncate, "input")[0].ids) == want
+        else:
+            with pytest.raises(ApiError, match="is at least"):
+                e.texts_to_rows([text], truncate, "input")
+    with pytest.raises(ApiError, match=r"'inputs\[1\]' is at least \d+ tokens long") as refused:
+        e.tokenize_inputs(["fine", hostile], True, 16384)
+    assert refused.value.status == 413
+    with pytest.raises(ApiError, match=r"up to 'inputs\[64\]' are 4160 tokens; /tokenize answers at most 4096"):
+        e.tokenize_inputs(["word " * 62] * 100, True, 4096)
+    spaced = "A   river\n\n\n bank,\t\t[MASK]  x"
+    (encoding,) = e.tokenize_inputs([spaced], False, 4096)
+    assert [spaced[a:b] for a, b in encoding.offsets] == ["A", "river", "bank", ",", "[MASK]", "x"]
+    assert offsets_before_collapsing("a b", [(0, 1), (2, 3)]) == [(0, 1), (2, 3)]

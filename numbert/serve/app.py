@@ -38,6 +38,10 @@ from .settings import Settings
 
 log = logging.getLogger("numbert.serve")
 JSON = "application/json"
+TRUNCATE_HINTS = {  # how a client may have a long input cut, by the name of the field holding the inputs
+    "input": ", or start the server with --auto-truncate",  # OpenAI's /v1/embeddings has no truncate field
+    "inputs": ", or send truncate=true (or start the server with --auto-truncate)",  # TEI's /embed
+}
 SMALL = 2048  # bytes of a request body, or numbers in an answer, handled on the event loop itself
 SETTINGS_VARIABLE = "NUMBERT_SERVE_SETTINGS"  # how `--workers N` hands the settings to its worker processes
 METRICS_VARIABLE = "NUMBERT_SERVE_METRICS"  # ... and the directory where the workers publish their counters
@@ -143,8 +147,9 @@ class Server:
             try:
                 if parse is None:
                     body = await self.read_body(request)
+                    s = self.settings
                     answer = await self.run(
-                        len(body), tokenize_answer, embedder, body, self.settings.max_client_batch_size
+                        len(body), tokenize_answer, embedder, body, s.max_client_batch_size, s.max_batch_tokens
                     )
                 else:
                     answer, inputs, tokens = await self.embed_answer(embedder, batcher, request, parse, name)
@@ -242,7 +247,7 @@ class Server:
         if request.ids:
             rows = e.ids_to_rows(request.inputs, name)
         else:
-            rows = e.texts_to_rows(request.inputs, truncate, name, recipe)
+            rows = e.texts_to_rows(request.inputs, truncate, name, recipe, TRUNCATE_HINTS[name])
         request.inputs = []  # the token ids stand for them from here on
         return request, recipe, rows
 
@@ -267,12 +272,12 @@ async def until_disconnected(http: Request, answer: asyncio.Future):
     return answer.result()
 
 
-def tokenize_answer(e: Embedder, body: bytes, max_inputs: int) -> bytes:
-    """/tokenize: each input's tokens with ids and character offsets."""
+def tokenize_answer(e: Embedder, body: bytes, max_inputs: int, max_tokens: int) -> bytes:
+    """/tokenize: each input's tokens with ids and character offsets, at most max_length tokens an input and
+    `max_tokens` a request (413 beyond), so an answer stays small."""
     texts, special = protocol.tokenize_request(body, max_inputs)
     texts = [t.lower() for t in texts] if e.recipe.lowercase else texts
-    encodings = [e.tokenizer.encode(t, add_special_tokens=special, max_length=None, truncation=False) for t in texts]
-    return protocol.tokenize_response(encodings, texts)
+    return protocol.tokenize_response(e.tokenize_inputs(texts, special, max_tokens), texts)
 
 
 def json_response(value, status: int = 200) -> Response:

@@ -9,6 +9,7 @@ the same normalization.
 
 from __future__ import annotations
 
+import bisect
 import re
 
 import numpy as np
@@ -21,9 +22,11 @@ from ..tokenizer import Encoding
 from .protocol import ApiError
 from .settings import Settings
 
-WHITESPACE = re.compile("[ \t\n\r]")  # BERT splits words at these (it deletes some other whitespace, joining words)
+# BERT starts a new token before these, whatever precedes them: whitespace (not all: BERT deletes some,
+# joining words), ASCII punctuation and CJK ideographs, each a word of its own.
+BOUNDARY = re.compile("[ \t\n\r!-/:-@\\[-`{-~\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 WHITESPACE_RUN = re.compile("[ \t\n\r]{2,}")
-HEAD_CHARS_PER_TOKEN = 16  # a long text's head: 16 characters per token allowed, far more than texts average
+HEAD_CHARS_PER_TOKEN = 16  # a long text is counted in pieces of 16 characters per token, far more than texts average
 
 
 class Embedder:
@@ -69,49 +72,96 @@ class Embedder:
         self.check_dimensions(dimensions, recipe.normalize if normalize is None else normalize)
         return recipe.with_output(normalize=normalize, dimensions=dimensions)
 
-    def texts_to_rows(self, texts: list[str], truncate: bool, name: str, recipe: Recipe | None = None) -> list[Row]:
+    def texts_to_rows(
+        self, texts: list[str], truncate: bool, name: str, recipe: Recipe | None = None, hint: str = ""
+    ) -> list[Row]:
         """A row per text as `recipe` (default: the server's) prepares it, cut to max_length if `truncate`,
-        else a 413 naming the first text too long.
-
-        A long text is tokenized up to a whitespace past HEAD_CHARS_PER_TOKEN x max_length characters
-        first: the tokens of such a head are the text's first tokens, so when they are already too many
-        (or, truncating, enough) the rest of the text is never tokenized."""
+        else a 413 naming the first text too long (and ending with `hint`, how the client may cut it)."""
         prepare = (recipe or self.recipe).prepare
         rows = []
         for i, text in enumerate(texts):
-            text = prepare(text)
-            head = self.head(text)
-            encoding = self.tokenize(head, self.max_length if truncate else None)
-            if head is not text and len(encoding) < self.max_length + (not truncate):  # the head does not decide
-                head, encoding = text, self.tokenize(text, self.max_length if truncate else None)
-            if len(encoding) > self.max_length:
-                count = f"{len(encoding)}" if head is text else f"at least {len(encoding)}"
-                raise ApiError(
-                    413,
-                    f"'{name}[{i}]' is {count} tokens long; this model takes at most "
-                    f"{self.max_length} ([CLS] and [SEP] included). Shorten it, or send "
-                    f"truncate=true (or start the server with --auto-truncate)",
-                    param=f"{name}[{i}]",
-                    code="input_too_long",
-                )
+            encoding = self.bounded(prepare(text), f"{name}[{i}]", truncate=truncate, hint=hint)
             rows.append(Row(np.array(encoding.ids, np.int32)))
         return rows
 
-    def head(self, text: str) -> str:
-        """`text`, or if it is long, its beginning up to the first whitespace past HEAD_CHARS_PER_TOKEN x max_length."""
-        if len(text) <= (start := HEAD_CHARS_PER_TOKEN * self.max_length):
-            return text
-        space = WHITESPACE.search(text, start)
-        return text if space is None else text[: space.start()]
+    def bounded(
+        self, text: str, where: str, *, truncate: bool = False, special: bool = True, hint: str = ""
+    ) -> Encoding:
+        """A prepared text's tokens, at most max_length with [CLS] and [SEP] counted: cut there if `truncate`,
+        else a 413 naming `where`. Only as much of a long text is tokenized as decides it (`decisive_prefix`):
+        its first max_length tokens when truncating, one token too many otherwise. `special`: whether the
+        encoding holds [CLS] and [SEP] (they count towards max_length either way)."""
+        prefix = self.decisive_prefix(text, self.max_length + (not truncate))
+        encoding = self.tokenize(prefix, self.max_length if truncate else None, special)
+        tokens = len(encoding) + (0 if special else 2)
+        if tokens > self.max_length:
+            count = f"{tokens}" if prefix is text else f"at least {tokens}"
+            raise ApiError(
+                413,
+                f"'{where}' is {count} tokens long; this model takes at most {self.max_length} "
+                f"([CLS] and [SEP] included). Shorten it{hint}",
+                param=where,
+                code="input_too_long",
+            )
+        return encoding
 
-    def tokenize(self, text: str, max_length: int | None) -> Encoding:
-        """A prepared text's tokens as `Bert.embed` makes them, cut to max_length.
+    def decisive_prefix(self, text: str, enough: int) -> str:
+        """The shortest beginning of `text` that holds `enough` tokens ([CLS] and [SEP] counted), cut where a
+        token starts; else `text` itself.
+
+        The text is counted a piece of HEAD_CHARS_PER_TOKEN x max_length characters at a time, each piece
+        ending before whitespace, an ASCII punctuation mark or a CJK ideograph (BERT starts a token there,
+        so the pieces' tokens add up to the text's; a cut inside a special token such as [MASK] is skipped).
+        So a text of megabytes costs a few pieces, never its whole tokens, to be found too long."""
+        step, start, count = HEAD_CHARS_PER_TOKEN * self.max_length, 0, 2
+        while len(text) - start > step:
+            end = self.token_boundary(text, start + step)
+            if end is None:
+                break
+            count += len(self.tokenize(text[start:end], None, special=False))
+            if count >= enough:
+                return text[:end]
+            start = end
+        return text
+
+    def token_boundary(self, text: str, at: int) -> int | None:
+        """The first position from `at` where BERT starts a new token whatever comes before, or None."""
+        for match in BOUNDARY.finditer(text, at):
+            cut = match.start()
+            if not any(s in text[max(0, cut - len(s) + 1) : cut + len(s) - 1] for s in self.tokenizer.special_tokens):
+                return cut
+        return None
+
+    def tokenize(self, text: str, max_length: int | None, special: bool = True) -> Encoding:
+        """A prepared text's tokens as `Bert.embed` makes them, cut to max_length; [CLS] and [SEP] if `special`.
 
         Runs of whitespace become one space first: the same tokens, and the tokenizer takes time quadratic
         in the length of a run (8000 spaces: 1 s), which a hostile request would otherwise exploit."""
         return self.tokenizer.encode(
-            WHITESPACE_RUN.sub(" ", text), max_length=max_length, truncation=max_length is not None
+            WHITESPACE_RUN.sub(" ", text),
+            add_special_tokens=special,
+            max_length=max_length,
+            truncation=max_length is not None,
         )
+
+    def tokenize_inputs(self, texts: list[str], special: bool, max_tokens: int) -> list[Encoding]:
+        """/tokenize's encodings: each text's tokens (lowercased first if the model says so), offsets into the
+        text; a 413 for a text over max_length tokens or, as soon as they pass it, for over `max_tokens` in all."""
+        encodings, total = [], 0
+        for i, text in enumerate(texts):
+            encoding = self.bounded(text, f"inputs[{i}]", special=special)
+            total += len(encoding)
+            if total > max_tokens:
+                raise ApiError(
+                    413,
+                    f"the inputs up to 'inputs[{i}]' are {total} tokens; /tokenize answers at most {max_tokens} "
+                    f"tokens a request (--max-batch-tokens): send fewer inputs at a time",
+                    param="inputs",
+                    code="input_too_long",
+                )
+            encoding.offsets = offsets_before_collapsing(text, encoding.offsets)
+            encodings.append(encoding)
+        return encodings
 
     def ids_to_rows(self, inputs: list[list[int]], name: str) -> list[Row]:
         """Token-id inputs, used as given ([CLS] and [SEP] included, as /tokenize returns them): a 422 for an id
@@ -152,3 +202,23 @@ class Embedder:
             raise ApiError(
                 400, f"'dimensions' is {dimensions}; this model's vectors have {self.recipe.width}", param="dimensions"
             )
+
+
+def offsets_before_collapsing(text: str, offsets: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Character offsets into `text` of tokens whose offsets index WHITESPACE_RUN.sub(" ", text).
+
+    Each run of n whitespace characters became one space, so a position past it moves right by n - 1;
+    tokens never hold whitespace, so no offset falls inside a run."""
+    shifts, shift = [], 0  # (position in the collapsed text after which `shift` applies)
+    for run in WHITESPACE_RUN.finditer(text):
+        shift += run.end() - run.start() - 1
+        shifts.append((run.end() - shift, shift))
+    if not shifts:
+        return offsets
+    starts = [at for at, _ in shifts]
+
+    def moved(position: int) -> int:
+        k = bisect.bisect_right(starts, position) - 1
+        return position + (shifts[k][1] if k >= 0 else 0)
+
+    return [(a, b) if a == b == 0 else (moved(a), moved(b - 1) + 1) for a, b in offsets]
