@@ -6,7 +6,8 @@
 The input is read and embedded a chunk of lines at a time (files.py), so memory stays flat on a
 file of any length, and OUT appears only when every line succeeded. Sentence vectors can be computed
 in --workers processes (numbert.workers) or on a Dask cluster (--scheduler, --dask: numbert.dask), and
-written as resumable shards (--shard-lines: numbert.shards); the vectors are the same bits every way.
+written as resumable shards (--shard-lines: numbert.shards); every way embeds the same chunks of
+CHUNK_LINES lines, so the vectors are the same bits every way.
 """
 
 from __future__ import annotations
@@ -332,8 +333,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--format",
         type=output_format,
         choices=("npy", "npz", "text", "jsonl"),
-        help="output format (txt = text; default: from OUT's suffix, text on a terminal, else npy: "
-        "piped or redirected output is .npy unless --format text)",
+        help="output format (txt = text; default: from OUT's suffix .npy .npz .jsonl .txt .tsv, which must "
+        "agree with it; text on a terminal, else npy: piped or redirected output is .npy unless --format text)",
     )
     p.add_argument("--output", "-o", metavar="OUT", help="output file (default: stdout)")
     add_model(p)
