@@ -50,6 +50,7 @@ LOCK = ".lock"  # held (flock) by the job writing the directory
 TEMPORARY = re.compile(r"\.(?P<name>part-\d{5,}\.npy|manifest\.json)\.(?P<tag>[0-9a-f]{8})\.tmp")  # being written
 SHA256 = re.compile(r"[0-9a-f]{64}")
 ENTRY_FIELDS = {"index": int, "file": str, "lines": list, "dim": int, "sha256": str, "input_sha256": str}
+TYPE_NAMES = {int: "an integer", str: "a string", list: "a list"}
 Chunk = tuple[range, list[str]]  # (its input lines, their texts)
 Embed = Callable[[Iterable[Chunk]], Iterable[np.ndarray]]  # chunks -> their vectors, in order
 
@@ -302,7 +303,7 @@ def check_entry(where: str, entry: object, shard_lines: int, dim: int | None) ->
         if key not in entry:
             raise ShardError(f"{where} has no {key!r}")
         if not isinstance(entry[key], kind) or isinstance(entry[key], bool):
-            raise ShardError(f"{where}.{key} is {entry[key]!r}, expected a{'n' * (kind is int)} {kind.__name__}")
+            raise ShardError(f"{where}.{key} is {entry[key]!r}, expected {TYPE_NAMES[kind]}")
 
     def wrong(key: str, expected: str) -> ShardError:
         return ShardError(f"{where}.{key} is {entry[key]!r}, expected {expected}")
