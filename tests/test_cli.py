@@ -115,13 +115,13 @@ def test_jsonl_is_the_extract_features_layout(minilm_dir, model):
 def test_a_bad_line_fails_cleanly_and_leaves_out_alone(tmp_path, minilm_dir):
     source = tmp_path / "in.txt"
     source.write_bytes(b"fine\n" * 300 + b"caf\xe9 in latin-1\nnever reached\n")  # jsonl: after a first chunk
-    out = tmp_path / "out.npy"
-    out.write_bytes(b"previous results")
     for fmt in ("npy", "jsonl"):
+        out = tmp_path / f"out.{fmt}"
+        out.write_bytes(b"previous results")
         result = run("encode", "--file", source, "--format", fmt, "--model", minilm_dir, "-o", out)
         assert "line 301 is not valid UTF-8" in one_error_line(result)
         assert out.read_bytes() == b"previous results"
-        assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.npy"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.jsonl", "out.npy"]
 
 
 @pytest.mark.parametrize(

@@ -55,10 +55,12 @@ def test_workers_write_the_single_process_vectors_bit_for_bit(tmp_path, source, 
 
 
 def test_a_sharded_job_killed_mid_run_resumes_to_the_uninterrupted_result(tmp_path, source, minilm_dir):
-    ok(run("--file", source, "--model", minilm_dir, "-o", tmp_path / "whole", "--shard-lines", 100))
+    ok(run("--file", source, "--model", minilm_dir, "-o", f"{tmp_path}/whole/", "--shard-lines", 100))
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     job = subprocess.Popen(
-        command("--file", source, "--model", minilm_dir, "-o", tmp_path / "job", "--shard-lines", 100, "--workers", 2),
+        command(
+            "--file", source, "--model", minilm_dir, "-o", f"{tmp_path}/job/", "--shard-lines", 100, "--workers", 2
+        ),
         env=env,
         start_new_session=True,
         stderr=subprocess.DEVNULL,
@@ -69,12 +71,12 @@ def test_a_sharded_job_killed_mid_run_resumes_to_the_uninterrupted_result(tmp_pa
     os.killpg(job.pid, signal.SIGKILL)  # the command and its workers
     job.wait()
     assert not json.loads(manifest.read_text())["complete"]
-    ok(run("--file", source, "--model", minilm_dir, "-o", tmp_path / "job", "--shard-lines", 100))  # 1 process now
+    ok(run("--file", source, "--model", minilm_dir, "-o", f"{tmp_path}/job/", "--shard-lines", 100))  # 1 process now
     assert np.array_equal(read_shards(tmp_path / "job"), read_shards(tmp_path / "whole"))
     assert [p.name for p in sorted((tmp_path / "job").glob("part-*.npy"))] == [f"part-{i:05d}.npy" for i in range(6)]
 
     changed = run(
-        "--file", source, "--model", minilm_dir, "-o", tmp_path / "job", "--shard-lines", 100, "--pooling", "cls"
+        "--file", source, "--model", minilm_dir, "-o", f"{tmp_path}/job/", "--shard-lines", 100, "--pooling", "cls"
     )
     assert changed.returncode == 1
     assert "was written by another job: its job is options=" in changed.stderr.decode()
@@ -112,7 +114,14 @@ def test_a_dask_cluster_writes_the_single_process_vectors(tmp_path, source, mini
             ["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"],
             "--workers and --scheduler are two ways to run the job: choose one",
         ),
-        (["--shard-lines", "10"], "--shard-lines writes a directory of .npy shards and a manifest: give it as -o DIR/"),
+        *(
+            (
+                ["--shard-lines", "10", *out],
+                "--shard-lines writes a directory of .npy shards and a manifest: give it as -o DIR/ (with a "
+                "trailing /, or an existing directory)",
+            )
+            for out in ([], ["-o", "out.npy"], ["-o", "vectors"])
+        ),
         (
             ["--shard-lines", "10", "-o", "out/", "--format", "npz"],
             "--shard-lines writes .npy shards, not --format npz",

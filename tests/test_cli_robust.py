@@ -269,3 +269,41 @@ def test_the_progress_bar_moves_per_batch(model, fmt):
     bar = Bar()
     writer(model, chunked(iter(texts), chunk_lines), io.BytesIO(), args, bar)
     assert sum(bar.updates) == 19 and len(bar.updates) == 5  # 4 + 4 + 4 + 4 + 3: one update per batch
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--shard-lines", "10", "-o", "out.npy"], "--shard-lines writes a directory of .npy shards and a manifest"),
+        (["-o", "vectors.csv"], "cannot tell the format of -o vectors.csv from its suffix .csv: name it .npy, .npz, "),
+        (["--format", "npz", "-o", "x.npy"], "-o x.npy is named as npy output, but --format is npz: make them agree"),
+        (["--format", "jsonl", "-o", "x.TXT"], "-o x.TXT is named as text output, but --format is jsonl"),
+    ],
+)
+def test_an_output_name_that_contradicts_the_format_is_refused(tmp_path, monkeypatch, capsys, args, message):
+    """`-o out.npy --shard-lines 10` made a directory named out.npy; `-o vectors.csv` wrote .npy bytes."""
+    from numbert.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["encode", "a text", *args]) == 1
+    assert capsys.readouterr().err.startswith(f"numbert encode: error: {message}")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "args, fmt",
+    [
+        (["-o", "x.tsv"], "text"),
+        (["-o", "x.NPZ"], "npz"),
+        (["--format", "npy", "-o", "vectors.bin"], "npy"),
+        (["--format", "txt", "-o", "x.txt"], "text"),
+        (["-o", os.devnull], "npy"),
+    ],
+)
+def test_the_format_follows_the_output_name_or_format(args, fmt):
+    from numbert.cli import build_parser
+    from numbert.cli.encode import check_encode_options
+
+    parsed = build_parser().parse_args(["encode", "a text", *args])
+    check_encode_options(parsed)
+    assert parsed.format == fmt

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from test_cli import run
 
+from numbert.cli import main
 from numbert.config import BertConfig
 from numbert.testing import write_random_bert
 
@@ -50,6 +51,27 @@ def test_write_random_bert_writes_into_a_new_or_empty_directory(tmp_path, vocab_
     write_random_bert(tmp_path / "empty", vocab_path, TINY)
     for directory in (tmp_path / "new" / "model", tmp_path / "empty"):
         assert json.loads((directory / "config.json").read_text())["hidden_size"] == 8
+
+
+@pytest.mark.parametrize(
+    "manifest, message",
+    [
+        (None, "is not a numbert shard directory (it holds '.draft.tmp' but no manifest.json)"),
+        ('{"app": "mine"}', "manifest.json is not a numbert shard manifest"),
+    ],
+)
+def test_encode_shards_leave_a_directory_that_is_not_theirs_as_it_was(tmp_path, minilm_dir, capsys, manifest, message):
+    """`encode -o DIR/ --shard-lines K` once deleted every .*.tmp file in DIR before checking it was its own."""
+    users = {
+        ".draft.tmp": b"draft",
+        ".report.docx.tmp": b"report",
+        **({"manifest.json": manifest.encode()} if manifest else {}),
+    }
+    for name, data in users.items():
+        (tmp_path / name).write_bytes(data)
+    assert main(["encode", "a", "b", "--model", str(minilm_dir), "-o", f"{tmp_path}/", "--shard-lines", "1"]) == 1
+    assert message in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == users  # nothing deleted, no .lock
 
 
 def test_plot_output_is_written_whole_or_not_at_all(tmp_path, minilm_dir):

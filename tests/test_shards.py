@@ -1,10 +1,13 @@
-"""numbert.shards: sharded output, atomic shards, a rerun resumes, a changed job is an error."""
+"""numbert.shards: sharded output, atomic shards, a rerun resumes, a changed job is an error, a directory or
+manifest that is not this job's is refused untouched, and the vectors are the unsharded job's bit for bit."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -13,7 +16,16 @@ import numpy as np
 import pytest
 
 import numbert
-from numbert.shards import ShardError, read_shards, shard_chunks, write_shards
+from numbert.shards import (
+    TEMPORARY,
+    ShardError,
+    create_temporary,
+    numbered_chunks,
+    read_shards,
+    shard_name,
+    shard_pieces,
+    write_shards,
+)
 
 
 def corpus(n: int) -> list[str]:
@@ -36,54 +48,98 @@ def embedder(model, calls: list | None = None, fail_after: int | None = None):
     return embed
 
 
-def test_shard_chunks_restart_at_every_shard():
-    got = [(shard, lines, len(texts), last) for shard, lines, texts, last in shard_chunks(map(str, range(23)), 10, 4)]
-    assert got == [
-        (0, range(0, 4), 4, False),
-        (0, range(4, 8), 4, False),
-        (0, range(8, 10), 2, True),
-        (1, range(10, 14), 4, False),
-        (1, range(14, 18), 4, False),
-        (1, range(18, 20), 2, True),
-        (2, range(20, 23), 3, True),
+def unsharded(model, texts: list[str], chunk_lines: int) -> np.ndarray:
+    """The vectors of the job unsharded: each chunk of `chunk_lines` lines embedded, as `-o vectors.npy` does."""
+    return np.concatenate([model.embed(t, progress=False) for _, t in numbered_chunks(texts, chunk_lines)])
+
+
+def snapshot(directory) -> dict:
+    """Every file under `directory` (hidden ones too) with its bytes and mode."""
+    return {
+        str(p.relative_to(directory)): (p.read_bytes(), p.stat().st_mode) if p.is_file() else None
+        for p in sorted(directory.rglob("*"))
+    }
+
+
+def test_chunks_start_at_multiples_of_chunk_lines_whatever_the_shards():
+    assert [(lines, len(texts)) for lines, texts in numbered_chunks(map(str, range(23)), 8)] == [
+        (range(0, 8), 8),
+        (range(8, 16), 8),
+        (range(16, 23), 7),
     ]
-    assert list(shard_chunks([], 10, 4)) == []
+    assert list(numbered_chunks([], 8)) == []
+    assert shard_pieces(range(8, 16), 7) == [(1, range(8, 14)), (2, range(14, 16))]
+    assert shard_pieces(range(0, 23), 7) == [
+        (0, range(0, 7)),
+        (1, range(7, 14)),
+        (2, range(14, 21)),
+        (3, range(21, 23)),
+    ]
+    assert shard_pieces(range(20, 30), 100) == [(0, range(20, 30))]
 
 
 def test_shards_hold_every_line_in_order_with_a_manifest(tmp_path, model):
-    texts = corpus(95)
+    texts = corpus(45)
     manifest = write_shards(
-        tmp_path / "out", texts, embedder(model), {"model": "minilm"}, shard_lines=40, chunk_lines=16
+        tmp_path / "out", texts, embedder(model), {"model": "minilm"}, shard_lines=20, chunk_lines=8
     )
     assert [e["file"] for e in manifest["shards"]] == ["part-00000.npy", "part-00001.npy", "part-00002.npy"]
-    assert [e["lines"] for e in manifest["shards"]] == [[0, 40], [40, 80], [80, 95]]
-    assert manifest["complete"] and manifest["lines"] == 95 and manifest["dim"] == 384
+    assert [e["lines"] for e in manifest["shards"]] == [[0, 20], [20, 40], [40, 45]]
+    assert manifest["complete"] and manifest["lines"] == 45 and manifest["dim"] == 384
     on_disk = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert on_disk == manifest
-    expected = np.concatenate([model.embed(t, progress=False) for _, _, t, _ in shard_chunks(texts, 40, 16)])
-    assert np.array_equal(read_shards(tmp_path / "out"), expected)
-    assert not list((tmp_path / "out").glob(".*.tmp"))
+    assert np.array_equal(read_shards(tmp_path / "out"), unsharded(model, texts, 8))  # chunk 16-24 straddles
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        ".lock",
+        "manifest.json",
+        *map(shard_name, range(3)),
+    ]
 
 
-def test_a_rerun_after_a_crash_embeds_only_the_missing_shards(tmp_path, model):
-    texts, job = corpus(100), {"model": "minilm", "options": {"pooling": None}}
-    whole = write_shards(tmp_path / "whole", texts, embedder(model), job, shard_lines=30, chunk_lines=10)
-    with pytest.raises(KeyboardInterrupt):  # dies in the middle of the third shard
-        write_shards(tmp_path / "job", texts, embedder(model, [], fail_after=7), job, shard_lines=30, chunk_lines=10)
-    manifest = json.loads((tmp_path / "job" / "manifest.json").read_text())
-    assert [e["lines"] for e in manifest["shards"]] == [[0, 30], [30, 60]] and not manifest["complete"]
+def test_the_vectors_are_the_unsharded_jobs_bit_for_bit_however_it_is_cut(tmp_path, model):
+    texts = corpus(30)
+    expected = unsharded(model, texts, 8)
+    for shard_lines in (1, 7, 100):
+        calls: list = []
+        write_shards(
+            tmp_path / str(shard_lines), texts, embedder(model, calls), {}, shard_lines=shard_lines, chunk_lines=8
+        )
+        assert calls == [range(0, 8), range(8, 16), range(16, 24), range(24, 30)]  # each chunk embedded once
+        assert np.array_equal(read_shards(tmp_path / str(shard_lines)), expected), shard_lines
+
+
+def test_a_rerun_after_a_crash_embeds_only_the_chunks_of_unfinished_shards(tmp_path, model):
+    texts, job = corpus(60), {"model": "minilm", "options": {"pooling": None}}
+    with pytest.raises(KeyboardInterrupt):  # dies after chunk 20-30, which finished shard 0 and began shard 1
+        write_shards(tmp_path, texts, embedder(model, [], fail_after=3), job, shard_lines=25, chunk_lines=10)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert [e["lines"] for e in manifest["shards"]] == [[0, 25]] and not manifest["complete"]
+    assert len(list(tmp_path.glob(".part-00001.npy.*.tmp"))) == 1  # shard 1, half written
     calls: list = []
-    done = []
+    done: list = []
+    skipped: list = []
     resumed = write_shards(
-        tmp_path / "job", texts, embedder(model, calls), job, shard_lines=30, chunk_lines=10, progress=done.append
+        tmp_path,
+        texts,
+        embedder(model, calls),
+        job,
+        shard_lines=25,
+        chunk_lines=10,
+        progress=done.append,
+        skipped=skipped.append,
     )
-    assert calls == [range(60, 70), range(70, 80), range(80, 90), range(90, 100)]
-    assert sum(done) == 100
-    assert [e["sha256"] for e in resumed["shards"]] == [e["sha256"] for e in whole["shards"]]
-    assert np.array_equal(read_shards(tmp_path / "job"), read_shards(tmp_path / "whole"))
+    assert calls == [range(20, 30), range(30, 40), range(40, 50), range(50, 60)]  # 20-30 whole; 20-25 not written
+    assert sum(done) == 60 and [e["index"] for e in skipped] == [0]
+    assert resumed["shards"][0] == manifest["shards"][0] and [e["lines"] for e in resumed["shards"]][1:] == [
+        [25, 50],
+        [50, 60],
+    ]
+    assert np.array_equal(read_shards(tmp_path), unsharded(model, texts, 10))
+    assert not list(tmp_path.glob(".*.tmp"))
     calls.clear()  # a finished job run again embeds nothing
-    write_shards(tmp_path / "job", texts, embedder(model, calls), job, shard_lines=30, chunk_lines=10)
-    assert calls == []
+    skipped.clear()
+    write_shards(tmp_path, texts, embedder(model, calls), job, shard_lines=25, chunk_lines=10, skipped=skipped.append)
+    assert calls == [] and [e["index"] for e in skipped] == [0, 1, 2]
 
 
 def test_another_model_options_shard_size_or_input_is_an_error(tmp_path, model):
@@ -109,7 +165,7 @@ def test_a_damaged_shard_is_written_again(tmp_path, model):
     calls: list = []
     with pytest.warns(RuntimeWarning, match="part-00001.npy is missing or does not match its checksum"):
         write_shards(tmp_path, texts, embedder(model, calls), job, shard_lines=20)
-    assert calls == [range(20, 40)]
+    assert calls == [range(0, 40)]  # the one chunk, embedded whole; only shard 1 written
     assert np.array_equal(read_shards(tmp_path), expected)
 
 
@@ -117,10 +173,170 @@ def test_unfinished_or_foreign_directories_are_refused(tmp_path, model):
     with pytest.raises(ShardError, match="cannot read"):
         read_shards(tmp_path)
     (tmp_path / "part-00000.npy").write_bytes(b"")
-    with pytest.raises(ShardError, match="holds shards but no manifest.json"):
+    with pytest.raises(ShardError, match="not a numbert shard directory \\(it holds 'part-00000.npy' but no manifest"):
         write_shards(tmp_path, ["a"], embedder(model), {}, shard_lines=5)
+    assert [p.name for p in tmp_path.iterdir()] == ["part-00000.npy"]
     with pytest.raises(ValueError, match="shard_lines must be a positive integer"):
         write_shards(tmp_path / "new", ["a"], embedder(model), {}, shard_lines=0)
+
+
+USERS_FILES = {".draft.tmp": b"my draft", ".report.docx.tmp": b"PK\x03\x04", "notes.txt": b"notes"}
+
+
+@pytest.mark.parametrize(
+    "manifest, message",
+    [
+        (None, "not a numbert shard directory \\(it holds '.draft.tmp' but no manifest.json\\)"),
+        (b'{"name": "my web app"}', "manifest.json is not a numbert shard manifest"),
+        (b"not json", "cannot read .*manifest.json"),
+        (
+            json.dumps({"format": "numbert-shards/1", "job": {"model": "bert"}, "shard_lines": 5, "shards": []}),
+            "was written by another job: its job is model='bert' there, 'minilm' now",
+        ),
+    ],
+)
+def test_a_directory_that_is_not_this_jobs_is_left_byte_for_byte_as_it_was(tmp_path, model, manifest, message):
+    """It once deleted every .*.tmp file in the directory, then refused it, leaving a .lock behind."""
+    for name, data in USERS_FILES.items():
+        (tmp_path / name).write_bytes(data)
+    if manifest is not None:
+        (tmp_path / "manifest.json").write_bytes(manifest if isinstance(manifest, bytes) else manifest.encode())
+    before = snapshot(tmp_path)
+    calls: list = []
+    with pytest.raises(ShardError, match=message):
+        write_shards(tmp_path, corpus(10), embedder(model, calls), {"model": "minilm"}, shard_lines=5)
+    assert snapshot(tmp_path) == before and calls == []
+
+
+def test_a_rerun_deletes_its_own_temporaries_and_nothing_else(tmp_path, model):
+    job = {"model": "minilm"}
+    (tmp_path / ".lock").write_bytes(b"")  # a job killed in its first shard, before it wrote its manifest
+    (tmp_path / ".part-00000.npy.0123abcd.tmp").write_bytes(b"half a shard")
+    write_shards(tmp_path, corpus(10), embedder(model), job, shard_lines=5)
+    assert not (tmp_path / ".part-00000.npy.0123abcd.tmp").exists()
+    leftovers = [".part-00001.npy.89abcdef.tmp", ".manifest.json.00ff00ff.tmp", ".part-123456.npy.deadbeef.tmp"]
+    users = [
+        *USERS_FILES,
+        ".part-00001.npy.tmp",
+        ".manifest.json.XYZ.tmp",
+        ".part-1.npy.0123abcd.tmp",
+        "x.0123abcd.tmp",
+    ]
+    for name in [*leftovers, *users]:
+        (tmp_path / name).write_bytes(b"...")
+    write_shards(tmp_path, corpus(10), embedder(model), job, shard_lines=5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [*users, ".lock", "manifest.json", "part-00000.npy", "part-00001.npy"]
+    )
+    assert all(TEMPORARY.fullmatch(name) for name in leftovers)
+    assert not any(TEMPORARY.fullmatch(name) for name in users)
+
+
+def test_temporaries_are_named_as_recognised_and_every_file_follows_the_umask(tmp_path, model):
+    fd, temporary = create_temporary(tmp_path / "part-00007.npy")
+    os.close(fd)
+    assert TEMPORARY.fullmatch(temporary.name) and temporary.parent == tmp_path
+    previous = os.umask(0o027)
+    try:
+        write_shards(tmp_path / "out", corpus(12), embedder(model), {}, shard_lines=5)
+    finally:
+        os.umask(previous)
+    files = sorted((tmp_path / "out").glob("[!.]*"))
+    assert [p.name for p in files] == ["manifest.json", "part-00000.npy", "part-00001.npy", "part-00002.npy"]
+    assert {stat.S_IMODE(p.stat().st_mode) for p in files} == {0o640}  # as `-o vectors.npy`; mkstemp made 0600
+
+
+@pytest.fixture(scope="module")
+def finished_job(tmp_path_factory, model) -> tuple:
+    """A finished job of 20 lines in shards of 7 (the last one 6 lines), and its texts."""
+    texts, directory = corpus(20), tmp_path_factory.mktemp("finished")
+    write_shards(directory, texts, embedder(model), {"model": "minilm"}, shard_lines=7, dim=384)
+    return directory, texts
+
+
+def entry_field(key, value):
+    def damage(manifest):
+        manifest["shards"][1][key] = value
+
+    return damage
+
+
+def without(key):
+    def damage(manifest):
+        del manifest["shards"][1][key]
+
+    return damage
+
+
+def set_manifest(key, value):
+    def damage(manifest):
+        manifest[key] = value
+
+    return damage
+
+
+def far_shard(manifest):
+    """Shard 1 listed as shard 1,000,000, every field consistent with that: shard 2 is then short but not last."""
+    manifest["shards"][1].update(index=10**6, file="part-1000000.npy", lines=[7 * 10**6, 7 * 10**6 + 7])
+
+
+def duplicate(manifest):
+    manifest["shards"][1] = dict(manifest["shards"][0])
+
+
+HOSTILE = {
+    "negative index": (entry_field("index", -1), r"shards\[1\]\.index is -1, expected a shard number >= 0"),
+    "index 10^6": (entry_field("index", 10**6), r"shards\[1\]\.file is 'part-00001.npy', expected 'part-1000000.npy'"),
+    "index 10^6, consistent": (far_shard, r"shard 2 holds lines \[14, 20\], fewer than shard_lines \(7\), but it"),
+    "duplicate": (duplicate, r"shards\[1\]: shard 0 \(part-00000.npy\) is listed twice"),
+    "another shard's file": (entry_field("file", "part-00002.npy"), r"shards\[1\]\.file is 'part-00002.npy'"),
+    "a path": (entry_field("file", "../../secret.npy"), r"shards\[1\]\.file is '../../secret.npy', expected"),
+    "lines": (entry_field("lines", [8, 14]), r"shards\[1\]\.lines is \[8, 14\], expected \[7, N\], 7 < N <= 14"),
+    "lines too many": (entry_field("lines", [7, 15]), r"shards\[1\]\.lines is \[7, 15\]"),
+    "lines of text": (entry_field("lines", ["7", 14]), r"shards\[1\]\.lines is \['7', 14\]"),
+    "lines short": (entry_field("lines", [7, 13]), r"shard 1 holds lines \[7, 13\], fewer than shard_lines"),
+    "dim": (entry_field("dim", 5), r"shards\[1\]\.dim is 5, expected the width of the job's vectors, 384"),
+    "sha256": (entry_field("sha256", "not hex"), r"shards\[1\]\.sha256 is 'not hex', expected a SHA-256"),
+    "input_sha256": (entry_field("input_sha256", "AB" * 32), r"shards\[1\]\.input_sha256 is 'ABAB"),
+    "missing key": (without("sha256"), r"shards\[1\] has no 'sha256'"),
+    "index of text": (entry_field("index", "1"), r"shards\[1\]\.index is '1', expected an integer"),
+    "index true": (entry_field("index", True), r"shards\[1\]\.index is True, expected an integer"),
+    "lines a string": (entry_field("lines", "7-14"), r"shards\[1\]\.lines is '7-14', expected a list"),
+    "entry a number": (lambda m: m["shards"].__setitem__(1, 42), r"shards\[1\] is 42, expected an object"),
+    "shards an object": (set_manifest("shards", {}), r"manifest.json: shards is \{\}, expected a list"),
+    "no shards": (lambda m: m.pop("shards"), r"manifest.json: shards is None, expected a list"),
+    "dim of text": (set_manifest("dim", "384"), r"manifest.json: dim is '384', expected an integer >= 1"),
+}
+
+
+@pytest.mark.parametrize("damage, message", HOSTILE.values(), ids=HOSTILE.keys())
+def test_a_hostile_manifest_is_refused_naming_the_file_and_field(tmp_path, model, finished_job, damage, message):
+    directory, texts = finished_job
+    job = shutil.copytree(directory, tmp_path / "job")
+    manifest = json.loads((job / "manifest.json").read_text())
+    damage(manifest)
+    (job / "manifest.json").write_text(json.dumps(manifest))
+    shutil.copyfile(job / "part-00001.npy", job / "part-1000000.npy")  # for the far shard: intact, if it is believed
+    with pytest.raises(ShardError, match=message):
+        read_shards(job)
+    before, calls = snapshot(job), []
+    with pytest.raises(ShardError, match=message):
+        write_shards(job, texts, embedder(model, calls), {"model": "minilm"}, shard_lines=7, dim=384)
+    assert snapshot(job) == before and calls == []
+
+
+def test_a_manifest_that_does_not_cover_the_lines_is_not_read_as_finished(tmp_path, finished_job):
+    job = shutil.copytree(finished_job[0], tmp_path / "job")
+    manifest = json.loads((job / "manifest.json").read_text())
+    manifest["shards"].pop(1)
+    (job / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ShardError, match=r"shard 1 holds \[14, 20\], expected \[7, 14\]"):
+        read_shards(job)
+    manifest["lines"] = 21
+    manifest["shards"].insert(1, json.loads((finished_job[0] / "manifest.json").read_text())["shards"][1])
+    (job / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ShardError, match=r"shard 2 holds \[14, 20\], expected \[14, 21\]"):
+        read_shards(job)
 
 
 def test_empty_input_gives_an_empty_finished_job(tmp_path, model):

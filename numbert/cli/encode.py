@@ -6,7 +6,8 @@
 The input is read and embedded a chunk of lines at a time (files.py), so memory stays flat on a
 file of any length, and OUT appears only when every line succeeded. Sentence vectors can be computed
 in --workers processes (numbert.workers) or on a Dask cluster (--scheduler, --dask: numbert.dask), and
-written as resumable shards (--shard-lines: numbert.shards); the vectors are the same bits every way.
+written as resumable shards (--shard-lines: numbert.shards); every way embeds the same chunks of
+CHUNK_LINES lines, so the vectors are the same bits every way.
 """
 
 from __future__ import annotations
@@ -67,14 +68,16 @@ def encode(args: argparse.Namespace) -> None:
 
 def check_encode_options(args: argparse.Namespace) -> None:
     if args.shard_lines is not None:
-        if args.output in (None, "-") or Path(args.output).is_file():
-            raise Failure("--shard-lines writes a directory of .npy shards and a manifest: give it as -o DIR/")
+        if args.output in (None, "-") or not (args.output.endswith("/") or Path(args.output).is_dir()):
+            raise Failure(
+                "--shard-lines writes a directory of .npy shards and a manifest: give it as -o DIR/ "
+                "(with a trailing /, or an existing directory)"
+            )
         if args.format not in (None, "npy"):
             raise Failure(f"--shard-lines writes .npy shards, not --format {args.format}")
         args.format = "npy"
-    if args.format is None:  # from OUT's suffix; readable text on a terminal; else .npy
-        suffix = Path(args.output).suffix.lower() if args.output not in (None, "-") else ""
-        args.format = FORMAT_OF_SUFFIX.get(suffix) or ("text" if args.output is None and sys.stdout.isatty() else "npy")
+    else:
+        args.format = output_format_of(args.output, args.format)
     if args.format == "jsonl":
         for name in ("strategy", "pooling", "combine"):
             if getattr(args, name) is not None:
@@ -93,6 +96,21 @@ def check_encode_options(args: argparse.Namespace) -> None:
         raise Failure(f"--{parallel[0]} and --{parallel[1]} are two ways to run the job: choose one")
     if parallel and args.format == "jsonl":
         raise Failure(f"--{parallel[0]} computes sentence vectors (npy, npz, text), not --format jsonl")
+
+
+def output_format_of(output: str | None, format: str | None) -> str:
+    """--format, which OUT's suffix must not contradict, else the format the suffix names (an unknown suffix is
+    a Failure); with neither, readable text on a terminal, else .npy."""
+    suffix = Path(output).suffix.lower() if output not in (None, "-") else ""
+    named = FORMAT_OF_SUFFIX.get(suffix)
+    if format is None and suffix and named is None:
+        raise Failure(
+            f"cannot tell the format of -o {output} from its suffix {suffix}: name it "
+            f"{', '.join(FORMAT_OF_SUFFIX)}, or give --format npy, npz, text or jsonl"
+        )
+    if format is not None and named not in (None, format):
+        raise Failure(f"-o {output} is named as {named} output, but --format is {format}: make them agree")
+    return format or named or ("text" if output is None and sys.stdout.isatty() else "npy")
 
 
 # --- the writers: one per format ------------------------------------------------------------------
@@ -245,7 +263,8 @@ def write_features(model, chunks: Iterator[list[str]], out: IO[bytes], args: arg
 
 
 def write_shard_directory(model, lines: Iterator[str], args: argparse.Namespace) -> None:
-    """Sentence vectors as shards of --shard-lines lines plus a manifest in the directory -o; a rerun resumes."""
+    """Sentence vectors as shards of --shard-lines lines plus a manifest in the directory -o; a rerun resumes,
+    saying how many shards it skipped. The chunks are those of `-o vectors.npy`, so are the vectors' bits."""
     from ..fingerprint import model_fingerprint
     from ..shards import write_shards
 
@@ -255,15 +274,23 @@ def write_shard_directory(model, lines: Iterator[str], args: argparse.Namespace)
         **model_fingerprint(args.model),
         "options": {**recipe.describe(), "batch_size": args.batch_size},
     }
+    skipped: list[dict] = []
     with progress_bar(args) as bar, embedder(model, args, recipe) as embed:
-        write_shards(
+        manifest = write_shards(
             args.output,
             lines,
             embed,
             job,
             shard_lines=args.shard_lines,
             chunk_lines=CHUNK_LINES["npy"],
+            dim=recipe.dim,
             progress=bar.update,
+            skipped=skipped.append,
+        )
+    if skipped:
+        print(
+            f"numbert encode: resuming: {len(skipped)} of {len(manifest['shards'])} shards already done, skipped",
+            file=sys.stderr,
         )
 
 
@@ -309,8 +336,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--format",
         type=output_format,
         choices=("npy", "npz", "text", "jsonl"),
-        help="output format (txt = text; default: from OUT's suffix, text on a terminal, else npy: "
-        "piped or redirected output is .npy unless --format text)",
+        help="output format (txt = text; default: from OUT's suffix .npy .npz .jsonl .txt .tsv, which must "
+        "agree with it; text on a terminal, else npy: piped or redirected output is .npy unless --format text)",
     )
     p.add_argument("--output", "-o", metavar="OUT", help="output file (default: stdout)")
     add_model(p)
