@@ -20,8 +20,13 @@ def command(*args) -> list[str]:
     return [sys.executable, "-m", "numbert", "encode", *map(str, args)]
 
 
+# Every command here runs one BLAS thread in its own process, as each worker does: a BLAS kernel may sum in
+# another order on two threads than on one (OpenBLAS's Haswell kernels do), which is not what these tests are about.
+ENV = dict(os.environ, HF_HUB_OFFLINE="1", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
+
 def run(*args) -> subprocess.CompletedProcess:
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    env = ENV
     return subprocess.run(command(*args), capture_output=True, env=env, timeout=300)
 
 
@@ -56,7 +61,7 @@ def test_workers_write_the_single_process_vectors_bit_for_bit(tmp_path, source, 
 
 def test_a_sharded_job_killed_mid_run_resumes_to_the_uninterrupted_result(tmp_path, source, minilm_dir):
     ok(run("--file", source, "--model", minilm_dir, "-o", f"{tmp_path}/whole/", "--shard-lines", 100))
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    env = ENV
     job = subprocess.Popen(
         command(
             "--file", source, "--model", minilm_dir, "-o", f"{tmp_path}/job/", "--shard-lines", 100, "--workers", 2

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 import numbert
 import numbert.batch_encoder
@@ -40,7 +41,10 @@ def corpus(n: int) -> list[str]:
 
 
 def single_process(model, partitions: list[list[str]], **options) -> np.ndarray:
-    return np.concatenate([model.embed(p, progress=False, **options) for p in partitions])
+    """Each partition embedded here on one BLAS thread, as a Dask worker runs (a BLAS kernel may sum in another
+    order on two threads than on one)."""
+    with threadpool_limits(1):
+        return np.concatenate([model.embed(p, progress=False, **options) for p in partitions])
 
 
 def test_a_bag_gives_the_single_process_vectors_row_for_row(client, minilm_dir, model):

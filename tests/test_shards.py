@@ -350,9 +350,11 @@ import sys, numbert
 from numbert.shards import write_shards
 from numbert.workers import Pool
 model_dir, source, out, workers = sys.argv[1:]
+model = numbert.load(model_dir)
 lines = open(source, encoding="utf-8").read().splitlines()
 with Pool(model_dir, int(workers)) as pool:
-    write_shards(out, lines, pool.map, {"model": "minilm"}, shard_lines=60, chunk_lines=20)
+    embed = lambda chunks: (model.embed(texts, workers=pool, progress=False) for _, texts in chunks)
+    write_shards(out, lines, embed, {"model": "minilm"}, shard_lines=60, chunk_lines=20)
 """
 
 
