@@ -4,11 +4,12 @@
     python scripts/bench_ab.py 36c31ea                 # A: that revision (a temporary git worktree), B: this tree
     python scripts/bench_ab.py 36c31ea --rounds 5 --size 2000
 
-Three measurements, each in a fresh process whose PYTHONPATH is the checkout's, with the same BLAS threads
+Four measurements, each in a fresh process whose PYTHONPATH is the checkout's, with the same BLAS threads
 (OMP/OPENBLAS/MKL_NUM_THREADS) for every process:
 
 - forward: `model.forward` of a (8, 128) batch of token ids, median of --repeat;
 - embed: `model.embed(corpus)` of --size real English sentences (the stdlib docstrings of scripts/bench);
+- workers: the same corpus in 2 worker processes of 1 BLAS thread (pool start included);
 - serve: `numbert serve` answering the corpus as /v1/embeddings requests of one sentence from 64 clients
   (scripts/bench_serve.py's client), inputs/s.
 
@@ -53,7 +54,18 @@ model.embed(corpus[:64], progress=False)  # warm
 start = time.perf_counter()
 model.embed(corpus, progress=False)
 embed = time.perf_counter() - start
-print(json.dumps({"forward": sorted(times)[len(times) // 2], "embed": len(corpus) / embed}))
+try:  # two worker processes: numbert.workers.embed since the pipeline layer, embed(workers=2) before it
+    from numbert.workers import embed as in_workers
+    def two():
+        return in_workers(model, corpus, 2, progress=False)
+except ImportError:
+    def two():
+        return model.embed(corpus, workers=2, progress=False)
+start = time.perf_counter()
+two()
+workers = time.perf_counter() - start
+result = {"forward": sorted(times)[len(times) // 2], "embed": len(corpus) / embed, "workers": len(corpus) / workers}
+print(json.dumps(result))
 """
 
 
