@@ -3,7 +3,7 @@
     recipe = model.recipe()                        # the model's own (a sentence-transformers directory's
     recipe = model.recipe(pooling="cls", layers=-1)  # modules), or bert-as-service's mean of layer -2
     recipe.prepare("a text")                       # the text as it is tokenized: prompt + text, lowercased
-    recipe.sentence_vectors(out)                   # a forward's Output -> (rows, dim): pool, then Dense
+    recipe.sentence_vectors(out)                   # a forward's Output -> (rows, width): pool, then Dense
     recipe.finish(vectors)                         # normalize, then keep the first `dimensions`
 
 A recipe is built once from the model's sentence-transformers config plus the caller's overrides and

@@ -529,3 +529,35 @@ def test_a_huge_input_is_counted_a_piece_at_a_time_and_tokenize_is_bounded(minil
     (encoding,) = e.tokenize_inputs([spaced], False, 4096)
     assert [spaced[a:b] for a, b in encoding.offsets] == ["A", "river", "bank", ",", "[MASK]", "x"]
     assert offsets_before_collapsing("a b", [(0, 1), (2, 3)]) == [(0, 1), (2, 3)]
+
+
+def test_a_request_whose_client_disconnects_is_dropped_before_its_forward(minilm_dir):
+    """A request queued behind a long one, whose client then closes its connection, never runs: its inputs
+    are counted as dropped in /metrics, not as embedded, and the server goes on answering."""
+    server = ServerProcess(minilm_dir)
+    try:
+        long_texts = [" ".join(["word"] * 250)] * 64  # a few seconds of forwards ahead of it
+        blocker = socket.create_connection(("127.0.0.1", server.port))
+        blocker.sendall(raw_post("/v1/embeddings", {"input": long_texts}))
+        time.sleep(0.3)
+        leaver = socket.create_connection(("127.0.0.1", server.port))
+        leaver.sendall(raw_post("/v1/embeddings", {"input": ["short text"] * 20}))
+        time.sleep(0.3)  # read and queued behind the long request
+        leaver.close()
+        blocker.settimeout(60)
+        assert blocker.recv(12) == b"HTTP/1.1 200"
+        blocker.close()
+        deadline = time.monotonic() + 30
+        while "numbert_dropped_inputs_total 20" not in (metrics := httpx.get(server.url + "/metrics").text):
+            assert time.monotonic() < deadline, metrics
+            time.sleep(0.05)
+        assert "numbert_inputs_total 64" in metrics and "numbert_queue_depth 0" in metrics
+        assert httpx.post(server.url + "/embed", json={"inputs": "still serving"}).status_code == 200
+    finally:
+        assert server.stop() == 0, "".join(server.lines)
+
+
+def raw_post(path: str, body: dict) -> bytes:
+    data = json.dumps(body).encode()
+    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {len(data)}"
+    return head.encode() + b"\r\n\r\n" + data

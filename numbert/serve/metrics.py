@@ -58,6 +58,7 @@ class Metrics:
         self.inputs = self.tokens = 0  # embedded (answered) inputs and their tokens
         self.in_flight = 0  # requests admitted and not yet answered
         self.queue_depth = 0  # inputs waiting for the model
+        self.dropped_inputs = 0  # inputs taken off the queue unrun: their client had gone
         self.batch_inputs = Histogram(BATCH_INPUT_BUCKETS)
         self.batch_tokens = Histogram(BATCH_TOKEN_BUCKETS)  # padded: rows x longest
 
@@ -76,6 +77,7 @@ class Metrics:
         """Inputs taken off the queue unrun: their request's client has gone."""
         with self.lock:
             self.queue_depth -= inputs
+            self.dropped_inputs += inputs
 
     def ran_batch(self, inputs: int, padded_tokens: int) -> None:
         with self.lock:
@@ -93,6 +95,7 @@ class Metrics:
                 "tokens": self.tokens,
                 "in_flight": self.in_flight,
                 "queue_depth": self.queue_depth,
+                "dropped_inputs": self.dropped_inputs,
                 "batch_inputs": self.batch_inputs.state(),
                 "batch_tokens": self.batch_tokens.state(),
             }
@@ -104,7 +107,7 @@ class Metrics:
                 self.requests[e, s] += n
             for e, h in state["latency"].items():
                 self.latency.setdefault(e, Histogram(LATENCY_BUCKETS)).add(h)
-            for name in ("inputs", "tokens", "in_flight", "queue_depth"):
+            for name in ("inputs", "tokens", "in_flight", "queue_depth", "dropped_inputs"):
                 setattr(self, name, getattr(self, name) + state[name])
             self.batch_inputs.add(state["batch_inputs"])
             self.batch_tokens.add(state["batch_tokens"])
@@ -153,6 +156,9 @@ class Metrics:
                 "# HELP numbert_queue_depth Inputs waiting for the model.",
                 "# TYPE numbert_queue_depth gauge",
                 f"numbert_queue_depth {self.queue_depth}",
+                "# HELP numbert_dropped_inputs_total Inputs taken off the queue unrun, their client gone.",
+                "# TYPE numbert_dropped_inputs_total counter",
+                f"numbert_dropped_inputs_total {self.dropped_inputs}",
                 "# HELP numbert_batch_inputs Inputs per forward pass.",
                 "# TYPE numbert_batch_inputs histogram",
             ]
