@@ -300,6 +300,39 @@ def test_overlapping_safetensors_ranges_are_refused(tmp_path):
         load_file(path)
 
 
+BAD_SAFETENSORS_ENTRIES = {  # a header entry for tensor 'w' -> what the error says
+    "a bool in the shape": (
+        {"dtype": "F32", "shape": [True, 4], "data_offsets": [0, 16]},
+        "bad header entry for tensor 'w'",
+    ),
+    "a bool as an offset": (
+        {"dtype": "F32", "shape": [1], "data_offsets": [False, True]},
+        "bad header entry for tensor 'w'",
+    ),
+    "a dtype that is a list": (
+        {"dtype": ["F32"], "shape": [4], "data_offsets": [0, 16]},
+        "tensor 'w' has unsupported dtype",
+    ),
+    "more dims than NumPy has": ({"dtype": "F32", "shape": [1] * 65, "data_offsets": [0, 4]}, "tensor 'w' has 65 dims"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_SAFETENSORS_ENTRIES))
+def test_a_bad_safetensors_entry_names_file_and_tensor(tmp_path, case):
+    entry, message = BAD_SAFETENSORS_ENTRIES[case]
+    path = write_safetensors(tmp_path / "model.safetensors", {"w": entry}, bytes(16))
+    with pytest.raises(ValueError, match=f"{path}.*{message}"):
+        read_safetensors(path)
+
+
+@pytest.mark.parametrize("header", [b"[" * 100_000 + b"]" * 100_000, b'{"w": ' + b"1" * 5000 + b"}"])
+def test_a_safetensors_header_too_deep_or_too_long_a_number_names_the_file(tmp_path, header):
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(len(header).to_bytes(8, "little") + header)
+    with pytest.raises(ValueError, match=f"{path} is corrupt or not a safetensors file: its header is not JSON"):
+        read_safetensors(path)
+
+
 @pytest.mark.parametrize("shape", [[2**62 + 1, 4], [2**32, 2**32, 16], [2**64]])  # int64 products: 4, 0, overflow
 def test_a_shape_whose_element_count_overflows_is_reported(tmp_path, shape):
     path = write_safetensors(
