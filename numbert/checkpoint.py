@@ -244,25 +244,24 @@ def normalise_names(weights: dict) -> dict:
 def _check_weights(
     weights: dict[str, np.ndarray], config: BertConfig, path: Path, raw_names: list[str]
 ) -> dict[str, np.ndarray]:
-    """The tensors `config` needs, checked for presence, shape and dtype, then the heads', as float32."""
-    expected = tensor_shapes(config)
-    if not any(name in weights for name in expected):
+    """The tensors `config` needs, checked for presence, shape and dtype, then the heads', as float32.
+
+    The checkpoint's layer count, read off its tensors' names, is checked against the config's first:
+    the expected names are built from num_hidden_layers, which a config.json could set to a million.
+    """
+    if not any(name.startswith(("embeddings.", "encoder.layer.")) for name in weights):
         raise ValueError(
             f"{path} holds none of the BERT encoder tensors numbert expects "
             f"(such as 'embeddings.word_embeddings.weight'); {_naming_of(raw_names)}"
         )
+    _check_layer_count(weights, config, path)
+    expected = tensor_shapes(config)
     if not any(name in weights for name in POOLER):
         expected = {name: shape for name, shape in expected.items() if name not in POOLER}
     missing = [name for name in expected if name not in weights]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise ValueError(f"{path} is missing tensor {missing[0]!r} (expected shape {expected[missing[0]]}){more}")
-    layers = 1 + max((int(m[1]) for m in map(re.compile(r"encoder\.layer\.(\d+)\.").match, weights) if m), default=-1)
-    if layers > config.num_hidden_layers:
-        raise ValueError(
-            f"{path} holds {layers} encoder layers but config.json's num_hidden_layers is "
-            f"{config.num_hidden_layers}: the config does not describe this checkpoint"
-        )
     checked = {}
     for name, shape in expected.items():
         if weights[name].shape != shape:
@@ -273,6 +272,21 @@ def _check_weights(
             raise ValueError(f"{path}: tensor {name!r} has dtype {tensor.dtype}; BERT weights must be floating point")
         checked[name] = tensor if tensor.dtype == np.float32 else _read_only(tensor.astype(np.float32))
     return checked
+
+
+def _check_layer_count(weights: dict[str, np.ndarray], config: BertConfig, path: Path) -> None:
+    """The checkpoint holds tensors of encoder layers 0 to num_hidden_layers - 1, each, and of no other:
+    so num_hidden_layers is at most its number of tensors, and the names it expects cost no more."""
+    layers = sorted({int(m[1]) for m in map(re.compile(r"encoder\.layer\.(\d{1,9})\.").match, weights) if m})
+    count = 1 + max(layers, default=-1)
+    if count != config.num_hidden_layers:
+        raise ValueError(
+            f"{path} holds {count} encoder layers but config.json's num_hidden_layers is "
+            f"{config.num_hidden_layers}: the config does not describe this checkpoint"
+        )
+    gap = next((i for i, layer in enumerate(layers) if layer != i), None)
+    if gap is not None:
+        raise ValueError(f"{path} holds no tensor of encoder layer {gap}, though it holds layers up to {count - 1}")
 
 
 def _check_finite(path: Path, name: str, tensor: np.ndarray) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import pickle
 import zipfile
@@ -365,6 +366,33 @@ def test_config_with_fewer_layers_than_the_checkpoint_is_an_error(tmp_path):
     directory = write_small(tmp_path, weights_config=dataclasses.replace(SMALL, num_hidden_layers=4))
     with pytest.raises(ValueError, match=r"model.safetensors holds 4 encoder layers .*num_hidden_layers is 2"):
         load_weights(directory, SMALL)
+
+
+def test_a_million_layers_in_config_json_is_refused_before_naming_them(tmp_path):
+    """The expected tensor names were built first: 16 million of them, 2.5 GB and 17 s before the error.
+    Capped at 1.5 GB, the refusal now comes first."""
+    directory = write_small(tmp_path, num_hidden_layers=1_000_000)
+    code = (
+        "from numbert.checkpoint import load_weights; from numbert.config import BertConfig; "
+        f"load_weights({str(directory)!r}, BertConfig.from_json({str(directory / 'config.json')!r}))"
+    )
+    assert run_with_memory_limit(code) == (
+        f"ValueError: {directory / 'model.safetensors'} holds 2 encoder layers but config.json's "
+        f"num_hidden_layers is 1000000: the config does not describe this checkpoint"
+    )
+
+
+def test_a_checkpoint_missing_a_whole_layer_names_it(tmp_path):
+    """One tensor of the last layer is not enough: the layers before it must be there too."""
+    from safetensors.numpy import save_file
+
+    weights = random_weights(SMALL)
+    weights["encoder.layer.999.output.dense.bias"] = weights.pop("encoder.layer.1.output.dense.bias")
+    save_file(weights, str(write_config(tmp_path, num_hidden_layers=1000) / "model.safetensors"))
+    with pytest.raises(
+        ValueError, match=r"model.safetensors holds no tensor of encoder layer 2, though it holds layers up to 999"
+    ):
+        load_weights(tmp_path, dataclasses.replace(SMALL, num_hidden_layers=1000))
 
 
 @pytest.mark.parametrize("pad", [50, 1000, -1])
