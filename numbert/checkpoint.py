@@ -761,7 +761,7 @@ def read_weight_map(index: Path) -> dict[str, str]:
     """The weight_map of a shard index: each tensor's name -> the file name of the shard holding it."""
     try:
         weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
+    except (ValueError, RecursionError, KeyError, TypeError) as e:  # JSON, UTF-8, nesting, 4300-digit numbers
         raise ValueError(f"{index} is not a checkpoint shard index (a JSON object with a weight_map): {e!r}") from None
     if not (isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values())):
         raise ValueError(f"{index}: weight_map must map each tensor name to a shard file name")
