@@ -446,8 +446,9 @@ def read_torch_bin(path: str | Path) -> dict[str, np.ndarray]:
     in it, which size and strides); each is checked under its name before any storage is read. Storages
     are memory-mapped (torch stores them uncompressed; a compressed member is refused): a tensor that is
     a contiguous slice of its storage stays a view of the map, a transposed one is copied. Tensors saved
-    under two names (tied weights) are read once; any other two tensors sharing storage bytes are refused,
-    so no tensor can be copied from bytes another already holds, and memory stays bounded by the file.
+    under two names (tied weights) are read once; two other tensors sharing storage elements, or two
+    storages sharing file bytes, are refused: no byte of the file is copied twice, so the copies (a
+    transposed tensor, float16 widened to float32) take at most twice the file's size.
     """
     path = Path(path)
     archive = _open_torch_zip(path)
@@ -457,11 +458,8 @@ def read_torch_bin(path: str | Path) -> dict[str, np.ndarray]:
         if byteorder in archive.namelist() and archive.read(byteorder).strip() != b"little":
             raise ValueError(f"{path} was saved big-endian; numbert reads little-endian checkpoints")
         views = _tensor_views(path, _unpickle(path, archive, root))
-        storages = _StorageReader(path, archive, root)
-        arrays: dict[_TensorView, np.ndarray] = {}
-        for name, view in views.items():
-            if view not in arrays:
-                arrays[view] = storages.tensor(name, view)
+        storages = _read_storages(path, archive, root, views)
+    arrays = {view: _tensor_array(view, storages[view.storage.key]) for view in dict.fromkeys(views.values())}
     return {name: arrays[view] for name, view in views.items()}
 
 
@@ -679,51 +677,61 @@ def _is_contiguous(size: tuple, stride: tuple) -> bool:
     return True
 
 
-class _StorageReader:
-    """Reads the tensors of a torch archive from its storages (`<root>/data/<key>`), each memory-mapped once."""
-
-    def __init__(self, path: Path, archive: zipfile.ZipFile, root: str):
-        self.path, self.archive, self.root = path, archive, root
-        self.file = np.memmap(path, dtype=np.uint8, mode="r")  # the whole archive
-        self.loaded: dict[str, tuple[_Storage, np.ndarray]] = {}  # key -> the storage and its elements
-
-    def tensor(self, name: str, view: _TensorView) -> np.ndarray:
-        """The tensor `view` describes (checked by `_check_view`), float16 / bfloat16 widened to float32."""
-        size, stride = view.size, view.stride
-        flat = self.storage(name, view.storage)
-        if _is_contiguous(size, stride):
-            return _widen(flat[view.offset : view.offset + math.prod(size)].reshape(size), view.storage.dtype)
-        strided = np.lib.stride_tricks.as_strided(
-            flat[view.offset :], shape=size, strides=[s * flat.itemsize for s in stride], writeable=False
-        )
-        return _widen(_read_only(np.ascontiguousarray(strided)), view.storage.dtype)
-
-    def storage(self, name: str, storage: _Storage) -> np.ndarray:
-        """A storage's elements, after checking its member in the archive holds them all."""
-        if storage.key in self.loaded:
-            first, flat = self.loaded[storage.key]
-            if first != storage:
-                raise ValueError(
-                    f"{self.path}: tensor {name!r} reads storage {storage.key!r} as {storage.numel} "
-                    f"{storage.dtype} elements, another tensor as {first.numel} {first.dtype}"
-                )
-            return flat
-        member = f"{self.root}data/{storage.key}"
-        try:
-            info = self.archive.getinfo(member)
-        except KeyError:
-            raise ValueError(f"{self.path}: storage {member} of tensor {name!r} is missing from the archive") from None
-        nbytes = storage.numel * np.dtype(DTYPES[storage.dtype]).itemsize
-        start = _member_data_offset(self.archive, info)
-        if info.compress_size < nbytes or start + nbytes > self.file.size:
+def _read_storages(
+    path: Path, archive: zipfile.ZipFile, root: str, views: dict[str, _TensorView]
+) -> dict[str, np.ndarray]:
+    """Each storage the tensors read, by key: its elements, a view of the memory-mapped archive. Each is
+    checked to be read as one dtype and length, and its member to hold its bytes; no two storages may
+    share bytes of the file (a zip's directory can point two members at the same bytes)."""
+    file = np.memmap(path, dtype=np.uint8, mode="r")
+    storages: dict[str, _Storage] = {}
+    ranges: dict[str, tuple[int, int]] = {}  # the first tensor reading each storage -> its bytes in the file
+    for name, view in views.items():
+        storage = view.storage
+        if storage.key not in storages:
+            storages[storage.key] = storage
+            ranges[name] = _storage_bytes(path, archive, f"{root}data/{storage.key}", name, storage)
+        elif storages[storage.key] != storage:
+            first = storages[storage.key]
             raise ValueError(
-                f"{self.path}: storage {member} of tensor {name!r} holds {info.compress_size} bytes"
-                f"{' (past the end of the file)' if start + nbytes > self.file.size else ''}, "
-                f"its {storage.numel} {storage.dtype} elements need {nbytes}"
+                f"{path}: tensor {name!r} reads storage {storage.key!r} as {storage.numel} "
+                f"{storage.dtype} elements, another tensor as {first.numel} {first.dtype}"
             )
-        flat = self.file[start : start + nbytes].view(DTYPES[storage.dtype])
-        self.loaded[storage.key] = storage, flat
-        return flat
+    _check_disjoint(path, ranges, "file bytes of their storages")
+    return {
+        key: file[begin:end].view(DTYPES[storage.dtype])
+        for (key, storage), (begin, end) in zip(storages.items(), ranges.values())
+    }
+
+
+def _storage_bytes(path: Path, archive: zipfile.ZipFile, member: str, name: str, storage: _Storage) -> tuple[int, int]:
+    """Where in the file a storage's bytes lie, after checking its member (stored) holds them all."""
+    try:
+        info = archive.getinfo(member)
+    except KeyError:
+        raise ValueError(f"{path}: storage {member} of tensor {name!r} is missing from the archive") from None
+    nbytes = storage.numel * np.dtype(DTYPES[storage.dtype]).itemsize
+    start = _member_data_offset(archive, info)
+    past_the_end = start + nbytes > path.stat().st_size
+    if info.compress_size < nbytes or past_the_end:
+        raise ValueError(
+            f"{path}: storage {member} of tensor {name!r} holds {info.compress_size} bytes"
+            f"{' (past the end of the file)' if past_the_end else ''}, "
+            f"its {storage.numel} {storage.dtype} elements need {nbytes}"
+        )
+    return start, start + nbytes
+
+
+def _tensor_array(view: _TensorView, flat: np.ndarray) -> np.ndarray:
+    """The tensor `view` describes (checked by `_check_view`) in its storage's elements `flat`, float16 /
+    bfloat16 widened to float32: a view when it is contiguous, else a copy."""
+    size, stride = view.size, view.stride
+    if _is_contiguous(size, stride):
+        return _widen(flat[view.offset : view.offset + math.prod(size)].reshape(size), view.storage.dtype)
+    strided = np.lib.stride_tricks.as_strided(
+        flat[view.offset :], shape=size, strides=[s * flat.itemsize for s in stride], writeable=False
+    )
+    return _widen(_read_only(np.ascontiguousarray(strided)), view.storage.dtype)
 
 
 def _member_data_offset(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:

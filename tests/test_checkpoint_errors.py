@@ -210,6 +210,24 @@ def test_tensors_sharing_storage_elements_are_refused_unless_they_are_the_same_t
         read_torch_bin(path)
 
 
+def test_storages_sharing_bytes_of_the_file_are_refused(tmp_path):
+    """A zip's directory can point many members at the same bytes: each storage would be widened apart."""
+    half = np.arange(8, dtype=np.float16).tobytes()
+    state = {
+        name: Call("torch._utils", "_rebuild_tensor_v2", Storage(key, 8, "HalfStorage"), 0, (8,), (1,), False, None)
+        for name, key in [("a", "0"), ("b", "1")]
+    }
+    path = write_bin(tmp_path / "pytorch_model.bin", state, {"0": half, "1": half})
+    with zipfile.ZipFile(path) as z:
+        first = z.getinfo("archive/data/0").header_offset
+    raw = bytearray(path.read_bytes())
+    entry = raw.rindex(b"archive/data/1") - 46  # member 1's central directory entry: 46 bytes, then its name
+    raw[entry + 42 : entry + 46] = first.to_bytes(4, "little")  # its local header is now member 0's
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match=rf"{path} is corrupt: tensors 'a' and 'b' overlap \(file bytes of their"):
+        read_torch_bin(path)
+
+
 def test_a_transposed_tensor_is_a_block_of_its_storage(tmp_path):
     data = np.arange(6, dtype=np.float32)
     path = write_bin(tmp_path / "w.bin", {"w": tensor("0", (3, 2), stride=(1, 3))}, {"0": data.tobytes()})
