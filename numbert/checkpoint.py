@@ -45,7 +45,7 @@ import numpy as np
 
 from . import tf_bundle
 from .config import CONFIG_FILES, BertConfig
-from .tensors import POOLER, tensor_shapes
+from .tensors import MAX_DIMS, POOLER, tensor_shapes
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # the files numbert reads weights from, in this order
 
@@ -92,7 +92,7 @@ TENSORFLOW = "tensorflow"  # the format of a checkpoint found by its `.index` (G
 
 
 def load_weights(
-    path: str | Path | Checkpoint, config: BertConfig, *, verify_crc: bool | None = None, check_finite: bool = False
+    path: str | Path | Checkpoint, config: BertConfig, *, verify_crc: bool = True, check_finite: bool = False
 ) -> dict[str, np.ndarray]:
     """Weights of the BERT encoder at `path`, by bare `BertModel` name, float32, read-only.
 
@@ -103,8 +103,8 @@ def load_weights(
     the checkpoint has neither of them, then the heads'
     (names starting with HEAD_PREFIXES); each encoder tensor is checked for presence and shape first,
     so a checkpoint that disagrees with its config fails here, naming the tensor, rather than
-    mid-forward. A TensorFlow checkpoint's per-tensor CRC-32C is checked with verify_crc=True,
-    skipped with False, and by default checked when that is cheap (google-crc32c installed:
+    mid-forward. A TensorFlow checkpoint's per-tensor CRC-32C is checked unless verify_crc=False
+    (about 1.5 s for bert-base with numbert's NumPy CRC-32C, 0.15 s with google-crc32c:
     `pip install numbert[crc]`); sizes and bounds are always checked. With `check_finite`, a tensor
     holding NaN or infinity is refused too, by name (this reads every page of the file).
     """
@@ -116,9 +116,7 @@ def load_weights(
     return weights
 
 
-def read_checkpoint(
-    path: str | Path | Checkpoint, *, verify_crc: bool | None = None
-) -> tuple[Path, dict[str, np.ndarray]]:
+def read_checkpoint(path: str | Path | Checkpoint, *, verify_crc: bool = True) -> tuple[Path, dict[str, np.ndarray]]:
     """(the file to name in errors, every tensor by its transformers name) of the checkpoint at `path`."""
     checkpoint = path if isinstance(path, Checkpoint) else Checkpoint.find(path)
     return checkpoint.path, checkpoint.read(verify_crc=verify_crc)
@@ -176,7 +174,7 @@ class Checkpoint:
             return self.path.with_name(self.path.name.removesuffix(".index"))
         return self.directory
 
-    def read(self, *, verify_crc: bool | None = None) -> dict[str, np.ndarray]:
+    def read(self, *, verify_crc: bool = True) -> dict[str, np.ndarray]:
         """Every tensor, by its transformers name; `verify_crc` is for TensorFlow checkpoints (see load_weights)."""
         if self.format == TENSORFLOW:
             return read_tf_checkpoint(self.location, verify_crc=verify_crc)
@@ -246,25 +244,24 @@ def normalise_names(weights: dict) -> dict:
 def _check_weights(
     weights: dict[str, np.ndarray], config: BertConfig, path: Path, raw_names: list[str]
 ) -> dict[str, np.ndarray]:
-    """The tensors `config` needs, checked for presence, shape and dtype, then the heads', as float32."""
-    expected = tensor_shapes(config)
-    if not any(name in weights for name in expected):
+    """The tensors `config` needs, checked for presence, shape and dtype, then the heads', as float32.
+
+    The checkpoint's layer count, read off its tensors' names, is checked against the config's first:
+    the expected names are built from num_hidden_layers, which a config.json could set to a million.
+    """
+    if not any(name.startswith(("embeddings.", "encoder.layer.")) for name in weights):
         raise ValueError(
             f"{path} holds none of the BERT encoder tensors numbert expects "
             f"(such as 'embeddings.word_embeddings.weight'); {_naming_of(raw_names)}"
         )
+    _check_layer_count(weights, config, path)
+    expected = tensor_shapes(config)
     if not any(name in weights for name in POOLER):
         expected = {name: shape for name, shape in expected.items() if name not in POOLER}
     missing = [name for name in expected if name not in weights]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise ValueError(f"{path} is missing tensor {missing[0]!r} (expected shape {expected[missing[0]]}){more}")
-    layers = 1 + max((int(m[1]) for m in map(re.compile(r"encoder\.layer\.(\d+)\.").match, weights) if m), default=-1)
-    if layers > config.num_hidden_layers:
-        raise ValueError(
-            f"{path} holds {layers} encoder layers but config.json's num_hidden_layers is "
-            f"{config.num_hidden_layers}: the config does not describe this checkpoint"
-        )
     checked = {}
     for name, shape in expected.items():
         if weights[name].shape != shape:
@@ -275,6 +272,21 @@ def _check_weights(
             raise ValueError(f"{path}: tensor {name!r} has dtype {tensor.dtype}; BERT weights must be floating point")
         checked[name] = tensor if tensor.dtype == np.float32 else _read_only(tensor.astype(np.float32))
     return checked
+
+
+def _check_layer_count(weights: dict[str, np.ndarray], config: BertConfig, path: Path) -> None:
+    """The checkpoint holds tensors of encoder layers 0 to num_hidden_layers - 1, each, and of no other:
+    so num_hidden_layers is at most its number of tensors, and the names it expects cost no more."""
+    layers = sorted({int(m[1]) for m in map(re.compile(r"encoder\.layer\.(\d{1,9})\.").match, weights) if m})
+    count = 1 + max(layers, default=-1)
+    if count != config.num_hidden_layers:
+        raise ValueError(
+            f"{path} holds {count} encoder layers but config.json's num_hidden_layers is "
+            f"{config.num_hidden_layers}: the config does not describe this checkpoint"
+        )
+    gap = next((i for i, layer in enumerate(layers) if layer != i), None)
+    if gap is not None:
+        raise ValueError(f"{path} holds no tensor of encoder layer {gap}, though it holds layers up to {count - 1}")
 
 
 def _check_finite(path: Path, name: str, tensor: np.ndarray) -> None:
@@ -300,6 +312,25 @@ def _naming_of(names: list[str]) -> str:
         f"its tensors are named like {sorted(names)[0]!r} (top-level prefixes: {shown}); "
         f"is it a BERT checkpoint in transformers naming?"
     )
+
+
+def _check_ndim(path: Path, name: str, shape: list | tuple) -> None:
+    """A tensor has no more dims than a NumPy array can have."""
+    if len(shape) > MAX_DIMS:
+        raise ValueError(f"{path}: tensor {name!r} has {len(shape)} dims; NumPy arrays have at most {MAX_DIMS}")
+
+
+def _check_disjoint(path: Path, ranges: dict[str, tuple[int, int]], unit: str) -> None:
+    """No two tensors' [begin, end) ranges (of bytes or elements, named by `unit`) share one."""
+    previous, previous_end = "", 0
+    for name, (begin, end) in sorted(ranges.items(), key=lambda item: item[1]):
+        if begin < previous_end and end > begin:
+            raise ValueError(
+                f"{path} is corrupt: tensors {previous!r} and {name!r} overlap ({unit} "
+                f"{ranges[previous][0]}..{previous_end} and {begin}..{end})"
+            )
+        if end > previous_end:
+            previous, previous_end = name, end
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -334,20 +365,13 @@ def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
     header, data_start = _safetensors_header(path)
     ranges = {name: _byte_range(path, name, entry) for name, entry in header.items()}
     file_size = path.stat().st_size
-    previous, previous_end = None, 0
     for name, (begin, end) in sorted(ranges.items(), key=lambda item: item[1]):
         if data_start + end > file_size:
             raise ValueError(
                 f"{path} is truncated: tensor {name!r} needs bytes {data_start + begin}.."
                 f"{data_start + end} but the file has only {file_size} bytes"
             )
-        if begin < previous_end:  # two tensors would share bytes (safetensors refuses this too)
-            raise ValueError(
-                f"{path} is corrupt: tensors {previous!r} and {name!r} overlap (data bytes "
-                f"{ranges[previous][0]}..{previous_end} and {begin}..{end})"
-            )
-        if end > begin:
-            previous, previous_end = name, end
+    _check_disjoint(path, ranges, "data bytes")  # safetensors refuses shared bytes too
     file = np.memmap(path, dtype=np.uint8, mode="r")
     tensors = {}
     for name, entry in header.items():
@@ -372,8 +396,8 @@ def _safetensors_header(path: Path) -> tuple[dict, int]:
         )
     try:
         header = json.loads(header_bytes)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path} is corrupt or not a safetensors file: its header is not JSON ({e})") from None
+    except (ValueError, RecursionError) as e:  # bad JSON or UTF-8, a number of 4300 digits, nesting too deep
+        raise ValueError(f"{path} is corrupt or not a safetensors file: its header is not JSON we read ({e})") from None
     if not isinstance(header, dict):
         raise ValueError(f"{path} is corrupt: its header is not a JSON object")
     header.pop("__metadata__", None)
@@ -382,19 +406,20 @@ def _safetensors_header(path: Path) -> tuple[dict, int]:
 
 def _byte_range(path: Path, name: str, entry) -> tuple[int, int]:
     """Where tensor `name` lies in the data section, after checking its header entry is coherent."""
-    if not isinstance(entry, dict) or entry.get("dtype") not in DTYPES:
+    if not isinstance(entry, dict) or not isinstance(entry.get("dtype"), str) or entry["dtype"] not in DTYPES:
         dtype = entry.get("dtype") if isinstance(entry, dict) else entry
         raise ValueError(f"{path}: tensor {name!r} has unsupported dtype {dtype!r}; numbert reads {', '.join(DTYPES)}")
     shape, offsets = entry.get("shape"), entry.get("data_offsets")
     if not (
         isinstance(shape, list)
-        and all(isinstance(n, int) and n >= 0 for n in shape)
+        and all(map(_is_index, shape))
         and isinstance(offsets, list)
         and len(offsets) == 2
-        and all(isinstance(o, int) for o in offsets)
-        and 0 <= offsets[0] <= offsets[1]
+        and all(map(_is_index, offsets))
+        and offsets[0] <= offsets[1]
     ):
-        raise ValueError(f"{path} is corrupt: bad header entry for tensor {name!r}: {entry}")
+        raise ValueError(f"{path} is corrupt: bad header entry for tensor {name!r}: {str(entry)[:200]}")
+    _check_ndim(path, name, shape)
     begin, end = offsets
     nbytes = math.prod(shape) * np.dtype(DTYPES[entry["dtype"]]).itemsize  # Python ints: no overflow
     if nbytes >= 2**63:
@@ -417,8 +442,13 @@ def _byte_range(path: Path, name: str, entry) -> tuple[int, int]:
 def read_torch_bin(path: str | Path) -> dict[str, np.ndarray]:
     """Every tensor in a torch.save'd state dict by its stored name, without importing torch.
 
-    Storages stored uncompressed (as torch writes them) are memory-mapped; a tensor that is a
-    contiguous slice of its storage stays a view of the map, a strided one is copied.
+    The pickle is read first, into a description of each tensor (`_TensorView`: which storage, where
+    in it, which size and strides); each is checked under its name before any storage is read. Storages
+    are memory-mapped (torch stores them uncompressed; a compressed member is refused): a tensor that is
+    a contiguous slice of its storage stays a view of the map, a transposed one is copied. Tensors saved
+    under two names (tied weights) are read once; two other tensors sharing storage elements, or two
+    storages sharing file bytes, are refused: no byte of the file is copied twice, so the copies (a
+    transposed tensor, float16 widened to float32) take at most twice the file's size.
     """
     path = Path(path)
     archive = _open_torch_zip(path)
@@ -427,33 +457,15 @@ def read_torch_bin(path: str | Path) -> dict[str, np.ndarray]:
         byteorder = root + "byteorder"
         if byteorder in archive.namelist() and archive.read(byteorder).strip() != b"little":
             raise ValueError(f"{path} was saved big-endian; numbert reads little-endian checkpoints")
-        storages = _StorageReader(path, archive, root)
-        try:
-            with archive.open(root + "data.pkl") as pickled:
-                state = _GatedUnpickler(pickled, storages.load).load()
-        except EOFError:
-            raise BadPickle(f"{path} is truncated or corrupt: its data.pkl ends early") from None
-        except pickle.UnpicklingError as e:  # a refused global, or the pickle machine's own complaint
-            ends_early = "truncated" in str(e)  # pickle's "pickle data was truncated"
-            raise BadPickle(
-                f"{path} is truncated or corrupt: its data.pkl ends early" if ends_early else f"{path}: {e}"
-            ) from None
-        except zipfile.BadZipFile as e:  # e.g. "Bad CRC-32 for file 'archive/data.pkl'"
-            raise BadPickle(f"{path} is corrupt ({e})") from None
-        except (ValueError, TypeError, AttributeError, IndexError, KeyError, OverflowError, RecursionError) as e:
-            raise BadPickle(
-                f"{path} is corrupt: its data.pkl does not describe tensors ({type(e).__name__}: {e})"
-            ) from None
-    if not isinstance(state, dict):
-        raise ValueError(f"{path} holds a pickled {type(state).__name__}, not a state dict of tensors")
-    for name, value in state.items():
-        if not isinstance(value, np.ndarray):
-            raise ValueError(f"{path}: entry {name!r} is a {type(value).__name__}, not a tensor")
-    return dict(state)
+        views = _tensor_views(path, _unpickle(path, archive, root))
+        storages = _read_storages(path, archive, root, views)
+    arrays = {view: _tensor_array(view, storages[view.storage.key]) for view in dict.fromkeys(views.values())}
+    return {name: arrays[view] for name, view in views.items()}
 
 
 def _open_torch_zip(path: Path) -> zipfile.ZipFile:
-    """The zip archive torch >= 1.6 writes; legacy (pickle-only) and broken files are refused clearly."""
+    """The zip archive torch >= 1.6 writes, every member stored uncompressed as torch stores them;
+    legacy (pickle-only), compressed and broken files are refused clearly."""
     with open(path, "rb") as f:
         magic = f.read(4)
     if magic != b"PK\x03\x04":
@@ -462,9 +474,17 @@ def _open_torch_zip(path: Path) -> zipfile.ZipFile:
             f"torch file at all; re-save it with a recent torch or convert it to model.safetensors"
         )
     try:
-        return zipfile.ZipFile(path)
+        archive = zipfile.ZipFile(path)
     except zipfile.BadZipFile as e:
         raise ValueError(f"{path} is a truncated or corrupt zip archive ({e})") from None
+    for info in archive.infolist():
+        if info.compress_type != zipfile.ZIP_STORED:  # inflating it could cost any amount of memory
+            archive.close()
+            raise ValueError(
+                f"{path}: member {info.filename} is compressed; torch.save stores every member "
+                f"uncompressed, and numbert reads only such archives (re-save it with torch.save)"
+            )
+    return archive
 
 
 def _archive_root(path: Path, archive: zipfile.ZipFile) -> str:
@@ -475,47 +495,49 @@ def _archive_root(path: Path, archive: zipfile.ZipFile) -> str:
     return pickles[0].removesuffix("data.pkl")
 
 
-class _StorageReader:
-    """Loads torch storages (`<root>/data/<key>`) from the archive as flat NumPy arrays."""
-
-    def __init__(self, path: Path, archive: zipfile.ZipFile, root: str):
-        self.path, self.archive, self.root = path, archive, root
-        self.file: np.memmap | None = None  # the whole archive, mapped on first use
-        self.loaded: dict[str, np.ndarray] = {}  # key -> array; tensors that share a storage share the array
-
-    def load(self, key: str, dtype: str, numel: int) -> tuple[np.ndarray, str]:
-        if key not in self.loaded:
-            self.loaded[key] = self._read(key, np.dtype(DTYPES[dtype]), numel)
-        return self.loaded[key], dtype
-
-    def _read(self, key: str, dtype: np.dtype, numel: int) -> np.ndarray:
-        member = f"{self.root}data/{key}"
-        try:
-            info = self.archive.getinfo(member)
-        except KeyError:
-            raise pickle.UnpicklingError(f"storage {member} is missing from the archive") from None
-        nbytes = numel * dtype.itemsize
-        if info.file_size < nbytes:
-            raise pickle.UnpicklingError(f"storage {member} holds {info.file_size} bytes, its tensors need {nbytes}")
-        if info.compress_type != zipfile.ZIP_STORED:
-            return np.frombuffer(self.archive.read(member), dtype=dtype, count=numel)
-        if self.file is None:
-            self.file = np.memmap(self.path, dtype=np.uint8, mode="r")
-        start = _member_data_offset(self.archive, info)
-        return self.file[start : start + nbytes].view(dtype)
-
-
-def _member_data_offset(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:
-    """Where a stored zip member's bytes start: after its 30-byte local header, name and extra field."""
-    assert archive.fp is not None  # the archive is open
-    archive.fp.seek(info.header_offset)
-    local_header = archive.fp.read(30)
-    name_length, extra_length = struct.unpack("<HH", local_header[26:30])
-    return info.header_offset + 30 + name_length + extra_length
+def _unpickle(path: Path, archive: zipfile.ZipFile, root: str) -> object:
+    """What data.pkl holds, through the gate; tensors come out as `_TensorView`s, nothing read yet."""
+    try:
+        with archive.open(root + "data.pkl") as pickled:
+            return _GatedUnpickler(pickled).load()
+    except EOFError:
+        raise BadPickle(f"{path} is truncated or corrupt: its data.pkl ends early") from None
+    except pickle.UnpicklingError as e:  # a refused global, or the pickle machine's own complaint
+        ends_early = "truncated" in str(e)  # pickle's "pickle data was truncated"
+        raise BadPickle(
+            f"{path} is truncated or corrupt: its data.pkl ends early" if ends_early else f"{path}: {e}"
+        ) from None
+    except zipfile.BadZipFile as e:  # e.g. "Bad CRC-32 for file 'archive/data.pkl'"
+        raise BadPickle(f"{path} is corrupt ({e})") from None
+    except (ValueError, TypeError, AttributeError, IndexError, KeyError, OverflowError, RecursionError) as e:
+        raise BadPickle(
+            f"{path} is corrupt: its data.pkl does not describe tensors ({type(e).__name__}: {e})"
+        ) from None
 
 
 class BadPickle(pickle.UnpicklingError, ValueError):
     """A pytorch_model.bin whose pickle is refused or unreadable; a ValueError like every other load error."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Storage:
+    """A storage as the pickle names it (its persistent id): its key in the archive, dtype and length."""
+
+    key: str
+    dtype: str  # a name of DTYPES
+    numel: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _TensorView:
+    """torch._utils._rebuild_tensor_v2's arguments: the tensor of `size` whose elements lie `stride`
+    apart from element `offset` of `storage`. The pickle may put anything here: `_check_view` checks
+    the types are these, under the tensor's name, before anything else uses them."""
+
+    storage: _Storage
+    offset: int
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
 
 
 class _StorageType:
@@ -526,15 +548,11 @@ class _StorageType:
 
 
 class _GatedUnpickler(pickle.Unpickler):
-    """Unpickles a torch state dict into NumPy arrays, refusing every global a state dict does not need.
+    """Unpickles a torch state dict into `_TensorView`s, refusing every global a state dict does not need.
 
     A pickle names the functions to call when it is loaded (os.system as easily as OrderedDict);
     find_class is the one place such a name is resolved, so refusing there means nothing else runs.
     """
-
-    def __init__(self, file, load_storage):
-        super().__init__(file)
-        self.load_storage = load_storage
 
     def find_class(self, module: str, name: str):
         allowed = {
@@ -564,40 +582,89 @@ class _GatedUnpickler(pickle.Unpickler):
         ):
             raise pickle.UnpicklingError(f"unsupported storage reference in the pickle: {pid!r}")
         _, storage_type, key, _location, numel = pid
-        return self.load_storage(str(key), storage_type.dtype, numel)
+        return _Storage(str(key), storage_type.dtype, numel)
 
 
-def _rebuild_tensor(storage: tuple[np.ndarray, str], offset: int, size: tuple, stride: tuple, *_) -> np.ndarray:
-    """torch._utils._rebuild_tensor_v2: the tensor `size` elements `stride` apart from `offset` of a storage."""
-    flat, dtype = storage
+def _rebuild_tensor(storage, offset, size, stride, *_) -> _TensorView:
+    """torch._utils._rebuild_tensor_v2, as a description: `_check_view` checks it once it has a name."""
+    return _TensorView(storage, offset, size, stride)
+
+
+def _rebuild_parameter(data, requires_grad, backward_hooks, state=None):
+    """torch._utils._rebuild_parameter(_with_state): an nn.Parameter is just its data here. The state is
+    the Parameter's Python attributes, e.g. transformers 5's `_is_hf_initialized` (state_dict(keep_vars=True))."""
+    return data
+
+
+def _tensor_views(path: Path, state: object) -> dict[str, _TensorView]:
+    """The unpickled state dict's tensors by name, each checked to be a dense block of its storage, no
+    two distinct ones sharing a storage element. Equal tensors compare equal (a dim of size 1 gets
+    stride 0: any stride steps over it the same)."""
+    if not isinstance(state, dict):
+        raise ValueError(f"{path} holds a pickled {type(state).__name__}, not a state dict of tensors")
+    views: dict[str, _TensorView] = {}
+    blocks: dict[str, dict[str, tuple[int, int]]] = collections.defaultdict(dict)  # storage key -> tensor -> block
+    for name, view in state.items():
+        if not isinstance(name, str):
+            raise ValueError(f"{path}: the state dict has a key {name!r}; tensor names are strings")
+        if not isinstance(view, _TensorView):
+            raise ValueError(f"{path}: entry {name!r} is a {type(view).__name__}, not a tensor")
+        _check_view(path, name, view)
+        views[name] = dataclasses.replace(
+            view, stride=tuple(0 if n == 1 else s for n, s in zip(view.size, view.stride))
+        )
+    for view, name in {view: name for name, view in reversed(views.items())}.items():  # tied weights: once
+        blocks[view.storage.key][name] = (view.offset, view.offset + math.prod(view.size))
+    for key, tensors in blocks.items():
+        _check_disjoint(path, tensors, f"elements of storage {key!r}")
+    return views
+
+
+def _check_view(path: Path, name: str, view: _TensorView) -> None:
+    """A tensor's storage, offset, size and strides are integers that place it inside its storage, its
+    elements in row-major order up to a permutation of its dims (as a transposed tensor's are)."""
+    storage, offset, size, stride = view.storage, view.offset, view.size, view.stride
     if not (
-        _is_index(offset)
+        isinstance(storage, _Storage)
+        and _is_index(offset)
         and isinstance(size, tuple)
         and isinstance(stride, tuple)
         and len(size) == len(stride)
         and all(map(_is_index, size + stride))
     ):
-        raise pickle.UnpicklingError(
-            f"a tensor has size {size!r}, stride {stride!r}, offset {offset!r}: "
-            f"expected tuples of as many integers >= 0, and an integer >= 0"
+        raise ValueError(
+            f"{path}: tensor {name!r} has storage {storage!r}, size {size!r}, stride {stride!r}, offset {offset!r}: "
+            f"expected a storage, tuples of as many integers >= 0, and an integer >= 0"
         )
-    numel = math.prod(size)  # Python ints: a huge size cannot wrap around
-    last = offset + sum((n - 1) * s for n, s in zip(size, stride))
-    if numel and last >= flat.size:
-        raise pickle.UnpicklingError(
-            f"tensor of size {size}, stride {stride}, offset {offset} lies outside its storage of {flat.size} elements"
+    _check_ndim(path, name, size)
+    if not _is_dense(size, stride):
+        raise ValueError(
+            f"{path}: tensor {name!r} of size {size} has strides {stride}, which overlap or leave gaps: "
+            f"a saved tensor's elements are consecutive in its storage (in some order of its dims)"
         )
-    if _is_contiguous(size, stride):
-        return _widen(flat[offset : offset + numel].reshape(size), dtype)
-    view = np.lib.stride_tricks.as_strided(
-        flat[offset:], shape=size, strides=[s * flat.itemsize for s in stride], writeable=False
-    )
-    return _widen(_read_only(np.ascontiguousarray(view)), dtype)
+    if offset + math.prod(size) > storage.numel:  # Python ints: a huge size cannot wrap around
+        raise ValueError(
+            f"{path}: tensor {name!r} of size {size} at offset {offset} lies outside its storage "
+            f"{storage.key!r} of {storage.numel} elements"
+        )
 
 
 def _is_index(n) -> bool:
     """An integer >= 0 (a size, stride, offset or element count), not a bool."""
     return isinstance(n, int) and not isinstance(n, bool) and n >= 0
+
+
+def _is_dense(size: tuple, stride: tuple) -> bool:
+    """Whether a tensor's elements fill `prod(size)` consecutive storage elements, each once: taken by
+    increasing stride, each dim steps over all the dims before it (a dim of size 1 has any stride)."""
+    if 0 in size:  # an empty tensor holds no element anywhere
+        return True
+    step = 1
+    for n, s in sorted(((n, s) for n, s in zip(size, stride) if n != 1), key=lambda dim: dim[1]):
+        if s != step:
+            return False
+        step *= n
+    return True
 
 
 def _is_contiguous(size: tuple, stride: tuple) -> bool:
@@ -610,10 +677,72 @@ def _is_contiguous(size: tuple, stride: tuple) -> bool:
     return True
 
 
-def _rebuild_parameter(data: np.ndarray, requires_grad, backward_hooks, state=None) -> np.ndarray:
-    """torch._utils._rebuild_parameter(_with_state): an nn.Parameter is just its data here. The state is
-    the Parameter's Python attributes, e.g. transformers 5's `_is_hf_initialized` (state_dict(keep_vars=True))."""
-    return data
+def _read_storages(
+    path: Path, archive: zipfile.ZipFile, root: str, views: dict[str, _TensorView]
+) -> dict[str, np.ndarray]:
+    """Each storage the tensors read, by key: its elements, a view of the memory-mapped archive. Each is
+    checked to be read as one dtype and length, and its member to hold its bytes; no two storages may
+    share bytes of the file (a zip's directory can point two members at the same bytes)."""
+    file = np.memmap(path, dtype=np.uint8, mode="r")
+    storages: dict[str, _Storage] = {}
+    ranges: dict[str, tuple[int, int]] = {}  # the first tensor reading each storage -> its bytes in the file
+    for name, view in views.items():
+        storage = view.storage
+        if storage.key not in storages:
+            storages[storage.key] = storage
+            ranges[name] = _storage_bytes(path, archive, f"{root}data/{storage.key}", name, storage)
+        elif storages[storage.key] != storage:
+            first = storages[storage.key]
+            raise ValueError(
+                f"{path}: tensor {name!r} reads storage {storage.key!r} as {storage.numel} "
+                f"{storage.dtype} elements, another tensor as {first.numel} {first.dtype}"
+            )
+    _check_disjoint(path, ranges, "file bytes of their storages")
+    return {
+        key: file[begin:end].view(DTYPES[storage.dtype])
+        for (key, storage), (begin, end) in zip(storages.items(), ranges.values())
+    }
+
+
+def _storage_bytes(path: Path, archive: zipfile.ZipFile, member: str, name: str, storage: _Storage) -> tuple[int, int]:
+    """Where in the file a storage's bytes lie, after checking its member (stored) holds them all."""
+    try:
+        info = archive.getinfo(member)
+    except KeyError:
+        raise ValueError(f"{path}: storage {member} of tensor {name!r} is missing from the archive") from None
+    nbytes = storage.numel * np.dtype(DTYPES[storage.dtype]).itemsize
+    start = _member_data_offset(archive, info)
+    past_the_end = start + nbytes > path.stat().st_size
+    if info.compress_size < nbytes or past_the_end:
+        raise ValueError(
+            f"{path}: storage {member} of tensor {name!r} holds {info.compress_size} bytes"
+            f"{' (past the end of the file)' if past_the_end else ''}, "
+            f"its {storage.numel} {storage.dtype} elements need {nbytes}"
+        )
+    return start, start + nbytes
+
+
+def _tensor_array(view: _TensorView, flat: np.ndarray) -> np.ndarray:
+    """The tensor `view` describes (checked by `_check_view`) in its storage's elements `flat`, float16 /
+    bfloat16 widened to float32: a view when it is contiguous, else a copy."""
+    size, stride = view.size, view.stride
+    if _is_contiguous(size, stride):
+        return _widen(flat[view.offset : view.offset + math.prod(size)].reshape(size), view.storage.dtype)
+    strided = np.lib.stride_tricks.as_strided(
+        flat[view.offset :], shape=size, strides=[s * flat.itemsize for s in stride], writeable=False
+    )
+    return _widen(_read_only(np.ascontiguousarray(strided)), view.storage.dtype)
+
+
+def _member_data_offset(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:
+    """Where a stored zip member's bytes start: after its 30-byte local header, name and extra field."""
+    assert archive.fp is not None  # the archive is open
+    archive.fp.seek(info.header_offset)
+    local_header = archive.fp.read(30)
+    if len(local_header) < 30 or local_header[:4] != b"PK\x03\x04":
+        raise ValueError(f"{archive.filename} is corrupt: member {info.filename} has no local header where it should")
+    name_length, extra_length = struct.unpack("<HH", local_header[26:30])
+    return info.header_offset + 30 + name_length + extra_length
 
 
 # ---------------------------------------------------------------------------------------------
@@ -640,7 +769,7 @@ def read_weight_map(index: Path) -> dict[str, str]:
     """The weight_map of a shard index: each tensor's name -> the file name of the shard holding it."""
     try:
         weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
+    except (ValueError, RecursionError, KeyError, TypeError) as e:  # JSON, UTF-8, nesting, 4300-digit numbers
         raise ValueError(f"{index} is not a checkpoint shard index (a JSON object with a weight_map): {e!r}") from None
     if not (isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values())):
         raise ValueError(f"{index}: weight_map must map each tensor name to a shard file name")
@@ -702,7 +831,7 @@ def transformers_name(google_name: str) -> str | None:
     return ".".join([re.sub(r"^layer_(\d+)$", r"layer.\1", part) for part in scope] + [leaf])
 
 
-def read_tf_checkpoint(prefix: str | Path, *, verify_crc: bool | None = None) -> dict[str, np.ndarray]:
+def read_tf_checkpoint(prefix: str | Path, *, verify_crc: bool = True) -> dict[str, np.ndarray]:
     """Every model variable of the TensorFlow checkpoint at `prefix`, by transformers name, widened to float32.
 
     Kernels, stored (in, out), are returned transposed, (out, in) as torch stores them (a view, not a copy).

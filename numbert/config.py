@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from .layers import ACTIVATIONS  # the hidden_act names numbert runs, each with its function
 
 CONFIG_FILES = ("config.json", "bert_config.json")  # transformers', then Google's TensorFlow release's
@@ -66,6 +68,8 @@ class BertConfig:
                 raise ValueError(f"{where}: {field.name} must be an integer, got {value!r}")
             if field.type == "float" and (not isinstance(value, (int, float)) or isinstance(value, bool)):
                 raise ValueError(f"{where}: {field.name} must be a number, got {value!r}")
+            if field.type == "str" and not isinstance(value, str):
+                raise ValueError(f"{where}: {field.name} must be a string, got {value!r}")
         for name in (
             "vocab_size",
             "hidden_size",
@@ -95,8 +99,12 @@ class BertConfig:
                 f"{where}: unsupported position_embedding_type "
                 f"{self.position_embedding_type!r}; numbert runs absolute positions only"
             )
-        if not self.layer_norm_eps > 0:
-            raise ValueError(f"{where}: layer_norm_eps must be positive, got {self.layer_norm_eps!r}")
+        float32 = np.finfo(np.float32)  # LayerNorm adds eps in float32, where 1e-50 is 0 and 1e308 infinite
+        if not float(float32.smallest_subnormal) <= self.layer_norm_eps <= float(float32.max):
+            raise ValueError(
+                f"{where}: layer_norm_eps must be positive and finite in float32 (1e-45 to 3e38), "
+                f"got {self.layer_norm_eps!r}"
+            )
 
     @property
     def head_size(self) -> int:
@@ -131,7 +139,7 @@ class BertConfig:
             d = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise FileNotFoundError(f"no config.json at {path}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        except (ValueError, RecursionError) as e:  # bad JSON or UTF-8, a number of 4300 digits, nesting too deep
             raise ValueError(f"{path} is not valid JSON: {e}") from None
         if not isinstance(d, dict):
             raise ValueError(f"{path} must hold a JSON object")

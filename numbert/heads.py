@@ -130,7 +130,7 @@ class HeadConfig:
     @classmethod
     def from_dict(cls, d: Mapping, source: str = "config") -> HeadConfig:
         architectures = d.get("architectures") or ()
-        if isinstance(architectures, str) or not all(isinstance(a, str) for a in architectures):
+        if not isinstance(architectures, (list, tuple)) or not all(isinstance(a, str) for a in architectures):
             raise ValueError(f"{source}: architectures must be a list of names, got {architectures!r}")
         problem_type = d.get("problem_type")
         if problem_type is not None and problem_type not in PROBLEM_TYPES:
@@ -148,7 +148,9 @@ class HeadConfig:
                     f"{source}: id2label must number its labels 0, 1, 2, ...; got ids {[i for i, _ in id2label]}"
                 )
         tie = d.get("tie_word_embeddings", True)
-        return cls(tuple(architectures), id2label, problem_type, True if tie is None else bool(tie))
+        if tie is not None and not isinstance(tie, bool):
+            raise ValueError(f"{source}: tie_word_embeddings must be true or false, got {tie!r}")
+        return cls(tuple(architectures), id2label, problem_type, tie is not False)
 
     @classmethod
     def from_json(cls, path: str | Path) -> HeadConfig:

@@ -26,6 +26,7 @@ LAYER_NAMES = {  # under encoder.layer.{i}.; Linear weights first, then the norm
     "attention_norm": "attention.output.LayerNorm",
     "feed_forward_norm": "output.LayerNorm",
 }
+MAX_DIMS = 64  # the most dims a NumPy array can have: a checkpoint's tensor claiming more is refused, by name
 POOLER_NAME = "pooler.dense"
 POOLER = (
     f"{POOLER_NAME}.weight",

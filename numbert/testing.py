@@ -15,7 +15,7 @@ from .config import BertConfig
 from .crc32c import crc32c, masked
 from .heads import pre_training_shapes
 from .tensors import tensor_shapes
-from .tf_bundle import TABLE_MAGIC, index_path, shard_path
+from .tf_bundle import BLOCK_TRAILER_SIZE, TABLE_MAGIC, index_path, shard_path
 
 # The inputs of the committed transformers fixtures (tests/fixtures/model_outputs.npz, scripts/make_fixtures.py).
 SENTENCES = [
@@ -182,17 +182,27 @@ def write_tensor_bundle(
             items.append((name.encode(), entry))
             data.write(raw.tobytes())
             offset += raw.size
-    table, index_items = bytearray(), []
+    chunks = [items[start : start + entries_per_block] for start in range(0, len(items), entries_per_block)]
+    blocks = [table_block(chunk) for chunk in chunks]
+    index = [(chunk[-1][0], handle) for chunk, handle in zip(chunks, block_handles(blocks))]
+    index_path(prefix).write_bytes(table_file(blocks, index))
 
-    def append_block(contents: bytes) -> bytes:
-        handle = varint(len(table)) + varint(len(contents))
-        table.extend(contents + b"\0" + masked(crc32c(contents + b"\0")).to_bytes(4, "little"))
-        return handle
 
-    for start in range(0, len(items), entries_per_block):
-        chunk = items[start : start + entries_per_block]
-        index_items.append((chunk[-1][0], append_block(table_block(chunk))))
-    metaindex = append_block(table_block([]))
-    index = append_block(table_block(index_items))
-    footer = (metaindex + index).ljust(40, b"\0") + TABLE_MAGIC.to_bytes(8, "little")
-    index_path(prefix).write_bytes(bytes(table) + footer)
+def block_handles(blocks: list[bytes]) -> list[bytes]:
+    """The handle (offset, size) of each of `blocks` laid one after the other from a table's start, as
+    `table_file` lays them, each followed by its compression byte and crc."""
+    handles, offset = [], 0
+    for contents in blocks:
+        handles.append(varint(offset) + varint(len(contents)))
+        offset += len(contents) + BLOCK_TRAILER_SIZE
+    return handles
+
+
+def table_file(blocks: list[bytes], index: list[tuple[bytes, bytes]]) -> bytes:
+    """A LevelDB table: the data `blocks`, an empty metaindex block, the index block of `index` (each data
+    block's last key and handle, from `block_handles(blocks)`), then the footer naming the last two."""
+    laid = [*blocks, table_block([]), table_block(index)]
+    table = b"".join(contents + b"\0" + masked(crc32c(contents + b"\0")).to_bytes(4, "little") for contents in laid)
+    metaindex, index_handle = block_handles(laid)[-2:]
+    footer = (metaindex + index_handle).ljust(40, b"\0") + TABLE_MAGIC.to_bytes(8, "little")
+    return bytes(table) + footer

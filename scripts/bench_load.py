@@ -167,7 +167,7 @@ def main() -> None:
             if label.startswith("TensorFlow"):
                 fast = importlib.util.find_spec("google_crc32c") is not None
                 modes = [
-                    ("default", ", numbert.load (CRC checked)" if fast else ", numbert.load (no CRC: NumPy's)"),
+                    ("default", f", numbert.load (CRC by {'google-crc32c' if fast else 'NumPy'})"),
                     ("crc", ", weights only, CRC by google-crc32c"),
                     ("numpy-crc", ", weights only, CRC by NumPy"),
                     ("no-crc", ", weights only, no CRC"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -100,6 +101,22 @@ def minilm_or_exit() -> Path:
 
 
 ROOT = Path(__file__).resolve().parent.parent
+MEMORY_LIMIT = 1536 << 20  # bytes: enough to load a small checkpoint, far from what a hostile one could cost
+
+
+def run_with_memory_limit(code: str, limit: int = MEMORY_LIMIT) -> str:
+    """Run Python `code` with this checkout's numbert in a fresh interpreter whose address space is capped
+    at `limit` bytes, and return the last line it wrote to stderr (its exception, if it raised): a hostile
+    file that would cost gigabytes fails there with MemoryError instead of taking this machine's memory."""
+
+    def cap_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1")
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, preexec_fn=cap_memory, capture_output=True, text=True, timeout=120
+    )
+    return (done.stderr.strip().splitlines() or [""])[-1]
 
 
 class ServerProcess:

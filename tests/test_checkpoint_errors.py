@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import pickle
 import zipfile
 
 import numpy as np
 import pytest
-from helpers import SMALL
+from helpers import SMALL, run_with_memory_limit
 
 from numbert.checkpoint import load_weights, read_safetensors, read_torch_bin
 from numbert.testing import random_weights
@@ -89,12 +90,13 @@ def tensor(key, shape, offset=0, stride=None, numel=None):
     )
 
 
-def write_bin(path, state, storages: dict[str, bytes]):
+def write_bin(path, state, storages: dict[str, bytes], compression=zipfile.ZIP_STORED):
+    """A torch archive holding `state`'s pickle and `storages` (stored as torch stores them, unless told)."""
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("archive/data.pkl", pickle_bytes(state))
         z.writestr("archive/byteorder", "little")
         for key, data in storages.items():
-            z.writestr(f"archive/data/{key}", data)
+            z.writestr(f"archive/data/{key}", data, compression)
     return path
 
 
@@ -129,6 +131,107 @@ def test_bad_storage_arguments_name_the_file(tmp_path, case):
     )
     with pytest.raises(ValueError, match=str(path)):
         read_torch_bin(path)
+
+
+def test_a_compressed_storage_is_refused_before_it_is_inflated(tmp_path):
+    """A deflated member inflates to any size (2 MB of zip held a 2 GiB storage: 4.1 GB of memory);
+    torch stores every member, so a compressed one is refused by name, unread."""
+    numel = 1 << 20
+    path = write_bin(
+        tmp_path / "pytorch_model.bin", {"w": tensor("0", (numel,))}, {"0": bytes(4 * numel)}, zipfile.ZIP_DEFLATED
+    )
+    assert path.stat().st_size < 10_000
+    with pytest.raises(ValueError, match=f"{path}: member archive/data/0 is compressed; torch.save stores every"):
+        read_torch_bin(path)
+
+
+@pytest.mark.parametrize("stored", [23, 0])
+def test_a_storage_holding_fewer_bytes_than_its_elements_is_named(tmp_path, stored):
+    path = write_bin(tmp_path / "pytorch_model.bin", {"w": tensor("0", (2, 3))}, {"0": bytes(stored)})
+    with pytest.raises(
+        ValueError,
+        match=rf"{path}: storage archive/data/0 of tensor 'w' holds {stored} bytes, its 6 F32 elements need 24",
+    ):
+        read_torch_bin(path)
+
+
+def test_a_stride_0_tensor_is_refused_without_allocating_it(tmp_path):
+    """A 506-byte file whose one-element storage is viewed as 40000 x 40000 (stride 0) cost a 6 GB copy,
+    then a raw MemoryError; in a process capped at 1.5 GB the refusal now comes first, naming the tensor."""
+    path = write_bin(
+        tmp_path / "pytorch_model.bin", {"w": tensor("0", (40000, 40000), stride=(0, 0), numel=1)}, {"0": bytes(4)}
+    )
+    last_line = run_with_memory_limit(f"from numbert.checkpoint import read_torch_bin; read_torch_bin({str(path)!r})")
+    assert last_line == (
+        f"ValueError: {path}: tensor 'w' of size (40000, 40000) has strides (0, 0), which overlap or leave gaps: "
+        f"a saved tensor's elements are consecutive in its storage (in some order of its dims)"
+    )
+
+
+BAD_VIEWS = {  # a storage of 12 float32 elements, viewed as...
+    "overlapping strides": (tensor("0", (3, 4), stride=(1, 1), numel=12), "has strides \\(1, 1\\), which overlap"),
+    "gaps between elements": (
+        tensor("0", (2, 3), stride=(6, 2), numel=12),
+        "has strides \\(6, 2\\), which overlap or leave gaps",
+    ),
+    "past the storage's end": (
+        tensor("0", (3, 4), offset=1, numel=12),
+        "of size \\(3, 4\\) at offset 1 lies outside its storage '0' of 12",
+    ),
+    "more dims than NumPy has": (tensor("0", (1,) * 65, numel=12), "has 65 dims; NumPy arrays have at most 64"),
+    "a bool as a size": (tensor("0", (True, 12), numel=12), "size \\(True, 12\\)"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_VIEWS))
+def test_a_tensor_that_is_not_a_block_of_its_storage_is_named(tmp_path, case):
+    view, message = BAD_VIEWS[case]
+    path = write_bin(tmp_path / "pytorch_model.bin", {"w": view}, {"0": bytes(48)})
+    with pytest.raises(ValueError, match=f"{path}: tensor 'w' .*{message}"):
+        read_torch_bin(path)
+
+
+def test_tensors_sharing_storage_elements_are_refused_unless_they_are_the_same_tensor(tmp_path):
+    """Tied weights (the same tensor under two names) are read once; two other tensors overlapping in a
+    storage are refused: 10,000 float16 views of one storage would otherwise each be widened, a copy apiece."""
+    data = np.arange(12, dtype=np.float16)
+    half = Storage("0", 12, "HalfStorage")
+    tied = {name: Call("torch._utils", "_rebuild_tensor_v2", half, 0, (3, 4), (4, 1), False, None) for name in "ab"}
+    read = read_torch_bin(write_bin(tmp_path / "tied.bin", tied, {"0": data.tobytes()}))
+    assert read["a"] is read["b"] and read["a"].dtype == np.float32
+    np.testing.assert_array_equal(read["a"], data.reshape(3, 4))
+    overlapping = {
+        f"w{i}": Call("torch._utils", "_rebuild_tensor_v2", half, i, (8,), (1,), False, None) for i in range(4)
+    }
+    path = write_bin(tmp_path / "overlapping.bin", overlapping, {"0": data.tobytes()})
+    with pytest.raises(
+        ValueError, match=rf"{path} is corrupt: tensors 'w0' and 'w1' overlap \(elements of storage '0' 0..8 and 1..9\)"
+    ):
+        read_torch_bin(path)
+
+
+def test_storages_sharing_bytes_of_the_file_are_refused(tmp_path):
+    """A zip's directory can point many members at the same bytes: each storage would be widened apart."""
+    half = np.arange(8, dtype=np.float16).tobytes()
+    state = {
+        name: Call("torch._utils", "_rebuild_tensor_v2", Storage(key, 8, "HalfStorage"), 0, (8,), (1,), False, None)
+        for name, key in [("a", "0"), ("b", "1")]
+    }
+    path = write_bin(tmp_path / "pytorch_model.bin", state, {"0": half, "1": half})
+    with zipfile.ZipFile(path) as z:
+        first = z.getinfo("archive/data/0").header_offset
+    raw = bytearray(path.read_bytes())
+    entry = raw.rindex(b"archive/data/1") - 46  # member 1's central directory entry: 46 bytes, then its name
+    raw[entry + 42 : entry + 46] = first.to_bytes(4, "little")  # its local header is now member 0's
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match=rf"{path} is corrupt: tensors 'a' and 'b' overlap \(file bytes of their"):
+        read_torch_bin(path)
+
+
+def test_a_transposed_tensor_is_a_block_of_its_storage(tmp_path):
+    data = np.arange(6, dtype=np.float32)
+    path = write_bin(tmp_path / "w.bin", {"w": tensor("0", (3, 2), stride=(1, 3))}, {"0": data.tobytes()})
+    np.testing.assert_array_equal(read_torch_bin(path)["w"], data.reshape(2, 3).T)
 
 
 def real_bin(tmp_path):
@@ -216,6 +319,39 @@ def test_overlapping_safetensors_ranges_are_refused(tmp_path):
         load_file(path)
 
 
+BAD_SAFETENSORS_ENTRIES = {  # a header entry for tensor 'w' -> what the error says
+    "a bool in the shape": (
+        {"dtype": "F32", "shape": [True, 4], "data_offsets": [0, 16]},
+        "bad header entry for tensor 'w'",
+    ),
+    "a bool as an offset": (
+        {"dtype": "F32", "shape": [1], "data_offsets": [False, True]},
+        "bad header entry for tensor 'w'",
+    ),
+    "a dtype that is a list": (
+        {"dtype": ["F32"], "shape": [4], "data_offsets": [0, 16]},
+        "tensor 'w' has unsupported dtype",
+    ),
+    "more dims than NumPy has": ({"dtype": "F32", "shape": [1] * 65, "data_offsets": [0, 4]}, "tensor 'w' has 65 dims"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_SAFETENSORS_ENTRIES))
+def test_a_bad_safetensors_entry_names_file_and_tensor(tmp_path, case):
+    entry, message = BAD_SAFETENSORS_ENTRIES[case]
+    path = write_safetensors(tmp_path / "model.safetensors", {"w": entry}, bytes(16))
+    with pytest.raises(ValueError, match=f"{path}.*{message}"):
+        read_safetensors(path)
+
+
+@pytest.mark.parametrize("header", [b"[" * 100_000 + b"]" * 100_000, b'{"w": ' + b"1" * 5000 + b"}"])
+def test_a_safetensors_header_too_deep_or_too_long_a_number_names_the_file(tmp_path, header):
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(len(header).to_bytes(8, "little") + header)
+    with pytest.raises(ValueError, match=f"{path} is corrupt or not a safetensors file: its header is not JSON"):
+        read_safetensors(path)
+
+
 @pytest.mark.parametrize("shape", [[2**62 + 1, 4], [2**32, 2**32, 16], [2**64]])  # int64 products: 4, 0, overflow
 def test_a_shape_whose_element_count_overflows_is_reported(tmp_path, shape):
     path = write_safetensors(
@@ -248,6 +384,33 @@ def test_config_with_fewer_layers_than_the_checkpoint_is_an_error(tmp_path):
     directory = write_small(tmp_path, weights_config=dataclasses.replace(SMALL, num_hidden_layers=4))
     with pytest.raises(ValueError, match=r"model.safetensors holds 4 encoder layers .*num_hidden_layers is 2"):
         load_weights(directory, SMALL)
+
+
+def test_a_million_layers_in_config_json_is_refused_before_naming_them(tmp_path):
+    """The expected tensor names were built first: 16 million of them, 2.5 GB and 17 s before the error.
+    Capped at 1.5 GB, the refusal now comes first."""
+    directory = write_small(tmp_path, num_hidden_layers=1_000_000)
+    code = (
+        "from numbert.checkpoint import load_weights; from numbert.config import BertConfig; "
+        f"load_weights({str(directory)!r}, BertConfig.from_json({str(directory / 'config.json')!r}))"
+    )
+    assert run_with_memory_limit(code) == (
+        f"ValueError: {directory / 'model.safetensors'} holds 2 encoder layers but config.json's "
+        f"num_hidden_layers is 1000000: the config does not describe this checkpoint"
+    )
+
+
+def test_a_checkpoint_missing_a_whole_layer_names_it(tmp_path):
+    """One tensor of the last layer is not enough: the layers before it must be there too."""
+    from safetensors.numpy import save_file
+
+    weights = random_weights(SMALL)
+    weights["encoder.layer.999.output.dense.bias"] = weights.pop("encoder.layer.1.output.dense.bias")
+    save_file(weights, str(write_config(tmp_path, num_hidden_layers=1000) / "model.safetensors"))
+    with pytest.raises(
+        ValueError, match=r"model.safetensors holds no tensor of encoder layer 2, though it holds layers up to 999"
+    ):
+        load_weights(tmp_path, dataclasses.replace(SMALL, num_hidden_layers=1000))
 
 
 @pytest.mark.parametrize("pad", [50, 1000, -1])

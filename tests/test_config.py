@@ -66,6 +66,13 @@ def test_unknown_keys_and_null_pad_token_are_ignored():
         ({"vocab_size": 30522.0}, ["vocab_size", "integer"]),
         ({"layer_norm_eps": "1e-12"}, ["layer_norm_eps", "number"]),
         ({"layer_norm_eps": 0}, ["layer_norm_eps", "positive"]),
+        ({"layer_norm_eps": 1e308}, ["layer_norm_eps", "finite in float32", "1e+308"]),  # inf in float32
+        ({"layer_norm_eps": float("inf")}, ["layer_norm_eps", "finite in float32", "inf"]),  # JSON's Infinity
+        ({"layer_norm_eps": float("nan")}, ["layer_norm_eps", "nan"]),
+        ({"layer_norm_eps": 1e-50}, ["layer_norm_eps", "1e-50"]),  # 0 in float32
+        ({"hidden_act": ["gelu"]}, ["hidden_act", "must be a string"]),
+        ({"position_embedding_type": 5}, ["position_embedding_type", "must be a string"]),
+        ({"num_attention_heads": True}, ["num_attention_heads", "integer"]),
         ({"is_decoder": True}, ["is_decoder"]),
         ({"add_cross_attention": True}, ["add_cross_attention"]),
     ],
@@ -84,6 +91,30 @@ def test_invalid_json_names_the_path(tmp_path):
     with pytest.raises(ValueError, match="not valid JSON") as e:
         BertConfig.from_json(path)
     assert str(path) in str(e.value)
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"hidden_size": ' + "7" * 5000 + "}"])
+def test_json_nested_too_deep_or_with_too_long_a_number_names_the_path(tmp_path, text):
+    """json.loads raised RecursionError (a traceback) and Python's int digits limit, neither naming the file."""
+    path = tmp_path / "config.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=f"{path} is not valid JSON"):
+        BertConfig.from_json(path)
+
+
+@pytest.mark.parametrize(
+    "fields, words",
+    [
+        ({"architectures": 5}, "architectures must be a list of names"),
+        ({"tie_word_embeddings": "no"}, "tie_word_embeddings must be true or false"),  # bool("no") was True
+    ],
+)
+def test_head_fields_of_the_wrong_type_name_the_path(tmp_path, fields, words):
+    from numbert.heads import HeadConfig
+
+    path = write_config(tmp_path, **fields)
+    with pytest.raises(ValueError, match=f"{path}: {words}"):
+        HeadConfig.from_json(path)
 
 
 def test_json_that_is_not_an_object_is_refused(tmp_path):

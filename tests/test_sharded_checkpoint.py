@@ -154,6 +154,8 @@ def test_index_naming_a_tensor_its_shard_lacks(tmp_path):
         ('{"metadata": {}}', "not a checkpoint shard index"),
         ('{"weight_map": {"a": 3}}', "must map each tensor name to a shard file name"),
         ('{"weight_map": {"a": "../elsewhere.safetensors"}}', "is not a file name in the checkpoint's directory"),
+        ("[" * 100_000 + "]" * 100_000, "not a checkpoint shard index"),  # was a RecursionError
+        ('{"weight_map": {}, "n": ' + "9" * 5000 + "}", "not a checkpoint shard index"),  # Python's digit limit
     ],
 )
 def test_bad_index_is_refused_naming_it(tmp_path, content, words):
