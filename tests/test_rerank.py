@@ -1,0 +1,225 @@
+"""Cross-encoder reranking against sentence-transformers' CrossEncoder: predict, rank, the activation a model
+names, truncation of long pairs, bad input; the command line and the server's /rerank, /v1/rerank, /predict."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import numbert
+
+ATOL = 1e-5
+QUERY = "How many people live in Berlin?"
+DOCUMENTS = [
+    "Berlin had a population of 3,520,031 registered inhabitants in an area of 891.82 square kilometers.",
+    "Berlin is well known for its museums.",
+    "",
+    "In 2013 around 600,000 Berliners were registered in one of the more than 2,300 sport and fitness clubs. "
+    "The city of Berlin is the capital and largest city of Germany, both by area and by population, and its "
+    "more than 3.85 million inhabitants make it the most populous city proper in the European Union.",
+    "Paris is the capital of France.",
+]
+PAIRS = [(QUERY, d) for d in DOCUMENTS] + [("A man is eating food.", "A man is eating a meal."), ("", "nothing asked")]
+
+
+@pytest.fixture(scope="module")
+def st(torch):
+    return pytest.importorskip("sentence_transformers")
+
+
+@pytest.fixture(scope="module")
+def cross_encoder_dir(tmp_path_factory, transformers, torch, vocab_path):
+    """A factory: cross_encoder_dir(labels, **config) -> a BertForSequenceClassification directory that
+    transformers saves (random weights, seed 0; the classifier scaled up so scores spread), 64 positions so
+    long pairs are cut."""
+    made = {}
+
+    def make(labels: int, **config):
+        key = json.dumps([labels, config], sort_keys=True)
+        if key not in made:
+            torch.manual_seed(0)
+            shape = dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=37)
+            bert_config = transformers.BertConfig(**shape, max_position_embeddings=64, num_labels=labels, **config)
+            model = transformers.BertForSequenceClassification(bert_config).eval()
+            with torch.no_grad():
+                model.classifier.weight *= 100
+            directory = tmp_path_factory.mktemp(f"cross-encoder-{labels}")
+            model.save_pretrained(directory)
+            transformers.BertTokenizer(str(vocab_path)).save_pretrained(directory)
+            shutil.copyfile(vocab_path, directory / "vocab.txt")
+            made[key] = directory
+        return made[key]
+
+    return make
+
+
+def cross_encoder(st, directory, **options):
+    return st.CrossEncoder(str(directory), device="cpu", **options)
+
+
+# --- predict and rerank against CrossEncoder ----------------------------------------------------------------
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("labels", [1, 3])
+def test_predict_matches_cross_encoder(st, cross_encoder_dir, labels):
+    directory = cross_encoder_dir(labels)
+    theirs = cross_encoder(st, directory).predict(PAIRS, batch_size=3)
+    ours = numbert.load(directory).predict(PAIRS, batch_size=3)
+    assert ours.shape == theirs.shape == ((len(PAIRS),) if labels == 1 else (len(PAIRS), labels))
+    assert ours.dtype == np.float32
+    np.testing.assert_allclose(ours, theirs, atol=ATOL, rtol=0)
+    assert np.ptp(ours, axis=0).min() > 100 * ATOL  # the scores differ, so the comparison means something
+
+
+@pytest.mark.parity
+def test_predict_options_match_cross_encoder(st, torch, cross_encoder_dir):
+    directory = cross_encoder_dir(3)
+    model, reference = numbert.load(directory), cross_encoder(st, directory)
+    np.testing.assert_allclose(
+        model.predict(PAIRS, apply_softmax=True), reference.predict(PAIRS, apply_softmax=True), atol=ATOL, rtol=0
+    )
+    np.testing.assert_allclose(model.predict(PAIRS[0]), reference.predict(PAIRS[0]), atol=ATOL, rtol=0)  # one pair
+    np.testing.assert_allclose(
+        model.predict(PAIRS, activation_fn="sigmoid"),
+        reference.predict(PAIRS, activation_fn=torch.nn.Sigmoid()),
+        atol=ATOL,
+        rtol=0,
+    )
+    assert model.predict([]).shape == (0, 3)
+
+
+@pytest.mark.parity
+def test_rerank_matches_cross_encoder_rank(st, torch, cross_encoder_dir):
+    directory = cross_encoder_dir(1)
+    model, reference = numbert.load(directory), cross_encoder(st, directory)
+    for options in ({}, {"top_k": 3, "return_documents": True}):
+        theirs = reference.rank(QUERY, DOCUMENTS, **options)
+        ours = model.rerank(QUERY, DOCUMENTS, **options)
+        assert [r["corpus_id"] for r in ours] == [r["corpus_id"] for r in theirs]
+        assert [r.get("text") for r in ours] == [r.get("text") for r in theirs]
+        np.testing.assert_allclose([r["score"] for r in ours], [r["score"] for r in theirs], atol=ATOL, rtol=0)
+    ours = model.rerank(QUERY, DOCUMENTS, raw_scores=True)
+    theirs = reference.rank(QUERY, DOCUMENTS, activation_fn=torch.nn.Identity())
+    assert [r["corpus_id"] for r in ours] == [r["corpus_id"] for r in theirs]
+    np.testing.assert_allclose([r["score"] for r in ours], [r["score"] for r in theirs], atol=ATOL, rtol=0)
+
+
+@pytest.mark.parity
+def test_ties_keep_the_documents_order(st, cross_encoder_dir):
+    """Equal scores keep the documents' order, as CrossEncoder.rank's stable sort (one pair per forward, so
+    equal documents get equal scores to the last bit)."""
+    directory = cross_encoder_dir(1)
+    documents = ["Paris is the capital of France.", "Berlin is well known for its museums."] * 2
+    theirs = cross_encoder(st, directory).rank(QUERY, documents, batch_size=1)
+    ours = numbert.load(directory).rerank(QUERY, documents, batch_size=1)
+    assert [r["corpus_id"] for r in ours] == [r["corpus_id"] for r in theirs]
+    assert ours[0]["score"] == ours[1]["score"] and ours[0]["corpus_id"] < ours[1]["corpus_id"]
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"sentence_transformers": {"activation_fn": "torch.nn.modules.linear.Identity"}},
+        {"sbert_ce_default_activation_function": "torch.nn.modules.activation.Tanh"},
+    ],
+)
+def test_the_activation_a_config_names(st, cross_encoder_dir, tmp_path, config):
+    directory = tmp_path / "model"
+    shutil.copytree(cross_encoder_dir(1), directory)
+    config_file = directory / "config.json"
+    config_file.write_text(json.dumps({**json.loads(config_file.read_text()), **config}))
+    theirs = cross_encoder(st, directory).predict(PAIRS)
+    model = numbert.load(directory)
+    np.testing.assert_allclose(model.predict(PAIRS), theirs, atol=ATOL, rtol=0)
+    assert np.abs(theirs - model.predict(PAIRS, activation_fn="sigmoid")).min() > 0.1  # not the default
+
+
+@pytest.mark.parity
+def test_a_directory_saved_by_cross_encoder(st, torch, cross_encoder_dir, tmp_path):
+    """A CrossEncoder's own directory (modules.json, its activation_fn in config_sentence_transformers.json)."""
+    reference = cross_encoder(st, cross_encoder_dir(1), activation_fn=torch.nn.Tanh())
+    reference.save_pretrained(str(tmp_path / "saved"))
+    theirs = cross_encoder(st, tmp_path / "saved").rank(QUERY, DOCUMENTS)
+    model = numbert.load(tmp_path / "saved")
+    ours = model.rerank(QUERY, DOCUMENTS)
+    assert [r["corpus_id"] for r in ours] == [r["corpus_id"] for r in theirs]
+    np.testing.assert_allclose([r["score"] for r in ours], [r["score"] for r in theirs], atol=ATOL, rtol=0)
+    sigmoid = model.rerank(QUERY, DOCUMENTS, activation_fn="sigmoid")
+    assert abs(ours[0]["score"] - sigmoid[0]["score"]) > 0.1  # tanh, not the default sigmoid
+
+
+@pytest.mark.parity
+def test_long_pairs_are_cut_as_cross_encoder_cuts_them(st, cross_encoder_dir):
+    directory = cross_encoder_dir(1)
+    model, reference = numbert.load(directory), cross_encoder(st, directory)
+    long_query = " ".join(["where is the longest river of the world"] * 10)
+    long_document = " ".join(DOCUMENTS * 3)
+    pairs = [(long_query, "short"), ("short", long_document), (long_query, long_document)]
+    encodings = reference.tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation="longest_first")
+    assert {len(ids) for ids in encodings["input_ids"]} == {64}  # all three are cut
+    np.testing.assert_allclose(model.predict(pairs), reference.predict(pairs), atol=ATOL, rtol=0)
+    np.testing.assert_allclose(
+        model.predict(pairs, max_length=20), cross_encoder(st, directory, max_length=20).predict(pairs), atol=ATOL
+    )
+
+
+# --- bad input ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def reranker(cross_encoder_dir):
+    return numbert.load(cross_encoder_dir(1))
+
+
+@pytest.mark.parametrize(
+    "query, documents, options, error, message",
+    [
+        (QUERY, [], {}, ValueError, "documents is empty"),
+        ("  ", ["a"], {}, ValueError, "query is empty"),
+        (None, ["a"], {}, TypeError, "query must be a str"),
+        (QUERY, ["a", 3], {}, TypeError, r"documents\[1\] is a int"),
+        (QUERY, "a document", {}, TypeError, "documents must be a str or a list"),
+        (QUERY, ["a"], {"top_k": 0}, ValueError, "top_k must be a positive integer"),
+        (QUERY, ["a"], {"batch_size": 0}, ValueError, "batch_size must be a positive integer"),
+        (QUERY, ["a"], {"raw_scores": True, "activation_fn": "sigmoid"}, ValueError, "not both"),
+        (QUERY, ["a"], {"activation_fn": "relu"}, ValueError, "unknown activation_fn 'relu'"),
+        (QUERY, ["a"], {"max_length": 1000}, ValueError, "max_length must be an integer between 4 and 64"),
+    ],
+)
+def test_rerank_refuses_bad_input(reranker, query, documents, options, error, message):
+    with pytest.raises(error, match=message):
+        reranker.rerank(query, documents, **options)
+
+
+def test_predict_refuses_what_is_not_pairs(reranker):
+    with pytest.raises(TypeError, match=r"pairs\[1\] must be a \(query, document\) pair"):
+        reranker.predict([("a", "b"), ("a", "b", "c")])
+    with pytest.raises(TypeError, match=r"pairs\[0\]\[1\] is a NoneType"):
+        reranker.predict([("a", None)])
+
+
+def test_rerank_needs_a_cross_encoder_with_one_label(cross_encoder_dir):
+    with pytest.raises(ValueError, match="one label .* has 3: use predict"):
+        numbert.load(cross_encoder_dir(3)).rerank(QUERY, ["a"])
+
+
+def test_a_bi_encoder_asked_to_rerank_names_the_missing_tensors(model):
+    with pytest.raises(ValueError, match="lacks tensors 'classifier.weight', 'classifier.bias'.*BertForSequence"):
+        model.rerank(QUERY, ["a"])
+
+
+def test_an_activation_numbert_does_not_run_is_named(cross_encoder_dir, tmp_path):
+    directory = tmp_path / "model"
+    shutil.copytree(cross_encoder_dir(1), directory)
+    config_file = directory / "config.json"
+    activation = {"sentence_transformers": {"activation_fn": "torch.nn.modules.activation.Softplus"}}
+    config_file.write_text(json.dumps({**json.loads(config_file.read_text()), **activation}))
+    with pytest.raises(ValueError, match="activation_fn torch.nn.modules.activation.Softplus is not one numbert runs"):
+        numbert.load(directory).predict(PAIRS)
