@@ -182,9 +182,7 @@ def rerank(
             f"rerank needs a cross-encoder with one label (a relevance score); {model.name} has {labels}: "
             f"use predict(pairs) for their scores"
         )
-    scores = predict(
-        model, [(query, d) for d in documents], batch_size, activation_fn, max_length=max_length
-    )
+    scores = predict(model, [(query, d) for d in documents], batch_size, activation_fn, max_length=max_length)
     return [
         {"corpus_id": i, "score": float(scores[i]), **({"text": documents[i]} if return_documents else {})}
         for i in ranking(scores, top_k)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from test_cli import one_error_line, run
 
 import numbert
 
@@ -223,3 +222,28 @@ def test_an_activation_numbert_does_not_run_is_named(cross_encoder_dir, tmp_path
     config_file.write_text(json.dumps({**json.loads(config_file.read_text()), **activation}))
     with pytest.raises(ValueError, match="activation_fn torch.nn.modules.activation.Softplus is not one numbert runs"):
         numbert.load(directory).predict(PAIRS)
+
+
+# --- the command line -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parity
+def test_rerank_command_matches_cross_encoder_rank(st, cross_encoder_dir, tmp_path):
+    directory = cross_encoder_dir(1)
+    documents = [d for d in DOCUMENTS if d]  # a line per document
+    (tmp_path / "docs.txt").write_text("\n".join(documents) + "\n", encoding="utf-8")
+    result = run("rerank", QUERY, "--file", tmp_path / "docs.txt", "--json", "--top-k", "3", model=directory)
+    assert result.returncode == 0, result.stderr.decode()
+    ours = [json.loads(line) for line in result.stdout.decode().splitlines()]
+    theirs = cross_encoder(st, directory).rank(QUERY, documents, top_k=3, return_documents=True)
+    assert [(r["corpus_id"], r["text"]) for r in ours] == [(r["corpus_id"], r["text"]) for r in theirs]
+    np.testing.assert_allclose([r["score"] for r in ours], [r["score"] for r in theirs], atol=ATOL, rtol=0)
+    plain = run("rerank", QUERY, model=directory, stdin="\n".join(documents).encode())
+    first = plain.stdout.decode().splitlines()[0].split("\t")
+    assert [int(first[1]), first[2]] == [theirs[0]["corpus_id"], theirs[0]["text"]]
+    assert abs(float(first[0]) - theirs[0]["score"]) < ATOL
+
+
+def test_rerank_command_errors(cross_encoder_dir, minilm_dir):
+    assert "documents is empty" in one_error_line(run("rerank", QUERY, model=cross_encoder_dir(1), stdin=b""))
+    assert "classifier.weight" in one_error_line(run("rerank", QUERY, model=minilm_dir, stdin=b"a\n"))
