@@ -78,17 +78,19 @@ def activation_of(model: Bert, activation_fn: str | Activation | None) -> Activa
     return ACTIVATIONS[name]
 
 
-def scored_text(text: str) -> str:
-    """A segment as the tokenizer is handed it: "" as " " (no tokens either way), so that an empty document
-    keeps its segment ([CLS] query [SEP] [SEP]) as in CrossEncoder's batch call; Tokenizer.encode would
-    drop an empty second text."""
-    return text or " "
+def segment(model: Bert) -> Callable[[str], str]:
+    """How a query or a document is handed to the tokenizer: lowercased if the model's sentence_bert_config
+    says do_lower_case, and "" as " " (no tokens either way), so that an empty document keeps its segment
+    ([CLS] query [SEP] [SEP]) as in CrossEncoder's batch call, where Tokenizer.encode would drop it."""
+    lower = model.sentence_config is not None and model.sentence_config.do_lower_case
+    return lambda text: (text.lower() if lower else text) or " "
 
 
-def logits(model: Bert, pairs: Sequence[tuple[str, str]], *, batch_size: int = 32, max_length: int | None = None):
+def logits(
+    model: Bert, pairs: Sequence[tuple[str, str]], *, batch_size: int = 32, max_length: int | None = None
+) -> np.ndarray:
     """The classifier's logits of each pair, planned by length as embed plans texts. (n, labels) float32"""
     readout = SequenceLogits(model.heads.sequence_classifier)
-    lower = model.sentence_config is not None and model.sentence_config.do_lower_case
     out = np.empty((len(pairs), len(model.heads.labels)), np.float32)
     planned = planner.plan_texts(
         model.require_tokenizer(),
@@ -97,7 +99,7 @@ def logits(model: Bert, pairs: Sequence[tuple[str, str]], *, batch_size: int = 3
         batch_size=planner.positive("batch_size", batch_size),
         limit=pair_limit(model, max_length),
         window=False,
-        prepare=(lambda t: scored_text(t.lower())) if lower else scored_text,
+        prepare=segment(model),
     )
     for positions, encodings in planned:
         out[positions] = np.stack(readout(planner.forward(model.encoder, [row_of(e) for e in encodings])))

@@ -247,3 +247,130 @@ def test_rerank_command_matches_cross_encoder_rank(st, cross_encoder_dir, tmp_pa
 def test_rerank_command_errors(cross_encoder_dir, minilm_dir):
     assert "documents is empty" in one_error_line(run("rerank", QUERY, model=cross_encoder_dir(1), stdin=b""))
     assert "classifier.weight" in one_error_line(run("rerank", QUERY, model=minilm_dir, stdin=b"a\n"))
+
+
+# --- the server -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def served(cross_encoder_dir):
+    """`numbert serve` of the one-label cross-encoder, at most 8 inputs a request."""
+    from helpers import ServerProcess
+
+    server = ServerProcess(cross_encoder_dir(1), "--max-client-batch-size", "8")
+    yield server
+    assert server.stop() == 0, "".join(server.lines)
+
+
+def post(server, route: str, body):
+    import httpx
+
+    return httpx.post(server.url + route, json=body, timeout=60)
+
+
+@pytest.mark.parity
+def test_served_rerank_matches_cross_encoder_rank(st, torch, cross_encoder_dir, served):
+    reference = cross_encoder(st, cross_encoder_dir(1))
+    theirs = reference.rank(QUERY, DOCUMENTS, return_documents=True)
+    tei = post(served, "/rerank", {"query": QUERY, "texts": DOCUMENTS, "return_text": True, "truncate": True}).json()
+    assert [(r["index"], r["text"]) for r in tei] == [(r["corpus_id"], r["text"]) for r in theirs]
+    np.testing.assert_allclose([r["score"] for r in tei], [r["score"] for r in theirs], atol=ATOL, rtol=0)
+
+    raw = reference.rank(QUERY, DOCUMENTS, activation_fn=torch.nn.Identity())
+    tei = post(served, "/rerank", {"query": QUERY, "texts": DOCUMENTS, "raw_scores": True, "truncate": True}).json()
+    assert [r["index"] for r in tei] == [r["corpus_id"] for r in raw] and "text" not in tei[0]
+    np.testing.assert_allclose([r["score"] for r in tei], [r["score"] for r in raw], atol=ATOL, rtol=0)
+
+    documents = [DOCUMENTS[0], {"text": DOCUMENTS[1]}, *DOCUMENTS[2:]]
+    body = {"model": "any", "query": QUERY, "documents": documents, "top_n": 2, "return_documents": True}
+    answer = post(served, "/v1/rerank", body).json()
+    assert [(r["index"], r["document"]["text"]) for r in answer["results"]] == [
+        (r["corpus_id"], r["text"]) for r in theirs[:2]
+    ]
+    np.testing.assert_allclose(
+        [r["relevance_score"] for r in answer["results"]], [r["score"] for r in theirs[:2]], atol=ATOL, rtol=0
+    )
+    assert answer["model"] == served.model_name and answer["usage"]["total_tokens"] > len(DOCUMENTS)
+
+
+@pytest.mark.parity
+def test_served_predict_matches_cross_encoder_predict(st, cross_encoder_dir, served):
+    theirs = cross_encoder(st, cross_encoder_dir(1)).predict(PAIRS)
+    answer = post(served, "/predict", {"inputs": [list(p) for p in PAIRS], "truncate": True}).json()
+    assert [[p["label"] for p in labels] for labels in answer] == [["LABEL_0"]] * len(PAIRS)
+    np.testing.assert_allclose([labels[0]["score"] for labels in answer], theirs, atol=ATOL, rtol=0)
+    one = post(served, "/predict", {"inputs": list(PAIRS[0]), "truncate": True}).json()  # two strings: a pair
+    assert one == answer[0]
+    single = post(served, "/predict", {"inputs": PAIRS[0][0]}).json()  # one text
+    assert single[0]["label"] == "LABEL_0" and 0 < single[0]["score"] < 1
+
+
+@pytest.mark.parametrize(
+    "route, body, status, param",
+    [
+        ("/rerank", {"texts": ["a"]}, 422, "query"),
+        ("/rerank", {"query": "", "texts": ["a"]}, 422, "query"),
+        ("/rerank", {"query": "q", "texts": []}, 422, "texts"),
+        ("/rerank", {"query": "q", "texts": ["a", 3]}, 422, "texts[1]"),
+        ("/rerank", {"query": "q", "texts": ["a"], "raw_scores": "yes"}, 422, "raw_scores"),
+        ("/rerank", {"query": "q", "texts": ["a"] * 9}, 413, "texts"),
+        ("/rerank", {"query": "q", "texts": ["a", "long " * 100], "truncate": False}, 413, "texts[1]"),
+        ("/v1/rerank", {"query": "q", "documents": ["a", {"txt": "b"}]}, 422, "documents[1].text"),
+        ("/v1/rerank", {"query": "q", "documents": ["a"], "top_n": 0}, 422, "top_n"),
+        ("/v1/rerank", {"query": "q", "documents": "a"}, 422, "documents"),
+        ("/predict", {"inputs": []}, 422, "inputs"),
+        ("/predict", {"inputs": ["a", ["b", "c", "d"]]}, 422, "inputs[1]"),
+        ("/predict", {"inputs": 3}, 422, "inputs"),
+    ],
+)
+def test_served_scoring_refuses_bad_fields(served, route, body, status, param):
+    answer = post(served, route, body)
+    assert answer.status_code == status, answer.text
+    assert answer.json()["error"]["param"] == param
+    assert post(served, "/rerank", {"query": "q", "texts": ["a"]}).status_code == 200  # and it keeps serving
+
+
+def test_a_long_text_is_cut_when_asked(served):
+    answer = post(served, "/rerank", {"query": "q", "texts": ["a", "long " * 100], "truncate": True})
+    assert answer.status_code == 200 and {r["index"] for r in answer.json()} == {0, 1}
+    cohere = post(served, "/v1/rerank", {"query": "q", "documents": ["long " * 100]})  # Cohere always cuts
+    assert cohere.status_code == 200
+
+
+@pytest.mark.parity
+def test_served_predict_with_several_labels_and_rerank_refused(st, cross_encoder_dir):
+    from helpers import ServerProcess
+
+    directory = cross_encoder_dir(3)
+    server = ServerProcess(directory)
+    try:
+        theirs = cross_encoder(st, directory).predict(PAIRS, apply_softmax=True)  # softmax: classify's default
+        answer = post(server, "/predict", {"inputs": [list(p) for p in PAIRS], "truncate": True}).json()
+        got = [[{p["label"]: p["score"] for p in labels}[f"LABEL_{i}"] for i in range(3)] for labels in answer]
+        np.testing.assert_allclose(got, theirs, atol=ATOL, rtol=0)
+        assert all(
+            [p["score"] for p in labels] == sorted((p["score"] for p in labels), reverse=True) for labels in answer
+        )
+        refused = post(server, "/rerank", {"query": "q", "texts": ["a"]})
+        assert refused.status_code == 400 and "one label" in refused.json()["error"]["message"]
+    finally:
+        assert server.stop() == 0, "".join(server.lines)
+
+
+def test_an_embedding_model_refuses_to_rerank_and_keeps_embedding(minilm_dir, minilm):
+    from helpers import ServerProcess
+
+    server = ServerProcess(minilm_dir)
+    try:
+        for route, body in [
+            ("/rerank", {"query": "q", "texts": ["a"]}),
+            ("/v1/rerank", {"query": "q", "documents": ["a"]}),
+            ("/predict", {"inputs": "a"}),
+        ]:
+            refused = post(server, route, body)
+            assert refused.status_code == 400, refused.text
+            assert "'classifier.weight'" in refused.json()["error"]["message"]
+        vectors = post(server, "/embed", {"inputs": ["a text"]}).json()
+        np.testing.assert_allclose(vectors[0], minilm.embed("a text", normalize=True), atol=1e-6)
+    finally:
+        assert server.stop() == 0, "".join(server.lines)
