@@ -13,8 +13,9 @@ config_sentence_transformers.json `activation_fn`, else config.json's `sentence_
 or the older `sbert_ce_default_activation_function`), else sigmoid for one label and the logits themselves
 for several. A pair longer than the model reads is cut as CrossEncoder's tokenizer call cuts it
 (truncation "longest_first": the longer segment loses tokens first) to its sentence_bert_config
-max_seq_length, else the tokenizer's model_max_length, at most the model's positions. Ties keep the
-documents' order, as CrossEncoder.rank's stable sort does.
+max_seq_length, else the tokenizer's model_max_length, at most the model's positions; or, numbert's own
+option (long="window"), a long document is scored by its best window. Ties keep the documents' order,
+as CrossEncoder.rank's stable sort does.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from . import planner
 from .heads import sigmoid, softmax
 from .planner import row_of, text_list
 from .readouts import SequenceLogits
+from .recipe import check_long
 
 if TYPE_CHECKING:
     from .bert import Bert
@@ -86,24 +88,51 @@ def segment(model: Bert) -> Callable[[str], str]:
     return lambda text: (text.lower() if lower else text) or " "
 
 
-def logits(
-    model: Bert, pairs: Sequence[tuple[str, str]], *, batch_size: int = 32, max_length: int | None = None
-) -> np.ndarray:
-    """The classifier's logits of each pair, planned by length as embed plans texts. (n, labels) float32"""
+def logits(model: Bert, pairs: Sequence[tuple[str, str]], *, batch_size: int, limit: int) -> np.ndarray:
+    """The classifier's logits of each pair cut to `limit` tokens, planned by length as embed plans texts.
+    (n, labels) float32"""
     readout = SequenceLogits(model.heads.sequence_classifier)
     out = np.empty((len(pairs), len(model.heads.labels)), np.float32)
     planned = planner.plan_texts(
         model.require_tokenizer(),
         [a for a, _ in pairs],
         [b for _, b in pairs],
-        batch_size=planner.positive("batch_size", batch_size),
-        limit=pair_limit(model, max_length),
+        batch_size=batch_size,
+        limit=limit,
         window=False,
         prepare=segment(model),
     )
     for positions, encodings in planned:
         out[positions] = np.stack(readout(planner.forward(model.encoder, [row_of(e) for e in encodings])))
     return out
+
+
+def best_window_logits(
+    model: Bert, pairs: Sequence[tuple[str, str]], *, batch_size: int, limit: int, stride: int
+) -> np.ndarray:
+    """Each pair's highest logit over the windows of its document: `[CLS] query [SEP] window [SEP]` of `limit`
+    tokens, the query whole in each, the document's windows overlapping by `stride` tokens (the tokenizer's
+    truncation="only_second" with its overflowing windows). One label only. (n, 1) float32"""
+    tokenizer, prepare = model.require_tokenizer(), segment(model)
+    readout = SequenceLogits(model.heads.sequence_classifier)
+    windows = []  # (pair index, encoding)
+    for i, (query, document) in enumerate(pairs):
+        first = tokenizer.encode(
+            prepare(query),
+            prepare(document),
+            max_length=limit,
+            truncation="only_second",
+            stride=stride,
+            return_overflowing_tokens=True,
+        )
+        windows += [(i, e) for e in [first, *first.overflowing]]
+    best = np.full((len(pairs), 1), -np.inf, np.float32)
+    for batch in planner.by_length([len(e) for _, e in windows], limit, batch_size):
+        rows = [row_of(windows[w][1]) for w in batch]
+        for w, row_logits in zip(batch, readout(planner.forward(model.encoder, rows))):
+            i = windows[w][0]
+            best[i] = np.maximum(best[i], row_logits)
+    return best
 
 
 def pair_list(pairs: Any) -> list[tuple[str, str]]:
@@ -123,6 +152,8 @@ def predict(
     apply_softmax: bool = False,
     *,
     max_length: int | None = None,
+    long: str = "truncate",
+    stride: int | None = None,
 ) -> np.ndarray:
     """The scores of (query, document) pairs, as CrossEncoder.predict: (n,) float32 for a model with one
     label, (n, labels) for several; one pair (a tuple or list of two str) gives its score alone.
@@ -130,11 +161,27 @@ def predict(
     activation_fn: "sigmoid", "identity" (the logits), "tanh", or a function of the (n, labels) logits;
     default: the model's (see the module's docstring). apply_softmax: with several labels, a softmax over
     them after the activation. max_length: tokens per pair (default: as CrossEncoder reads the model).
+    long="window" (numbert's own, one label only): a document too long for max_length is scored by its
+    best window, windows overlapping by `stride` tokens (default: a quarter of max_length), the query
+    whole in each; the best window is the one of the highest logit, the best score under any increasing
+    activation (all of ACTIVATIONS).
     """
     single = isinstance(pairs, (list, tuple)) and bool(pairs) and isinstance(pairs[0], str)
     checked = pair_list([pairs] if single else pairs)
     activation = activation_of(model, activation_fn)
-    scores = activation(logits(model, checked, batch_size=batch_size, max_length=max_length))
+    batch_size, limit = planner.positive("batch_size", batch_size), pair_limit(model, max_length)
+    check_long(long)
+    if long == "window":
+        labels = len(model.heads.sequence_classifier.weight)
+        if labels != 1:
+            raise ValueError(
+                f"long='window' scores a document by its best window, for one label; {model.name} has {labels}"
+            )
+        stride = limit // 4 if stride is None else stride
+        raw = best_window_logits(model, checked, batch_size=batch_size, limit=limit, stride=stride)
+    else:
+        raw = logits(model, checked, batch_size=batch_size, limit=limit)
+    scores = activation(raw)
     if scores.shape[1] == 1:
         scores = scores[:, 0]
     elif apply_softmax:
@@ -158,11 +205,14 @@ def rerank(
     *,
     activation_fn: str | Activation | None = None,
     max_length: int | None = None,
+    long: str = "truncate",
+    stride: int | None = None,
 ) -> list[dict[str, Any]]:
     """The documents best first for `query`, as CrossEncoder.rank: [{"corpus_id": index in `documents`,
     "score": float}], with "text" (the document) if return_documents; the top_k best, or all.
 
-    Scores as `predict` gives them; raw_scores=True: the logits themselves (activation_fn="identity").
+    Scores as `predict` gives them (long="window": a long document scored by its best window);
+    raw_scores=True: the logits themselves (activation_fn="identity").
     The model must have one label (a relevance score), as CrossEncoder.rank requires.
     """
     if not isinstance(query, str):
@@ -184,7 +234,8 @@ def rerank(
             f"rerank needs a cross-encoder with one label (a relevance score); {model.name} has {labels}: "
             f"use predict(pairs) for their scores"
         )
-    scores = predict(model, [(query, d) for d in documents], batch_size, activation_fn, max_length=max_length)
+    pairs = [(query, d) for d in documents]
+    scores = predict(model, pairs, batch_size, activation_fn, max_length=max_length, long=long, stride=stride)
     return [
         {"corpus_id": i, "score": float(scores[i]), **({"text": documents[i]} if return_documents else {})}
         for i in ranking(scores, top_k)

@@ -169,6 +169,47 @@ def test_long_pairs_are_cut_as_cross_encoder_cuts_them(st, cross_encoder_dir):
     )
 
 
+@pytest.mark.parity
+def test_long_documents_as_windows_score_their_best_window(transformers, torch, cross_encoder_dir):
+    """long="window": the best of the windows transformers' tokenizer makes (only_second, overflowing
+    tokens, `stride` shared), each scored by BertForSequenceClassification."""
+    directory = cross_encoder_dir(1)
+    long_document = " ".join(DOCUMENTS * 3)
+    pairs = [(QUERY, long_document), (QUERY, DOCUMENTS[1]), ("short", long_document)]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    reference = transformers.BertForSequenceClassification.from_pretrained(directory).eval()
+    want = []
+    for query, document in pairs:
+        windows = tokenizer(
+            query,
+            document,
+            truncation="only_second",
+            max_length=64,
+            stride=16,
+            return_overflowing_tokens=True,
+            padding=True,
+            return_tensors="pt",
+        )
+        windows.pop("overflow_to_sample_mapping")
+        with torch.no_grad():
+            want.append(torch.sigmoid(reference(**windows).logits.max()).item())
+    assert len(windows["input_ids"]) > 2  # the long document makes several windows
+    model = numbert.load(directory)
+    np.testing.assert_allclose(model.predict(pairs, long="window", stride=16), want, atol=ATOL, rtol=0)
+    assert model.predict(pairs[1], long="window") == model.predict(pairs[1])  # a short one is one window
+    ranked = model.rerank(QUERY, [DOCUMENTS[1], long_document], long="window", stride=16)
+    assert {r["corpus_id"]: r["score"] for r in ranked} == pytest.approx({0: want[1], 1: want[0]}, abs=ATOL)
+
+
+def test_windows_need_one_label_and_a_stride_that_fits(cross_encoder_dir, reranker):
+    with pytest.raises(ValueError, match="long='window' scores a document by its best window, for one label"):
+        numbert.load(cross_encoder_dir(3)).predict(PAIRS, long="window")
+    with pytest.raises(ValueError, match=r"stride \(60\) must be smaller"):
+        reranker.predict([(QUERY, " ".join(DOCUMENTS * 3))], long="window", stride=60)
+    with pytest.raises(ValueError, match="long must be 'truncate' or 'window'"):
+        reranker.predict(PAIRS, long="chunks")
+
+
 # --- bad input ------------------------------------------------------------------------------------------
 
 
@@ -242,6 +283,11 @@ def test_rerank_command_matches_cross_encoder_rank(st, cross_encoder_dir, tmp_pa
     first = plain.stdout.decode().splitlines()[0].split("\t")
     assert [int(first[1]), first[2]] == [theirs[0]["corpus_id"], theirs[0]["text"]]
     assert abs(float(first[0]) - theirs[0]["score"]) < ATOL
+    windows = run("rerank", QUERY, "--long", "window", "--stride", "8", "-f", tmp_path / "docs.txt", model=directory)
+    want = numbert.load(directory).rerank(QUERY, documents, long="window", stride=8)
+    got = [line.split("\t") for line in windows.stdout.decode().splitlines()]
+    assert [int(i) for _, i, _ in got] == [r["corpus_id"] for r in want]
+    np.testing.assert_allclose([float(s) for s, _, _ in got], [r["score"] for r in want], atol=1e-6, rtol=0)
 
 
 def test_rerank_command_errors(cross_encoder_dir, minilm_dir):

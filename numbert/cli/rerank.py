@@ -2,6 +2,7 @@
 
     numbert rerank "How many people live in Berlin?" --file passages.txt --model ./ms-marco-MiniLM-L6-v2
     numbert rerank "capital of France" --top-k 3 --json < passages.txt
+    numbert rerank "capital of France" --long window --file long-documents.txt
 
 The documents are the lines of --file (or stdin). Each result is a line `score <TAB> index <TAB> document`
 (index: the document's 0-based line), or with --json a JSON object {"corpus_id", "score", "text"}, as
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_model, load_model, positive_int, utf8_text
+from .common import add_model, load_model, non_negative_int, positive_int, utf8_text
 from .files import input_lines
 from .tasks import emit
 
@@ -28,6 +29,8 @@ def rerank(args: argparse.Namespace) -> None:
         raw_scores=args.raw_scores,
         batch_size=args.batch_size,
         return_documents=True,
+        long=args.long,
+        stride=args.stride,
     )
     for r in results:
         if args.json:
@@ -49,6 +52,19 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--file", "-f", metavar="F", help="the documents, one per line ('-' for stdin, the default)")
     p.add_argument("--top-k", "-k", type=positive_int, metavar="K", help="print the K best only (default: all)")
     p.add_argument("--raw-scores", action="store_true", help="the classifier's logits, without the activation")
+    p.add_argument(
+        "--long",
+        choices=("truncate", "window"),
+        default="truncate",
+        help="a document too long for the model: cut it, as CrossEncoder does, or score it by its best "
+        "window (default: truncate)",
+    )
+    p.add_argument(
+        "--stride",
+        type=non_negative_int,
+        metavar="N",
+        help="tokens shared by neighbouring windows with --long window (default: a quarter of the model's length)",
+    )
     p.add_argument("--batch-size", type=positive_int, default=32, metavar="N", help="pairs per forward pass")
     p.add_argument("--json", action="store_true", help='one JSON object {"corpus_id", "score", "text"} per line')
     add_model(p)
