@@ -253,7 +253,7 @@ class Server:
         del body
         logits = await until_disconnected(http, batcher.submit(rows, embedder.scores))
         tokens = sum(len(row.ids) for row in rows)
-        answer = await self.run(len(rows), self.render_scores, embedder, request, score(np.stack(logits)), tokens)
+        answer = await self.run(len(rows), self.render_scores, embedder, request, score, np.stack(logits), tokens)
         return answer, len(rows), tokens
 
     def scoring_rows(self, e: Embedder, body: bytes, parse: Callable) -> tuple[ScoringRequest, Callable, list]:
@@ -262,11 +262,15 @@ class Server:
         request = parse(body, self.settings.max_client_batch_size)
         score = e.label_scores(request.raw_scores) if request.kind == "predict" else e.relevance(request.raw_scores)
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
-        hint = TRUNCATE_HINTS.get(request.names[0].split("[")[0], "")
+        hint = TRUNCATE_HINTS.get(request.source, "")
         return request, score, e.pairs_to_rows(request.firsts, request.seconds, request.names, truncate, hint)
 
-    def render_scores(self, e: Embedder, request: ScoringRequest, scores: np.ndarray, tokens: int) -> bytes:
-        """The scores (inputs, labels) answered: labels best first for /predict, documents best first for a rerank."""
+    def render_scores(
+        self, e: Embedder, request: ScoringRequest, score: Callable, logits: np.ndarray, tokens: int
+    ) -> bytes:
+        """The logits (inputs, labels) scored and answered: labels best first for /predict, documents best first
+        for a rerank."""
+        scores = score(logits)
         if request.kind == "predict":
             return protocol.predict_response(scores, e.model.heads.labels, request.single)
         relevance = scores[:, 0]

@@ -184,6 +184,7 @@ class ScoringRequest:
     model's classifier."""
 
     kind: str  # "rerank" (text-embeddings-inference), "cohere" (/v1/rerank) or "predict"
+    source: str  # the field holding the inputs: "texts", "documents" or "inputs"
     firsts: list[str]  # each input's first text (rerank: the query, each time)
     seconds: list[str | None]  # each input's second text (rerank: a document), None for a single text
     names: list[str]  # the field each input came from ("texts[3]"), for errors
@@ -238,6 +239,7 @@ def tei_rerank_request(body: bytes, max_inputs: int) -> ScoringRequest:
     query, texts = text_field(obj, "query"), string_list(obj, "texts", max_inputs)
     return ScoringRequest(
         "rerank",
+        "texts",
         [query] * len(texts),
         list(texts),
         [f"texts[{i}]" for i in range(len(texts))],
@@ -268,6 +270,7 @@ def cohere_rerank_request(body: bytes, max_inputs: int) -> ScoringRequest:
         raise ApiError(422, f"'top_n' must be a positive integer, not {top_n}", param="top_n")
     return ScoringRequest(
         "cohere",
+        "documents",
         [query] * len(documents),
         list(documents),
         [f"documents[{i}]" for i in range(len(documents))],
@@ -307,6 +310,7 @@ def predict_request(body: bytes, max_inputs: int) -> ScoringRequest:
         )
     return ScoringRequest(
         "predict",
+        "inputs",
         [a for a, _ in inputs],
         [b for _, b in inputs],
         names,
