@@ -4,7 +4,8 @@ Text in, vectors out: the tokenizer makes rows of token ids, numbert.planner bat
 and runs them through numbert.model's Encoder, and a numbert.recipe.Recipe turns the hidden states into
 sentence vectors (numbert.recipes holds the maths of every pooling and layer choice). The heads the
 checkpoint carries (numbert.heads) answer the tasks of numbert.tasks, which are also methods here:
-fill_mask, is_next, classify, ner, qa; numbert.vocabulary reads the embedding table.
+fill_mask, is_next, classify, ner, qa, and a cross-encoder's predict and rerank (numbert.reranking);
+numbert.vocabulary reads the embedding table.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from . import embedding, planner, recipe, recipes, tasks, vocabulary
+from . import embedding, planner, recipe, recipes, reranking, tasks, vocabulary
 from .checkpoint import load_weights
 from .config import BertConfig, config_file
 from .heads import HeadConfig, Heads
@@ -96,6 +97,8 @@ class Bert:
     classify = tasks.classify  # BertForSequenceClassification: labels and scores
     ner = tasks.ner  # BertForTokenClassification: entities with character offsets
     qa = tasks.qa  # BertForQuestionAnswering: the best answer span of a context
+    predict = reranking.predict  # a cross-encoder's scores of (query, document) pairs
+    rerank = reranking.rerank  # a cross-encoder's ranking of documents for a query, best first
     token_embedding = vocabulary.token_embedding  # a token's row of the word-embedding table
     nearest_tokens = vocabulary.nearest_tokens  # the vocabulary entries nearest by cosine
 

@@ -126,6 +126,7 @@ class HeadConfig:
     id2label: tuple[tuple[int, str], ...] | None = None  # sorted (id, label) pairs; None: LABEL_0, LABEL_1, ...
     problem_type: str | None = None  # one of PROBLEM_TYPES, or None: decided by the number of labels
     tie_word_embeddings: bool = True  # the MLM decoder is the word-embedding matrix
+    activation_fn: str | None = None  # a cross-encoder's score activation (a dotted torch path), if it names one
 
     @classmethod
     def from_dict(cls, d: Mapping, source: str = "config") -> HeadConfig:
@@ -150,7 +151,12 @@ class HeadConfig:
         tie = d.get("tie_word_embeddings", True)
         if tie is not None and not isinstance(tie, bool):
             raise ValueError(f"{source}: tie_word_embeddings must be true or false, got {tie!r}")
-        return cls(tuple(architectures), id2label, problem_type, tie is not False)
+        saved_by = d.get("sentence_transformers")  # a CrossEncoder's own fields (sentence-transformers >= 4)
+        activation = saved_by.get("activation_fn") if isinstance(saved_by, dict) else None
+        activation = d.get("sbert_ce_default_activation_function") if activation is None else activation
+        if activation is not None and not isinstance(activation, str):
+            raise ValueError(f"{source}: a cross-encoder's activation_fn must be a dotted path, got {activation!r}")
+        return cls(tuple(architectures), id2label, problem_type, tie is not False, activation)
 
     @classmethod
     def from_json(cls, path: str | Path) -> HeadConfig:

@@ -15,7 +15,9 @@ The pooling always runs over the LAST layer's token vectors. A Dense module (`co
 in_features, out_features, bias, activation_function; weights `linear.weight` (out, in) and
 `linear.bias` in its own model.safetensors or pytorch_model.bin) maps the pooled vector, before
 the Normalize. `config_sentence_transformers.json` may name prompts ({"query": "query: ", ...}),
-texts prepended to the input, and a `default_prompt_name` used when the caller names none.
+texts prepended to the input, and a `default_prompt_name` used when the caller names none; a directory
+saved by a CrossEncoder names there the `activation_fn` its scores go through
+("torch.nn.modules.activation.Sigmoid"; numbert.reranking reads it).
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ class SentenceConfig:
     dense: tuple[Dense, ...] = field(default=(), compare=False)  # applied in order to the pooled vector
     prompts: Mapping[str, str] = field(default_factory=dict)  # prompt name -> text prepended to the input
     default_prompt_name: str | None = None
+    activation_fn: str | None = None  # a CrossEncoder's score activation, as a dotted torch path
 
     def prompt(self, prompt: str | None, prompt_name: str | None) -> str:
         """The text to prepend: `prompt` itself, else the named prompt, else the default prompt, else none."""
@@ -144,7 +147,15 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
         tuple(dense),
         prompts,
         default_prompt_name,
+        _dotted_path(prompting.get("activation_fn"), directory / "config_sentence_transformers.json"),
     )
+
+
+def _dotted_path(value, source: Path) -> str | None:
+    """An activation_fn as written (a dotted path such as "torch.nn.modules.activation.Sigmoid"), or None."""
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{source}: activation_fn must be a dotted path such as torch.nn.Sigmoid, got {value!r}")
+    return value
 
 
 def sentence_modules(directory: str | Path) -> list[tuple[str, str]] | None:

@@ -161,7 +161,7 @@ def classify(
     """
     readout = SequenceLogits(model.heads.sequence_classifier)
     labels = model.heads.labels
-    function = _score_function(function, model.heads.head_config.problem_type, len(labels))
+    function = score_function(function, model.heads.head_config.problem_type, len(labels))
     if top_k is not None:
         top_k = _count("top_k", top_k)
     single = isinstance(text, str)
@@ -180,7 +180,7 @@ def classify(
     return results[0] if single else results
 
 
-def _score_function(function: str | None, problem_type: str | None, n_labels: int) -> str:
+def score_function(function: str | None, problem_type: str | None, n_labels: int) -> str:
     """The pipeline's choice of score function (its "default")."""
     if function is not None:
         if function not in SCORE_FUNCTIONS:

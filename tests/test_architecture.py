@@ -18,6 +18,7 @@ LAYERS = {
         "readouts",
         "tasks",
         "embedding",
+        "reranking",
         "vocabulary",
         "bert",
         "__init__",

@@ -1,4 +1,4 @@
-"""The `numbert` command: tokenize, encode, neighbors, similarity, the heads' tasks, plot and serve, from the shell.
+"""The `numbert` command: tokenize, encode, neighbors, similarity, the heads' tasks, rerank, plot and serve.
 
     numbert tokenize "Here is the sentence I want embeddings for."
     numbert encode --file sentences.txt --model ./all-MiniLM-L6-v2 -o vectors.npy
@@ -6,6 +6,7 @@
     numbert neighbors bank -k 5
     numbert similarity "A man is eating food." "A man is eating a meal."
     numbert fill-mask "The man worked as a [MASK]."
+    numbert rerank "How many people live in Berlin?" --file passages.txt --top-k 3
     numbert plot histogram "The cat sat on the mat." --layer 6 --token cat -o cat.png
     numbert serve --model ./all-MiniLM-L6-v2 --port 8000
 
@@ -28,10 +29,10 @@ import signal
 import sys
 import threading
 
-from . import encode, plot, serve, similarity, tasks, tokenize
+from . import encode, plot, rerank, serve, similarity, tasks, tokenize
 from .common import Failure, Parser
 
-COMMANDS = (tokenize, encode, similarity, tasks, plot, serve)
+COMMANDS = (tokenize, encode, similarity, tasks, rerank, plot, serve)
 
 
 def build_parser() -> argparse.ArgumentParser:

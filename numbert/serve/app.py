@@ -1,5 +1,5 @@
 """The HTTP routes (Starlette): OpenAI's /v1/embeddings and /v1/models, text-embeddings-inference's /embed,
-/tokenize, /health and /metrics.
+/tokenize, /rerank, /predict, /health and /metrics, and the Cohere/Jina-style /v1/rerank.
 
 Every route that works on inputs goes through `Server.handle`: 503 until the model is loaded, the body
 read up to payload_limit (413) within body_timeout (408), admission once it is whole (429 with
@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -29,18 +29,20 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..recipe import Recipe
+from ..reranking import ranking
 from . import protocol
 from .batching import Batcher
 from .embedder import Embedder
 from .metrics import Metrics
-from .protocol import ApiError, EmbeddingRequest
+from .protocol import ApiError, EmbeddingRequest, ScoringRequest
 from .settings import Settings
 
 log = logging.getLogger("numbert.serve")
 JSON = "application/json"
 TRUNCATE_HINTS = {  # how a client may have a long input cut, by the name of the field holding the inputs
     "input": ", or start the server with --auto-truncate",  # OpenAI's /v1/embeddings has no truncate field
-    "inputs": ", or send truncate=true (or start the server with --auto-truncate)",  # TEI's /embed
+    "inputs": ", or send truncate=true (or start the server with --auto-truncate)",  # TEI's /embed, /predict
+    "texts": ", or send truncate=true (or start the server with --auto-truncate)",  # TEI's /rerank
 }
 SMALL = 2048  # bytes of a request body, or numbers in an answer, handled on the event loop itself
 SETTINGS_VARIABLE = "NUMBERT_SERVE_SETTINGS"  # how `--workers N` hands the settings to its worker processes
@@ -108,13 +110,22 @@ class Server:
     # --- the routes -------------------------------------------------------------------------------
 
     async def openai_embeddings(self, request: Request) -> Response:
-        return await self.handle(request, "/v1/embeddings", protocol.openai_request, "input")
+        return await self.handle(request, "/v1/embeddings", self.embed_answer, protocol.openai_request, "input")
 
     async def tei_embed(self, request: Request) -> Response:
-        return await self.handle(request, "/embed", protocol.tei_request, "inputs")
+        return await self.handle(request, "/embed", self.embed_answer, protocol.tei_request, "inputs")
 
     async def tokenize(self, request: Request) -> Response:
-        return await self.handle(request, "/tokenize", None, "inputs")
+        return await self.handle(request, "/tokenize", self.tokenize_answer)
+
+    async def tei_rerank(self, request: Request) -> Response:
+        return await self.handle(request, "/rerank", self.score_answer, protocol.tei_rerank_request)
+
+    async def cohere_rerank(self, request: Request) -> Response:
+        return await self.handle(request, "/v1/rerank", self.score_answer, protocol.cohere_rerank_request)
+
+    async def predict(self, request: Request) -> Response:
+        return await self.handle(request, "/predict", self.score_answer, protocol.predict_request)
 
     async def models(self, request: Request) -> Response:
         model = {"id": self.settings.name, "object": "model", "created": self.started, "owned_by": "numbert"}
@@ -131,8 +142,11 @@ class Server:
 
     # --- one request ------------------------------------------------------------------------------
 
-    async def handle(self, request: Request, endpoint: str, parse: Callable | None, name: str) -> Response:
-        """Read, admit, check, tokenize, queue, answer: the path of every request that carries inputs."""
+    async def handle(
+        self, request: Request, endpoint: str, answer: Callable[..., Awaitable[tuple[bytes, int, int]]], *args
+    ) -> Response:
+        """Read, admit, check, tokenize, queue, answer: the path of every request that carries inputs.
+        `answer(embedder, batcher, request, *args)` reads the body and gives (the answer, inputs, tokens)."""
         start = time.perf_counter()
         inputs = tokens = 0
         try:
@@ -143,19 +157,11 @@ class Server:
                     code="model_not_ready",
                     headers={"Retry-After": "1"},
                 )
-            embedder, batcher = self.embedder, self.batcher
             try:
-                if parse is None:
-                    body = await self.read_body(request)
-                    s = self.settings
-                    answer = await self.run(
-                        len(body), tokenize_answer, embedder, body, s.max_client_batch_size, s.max_batch_tokens
-                    )
-                else:
-                    answer, inputs, tokens = await self.embed_answer(embedder, batcher, request, parse, name)
+                body, inputs, tokens = await answer(self.embedder, self.batcher, request, *args)
             finally:
                 self.leave(request)
-            response = Response(answer, media_type=JSON)
+            response = Response(body, media_type=JSON)
         except ApiError as e:
             response = error_response(e)
         except Exception as e:  # a bug: say so, and keep serving
@@ -231,6 +237,47 @@ class Server:
         answer = await self.run(vectors.size, self.render, request, vectors, tokens)
         return answer, len(rows), tokens
 
+    async def tokenize_answer(self, embedder: Embedder, batcher: Batcher, http: Request) -> tuple[bytes, int, int]:
+        """The answer to /tokenize (no inputs embedded)."""
+        body, s = await self.read_body(http), self.settings
+        answer = await self.run(len(body), tokenize_answer, embedder, body, s.max_client_batch_size, s.max_batch_tokens)
+        return answer, 0, 0
+
+    async def score_answer(
+        self, embedder: Embedder, batcher: Batcher, http: Request, parse: Callable
+    ) -> tuple[bytes, int, int]:
+        """The answer to /rerank, /v1/rerank or /predict, with the number of inputs and tokens it scored: each
+        input (a pair, or one text) queued as a row for the classifier's logits."""
+        body = await self.read_body(http)
+        request, score, rows = await self.run(len(body), self.scoring_rows, embedder, body, parse)
+        del body
+        logits = await until_disconnected(http, batcher.submit(rows, embedder.scores))
+        tokens = sum(len(row.ids) for row in rows)
+        answer = await self.run(len(rows), self.render_scores, embedder, request, score, np.stack(logits), tokens)
+        return answer, len(rows), tokens
+
+    def scoring_rows(self, e: Embedder, body: bytes, parse: Callable) -> tuple[ScoringRequest, Callable, list]:
+        """The request, checked; the function of the logits it is answered with (a model unable to answer it
+        refused here, before anything is tokenized); and its inputs as rows of token ids."""
+        request = parse(body, self.settings.max_client_batch_size)
+        score = e.label_scores(request.raw_scores) if request.kind == "predict" else e.relevance(request.raw_scores)
+        truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
+        hint = TRUNCATE_HINTS.get(request.source, "")
+        return request, score, e.pairs_to_rows(request.firsts, request.seconds, request.names, truncate, hint)
+
+    def render_scores(
+        self, e: Embedder, request: ScoringRequest, score: Callable, logits: np.ndarray, tokens: int
+    ) -> bytes:
+        """The logits (inputs, labels) scored and answered: labels best first for /predict, documents best first
+        for a rerank."""
+        scores = score(logits)
+        if request.kind == "predict":
+            return protocol.predict_response(scores, e.model.heads.labels, request.single)
+        relevance = scores[:, 0]
+        return protocol.rerank_response(
+            request, relevance, ranking(relevance, request.top_n), self.settings.name, tokens
+        )
+
     async def run(self, size: int, work: Callable, *args):
         """work(*args) in a thread, or right here on the event loop when `size` is SMALL."""
         if size <= SMALL:
@@ -302,6 +349,9 @@ def create_app(settings: Settings) -> Starlette:
         Route("/v1/models", server.models, methods=["GET"]),
         Route("/embed", server.tei_embed, methods=["POST"]),
         Route("/tokenize", server.tokenize, methods=["POST"]),
+        Route("/rerank", server.tei_rerank, methods=["POST"]),
+        Route("/v1/rerank", server.cohere_rerank, methods=["POST"]),
+        Route("/predict", server.predict, methods=["POST"]),
         Route("/health", server.health, methods=["GET"]),
         Route("/metrics", server.prometheus, methods=["GET"]),
     ]

@@ -1,6 +1,10 @@
 """The model as the server runs it: its recipe (numbert.recipe), the readout of each task, and request inputs
 turned into rows of token ids with the server's length checks.
 
+A cross-encoder's inputs (/rerank, /v1/rerank, /predict) are pairs, tokenized as numbert.reranking tokenizes
+them (`[CLS] query [SEP] document [SEP]`, type ids 1 on the document, cut by longest_first to its pair limit),
+and scored by the classifier's logits (a readout of its own, so the queue never mixes them with vectors).
+
 Whatever batches the rows share, the answer for a text is `model.embed([text], recipe=...)` of the
 server's recipe: the same tokens (the prompt prepended, lowercased first for a sentence-transformers
 model that says do_lower_case, cut to the same max_length), the same pooling, layers and Dense layers,
@@ -10,14 +14,16 @@ the same normalization.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 
 import numpy as np
 
-from .. import Tokenizer, load
-from ..planner import Row, forward
-from ..readouts import SentenceVectors
+from .. import Tokenizer, load, reranking
+from ..planner import Row, forward, row_of
+from ..readouts import SentenceVectors, SequenceLogits
 from ..recipe import Recipe
+from ..tasks import SCORE_FUNCTIONS, score_function
 from ..tokenizer import Encoding
 from .protocol import ApiError
 from .settings import Settings
@@ -41,6 +47,8 @@ class Embedder:
         self.recipe = model.recipe(**self.choices)  # checked before the server answers anything
         self.embedding = SentenceVectors(self.recipe)  # the readout every embedding request queues for
         self.vocab_size = model.config.vocab_size
+        self.pair_limit = reranking.pair_limit(model)  # tokens per scored input, as CrossEncoder reads the model
+        self.segment = reranking.segment(model)
 
     @property
     def dim(self) -> int:
@@ -71,6 +79,62 @@ class Embedder:
                 raise ApiError(422, f"'prompt_name': {e}", param="prompt_name") from None
         self.check_dimensions(dimensions, recipe.normalize if normalize is None else normalize)
         return recipe.with_output(normalize=normalize, dimensions=dimensions)
+
+    @functools.cached_property
+    def scores(self) -> SequenceLogits:
+        """The readout of /rerank, /v1/rerank and /predict: the classifier's logits per row; a 400 naming the
+        missing tensors when the model has no sequence classifier (the embedding routes keep working)."""
+        try:
+            return SequenceLogits(self.model.heads.sequence_classifier)
+        except ValueError as e:
+            raise ApiError(400, f"this model cannot score inputs: {e}", code="model_not_a_classifier") from None
+
+    def relevance(self, raw_scores: bool) -> reranking.Activation:
+        """The function a reranker's logits go through (the model's activation, or none with raw_scores); a
+        400 unless the classifier has one label, as CrossEncoder.rank requires."""
+        labels = len(self.scores.classifier.weight)
+        if labels != 1:
+            raise ApiError(
+                400,
+                f"reranking needs a cross-encoder with one label (a relevance score); this model's classifier "
+                f"has {labels}: use /predict",
+                code="model_not_a_reranker",
+            )
+        try:
+            return reranking.activation_of(self.model, "identity" if raw_scores else None)
+        except ValueError as e:
+            raise ApiError(400, str(e), code="model_not_a_reranker") from None
+
+    def label_scores(self, raw_scores: bool) -> reranking.Activation:
+        """/predict's scores of the logits: `numbert classify`'s function (from config.json's problem_type, else
+        sigmoid for one label and softmax for several), none with raw_scores; a 400 without a classifier."""
+        labels = len(self.scores.classifier.weight)
+        problem_type = self.model.heads.head_config.problem_type
+        return SCORE_FUNCTIONS[score_function("none" if raw_scores else None, problem_type, labels)]
+
+    def pairs_to_rows(
+        self, firsts: list[str], seconds: list[str | None], names: list[str], truncate: bool, hint: str
+    ) -> list[Row]:
+        """A row per input, one text or a pair, as numbert.reranking tokenizes it: cut to pair_limit tokens by
+        longest_first if `truncate`, else a 413 naming the first input too long (ending with `hint`)."""
+        rows = []
+        for first, second, where in zip(firsts, seconds, names):
+            encoding = self.tokenizer.encode(
+                self.segment(WHITESPACE_RUN.sub(" ", first)),
+                None if second is None else self.segment(WHITESPACE_RUN.sub(" ", second)),
+                max_length=self.pair_limit,
+                truncation=truncate,
+            )
+            if len(encoding) > self.pair_limit:
+                raise ApiError(
+                    413,
+                    f"'{where}' makes an input of {len(encoding)} tokens; this model takes at most "
+                    f"{self.pair_limit} ([CLS] and [SEP]s included). Shorten it{hint}",
+                    param=where,
+                    code="input_too_long",
+                )
+            rows.append(row_of(encoding))
+        return rows
 
     def texts_to_rows(
         self, texts: list[str], truncate: bool, name: str, recipe: Recipe | None = None, hint: str = ""

@@ -1,4 +1,5 @@
-"""The wire formats: OpenAI's /v1/embeddings and error shape, text-embeddings-inference's /embed and /tokenize.
+"""The wire formats: OpenAI's /v1/embeddings and error shape, text-embeddings-inference's /embed, /tokenize,
+/rerank and /predict, and the Cohere/Jina-style /v1/rerank.
 
 Parsing checks every field a request carries before any work is done, and a bad one is an
 `ApiError` naming it: 400 for a body that is not JSON, 422 for a wrong type or value, 413 for too
@@ -12,6 +13,7 @@ import base64
 import functools
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -116,14 +118,7 @@ def inputs(obj: dict, name: str, max_inputs: int) -> tuple[list, bool]:
     if is_id(value[0]):  # one input given as token ids
         check_ids(value, name)
         return [value], True
-    if len(value) > max_inputs:
-        raise ApiError(
-            413,
-            f"'{name}' holds {len(value)} inputs; this server takes at most {max_inputs} per "
-            f"request (--max-client-batch-size)",
-            param=name,
-            code="too_many_inputs",
-        )
+    too_many(value, name, max_inputs)
     if isinstance(value[0], list):
         for i, item in enumerate(value):
             if not isinstance(item, list) or not item:
@@ -180,6 +175,148 @@ def tei_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
         normalize=field(obj, "normalize", (bool,), True, "a boolean"),
         truncate=field(obj, "truncate", (bool,), None, "a boolean"),
         prompt_name=field(obj, "prompt_name", (str,), None, "a string"),
+    )
+
+
+@dataclass
+class ScoringRequest:
+    """What /rerank, /v1/rerank and /predict ask for, in one form: inputs of one text or a pair, scored by the
+    model's classifier."""
+
+    kind: str  # "rerank" (text-embeddings-inference), "cohere" (/v1/rerank) or "predict"
+    source: str  # the field holding the inputs: "texts", "documents" or "inputs"
+    firsts: list[str]  # each input's first text (rerank: the query, each time)
+    seconds: list[str | None]  # each input's second text (rerank: a document), None for a single text
+    names: list[str]  # the field each input came from ("texts[3]"), for errors
+    raw_scores: bool = False  # the logits themselves, without the model's activation
+    truncate: bool | None = None  # None: the server's --auto-truncate
+    return_text: bool = False  # rerank: echo each document
+    top_n: int | None = None  # /v1/rerank: the best top_n only
+    single: bool = False  # /predict: one input, answered with one list of labels
+
+
+def text_field(obj: dict, name: str) -> str:
+    """obj[name], a required non-empty string, else a 422 naming it."""
+    value = obj.get(name)
+    if not isinstance(value, str) or not value.strip():
+        what = "an empty string" if isinstance(value, str) else "missing" if value is None else json_type(value)
+        raise ApiError(422, f"'{name}' must be a non-empty string, not {what}", param=name)
+    return value
+
+
+def string_list(obj: dict, name: str, max_inputs: int, item=None) -> list[str]:
+    """obj[name], a required non-empty list of strings (each taken by `item(value, where)` if given, else
+    checked a string), at most max_inputs (413); else a 422 naming the field or the item."""
+    value = obj.get(name)
+    if not isinstance(value, list) or not value:
+        what = "an empty array" if value == [] else "missing" if value is None else json_type(value)
+        raise ApiError(422, f"'{name}' must be a non-empty list of strings, not {what}", param=name)
+    too_many(value, name, max_inputs)
+    texts = []
+    for i, text in enumerate(value):
+        if item is not None:
+            text = item(text, f"{name}[{i}]")
+        elif not isinstance(text, str):
+            raise ApiError(422, f"'{name}[{i}]' must be a string, not {json_type(text)}", param=f"{name}[{i}]")
+        texts.append(text)
+    return texts
+
+
+def too_many(value: list, name: str, max_inputs: int) -> None:
+    if len(value) > max_inputs:
+        raise ApiError(
+            413,
+            f"'{name}' holds {len(value)} inputs; this server takes at most {max_inputs} per "
+            f"request (--max-client-batch-size)",
+            param=name,
+            code="too_many_inputs",
+        )
+
+
+def tei_rerank_request(body: bytes, max_inputs: int) -> ScoringRequest:
+    """POST /rerank (text-embeddings-inference): {"query", "texts", "raw_scores", "return_text", "truncate"}."""
+    obj = json_object(body)
+    query, texts = text_field(obj, "query"), string_list(obj, "texts", max_inputs)
+    return ScoringRequest(
+        "rerank",
+        "texts",
+        [query] * len(texts),
+        list(texts),
+        [f"texts[{i}]" for i in range(len(texts))],
+        raw_scores=field(obj, "raw_scores", (bool,), False, "a boolean"),
+        truncate=field(obj, "truncate", (bool,), None, "a boolean"),
+        return_text=field(obj, "return_text", (bool,), False, "a boolean"),
+    )
+
+
+def document_text(value, where: str) -> str:
+    """A /v1/rerank document: a string, or an object with a string "text"."""
+    if isinstance(value, dict):
+        value = value.get("text")
+        where += ".text"
+    if not isinstance(value, str):
+        raise ApiError(422, f"'{where}' must be a string (or an object with a string 'text')", param=where)
+    return value
+
+
+def cohere_rerank_request(body: bytes, max_inputs: int) -> ScoringRequest:
+    """POST /v1/rerank (Cohere, Jina): {"model", "query", "documents": [str | {"text"}], "top_n", "return_documents"}.
+    Long documents are cut to fit, as those services do."""
+    obj = json_object(body)
+    field(obj, "model", (str,), what="a string")  # any name is answered by the one model served
+    query, documents = text_field(obj, "query"), string_list(obj, "documents", max_inputs, document_text)
+    top_n = field(obj, "top_n", (int,), None, "a positive integer")
+    if top_n is not None and top_n < 1:
+        raise ApiError(422, f"'top_n' must be a positive integer, not {top_n}", param="top_n")
+    return ScoringRequest(
+        "cohere",
+        "documents",
+        [query] * len(documents),
+        list(documents),
+        [f"documents[{i}]" for i in range(len(documents))],
+        truncate=True,
+        return_text=field(obj, "return_documents", (bool,), False, "a boolean"),
+        top_n=top_n,
+    )
+
+
+def predict_input(value, where: str) -> tuple[str, str | None]:
+    """A /predict input: a string, or a [string, string] pair."""
+    if isinstance(value, str):
+        return value, None
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value):
+        return value[0], value[1]
+    raise ApiError(422, f"'{where}' must be a string or a pair [string, string], not {json_type(value)}", param=where)
+
+
+def predict_request(body: bytes, max_inputs: int) -> ScoringRequest:
+    """POST /predict (text-embeddings-inference): {"inputs": a str, a [str, str] pair, or a list of those,
+    "raw_scores", "truncate"}. As there, a list of two strings is one pair."""
+    obj = json_object(body)
+    value = obj.get("inputs")
+    single = isinstance(value, str) or (
+        isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)
+    )
+    if single:
+        inputs, names = [predict_input(value, "inputs")], ["inputs"]
+    elif isinstance(value, list) and value:
+        too_many(value, "inputs", max_inputs)
+        names = [f"inputs[{i}]" for i in range(len(value))]
+        inputs = [predict_input(v, where) for v, where in zip(value, names)]
+    else:
+        what = "an empty array" if value == [] else "missing" if value is None else json_type(value)
+        raise ApiError(
+            422, f"'inputs' must be a string, a pair [string, string] or a list of those, not {what}", param="inputs"
+        )
+    return ScoringRequest(
+        "predict",
+        "inputs",
+        [a for a, _ in inputs],
+        [b for _, b in inputs],
+        names,
+        raw_scores=field(obj, "raw_scores", (bool,), False, "a boolean"),
+        truncate=field(obj, "truncate", (bool,), None, "a boolean"),
+        single=single,
     )
 
 
@@ -246,3 +383,26 @@ def tokenize_response(encodings: list, texts: list[str]) -> bytes:
             )
         out.append(tokens)
     return json.dumps(out, ensure_ascii=False).encode()
+
+
+def rerank_response(request: ScoringRequest, scores: np.ndarray, order: list[int], model: str, tokens: int) -> bytes:
+    """/rerank: [{"index", "score", "text"?}] best first; /v1/rerank: {"results": [{"index", "relevance_score",
+    "document"?: {"text"}}], "model", "usage": {"total_tokens"}} best first."""
+    tei = request.kind == "rerank"
+    results: list[dict[str, Any]] = []
+    for i in order:
+        result: dict[str, Any] = {"index": i, "score" if tei else "relevance_score": float(scores[i])}
+        if request.return_text:
+            result["text" if tei else "document"] = request.seconds[i] if tei else {"text": request.seconds[i]}
+        results.append(result)
+    answer = results if tei else {"results": results, "model": model, "usage": {"total_tokens": tokens}}
+    return json.dumps(answer, ensure_ascii=False).encode()
+
+
+def predict_response(scores: np.ndarray, labels: list[str], single: bool) -> bytes:
+    """/predict: per input [{"score", "label"}] best first; one such list for a single input."""
+    answers = [
+        [{"score": score, "label": label} for score, label in sorted(zip(row.tolist(), labels), key=lambda p: -p[0])]
+        for row in scores
+    ]
+    return json.dumps(answers[0] if single else answers, ensure_ascii=False).encode()
