@@ -17,6 +17,7 @@ top_k.) Everything is float32.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypedDict
 
 import numpy as np
 
@@ -24,6 +25,13 @@ from .recipes import cosine_matrix, normalize
 
 f32 = np.float32
 Scores = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (queries, dim), (rows, dim) -> (queries, rows)
+
+
+class Hit(TypedDict):
+    """A corpus row found for a query: its index in the corpus and its score."""
+
+    corpus_id: int
+    score: float
 
 
 def dot_score(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -38,7 +46,7 @@ def semantic_search(
     query_chunk_size: int = 100,
     corpus_chunk_size: int = 500_000,
     score_function: Scores = cosine_matrix,
-) -> list[list[dict[str, int | float]]]:
+) -> list[list[Hit]]:
     """For each query, its `top_k` best corpus rows as {"corpus_id", "score"}, best first.
 
     query_vectors: (queries, dim) or (dim,); corpus_vectors: (rows, dim), of the same width and dtype
@@ -58,7 +66,7 @@ def semantic_search(
             scores = normalize(block) @ chunk.T if cosine else score_function(block, chunk)
             for i, row in enumerate(np.asarray(scores, dtype=f32), first):
                 kept[i] = best_hits(row, start, *kept[i], top_k)
-    return [[{"corpus_id": int(i), "score": float(s)} for s, i in zip(*hits)] for hits in kept]
+    return [[Hit(corpus_id=int(i), score=float(s)) for s, i in zip(*hits)] for hits in kept]
 
 
 def best_hits(
