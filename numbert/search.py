@@ -11,7 +11,8 @@ its best `top_k` (score, corpus id) so far; a chunk's candidates are those at or
 Cosine (the default) normalizes each corpus chunk once and scores it by dot products, as
 sentence-transformers does. Ties: equal scores rank the lower corpus id first. (sentence-transformers has no
 rule: the order of its equal scores follows torch.topk's unspecified order and a heap, and changes with
-top_k.) Everything is float32.
+top_k.) Equal rows need not score equal to the last bit: BLAS may round a row by its place in the chunk, so
+the chunk sizes can change a score's last bit, here as in sentence-transformers. Everything is float32.
 """
 
 from __future__ import annotations
