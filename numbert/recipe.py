@@ -113,6 +113,7 @@ class Recipe:
 
     def describe(self) -> dict:
         """The recipe as JSON values (Dense layers by shape and activation), for a job's manifest and logs."""
+        ranges = None if self.ranges is None else self.ranges.tolist()
         return {
             "pooling": list(self.pooling),
             "layers": self.layers if isinstance(self.layers, (str, int)) else list(self.layers),
@@ -125,8 +126,8 @@ class Recipe:
             "dimensions": self.dimensions,
             "long": self.long,
             "stride": self.stride,
-            "precision": self.precision,
-            "ranges": None if self.ranges is None else self.ranges.tolist(),
+            # float32 adds nothing, so the manifests of jobs from before quantization still match
+            **({} if self.precision == "float32" else {"precision": self.precision, "ranges": ranges}),
         }
 
 
