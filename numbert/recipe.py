@@ -64,12 +64,7 @@ class Recipe:
     @property
     def dim(self) -> int:
         """The width of the vectors `finish` returns (bytes of bits for binary and ubinary)."""
-        return quantize.width(self.float_dim, self.precision)
-
-    @property
-    def float_dim(self) -> int:
-        """The width of the float vectors before quantization: `width`, or `dimensions` if set."""
-        return self.width if self.dimensions is None else self.dimensions
+        return quantize.width(self.width if self.dimensions is None else self.dimensions, self.precision)
 
     def prepare(self, text: str) -> str:
         """The text as the tokenizer sees it: the prompt prepended, lowercased if the model says do_lower_case."""
