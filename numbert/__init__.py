@@ -17,9 +17,10 @@ from .bert import Bert, load
 from .config import BertConfig
 from .hub import default_model
 from .model import Output
+from .search import semantic_search
 from .tokenizer import Encoding, Tokenizer
 
-__all__ = ["Bert", "BertConfig", "Encoding", "Output", "Tokenizer", "__version__", "encode", "load"]
+__all__ = ["Bert", "BertConfig", "Encoding", "Output", "Tokenizer", "__version__", "encode", "load", "semantic_search"]
 
 
 def _version() -> str:

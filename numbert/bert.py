@@ -234,7 +234,7 @@ class Bert:
 
     def recipe(self, **choices) -> Recipe:
         """This model's sentence recipe with the given choices (pooling, layers, combine, normalize, prompt,
-        prompt_name, max_length, dimensions, long, stride), checked: see numbert.recipe.build."""
+        prompt_name, max_length, dimensions, long, stride, precision, ranges), checked: see numbert.recipe.build."""
         return recipe.build(self.config, self.sentence_config, self.encoder.pooler is not None, **choices)
 
     embed = embedding.embed  # sentence vectors of many texts, by a recipe

@@ -4,7 +4,7 @@ These are methods of numbert.Bert (model.embed(texts), model.encode, model.simil
 `embed` is the whole pipeline in a few lines: the model plans the texts into batches of rows
 (numbert.planner), each batch runs through the encoder here or in worker processes (a Runner such as
 numbert.workers.Pool, handed the planned rows), the recipe (numbert.recipe) pools each row, and the
-vectors, back in input order, are finished (normalized, cut to `dimensions`).
+vectors, back in input order, are finished together (normalized, cut to `dimensions`, quantized to `precision`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,10 @@ def embed(
     """Sentence vectors of many texts: (n, dim) float32 in the input order, (dim,) for one string.
 
     The recipe is `recipe`, else `model.recipe(**choices)`: pooling, layers, combine, normalize,
-    max_length, long, stride, prompt, prompt_name, dimensions (numbert.recipe.build). Its defaults
+    max_length, long, stride, prompt, prompt_name, dimensions (or truncate_dim), precision, ranges,
+    calibration_embeddings (numbert.recipe.build). precision="int8", "uint8", "binary" or "ubinary" gives
+    quantize_embeddings' arrays (numbert.quantize); int8 and uint8 without ranges are scaled by the min and
+    max of this call's vectors, as SentenceTransformer.encode(precision=...) does. Its defaults
     are, for a sentence-transformers directory, its own recipe (its pooling of the last layer, its
     Dense layers and Normalize, max_seq_length and lowercasing, its default prompt), so the vectors
     are SentenceTransformer.encode's; for a plain BERT the mean of the second-to-last layer,

@@ -4,7 +4,7 @@
     recipe = model.recipe(pooling="cls", layers=-1)  # modules), or bert-as-service's mean of layer -2
     recipe.prepare("a text")                       # the text as it is tokenized: prompt + text, lowercased
     recipe.sentence_vectors(out)                   # a forward's Output -> (rows, width): pool, then Dense
-    recipe.finish(vectors)                         # normalize, then keep the first `dimensions`
+    recipe.finish(vectors)                         # normalize, keep the first `dimensions`, quantize
 
 A recipe is built once from the model's sentence-transformers config plus the caller's overrides and
 checked then (pooling names, layer indices, prompt names, lengths), so everything that runs it (embed,
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import recipes
+from . import quantize, recipes
 from .config import BertConfig
 from .model import Output
 from .sentence_config import Dense, SentenceConfig
@@ -30,7 +30,8 @@ from .windows import window_spans
 
 @dataclass(frozen=True)
 class Recipe:
-    """pooling over `layers` (combined by `combine`) -> Dense layers -> L2 normalize -> first `dimensions`.
+    """pooling over `layers` (combined by `combine`) -> Dense layers -> L2 normalize -> first `dimensions`
+    -> `precision`.
 
     pooling: numbert pooling names, concatenated in order (recipes.POOLINGS).
     layers / combine: the hidden states pooled (recipes.layer_selection).
@@ -40,6 +41,9 @@ class Recipe:
     dense: sentence-transformers Dense modules, applied in order to the pooled vector.
     prompt: text prepended to every input; lowercase: the input is lowercased first (do_lower_case).
     dimensions: keep the first `dimensions` values (Matryoshka); renormalized when `normalize`.
+    precision: float32, or quantized for an index (numbert.quantize): int8 and uint8 scaled by `ranges`
+        ((2, dim): each dimension's minimum and maximum), else by the min and max of the vectors finished
+        together (embed: the whole call's); binary and ubinary pack the signs eight to a byte.
     """
 
     pooling: tuple[str, ...]
@@ -54,11 +58,13 @@ class Recipe:
     dimensions: int | None = None
     long: str = "truncate"
     stride: int = 128
+    precision: str = "float32"
+    ranges: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def dim(self) -> int:
-        """The width of the vectors `finish` returns."""
-        return self.width if self.dimensions is None else self.dimensions
+        """The width of the vectors `finish` returns (bytes of bits for binary and ubinary)."""
+        return quantize.width(self.width if self.dimensions is None else self.dimensions, self.precision)
 
     def prepare(self, text: str) -> str:
         """The text as the tokenizer sees it: the prompt prepended, lowercased if the model says do_lower_case."""
@@ -73,28 +79,36 @@ class Recipe:
         return vectors
 
     def finish(self, vectors: np.ndarray) -> np.ndarray:
-        """Pooled vectors as answered: L2-normalized if `normalize`; cut to `dimensions` (and normalized again).
-        ([rows,] width) -> ([rows,] dim)"""
+        """Pooled vectors as answered: L2-normalized if `normalize`; cut to `dimensions` (and normalized again);
+        quantized to `precision`, all the rows together. ([rows,] width) float32 -> ([rows,] dim)"""
         if self.normalize:
             vectors = recipes.normalize(vectors)
         if self.dimensions is not None:
             vectors = vectors[..., : self.dimensions]
             if self.normalize:
                 vectors = recipes.normalize(vectors)
-        return vectors
+        return quantize.quantize(vectors, self.precision, self.ranges)
 
-    def with_output(self, *, normalize: bool | None = None, dimensions: int | None = None) -> Recipe:
-        """The same recipe with another normalization or number of dimensions (None keeps this recipe's)."""
+    def with_output(
+        self, *, normalize: bool | None = None, dimensions: int | None = None, precision: str | None = None
+    ) -> Recipe:
+        """The same recipe with another normalization, number of dimensions or precision (None keeps this
+        recipe's; another precision drops the ranges)."""
         if dimensions is not None:
             check_dimensions(dimensions, self.width)
+        if precision is not None:
+            quantize.check_precision(precision)
         return dataclasses.replace(
             self,
             normalize=self.normalize if normalize is None else normalize,
             dimensions=self.dimensions if dimensions is None else dimensions,
+            precision=self.precision if precision is None else precision,
+            ranges=self.ranges if precision in (None, self.precision) else None,
         )
 
     def describe(self) -> dict:
         """The recipe as JSON values (Dense layers by shape and activation), for a job's manifest and logs."""
+        ranges = None if self.ranges is None else self.ranges.tolist()
         return {
             "pooling": list(self.pooling),
             "layers": self.layers if isinstance(self.layers, (str, int)) else list(self.layers),
@@ -107,6 +121,8 @@ class Recipe:
             "dimensions": self.dimensions,
             "long": self.long,
             "stride": self.stride,
+            # float32 adds nothing, so the manifests of jobs from before quantization still match
+            **({} if self.precision == "float32" else {"precision": self.precision, "ranges": ranges}),
         }
 
 
@@ -125,13 +141,19 @@ def build(
     dimensions: int | None = None,
     long: str = "truncate",
     stride: int = 128,
+    truncate_dim: int | None = None,
+    precision: str = "float32",
+    ranges: np.ndarray | None = None,
+    calibration_embeddings: np.ndarray | None = None,
 ) -> Recipe:
     """The recipe of a model (its config, its sentence-transformers config if any) with the caller's choices.
 
     Unset choices take the model's own: for a sentence-transformers model its pooling of the last
     layer, its Dense layers (unless a pooling is chosen), its Normalize, max_seq_length, do_lower_case
     and default prompt; for a plain BERT the mean of the second-to-last layer (bert-as-service's default)
-    over all its positions. Every choice is checked here, with an error naming it.
+    over all its positions. `truncate_dim` is sentence-transformers' name for `dimensions`. int8 and uint8
+    take their `ranges` as given, or from `calibration_embeddings` (their min and max), or else from the
+    vectors each `finish` quantizes. Every choice is checked here, with an error naming it.
     """
     st = sentence_config
     if st is not None and pooling is None and st.unsupported:
@@ -151,8 +173,15 @@ def build(
     elif not isinstance(layers, (str, int, np.integer)):
         layers = tuple(layers)  # a list of indices, frozen
     width = dense[-1].weight.shape[0] if dense else pooled_width(config, has_pooler, poolings, layers, combine)
-    if dimensions is not None:
+    if truncate_dim is not None:
+        if dimensions is not None:
+            raise TypeError("got both dimensions and sentence-transformers' truncate_dim; pass one")
+        check_dimensions(truncate_dim, width, "truncate_dim")
+        dimensions = truncate_dim
+    elif dimensions is not None:
         check_dimensions(dimensions, width)
+    quantize.check_precision(precision)
+    ranges = output_ranges(precision, ranges, calibration_embeddings, width if dimensions is None else dimensions)
     max_length = tokens_per_input(config, st, max_length)
     check_long(long)
     if long == "window":
@@ -170,7 +199,26 @@ def build(
         dimensions=dimensions,
         long=long,
         stride=stride,
+        precision=precision,
+        ranges=ranges,
     )
+
+
+def output_ranges(
+    precision: str, ranges: np.ndarray | None, calibration_embeddings: np.ndarray | None, dim: int
+) -> np.ndarray | None:
+    """The int8/uint8 ranges fixed in advance, (2, dim) float32: `ranges`, else the min and max of
+    `calibration_embeddings` (rows, dim), else None (each `finish` calibrates on its own vectors)."""
+    if calibration_embeddings is not None:
+        if ranges is not None:
+            raise ValueError("pass ranges or calibration_embeddings, not both")
+        calibration_embeddings = np.asarray(calibration_embeddings, dtype=np.float32)
+        if calibration_embeddings.ndim != 2 or calibration_embeddings.shape[1] != dim:
+            raise ValueError(
+                f"calibration_embeddings must be (rows, {dim}) vectors, got shape {calibration_embeddings.shape}"
+            )
+        ranges = quantize.calibration_ranges(calibration_embeddings)
+    return None if ranges is None else quantize.check_ranges(ranges, precision, dim)
 
 
 def pooled_width(
@@ -199,6 +247,6 @@ def check_long(long: str) -> None:
         raise ValueError(f"long must be 'truncate' or 'window', got {long!r}")
 
 
-def check_dimensions(dimensions: int, width: int) -> None:
+def check_dimensions(dimensions: int, width: int, name: str = "dimensions") -> None:
     if isinstance(dimensions, bool) or not isinstance(dimensions, int) or not 1 <= dimensions <= width:
-        raise ValueError(f"dimensions must be an integer between 1 and the vectors' width {width}, got {dimensions!r}")
+        raise ValueError(f"{name} must be an integer between 1 and the vectors' width {width}, got {dimensions!r}")

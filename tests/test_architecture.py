@@ -9,7 +9,18 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "numbert"
 LAYERS = {
-    "core": ["config", "layers", "scratch", "tensors", "model", "reference", "recipes", "windows"],
+    "core": [
+        "config",
+        "layers",
+        "scratch",
+        "tensors",
+        "model",
+        "reference",
+        "recipes",
+        "windows",
+        "quantize",
+        "search",
+    ],
     "io": ["tokenizer", "checkpoint", "tf_bundle", "crc32c", "hub", "fingerprint", "sentence_config", "npy"],
     "pipeline": [
         "heads",

@@ -1,10 +1,11 @@
-"""The `numbert` command: tokenize, encode, neighbors, similarity, the heads' tasks, rerank, plot and serve.
+"""The `numbert` command: tokenize, encode, neighbors, similarity, search, the tasks, rerank, plot and serve.
 
     numbert tokenize "Here is the sentence I want embeddings for."
     numbert encode --file sentences.txt --model ./all-MiniLM-L6-v2 -o vectors.npy
     numbert encode --format jsonl --layers -1,-2,-3,-4 < input.txt > features.jsonl
     numbert neighbors bank -k 5
     numbert similarity "A man is eating food." "A man is eating a meal."
+    numbert search "Who painted the Mona Lisa?" --index vectors.npy --texts corpus.txt
     numbert fill-mask "The man worked as a [MASK]."
     numbert rerank "How many people live in Berlin?" --file passages.txt --top-k 3
     numbert plot histogram "The cat sat on the mat." --layer 6 --token cat -o cat.png
@@ -29,10 +30,10 @@ import signal
 import sys
 import threading
 
-from . import encode, plot, rerank, serve, similarity, tasks, tokenize
+from . import encode, plot, rerank, search, serve, similarity, tasks, tokenize
 from .common import Failure, Parser
 
-COMMANDS = (tokenize, encode, similarity, tasks, rerank, plot, serve)
+COMMANDS = (tokenize, encode, similarity, search, tasks, rerank, plot, serve)
 
 
 def build_parser() -> argparse.ArgumentParser:

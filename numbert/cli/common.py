@@ -118,6 +118,17 @@ def add_vector_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_dimensions(p: argparse.ArgumentParser) -> None:
+    """--dimensions: keep the first D values of each sentence vector (Matryoshka; renormalized if normalized)."""
+    p.add_argument(
+        "--dimensions",
+        type=positive_int,
+        metavar="D",
+        help="keep the first D values of each sentence vector, renormalized when the vectors are normalized "
+        "(sentence-transformers' truncate_dim, for Matryoshka models)",
+    )
+
+
 def add_prompt_options(p: argparse.ArgumentParser) -> None:
     """--prompt and --prompt-name: the text prepended to every input, as sentence-transformers prompts it."""
     p.add_argument("--prompt", metavar="TEXT", help="prepend TEXT to every input (e.g. 'query: ')")

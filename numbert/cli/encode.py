@@ -7,7 +7,9 @@ The input is read and embedded a chunk of lines at a time (files.py), so memory 
 file of any length, and OUT appears only when every line succeeded. Sentence vectors can be computed
 in --workers processes (numbert.workers) or on a Dask cluster (--scheduler, --dask: numbert.dask), and
 written as resumable shards (--shard-lines: numbert.shards); every way embeds the same chunks of
-CHUNK_LINES lines, so the vectors are the same bits every way.
+CHUNK_LINES lines, so the vectors are the same bits every way. --precision quantizes the vectors of a
+.npy / .npz (numbert.quantize) as embed(texts, precision=...) does with all the lines as its texts: int8
+and uint8 are scaled by the whole file's min and max, so the float vectors wait in a temporary file.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from typing import IO, Any
 import numpy as np
 
 from ..npy import NpyRows
+from ..quantize import CALIBRATED, DTYPES, PRECISIONS, quantize, width
 from ..recipe import Recipe
 from .common import (
     Failure,
+    add_dimensions,
     add_model,
     add_prompt_options,
     add_sentence_options,
@@ -78,8 +82,11 @@ def check_encode_options(args: argparse.Namespace) -> None:
         args.format = "npy"
     else:
         args.format = output_format_of(args.output, args.format)
+    if args.precision is not None and (args.format not in ("npy", "npz") or args.shard_lines is not None):
+        where = "--shard-lines" if args.shard_lines is not None else f"--format {args.format}"
+        raise Failure(f"--precision quantizes the vectors of one .npy or .npz, not {where}")
     if args.format == "jsonl":
-        for name in ("strategy", "pooling", "combine"):
+        for name in ("strategy", "pooling", "combine", "dimensions"):
             if getattr(args, name) is not None:
                 raise Failure(
                     f"--{name} applies to sentence vectors (npy, npz); --format jsonl writes "
@@ -125,6 +132,7 @@ def sentence_recipe(model, args: argparse.Namespace) -> Recipe:
         stride=args.stride,
         prompt=args.prompt,
         prompt_name=args.prompt_name,
+        dimensions=args.dimensions,
     )
 
 
@@ -219,14 +227,20 @@ def write_text_vectors(model, chunks: Iterator[list[str]], out: IO[bytes], args:
 def write_sentence_vectors(
     model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace, bar: Any
 ) -> None:
-    """One float32 row per line, in input order: OUT.npy, or OUT.npz holding `vectors`."""
+    """One row per line, in input order: OUT.npy, or OUT.npz holding `vectors`; float32, or quantized to
+    --precision (int8 and uint8 by the ranges of every line's vector)."""
     recipe = sentence_recipe(model, args)
+    precision = args.precision or "float32"
     with contextlib.ExitStack() as stack:
         npy = out if args.format == "npy" else stack.enter_context(tempfile.TemporaryFile())
-        rows = NpyRows(npy, recipe.dim)
+        rows = NpyRows(npy, width(recipe.dim, precision), DTYPES[precision])
         with embedder(model, args, recipe, bar) as embed:
-            for vectors in embed(numbered(chunks)):
-                rows.write(vectors)
+            vectors = embed(numbered(chunks))
+            ranges = None
+            if precision in CALIBRATED:
+                vectors, ranges = spooled(vectors, stack.enter_context(tempfile.TemporaryFile()), recipe.dim)
+            for chunk in vectors:
+                rows.write(quantize(chunk, precision, ranges))
         rows.finish()
         if args.format == "npz":  # the layout of np.savez: an uncompressed zip of vectors.npy
             npy.seek(0)
@@ -235,6 +249,21 @@ def write_sentence_vectors(
                 zf.open("vectors.npy", "w", force_zip64=True) as member,
             ):
                 shutil.copyfileobj(npy, member, 1 << 20)
+
+
+def spooled(vectors: Iterable[np.ndarray], f: IO[bytes], dim: int) -> tuple[Iterator[np.ndarray], np.ndarray]:
+    """Every chunk of float32 vectors written to the temporary file f, then read back a chunk at a time,
+    with their ranges: each dimension's minimum and maximum over all of them, (2, dim)."""
+    lo, hi = np.full(dim, np.inf, np.float32), np.full(dim, -np.inf, np.float32)
+    sizes = []
+    for chunk in vectors:
+        f.write(np.ascontiguousarray(chunk, dtype="<f4").tobytes())
+        lo, hi = np.minimum(lo, chunk.min(axis=0)), np.maximum(hi, chunk.max(axis=0))
+        sizes.append(len(chunk))
+    if sum(sizes) == 1:
+        raise Failure("int8 and uint8 are scaled by the min and max of every line's vector: one line is not enough")
+    f.seek(0)
+    return (np.frombuffer(f.read(n * dim * 4), "<f4").reshape(n, dim) for n in sizes), np.stack([lo, hi])
 
 
 def write_features(model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace, bar: Any) -> None:
@@ -343,6 +372,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_model(p)
     add_sentence_options(p)
     add_vector_options(p)
+    add_dimensions(p)
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        help="npy/npz: the vectors quantized as sentence-transformers' quantize_embeddings (int8/uint8 scaled "
+        "by each dimension's min and max over all the lines; binary/ubinary: the signs, 8 to a byte; "
+        "default: float32)",
+    )
     p.add_argument(
         "--long",
         choices=("truncate", "window"),

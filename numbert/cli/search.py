@@ -1,0 +1,104 @@
+"""`numbert search`: the lines of a corpus nearest to a query, by the vectors `numbert encode` wrote for them.
+
+    numbert encode --file corpus.txt -o vectors.npy
+    numbert search "Who painted the Mona Lisa?" --index vectors.npy --texts corpus.txt --top-k 3
+
+The index is memory-mapped and scanned a chunk at a time (numbert.semantic_search), so it need not fit in
+memory; the query is embedded by the recipe the same options give `numbert encode` (--pooling, --dimensions,
+--prompt...), and only the hits' lines of --texts are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from ..search import semantic_search
+from .common import (
+    Failure,
+    add_dimensions,
+    add_model,
+    add_prompt_options,
+    add_sentence_options,
+    add_vector_options,
+    load_model,
+    positive_int,
+    utf8_text,
+)
+from .encode import sentence_recipe
+from .files import decoded_lines
+
+
+def search(args: argparse.Namespace) -> None:
+    """Print the --top-k lines of --texts whose vectors in --index score best against QUERY's (cosine)."""
+    index = open_index(args.index)
+    model = load_model(args.model)
+    recipe = sentence_recipe(model, args)
+    if recipe.dim != index.shape[1]:
+        raise Failure(
+            f"{args.index} holds vectors of width {index.shape[1]} but these options give {recipe.dim}: "
+            f"search with the options the index was encoded with (--dimensions, --pooling, --model)"
+        )
+    query = model.embed([args.query], recipe=recipe, progress=False)
+    hits = semantic_search(query, index, top_k=args.top_k)[0]
+    texts = lines_at(args.texts, {hit["corpus_id"] for hit in hits}, len(index))
+    if args.json:
+        print(json.dumps([{**hit, "text": texts[hit["corpus_id"]]} for hit in hits], ensure_ascii=False))
+        return
+    for hit in hits:
+        print(f"{hit['score']:.4f}\t{hit['corpus_id']}\t{texts[hit['corpus_id']]}")
+
+
+def open_index(path: str) -> np.ndarray:
+    """The .npy at `path`, memory-mapped: (rows, dim) float32, else a Failure saying what it holds."""
+    try:
+        index = np.load(path, mmap_mode="r")
+    except (OSError, ValueError) as e:
+        raise Failure(f"cannot read the index {path}: {e}") from None
+    if index.ndim != 2 or index.dtype != np.float32:
+        raise Failure(
+            f"{path} holds {index.dtype} of shape {index.shape}; numbert search scores (rows, dim) float32 "
+            f"vectors, as `numbert encode -o {path}` writes them without --precision"
+        )
+    return index
+
+
+def lines_at(path: str, wanted: set[int], rows: int) -> dict[int, str]:
+    """The lines numbered `wanted` (from 0) of the text file at `path`, which must have one line per index row."""
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise Failure(f"cannot read {path}: {e.strerror}") from None
+    found, count = {}, 0
+    for count, line in enumerate(decoded_lines(f, path), 1):
+        if count - 1 in wanted:
+            found[count - 1] = line
+    if count != rows:
+        raise Failure(
+            f"{path} has {count} lines but the index {rows} vectors: give the file the index was encoded from"
+        )
+    return found
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Register `numbert search`."""
+    p = commands.add_parser(
+        "search",
+        help="the lines of a corpus nearest to a query, by their vectors",
+        description="Embed QUERY and print the --top-k lines of --texts whose vectors in --index (a float32 "
+        ".npy that `numbert encode --file TEXTS -o INDEX` wrote, memory-mapped) are nearest by cosine: "
+        "score, line number (from 0) and line, best first.",
+    )
+    p.add_argument("query", type=utf8_text, metavar="QUERY")
+    p.add_argument("--index", required=True, metavar="INDEX", help="the corpus's vectors, a (lines, dim) .npy")
+    p.add_argument("--texts", required=True, metavar="TEXTS", help="the corpus, one text per line as encoded")
+    p.add_argument("--top-k", type=positive_int, default=10, metavar="K", help="how many hits (default: 10)")
+    p.add_argument("--json", action="store_true", help="print a JSON list of {corpus_id, score, text}")
+    add_model(p)
+    add_sentence_options(p)
+    add_vector_options(p)
+    add_dimensions(p)
+    add_prompt_options(p)
+    p.set_defaults(run=search, long="truncate", stride=128)
