@@ -5,7 +5,7 @@ tokens (sum of the last four layers, the BERT paper's feature-based recipe scori
 compared by cosine. The bank vault and the bank robber are money; the river bank is not, so the
 first two must be closer to each other than either is to the river bank.
 
-    python examples/bank.py                       # bert-base-uncased from the Hugging Face hub
+    python examples/bank.py                       # $NUMBERT_MODEL, else bert-base-uncased from the hub
     python examples/bank.py --model DIRECTORY     # any local BERT checkpoint directory
 """
 
@@ -31,7 +31,9 @@ def bank_similarities(model: numbert.Bert) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Cosine similarities of the three senses of 'bank'.")
-    parser.add_argument("--model", default="bert-base-uncased", help="a hub id or a local model directory")
+    parser.add_argument(
+        "--model", help="a hub id or a local model directory (default: $NUMBERT_MODEL, else bert-base-uncased)"
+    )
     similarities = bank_similarities(numbert.load(parser.parse_args().model))
     print(SENTENCE)
     for pair, value in similarities.items():

@@ -6,9 +6,9 @@ from different layers. This script builds that feature table for one sentence: f
 strategy's vector width next to the paper's CoNLL-2003 dev F1 for bert-base, then each word with
 the length (L2 norm) of its vector under every strategy.
 
-    python examples/ner_features.py                                  # bert-base-uncased from the hub
+    python examples/ner_features.py                        # $NUMBERT_MODEL, else bert-base-uncased from the hub
     python examples/ner_features.py --model DIRECTORY --sentence "Jim Henson was a puppeteer."
-    python examples/ner_features.py --save features.npz              # one (words, width) array per strategy
+    python examples/ner_features.py --save features.npz    # one (words, width) array per strategy
 """
 
 from __future__ import annotations
@@ -60,7 +60,9 @@ def describe(strategy: str, num_layers: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Per-word feature vectors by the BERT paper's six strategies.")
-    parser.add_argument("--model", default="bert-base-uncased", help="a hub id or a local model directory")
+    parser.add_argument(
+        "--model", help="a hub id or a local model directory (default: $NUMBERT_MODEL, else bert-base-uncased)"
+    )
     parser.add_argument("--sentence", default="Jim Henson was a puppeteer from Greenville, Mississippi.")
     parser.add_argument("--save", metavar="OUT.npz", help="save the (words, width) feature arrays, one per strategy")
     args = parser.parse_args()

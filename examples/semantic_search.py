@@ -3,7 +3,7 @@
 Every sentence of the corpus becomes one vector (`Bert.embed`), the query too; the hits
 are the corpus sentences whose vectors point the most nearly in the query's direction.
 
-    python examples/semantic_search.py                                  # bert-base-uncased from the hub
+    python examples/semantic_search.py                  # $NUMBERT_MODEL, else bert-base-uncased from the hub
     python examples/semantic_search.py --model DIRECTORY --query "A man is eating pasta." -k 3
 
 A plain BERT's sentence vectors (by default the mean of the second-to-last layer) are a weak
@@ -46,7 +46,9 @@ def search(model: numbert.Bert, query: str, corpus: list[str], k: int = 5) -> li
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Rank a small corpus by similarity to a query.")
-    parser.add_argument("--model", default="bert-base-uncased", help="a hub id or a local model directory")
+    parser.add_argument(
+        "--model", help="a hub id or a local model directory (default: $NUMBERT_MODEL, else bert-base-uncased)"
+    )
     parser.add_argument("--query", action="append", help="a query (repeat for several; default: two examples)")
     parser.add_argument("-k", type=int, default=3, help="hits per query (default: 3)")
     args = parser.parse_args()

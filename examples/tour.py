@@ -1,6 +1,6 @@
 """The README's tour as one script: from a sentence to tokens, hidden states, word and sentence vectors.
 
-    python examples/tour.py                      # bert-base-uncased from the hub
+    python examples/tour.py                      # $NUMBERT_MODEL, else bert-base-uncased from the hub
     python examples/tour.py --model DIRECTORY    # any local BERT directory
 
 Each step names the code that does it; docs/bert-in-numpy.md explains the forward pass line by line.
@@ -33,7 +33,9 @@ def step(title: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="A tour of BERT's computations in NumPy.")
-    parser.add_argument("--model", default="bert-base-uncased", help="a hub id or a local model directory")
+    parser.add_argument(
+        "--model", help="a hub id or a local model directory (default: $NUMBERT_MODEL, else bert-base-uncased)"
+    )
     model = numbert.load(parser.parse_args().model)
     c = model.config
     print(

@@ -75,6 +75,8 @@ class Bert:
         weights = load_weights(checkpoint, config, check_finite=check_finite)
         has_vocab = any((directory / f).is_file() for f in VOCAB_FILES)  # vocab.txt, or tokenizer.json
         tokenizer = Tokenizer.from_pretrained(directory) if has_vocab else None
+        if tokenizer is not None:  # a vocabulary that does not fit the embedding table is refused here, named
+            tokenizer.check_embedding_rows(config.vocab_size, str(checkpoint.location))
         return cls(
             Encoder(config, weights),
             tokenizer,

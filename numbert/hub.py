@@ -3,7 +3,13 @@
 A TensorFlow checkpoint prefix (`.../bert_model.ckpt`) stands for its directory (and, for
 `model_checkpoint`, for that very checkpoint among the directory's), and a .zip or
 .tar.gz of a model (as Google published BERT) is unpacked once into numbert's cache
-(`$XDG_CACHE_HOME/numbert/archives`, default `~/.cache/numbert/archives`).
+(`$XDG_CACHE_HOME/numbert/archives`, default `~/.cache/numbert/archives`). Unpacking keeps only the
+model's files (`is_model_file`: config, weights, vocabulary and tokenizer files, sentence-transformers
+module files) and is bounded: the files it keeps may add up to at most UNPACK_LIMIT bytes, UNPACK_RATIO
+times the archive's own size, and the cache disk's free space less DISK_RESERVE; counted by the sizes
+the members declare before each is written, and by the bytes that actually come while it is. A path
+leading out of the folder, a link or a device file refuses the archive; a refused archive leaves nothing.
+A tar is read from start to end, so there the members not kept count against the bound too.
 
 Only the files numbert reads are fetched: config, tokenizer files, the sentence-transformers
 description (when there is one) and ONE weight file (model.safetensors, else pytorch_model.bin,
@@ -20,17 +26,24 @@ message saying what to do instead.
 
 from __future__ import annotations
 
+import functools
+import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
+import stat
 import tarfile
 import tempfile
 import zipfile
-from collections.abc import Callable
-from pathlib import Path
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path, PurePosixPath
+from typing import IO, NamedTuple
 
 from .checkpoint import SHARD_INDEXES, WEIGHT_FILES, Checkpoint, read_weight_map
+from .config import CONFIG_FILES
 from .tf_bundle import prefix_of
 
 DEFAULT_MODEL = "bert-base-uncased"  # when neither an argument nor NUMBERT_MODEL names one
@@ -38,6 +51,13 @@ TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.jso
 VOCAB_FILES = ("vocab.txt", "tokenizer.json")  # WordPiece's vocabulary: vocab.txt, else inside tokenizer.json
 MODEL_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")  # besides config.json
 ARCHIVES = (".zip", ".tar.gz", ".tgz", ".tar")
+# What unpacking an archive keeps (is_model_file): the files numbert reads, by name, and weight files by suffix.
+ARCHIVE_NAMES = frozenset({*CONFIG_FILES, *VOCAB_FILES, *TOKENIZER_FILES, *MODEL_FILES, "checkpoint"})
+ARCHIVE_WEIGHTS = re.compile(r".+\.(safetensors|bin|index\.json|index|data-\d{5}-of-\d{5})")  # TF: .index, .data-*
+ARCHIVE_DEPTH = 3  # path parts: a top folder, a sentence-transformers module's folder, the file
+UNPACK_LIMIT = 8 << 30  # bytes an archive may unpack to (bert-large's TensorFlow release: 1.3 GB)
+UNPACK_RATIO = 50  # ... and at most this many times its own size (a real model unpacks to about 1.1 times)
+DISK_RESERVE = 1 << 30  # bytes unpacking leaves free on the cache's disk
 PROBE_SECONDS = 3.0  # how long the one request that checks the hub is reachable may take
 OFFLINE_ROUTE = (
     "to run without the hub, pass a local model directory instead (numbert.load(DIR), "
@@ -241,10 +261,11 @@ def unpacked(archive: Path) -> Path:
     """The model directory inside `archive` (.zip, .tar.gz, .tgz, .tar), unpacked once into the cache.
 
     The cache entry is keyed by the archive's path, size and modification time, and is written to a
-    temporary directory first, so an interrupted unpacking never leaves a half-filled entry.
+    temporary directory first: an interrupted or refused unpacking, or an archive without a model,
+    leaves nothing in the cache.
     """
-    stat = archive.resolve().stat()
-    key = hashlib.sha256(f"{archive.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    known = archive.resolve().stat()
+    key = hashlib.sha256(f"{archive.resolve()}\0{known.st_size}\0{known.st_mtime_ns}".encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "numbert" / "archives"
     target = cache / f"{archive.name}-{key}"
     if not target.is_dir():
@@ -252,6 +273,7 @@ def unpacked(archive: Path) -> Path:
         scratch = Path(tempfile.mkdtemp(dir=cache, prefix=".unpacking-"))
         try:
             _unpack(archive, scratch)
+            _model_root(archive, scratch)  # no model: refused before anything is kept
             try:
                 scratch.rename(target)
             except OSError:  # another process unpacked the same archive meanwhile
@@ -262,20 +284,109 @@ def unpacked(archive: Path) -> Path:
     return _model_root(archive, target)
 
 
+def is_model_file(member: PurePosixPath) -> bool:
+    """Whether unpacking keeps this member of an archive: a file numbert reads (ARCHIVE_NAMES, or a weight
+    file by ARCHIVE_WEIGHTS), at most ARCHIVE_DEPTH deep. The rest (READMEs, TensorFlow's .meta graphs,
+    optimizer states, images) is never written."""
+    return len(member.parts) <= ARCHIVE_DEPTH and (
+        member.name in ARCHIVE_NAMES or ARCHIVE_WEIGHTS.fullmatch(member.name) is not None
+    )
+
+
+class _Member(NamedTuple):
+    """A member of an archive, as the zip and tar readers both describe it."""
+
+    name: str  # its path in the archive
+    size: int  # the size it declares
+    kind: str  # "file", "folder", or what else it is ("symbolic link", ...), which is refused
+    open: Callable[[], IO[bytes]]  # its bytes
+    read_through: bool  # skipping it still reads its bytes (a tar is read from start to end)
+
+
+class _Budget:
+    """The bytes unpacking an archive may still write (or, in a tar, read): the least of UNPACK_LIMIT,
+    UNPACK_RATIO times the archive's own size (plus 1 MiB), and the free space of the cache's disk less
+    DISK_RESERVE."""
+
+    def __init__(self, archive: Path, into: Path):
+        size, free = archive.stat().st_size, shutil.disk_usage(into).free
+        self.archive = archive
+        self.bound, self.why = min(
+            (UNPACK_LIMIT, "numbert's limit (numbert.hub.UNPACK_LIMIT)"),
+            (UNPACK_RATIO * size + (1 << 20), f"{UNPACK_RATIO} times the archive's own size (weights barely compress)"),
+            (free - DISK_RESERVE, f"the space free on the disk of {into.parent}, less {DISK_RESERVE >> 20} MiB"),
+        )
+        self.left = self.bound
+
+    def take(self, member: _Member) -> None:
+        """Count a member by its declared size, refused when the archive's members would pass the bound."""
+        if member.size > self.left:
+            raise ValueError(
+                f"{self.archive}: refusing to unpack it: with member {member.name!r} ({member.size} bytes) the "
+                f"model's files add up to more than {max(self.bound, 0)} bytes, {self.why}"
+            )
+        self.left -= member.size
+
+
 def _unpack(archive: Path, into: Path) -> None:
-    """Extract every member, refusing paths that would land outside `into` (absolute, `..`, links out)."""
+    """Write the model's files of `archive` (`is_model_file`) into `into`, within a `_Budget`; refuse a path
+    that would land outside `into` (absolute, `..`), and any member but folders and regular files (links,
+    devices)."""
+    budget = _Budget(archive, into)
     try:
         if archive.name.endswith(".zip"):
             with zipfile.ZipFile(archive) as z:
-                for member in z.namelist():
-                    if Path(member).is_absolute() or ".." in Path(member).parts:
-                        raise ValueError(f"{archive}: member {member!r} would be written outside the archive's folder")
-                z.extractall(into)
+                _write_members(archive, _zip_members(z), into, budget)
         else:
-            with tarfile.open(archive) as t:
-                t.extractall(into, filter="data")  # the "data" filter refuses absolute paths, `..` and links out
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as e:
+            with tarfile.open(archive, "r|" if archive.name.endswith(".tar") else "r|gz") as t:
+                _write_members(archive, _tar_members(t), into, budget)
+    except (zipfile.BadZipFile, tarfile.TarError, gzip.BadGzipFile, EOFError, zlib.error) as e:
         raise ValueError(f"{archive} is not a readable {archive.suffix} archive: {e}") from None
+
+
+def _zip_members(z: zipfile.ZipFile) -> Iterator[_Member]:
+    for info in z.infolist():
+        link = stat.S_ISLNK(info.external_attr >> 16)
+        kind = "folder" if info.is_dir() else "symbolic link" if link else "file"
+        yield _Member(info.filename, info.file_size, kind, functools.partial(z.open, info), read_through=False)
+
+
+def _tar_members(t: tarfile.TarFile) -> Iterator[_Member]:
+    kinds = {tarfile.DIRTYPE: "folder", tarfile.SYMTYPE: "symbolic link", tarfile.LNKTYPE: "hard link"}
+    for info in t:
+        kind = "file" if info.isreg() else kinds.get(info.type, "special file")
+        opened = functools.partial(t.extractfile, info)
+        yield _Member(info.name, info.size, kind, opened, read_through=True)  # type: ignore[arg-type]
+
+
+def _write_members(archive: Path, members: Iterable[_Member], into: Path, budget: _Budget) -> None:
+    """Write each model file among `members` into `into`, counted by `budget`; every member is checked."""
+    for member in members:
+        path = PurePosixPath(member.name)
+        if path.is_absolute() or ".." in path.parts or not path.parts:
+            raise ValueError(f"{archive}: member {member.name!r} would be written outside the archive's folder")
+        if member.kind not in ("file", "folder"):
+            raise ValueError(
+                f"{archive}: member {member.name!r} is a {member.kind}; numbert unpacks folders and regular "
+                f"files only (archive the files themselves, e.g. tar --dereference)"
+            )
+        keep = member.kind == "file" and is_model_file(path)
+        if keep or member.read_through:
+            budget.take(member)
+        if keep:
+            _copy(archive, member, into.joinpath(*path.parts))
+
+
+def _copy(archive: Path, member: _Member, target: Path) -> None:
+    """Write a member's bytes to `target`, a megabyte at a time, refusing it once it holds more than it declared."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
+    with member.open() as source, open(target, "wb") as sink:
+        while chunk := source.read(1 << 20):
+            written += len(chunk)
+            if written > member.size:
+                raise ValueError(f"{archive}: member {member.name!r} holds more than the {member.size} bytes it says")
+            sink.write(chunk)
 
 
 def _model_root(archive: Path, unpacked: Path) -> Path:

@@ -115,8 +115,9 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
     normalize, unsupported, dense = False, [], []
     for path, kind in modules:
         if kind == "Pooling":
-            pooling = _pooling_modes(directory / path / "config.json")
-            if _read_json_if_any(directory / path / "config.json").get("include_prompt", True) is False:
+            pooling_file = directory / path / "config.json"
+            pooling = _pooling_modes(pooling_file)
+            if not _flag(_read_json_if_any(pooling_file), pooling_file, "include_prompt", True):
                 unsupported.append(f"{path} (Pooling with include_prompt=false)")
         elif kind == "Normalize":
             normalize = True
@@ -142,7 +143,7 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
         pooling,
         normalize,
         max_seq_length,
-        bool(settings.get("do_lower_case", False)),
+        _flag(settings, settings_file, "do_lower_case", False),
         tuple(unsupported),
         tuple(dense),
         prompts,
@@ -178,7 +179,7 @@ def sentence_modules(directory: str | Path) -> list[tuple[str, str]] | None:
 
 def _dense(directory: Path) -> Dense:
     """A Dense module's layer: its config.json and its weights (linear.weight (out, in), linear.bias)."""
-    config = _read_json(directory / "config.json")
+    config = _read_object(directory / "config.json")
     activation = str(config.get("activation_function", "torch.nn.modules.activation.Tanh")).rsplit(".", 1)[-1]
     if activation not in DENSE_ACTIVATIONS:
         raise ValueError(
@@ -194,15 +195,16 @@ def _dense(directory: Path) -> Dense:
             f"{source}: expected tensor 'linear.weight' of shape {shape}, "
             f"found {None if weight is None else weight.shape}"
         )
-    if config.get("bias", True) and (bias is None or bias.shape != shape[:1]):
+    has_bias = _flag(config, directory / "config.json", "bias", True)
+    if has_bias and (bias is None or bias.shape != shape[:1]):
         raise ValueError(f"{source}: expected tensor 'linear.bias' of shape {shape[:1]}")
     as_float32 = lambda w: np.asarray(w, dtype=np.float32)
-    return Dense(as_float32(weight), as_float32(bias) if config.get("bias", True) else None, activation)
+    return Dense(as_float32(weight), as_float32(bias) if has_bias else None, activation)
 
 
 def _read_json_if_any(path: Path) -> dict:
     """A JSON object file's contents, {} when there is no such file."""
-    return _read_json(path) if path.is_file() else {}
+    return _read_object(path) if path.is_file() else {}
 
 
 def _pooling_modes(config_file: Path) -> tuple[str, ...]:
@@ -212,7 +214,7 @@ def _pooling_modes(config_file: Path) -> tuple[str, ...]:
     config = _read_object(config_file)
     modes = config.get("pooling_mode")
     if modes is None:
-        modes = [mode for flag, mode in POOLING_FLAGS.items() if config.get(flag)] or ["mean"]
+        modes = [mode for flag, mode in POOLING_FLAGS.items() if _flag(config, config_file, flag, False)] or ["mean"]
     modes = [modes] if isinstance(modes, str) else modes
     if not (isinstance(modes, list) and all(isinstance(m, str) for m in modes)):
         raise ValueError(f"{config_file}: pooling_mode must be a string or a list of strings, got {modes!r}")
@@ -223,6 +225,14 @@ def _pooling_modes(config_file: Path) -> tuple[str, ...]:
             f"{', '.join(POOLING_MODES)}"
         )
     return tuple(POOLING_MODES[m] for m in modes)
+
+
+def _flag(config: dict, path: Path, field: str, default: bool) -> bool:
+    """A true/false field of a module's JSON file (`default` when absent); anything else names the file and field."""
+    value = config.get(field, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"{path}: {field} must be true or false, got {value!r}")
+    return value
 
 
 def _read_object(path: Path) -> dict:

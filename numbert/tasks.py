@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from .heads import classifier_logits, masked_lm_logits, sigmoid, softmax
-from .planner import by_length, forward, row_of
+from .planner import by_length, forward, row_of, text_list
 from .readouts import SequenceLogits, SpanLogits, TokenLogits
 
 if TYPE_CHECKING:
@@ -165,10 +165,12 @@ def classify(
     if top_k is not None:
         top_k = _count("top_k", top_k)
     single = isinstance(text, str)
-    texts = [text] if isinstance(text, str) else list(text)
-    pairs = None if text_pair is None else [text_pair] if isinstance(text_pair, str) else list(text_pair)
-    if pairs is not None and single != isinstance(text_pair, str):
+    texts = [text] if isinstance(text, str) else text_list(text, name="text")
+    if text_pair is not None and single != isinstance(text_pair, str):
         raise TypeError("text and text_pair must both be a str or both lists of str")
+    pairs: Sequence[str | None] | None = None
+    if text_pair is not None:  # a None in a list of pairs: that text has none
+        pairs = [text_pair] if isinstance(text_pair, str) else text_list(text_pair, none_ok=True, name="text_pair")
     results: list = [None] * len(texts)
     for positions, out in model.batches(texts, pairs, batch_size=batch_size):
         scores = SCORE_FUNCTIONS[function](np.array(readout(out)))  # (batch, labels)
@@ -236,10 +238,7 @@ def ner(
             "choose aggregation 'simple', 'first', 'average' or 'max'"
         )
     single = isinstance(text, str)
-    texts = [text] if isinstance(text, str) else list(text)
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise TypeError(f"ner takes a str or a list of str; item {i} is a {type(t).__name__}")
+    texts = [text] if isinstance(text, str) else text_list(text, name="text")
     limit = _positions(model)
     windows = []  # (text index, encoding)
     for i, t in enumerate(texts):

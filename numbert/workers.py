@@ -18,7 +18,8 @@ yields the batches' vectors in order. So the vectors are those of one process by
 for bit given the same BLAS threads (a BLAS kernel may sum in another order on 2 threads than on 1).
 A worker that dies (killed, out of memory) is reported with the inputs it held, a new worker takes its
 place and the batch is run again; a batch that kills `retries + 1` workers raises WorkerDied naming
-its inputs, after every batch before it has been yielded.
+its inputs, after every batch before it has been yielded. A parent that dies (even by SIGKILL) takes its
+workers with it within PARENT_CHECK_SECONDS, in the middle of a batch too (`exit_with_parent`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import pickle
 import signal
 import subprocess
 import sys
+import threading
+import time
 import warnings
 import weakref
 from collections import deque
@@ -50,6 +53,7 @@ BLAS_THREADS = (
     "NUMEXPR_NUM_THREADS",
 )
 Planned = tuple[Sequence[int], list[Row]]  # a planned batch: (the inputs it holds, their rows)
+PARENT_CHECK_SECONDS = 0.2  # how often a worker looks whether its parent is still alive
 
 
 class WorkerDied(RuntimeError):
@@ -76,6 +80,7 @@ class Worker:
                 package_root,
                 str(child_reads),
                 str(child_writes),
+                str(os.getpid()),
             ],
             pass_fds=(child_reads, child_writes),
             env=env,
@@ -358,8 +363,26 @@ def picklable(error: Exception) -> Exception:
         return RuntimeError(f"{type(error).__name__}: {error}")
 
 
+def exit_with_parent(parent: int) -> None:
+    """End this process as soon as `parent` has gone, even in the middle of a batch: a daemon thread looks
+    every PARENT_CHECK_SECONDS whether this process has been handed to another parent.
+
+    The closed pipe tells a worker waiting for its next message at once; but a worker running a batch reads
+    the pipe only when it is done, and a batch of long rows on bert-base runs a minute or more for a
+    result nobody will read (the parent killed by SIGKILL or the out-of-memory killer)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="numbert-parent-watch", daemon=True).start()
+
+
 def main(argv: list[str]) -> None:
-    """A worker process's entry point: serve on the two pipe file descriptors the parent passed."""
+    """A worker process's entry point: serve on the two pipe file descriptors the parent passed, while the
+    parent (its process id the third argument) lives."""
+    exit_with_parent(int(argv[2]))
     with Connection(int(argv[0]), writable=False) as receive, Connection(int(argv[1]), readable=False) as send:
         try:
             serve(receive, send)

@@ -167,6 +167,20 @@ def test_tokenize_neighbors_similarity(minilm_dir, model):
     )
 
 
+@pytest.mark.parametrize(
+    "args, meant",
+    [(["encdoe"], "encode"), (["plot", "histgram"], "histogram"), (["encode", "x", "--pooling", "maen"], "mean")],
+)
+def test_a_mistyped_choice_is_answered_with_the_closest_one(capsys, args, meant):
+    from numbert.cli import main
+
+    with pytest.raises(SystemExit) as exit:
+        main(args)
+    error = capsys.readouterr().err
+    assert exit.value.code == 2 and len(error.splitlines()) == 1
+    assert f"invalid choice: {args[-1]!r}; did you mean {meant!r}? (choose from " in error, error
+
+
 @pytest.mark.parametrize("command", [[], ["tokenize"], ["encode"], ["neighbors"], ["similarity"]])
 def test_help_on_every_command(command):
     result = run(*command, "--help")

@@ -283,7 +283,7 @@ def test_defined_names_reads_the_module():
 # --- examples ------------------------------------------------------------------------------------------
 
 EXAMPLES = {
-    # script: (arguments after --model DIR, lines the output must contain)
+    # script: (arguments, lines the output must contain)
     "bank.py": ([], ["bank vault  ~ bank robber"]),
     "semantic_search.py": (["--query", "Who is cooking dinner?"], ["query: Who is cooking dinner?"]),
     "ner_features.py": ([], ["concat_last_four", "sum_last_four"]),
@@ -291,8 +291,12 @@ EXAMPLES = {
 }
 
 
-def run_example(name: str, *args) -> subprocess.CompletedProcess:
+def run_example(name: str, *args, model: Path | None = None) -> subprocess.CompletedProcess:
+    """Run examples/NAME with ARGS, offline; with `model`, NUMBERT_MODEL names it (else it is unset)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", MPLBACKEND="Agg")
+    env.pop("NUMBERT_MODEL", None)
+    if model is not None:
+        env["NUMBERT_MODEL"] = str(model)
     return subprocess.run(
         [sys.executable, str(ROOT / "examples" / name), *map(str, args)],
         capture_output=True,
@@ -303,15 +307,23 @@ def run_example(name: str, *args) -> subprocess.CompletedProcess:
     )
 
 
+def test_the_readme_names_what_scripts_test_installs():
+    extras = re.search(r'pip install -q -e "\.\[([\w,]+)\]"', (ROOT / "scripts" / "test").read_text()).group(1)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    said = readme[readme.index("It creates `.venv`") :][:600]
+    assert all(f"`{extra}`" in said for extra in extras.split(",")), (extras, said)
+
+
 def test_the_examples_are_there():
     assert set(EXAMPLES) <= {p.name for p in (ROOT / "examples").glob("*.py")}
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "examples").glob("*.py")))
 def test_examples_run(name, minilm_dir):
-    """Every example runs with --model DIR and prints what it should."""
+    """Every example runs on numbert's default model, NUMBERT_MODEL here (as offline newcomers run them), and
+    prints what it should; the tests below pass --model."""
     args, expected = EXAMPLES.get(name, ([], []))
-    result = run_example(name, "--model", minilm_dir, *args)
+    result = run_example(name, *args, model=minilm_dir)
     assert result.returncode == 0, result.stderr
     for line in expected:
         assert line in result.stdout, result.stdout

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import stat
 import subprocess
 import sys
+import tarfile
+import zipfile
+from types import SimpleNamespace
 
 import huggingface_hub
 import huggingface_hub.constants
@@ -210,3 +215,135 @@ def test_cached_model_loads_at_once_when_the_hub_does_not_answer(tmp_path, monke
     assert calls and all(calls)  # every file asked of the cache only, none of the hub
     with pytest.raises(OSError, match=r"not in the Hugging Face cache.*could not be reached \(http://127.0.0.1:9: "):
         model_dir("org/other", cache_dir=tmp_path)
+
+
+# --- archives: only the model's files, bounded, nothing left of a refused one -----------------------------
+
+
+@pytest.fixture
+def archives(tmp_path, monkeypatch):
+    """numbert's archive cache under tmp_path (empty until something is unpacked)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "numbert" / "archives"
+
+
+def write_zip(path, members: dict[str, bytes], compression=zipfile.ZIP_DEFLATED):
+    with zipfile.ZipFile(path, "w", compression) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return path
+
+
+def left_in(cache) -> list[str]:
+    return sorted(p.name for p in cache.iterdir()) if cache.exists() else []
+
+
+def test_an_archive_unpacks_only_the_model_files(tmp_path, archives):
+    files = model_files() | {"1_Pooling/config.json": b"{}", "modules.json": b"[]"}
+    extras = {"README.md": b"hi", "bert_model.ckpt.meta": b"graph", "logs/events.out": b"x", "a/b/c/vocab.txt": b"deep"}
+    archive = write_zip(tmp_path / "model.zip", {f"m/{k}": v for k, v in (files | extras).items()})
+    directory = model_dir(archive)
+    kept = sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file())
+    assert kept == sorted(files) and (directory / "vocab.txt").read_bytes() == files["vocab.txt"]
+    assert load_weights(directory, SMALL)  # the model loads from the unpacked copy
+
+
+def test_a_zip_bomb_is_refused_by_the_declared_sizes_before_anything_is_written(tmp_path, archives):
+    """2 MB of zeros deflate to 2 kB: a model file 1000 times its archive is no BERT checkpoint."""
+    archive = write_zip(tmp_path / "bomb.zip", model_files(weights=False) | {"model.safetensors": bytes(2 << 20)})
+    assert archive.stat().st_size < 10_000
+    with pytest.raises(ValueError, match=r"bomb.zip: refusing to unpack it: with member 'model.safetensors' .*50 time"):
+        model_dir(archive)
+    assert left_in(archives) == []
+
+
+def test_the_limit_and_the_free_disk_bound_the_unpacked_size(tmp_path, archives, monkeypatch):
+    import numbert.hub
+
+    archive = write_zip(tmp_path / "model.zip", model_files(), zipfile.ZIP_STORED)
+    monkeypatch.setattr(numbert.hub, "UNPACK_LIMIT", 1000)
+    with pytest.raises(ValueError, match=r"more than 1000 bytes, numbert's limit \(numbert.hub.UNPACK_LIMIT\)"):
+        model_dir(archive)
+    assert left_in(archives) == []
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    free = numbert.hub.DISK_RESERVE + 100
+    monkeypatch.setattr(numbert.hub.shutil, "disk_usage", lambda path: SimpleNamespace(free=free))
+    with pytest.raises(ValueError, match=r"more than 100 bytes, the space free on the disk of .*/archives, less 1024"):
+        model_dir(archive)
+    assert left_in(archives) == []
+
+
+def test_a_member_holding_more_than_it_declares_is_stopped_while_written(tmp_path):
+    """zipfile and tarfile themselves read no more than a member declares; the copy checks it again."""
+    from numbert.hub import _Budget, _Member, _write_members
+
+    archive = write_zip(tmp_path / "small.zip", {"x": b""})
+    liar = _Member("config.json", 10, "file", lambda: io.BytesIO(bytes(5 << 20)), read_through=False)
+    with pytest.raises(ValueError, match=r"small.zip: member 'config.json' holds more than the 10 bytes it says"):
+        _write_members(archive, [liar], tmp_path / "out", _Budget(archive, tmp_path))
+    assert (tmp_path / "out" / "config.json").stat().st_size <= 10
+
+
+def tar_with(path, member: tarfile.TarInfo, data: bytes = b""):
+    with tarfile.open(path, "w:gz") as t:
+        for name, content in model_files().items():
+            info = tarfile.TarInfo(f"m/{name}")
+            info.size = len(content)
+            t.addfile(info, io.BytesIO(content))
+        t.addfile(member, io.BytesIO(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    "kind, words",
+    [
+        (tarfile.SYMTYPE, "is a symbolic link; numbert unpacks folders and regular files only"),
+        (tarfile.LNKTYPE, "is a hard link"),
+        (tarfile.FIFOTYPE, "is a special file"),
+    ],
+)
+def test_links_and_special_files_refuse_a_tar(tmp_path, archives, kind, words):
+    member = tarfile.TarInfo("m/vocab2.txt")
+    member.type, member.linkname = kind, "/etc/passwd"
+    archive = tar_with(tmp_path / "model.tar.gz", member)
+    with pytest.raises(ValueError, match=f"member 'm/vocab2.txt' {words}"):
+        model_dir(archive)
+    assert left_in(archives) == []
+
+
+@pytest.mark.parametrize("name", ["../outside.json", "/etc/config.json", "m/../../config.json"])
+def test_a_tar_member_leading_out_is_refused(tmp_path, archives, name):
+    member = tarfile.TarInfo(name)
+    member.size = 2
+    with pytest.raises(ValueError, match="would be written outside the archive's folder"):
+        model_dir(tar_with(tmp_path / "model.tgz", member, b"{}"))
+    assert left_in(archives) == [] and not (tmp_path / "outside.json").exists()
+
+
+def test_a_symbolic_link_in_a_zip_is_refused(tmp_path, archives):
+    archive = tmp_path / "model.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for name, data in model_files().items():
+            z.writestr(name, data)
+        link = zipfile.ZipInfo("tokenizer.json")
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        z.writestr(link, "/etc/passwd")
+    with pytest.raises(ValueError, match="member 'tokenizer.json' is a symbolic link"):
+        model_dir(archive)
+    assert left_in(archives) == []
+
+
+def test_a_tar_is_read_through_so_its_skipped_members_count(tmp_path, archives):
+    member = tarfile.TarInfo("m/README.md")
+    member.size = 2 << 20
+    with pytest.raises(ValueError, match=r"with member 'm/README.md' \(2097152 bytes\)"):
+        model_dir(tar_with(tmp_path / "model.tar.gz", member, bytes(2 << 20)))
+    assert left_in(archives) == []
+
+
+def test_an_archive_without_a_model_leaves_nothing_in_the_cache(tmp_path, archives):
+    archive = write_zip(tmp_path / "notes.zip", {"vocab.txt": VOCAB.encode(), "notes.txt": b"x"})
+    with pytest.raises(FileNotFoundError, match="notes.zip holds no model folder"):
+        model_dir(archive)
+    assert left_in(archives) == []

@@ -168,6 +168,16 @@ def test_classify_refuses_an_unknown_score_function(head_checkpoint):
         model.classify("a", function="argmax")
 
 
+def test_classify_names_a_text_that_is_not_one(head_checkpoint):
+    model = numbert.load(head_checkpoint("BertForSequenceClassification", num_labels=1)[0])
+    with pytest.raises(TypeError, match="^text must be a str or a list of str, not NoneType$"):
+        model.classify(None)
+    with pytest.raises(TypeError, match=r"^text_pair\[1\] is a int, not a str$"):
+        model.classify(["a", "b"], ["c", 5])  # None is a text without a pair
+    with pytest.raises(TypeError, match="text and text_pair must both be a str or both lists of str"):
+        model.classify("a", ["b"])
+
+
 # ----------------------------------------------------------------------------------------------
 # token classification
 
@@ -224,8 +234,10 @@ def test_ner_refuses_unknown_aggregations_and_stride_without_one(tagger):
         model.ner("a", aggregation="longest")
     with pytest.raises(ValueError, match="stride runs a long text as windows"):
         model.ner("a", aggregation="none", stride=16)
-    with pytest.raises(TypeError, match="item 1 is a int"):
+    with pytest.raises(TypeError, match=r"^text\[1\] is a int, not a str$"):
         model.ner(["a", 3])
+    with pytest.raises(TypeError, match="^text must be a str or a list of str, not NoneType$"):
+        model.ner(None)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -497,6 +497,34 @@ def test_missing_or_empty_vocab(tmp_path):
         Tokenizer(empty)
 
 
+@pytest.mark.parity
+def test_crlf_line_ends_in_the_vocab_are_read_as_transformers_reads_them(tmp_path, transformers):
+    """Both of transformers' tokenizers end a line at "\\r\\n": the token has no "\\r"."""
+    from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
+
+    path = tmp_path / "vocab.txt"
+    path.write_bytes("\r\n".join([*TOY_VOCAB, "[PAD]", "[MASK]"]).encode() + b"\r\n")
+    ours = Tokenizer(path)
+    assert ours.vocab == {token: i for i, token in enumerate([*TOY_VOCAB, "[PAD]", "[MASK]"])}
+    for theirs in (transformers.BertTokenizer(str(path)), BertTokenizerLegacy(str(path))):
+        assert ours.encode("unwanted running, [MASK]").ids == theirs("unwanted running, [MASK]")["input_ids"]
+
+
+@pytest.mark.parametrize("ending", [b"hello\rworld\n", b"hello\r"])
+def test_a_carriage_return_inside_a_vocab_line_is_refused_naming_the_line(tmp_path, ending):
+    path = tmp_path / "vocab.txt"
+    path.write_bytes(b"[PAD]\r\n[UNK]\n" + ending)
+    with pytest.raises(ValueError, match=rf"{path}: line 3 holds a carriage return \(\\r\) that does not end the line"):
+        Tokenizer(path)
+
+
+@pytest.mark.parametrize("option", ["unk_token", "sep_token", "pad_token", "cls_token", "mask_token", "never_split"])
+def test_an_empty_special_token_is_refused(toy, option):
+    value = [""] if option == "never_split" else ""
+    with pytest.raises(ValueError, match=f"^{option} must be a non-empty string, got ''$"):
+        Tokenizer(toy.vocab, **{option: value})
+
+
 # --- loading a model directory ---------------------------------------------------------------------------
 
 

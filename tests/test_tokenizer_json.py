@@ -107,6 +107,34 @@ def test_a_tokenizer_json_that_is_not_berts_wordpiece_is_refused(tmp_path, saved
         wordpiece_settings(path)
 
 
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda s: s.update(model=[]), "model is \\[\\], not an object"),
+        (lambda s: s.update(normalizer=["BertNormalizer"]), 'normalizer is \\["BertNormalizer"\\], not an object'),
+        (lambda s: s.update(decoder="WordPiece"), 'decoder is "WordPiece", not an object'),
+        (lambda s: s["post_processor"].update(single=5), "post_processor is .*, not BERT's template"),
+        (lambda s: s["post_processor"].update(single=[5]), "post_processor is .*, not BERT's template"),
+        (lambda s: s["post_processor"].update(single=[{"SpecialToken": 5}]), "post_processor is .*, not BERT's"),
+        (lambda s: s.update(post_processor={"type": "BertProcessing", "cls": 5}), "post_processor is .*, not BERT's"),
+        (lambda s: s["model"].update(max_input_chars_per_word="100"), 'model.max_input_chars_per_word is "100"'),
+        (lambda s: s["model"].update(max_input_chars_per_word=0), "model.max_input_chars_per_word is 0"),
+        (lambda s: s["model"].update(unk_token=None), "model.unk_token is null, not a non-empty string"),
+        (lambda s: s["normalizer"].update(lowercase="yes"), 'normalizer.lowercase is "yes", not true or false'),
+        (lambda s: s["normalizer"].update(strip_accents=1), "normalizer.strip_accents is 1, not true, false or null"),
+        (lambda s: s.update(padding={"pad_token": 0}), "padding.pad_token is 0, not a non-empty string"),
+        (lambda s: s.update(added_tokens={"[X]": 5}), "added_tokens is .*, not a list of"),
+        (lambda s: s["added_tokens"].append("[X]"), 'added_tokens\\[5\\] is "\\[X\\]", not a list of'),
+        (lambda s: s["added_tokens"].append({"id": 9, "content": "", "special": True}), "added_tokens\\[5\\] is"),
+        (lambda s: s["model"]["vocab"].update({"[UNK]": "100"}), "model.vocab must map each token to its integer id"),
+    ],
+)
+def test_a_wrongly_typed_field_is_named_not_a_raw_error(tmp_path, saved, change, words):
+    path = write_spec(tmp_path, saved, change)
+    with pytest.raises(ValueError, match=f"tokenizer.json: {words}"):
+        numbert.Tokenizer.from_tokenizer_json(path)
+
+
 def test_unreadable_tokenizer_json_names_the_file(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{not json")
     with pytest.raises(ValueError, match="tokenizer.json is not valid JSON"):

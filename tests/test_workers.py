@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -184,3 +189,37 @@ def test_embed_with_workers_keeps_the_models_prompt_and_dense_layers(tmp_path, s
         assert np.array_equal(
             workers.embed(ours, TEXTS, 2, prompt="x: ", pooling="mean"), ours.embed(TEXTS, prompt="x: ", pooling="mean")
         )
+
+
+PARENT = """
+import sys, numbert
+from numbert.workers import Pool
+model = numbert.load(sys.argv[1])
+with Pool(sys.argv[1], workers=1) as pool:
+    print(pool.workers[0].pid, flush=True)
+    model.embed(["bank " * 400] * 128, workers=pool, batch_size=128)  # one batch of seconds of work
+"""
+
+
+def test_workers_end_with_their_parent_even_in_the_middle_of_a_batch(minilm_dir):
+    """A parent killed by SIGKILL cannot stop its workers; each notices by itself within a fraction of a
+    second, though its batch would take many seconds more (its pipe says so only between batches)."""
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(minilm_dir)], stdout=subprocess.PIPE, text=True)
+    worker = None
+    try:
+        worker = int(parent.stdout.readline())
+        cpu_seconds = lambda: sum(map(int, Path(f"/proc/{worker}/stat").read_text().split()[13:15])) / 100
+        started = cpu_seconds()
+        while cpu_seconds() < started + 1:  # the worker loaded the model and is well into the batch
+            time.sleep(0.05)
+        parent.kill()
+        parent.wait()
+        killed = time.monotonic()
+        while Path(f"/proc/{worker}").exists() and Path(f"/proc/{worker}/stat").read_text().split()[2] != "Z":
+            assert time.monotonic() - killed < 2, "the worker outlived its parent by 2 s"
+            time.sleep(0.02)
+    finally:
+        parent.kill()
+        if worker is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker, signal.SIGKILL)

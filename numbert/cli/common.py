@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 from typing import NoReturn
 
 
@@ -11,10 +12,24 @@ class Failure(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, with errors on one line."""
+    """argparse, with errors on one line, and a mistyped choice (a command, --format...) answered with the
+    closest one."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def _check_value(self, action: argparse.Action, value) -> None:
+        """argparse's own check of a choice (the hook it offers), saying which choice was probably meant."""
+        choices = [str(c) for c in action.choices or ()]
+        close = (
+            difflib.get_close_matches(value, choices, n=1) if isinstance(value, str) and value not in choices else []
+        )
+        if close:
+            listed = ", ".join(map(repr, choices))
+            raise argparse.ArgumentError(
+                action, f"invalid choice: {value!r}; did you mean {close[0]!r}? (choose from {listed})"
+            )
+        super()._check_value(action, value)
 
 
 # --- option types ---------------------------------------------------------------------------------

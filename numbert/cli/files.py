@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -101,8 +102,9 @@ def progress_bar(args: argparse.Namespace) -> Iterator[Any]:
 def output_file(path: str | None, format: str) -> Iterator[IO[bytes]]:
     """A binary file to write into, which becomes `path` only if the block succeeds.
 
-    With a path, a temporary file in the same directory is renamed over it at the end (a failed run
-    leaves nothing at OUT). To stdout or a special file (/dev/null, a pipe), .npy/.npz are staged in a
+    With a path, a temporary file in the same directory is renamed over it at the end: a failed run
+    leaves nothing at OUT, and nothing beside it either (the file has no name until then, where Linux
+    allows: `unnamed_file`). To stdout or a special file (/dev/null, a pipe), .npy/.npz are staged in a
     temporary file (their header needs the row count) and copied at the end; JSON lines stream.
     """
     target = None if path is None or path == "-" else Path(path)
@@ -125,18 +127,56 @@ def output_file(path: str | None, format: str) -> Iterator[IO[bytes]]:
                     shutil.copyfileobj(tmp, sink, 1 << 20)
             sink.flush()
         return
-    try:
-        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as e:
-        raise Failure(f"cannot write {path}: {e.strerror}") from None
+    fd, tmp_name = unnamed_file(target.parent), None  # tmp_name: the temporary file's name, once it has one
+    if fd is None:
+        try:
+            fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        except OSError as e:
+            raise Failure(f"cannot write {path}: {e.strerror}") from None
     try:
         with os.fdopen(fd, "w+b") as tmp:
             yield tmp
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp_name, 0o666 & ~umask)  # mkstemp makes 0600; give OUT the usual permissions
+            if tmp_name is None:  # the unnamed file gets a name beside OUT only now, when it is whole
+                name = f".{target.name}.{secrets.token_hex(4)}.tmp"
+                name_unnamed_file(tmp.fileno(), target.parent, name)
+                tmp_name = str(target.parent / name)
+            else:
+                os.chmod(tmp_name, 0o666 & ~current_umask())  # mkstemp makes 0600; give OUT the usual permissions
         os.replace(tmp_name, target)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
+        if tmp_name is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp_name)
         raise
+
+
+def unnamed_file(directory: Path) -> int | None:
+    """A new file in `directory` without a name (Linux's O_TMPFILE), which a process killed even by SIGKILL
+    leaves nowhere, linkable later through /proc/self/fd; None where the system or the file system has
+    no such files (then output_file stages a hidden named file, removed on any exception or signal numbert
+    catches: SIGTERM, SIGHUP, SIGINT)."""
+    try:
+        fd = os.open(directory, os.O_TMPFILE | os.O_RDWR, 0o666)  # the umask applies, as for any new file
+    except (AttributeError, OSError):  # no O_TMPFILE here, or not on this file system
+        return None
+    if not os.path.exists(f"/proc/self/fd/{fd}"):  # nothing to link it through
+        os.close(fd)
+        return None
+    return fd
+
+
+def name_unnamed_file(fd: int, directory: Path, name: str) -> None:
+    """Link an `unnamed_file` into `directory` as `name`, through /proc/self/fd; os.link follows that link
+    (linkat's AT_SYMLINK_FOLLOW) only when given a directory's descriptor, so it is given one."""
+    directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=directory_fd)
+    finally:
+        os.close(directory_fd)
+
+
+def current_umask() -> int:
+    """The process's umask (reading it means setting it: set back at once)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask

@@ -42,9 +42,9 @@ def read_options(path: Path) -> dict:
 
     def token(field: str, value) -> str:
         value = value.get("content") if isinstance(value, dict) else value
-        if not isinstance(value, str):
+        if not (isinstance(value, str) and value):
             raise ValueError(
-                f"{path}: {field} must be a string or an object with a string 'content', got {config[field]!r}"
+                f"{path}: {field} must be a non-empty string or an object with one as 'content', got {config[field]!r}"
             )
         return value
 
@@ -72,7 +72,12 @@ def read_options(path: Path) -> dict:
 
 
 def load_vocab(path: str | os.PathLike) -> dict[str, int]:
-    """vocab.txt: one token a line, the line number is the id (a repeated token keeps its last id)."""
+    """vocab.txt: one token a line, the line number is the id (a repeated token keeps its last id).
+
+    A line may end in "\n" or "\r\n", as both of transformers' tokenizers read it; a "\r" anywhere else
+    is refused, naming the line: the Python tokenizer reads it as a line break, the Rust one as part of
+    the token, so the ids would depend on which one made them.
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"vocabulary file not found: {path}")
@@ -84,7 +89,13 @@ def load_vocab(path: str | os.PathLike) -> dict[str, int]:
         raise ValueError(
             f"{path}: line {line} is not valid UTF-8 (byte {raw[e.start]:#04x} at column {column})"
         ) from None
-    lines = text.split("\n")
+    lone = re.search("\r(?!\n)", text)
+    if lone is not None:
+        raise ValueError(
+            f"{path}: line {text.count(chr(10), 0, lone.start()) + 1} holds a carriage return (\\r) that does "
+            f"not end the line; transformers' Python and Rust tokenizers read it differently, so numbert refuses it"
+        )
+    lines = text.replace("\r\n", "\n").split("\n")
     if lines[-1] == "":
         lines.pop()
     if not lines:
@@ -138,6 +149,9 @@ class Tokenizer:
         model_max_length: int | None = None,
     ):
         self.vocab = dict(vocab_path) if isinstance(vocab_path, Mapping) else load_vocab(vocab_path)
+        self.vocab_file = None if isinstance(vocab_path, Mapping) else Path(vocab_path)  # named in errors
+        if not self.vocab:
+            raise ValueError("the vocabulary is empty")
         self.do_lower_case = do_lower_case
         self.strip_accents = do_lower_case if strip_accents is None else strip_accents  # None follows lowercasing
         self.tokenize_chinese_chars = tokenize_chinese_chars
@@ -147,9 +161,18 @@ class Tokenizer:
         self.model_max_length = model_max_length
         # Special tokens are matched whole in the raw text, never normalized or split; like
         # transformers, a special token missing from the vocabulary gets the next free id.
-        self.special_tokens = list(
-            dict.fromkeys([unk_token, sep_token, pad_token, cls_token, mask_token, *(never_split or ())])
-        )
+        named = {
+            "unk_token": unk_token,
+            "sep_token": sep_token,
+            "pad_token": pad_token,
+            "cls_token": cls_token,
+            "mask_token": mask_token,
+        }
+        for option, token in [*named.items(), *(("never_split", t) for t in never_split or ())]:
+            if not (isinstance(token, str) and token):
+                raise ValueError(f"{option} must be a non-empty string, got {token!r}")
+        self.special_tokens = list(dict.fromkeys([*named.values(), *(never_split or ())]))
+        self.added_tokens = [t for t in self.special_tokens if t not in self.vocab]  # given the next free ids
         next_id = max(self.vocab.values()) + 1
         for token in self.special_tokens:
             if token not in self.vocab:
@@ -205,7 +228,27 @@ class Tokenizer:
         from .tokenizer_json import wordpiece_settings
 
         vocab, settings = wordpiece_settings(path)
-        return cls(vocab, **(settings | overrides))
+        tokenizer = cls(vocab, **(settings | overrides))
+        tokenizer.vocab_file = Path(path)
+        return tokenizer
+
+    def check_embedding_rows(self, rows: int, model: str) -> None:
+        """Refuse this vocabulary for `model`, whose word-embedding table has `rows` rows, naming the vocabulary
+        file: when a token's id has no row (the vocabulary is another model's), or when the vocabulary lacks
+        [CLS], [SEP], [PAD] or [UNK] (the id made up for it would read the row of another token)."""
+        source = self.vocab_file or "the vocabulary"
+        for option in ("cls_token", "sep_token", "pad_token", "unk_token"):
+            if getattr(self, option) in self.added_tokens:
+                raise ValueError(
+                    f"{source} has no {getattr(self, option)!r} (the {option}, which inputs hold), so the word "
+                    f"embeddings of {model} have no row of its own for it; the vocabulary is not this model's"
+                )
+        last = max(self.vocab, key=self.vocab.__getitem__)
+        if self.vocab[last] >= rows:
+            raise ValueError(
+                f"{source}: token {last!r} has id {self.vocab[last]}, but the word embeddings of {model} have "
+                f"{rows} rows (ids 0 to {rows - 1}); the vocabulary is not this model's"
+            )
 
     # -- text to tokens ------------------------------------------------------------------------------
 

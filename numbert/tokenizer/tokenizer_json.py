@@ -21,93 +21,140 @@ from pathlib import Path
 from typing import Any
 
 
+class _Spec:
+    """A tokenizer.json's contents, read field by field: a wrong field is a ValueError naming the file and it."""
+
+    def __init__(self, path: Path, spec: dict):
+        self.path, self.spec = path, spec
+
+    def refuse(self, field: str, value: Any, expected: str) -> ValueError:
+        return ValueError(
+            f"{self.path}: {field} is {json.dumps(value)[:200]}, not {expected}; numbert runs BERT's "
+            f"WordPiece tokenizer only"
+        )
+
+    def section(self, name: str) -> dict:
+        """A part of the pipeline (model, normalizer, ...): an object, or {} when it is absent or null."""
+        value = self.spec.get(name)
+        if value is not None and not isinstance(value, dict):
+            raise self.refuse(name, value, "an object")
+        return value or {}
+
+    def setting(self, name: str, field: str, kind: type, default: Any, expected: str) -> Any:
+        """Field `field` of section `name` (`default` when absent), refused unless a `kind` (a bool is no int)."""
+        value = self.section(name).get(field, default)
+        if value is not default and not (isinstance(value, kind) and isinstance(value, bool) == (kind is bool)):
+            raise self.refuse(f"{name}.{field}", value, expected)
+        return value
+
+
 def wordpiece_settings(path: str | os.PathLike) -> tuple[dict[str, int], dict[str, Any]]:
     """(vocabulary token -> id, keyword arguments for Tokenizer) of the tokenizer.json at `path`."""
     path = Path(path)
     try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
+        contents = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{path} is not valid JSON: {e}") from None
-    if not isinstance(spec, dict):
+    if not isinstance(contents, dict):
         raise ValueError(f"{path} must hold a JSON object")
-
-    def refuse(field: str, value: Any, expected: str) -> ValueError:
-        return ValueError(
-            f"{path}: {field} is {json.dumps(value)[:200]}, not {expected}; numbert runs BERT's "
-            f"WordPiece tokenizer only"
-        )
-
-    model, normalizer = spec.get("model") or {}, spec.get("normalizer") or {}
+    spec = _Spec(path, contents)
+    model, normalizer = spec.section("model"), spec.section("normalizer")
     if model.get("type") != "WordPiece":
-        raise refuse("model.type", model.get("type"), '"WordPiece"')
+        raise spec.refuse("model.type", model.get("type"), '"WordPiece"')
     if model.get("continuing_subword_prefix", "##") != "##":
-        raise refuse("model.continuing_subword_prefix", model["continuing_subword_prefix"], '"##"')
-    if normalizer.get("type") != "BertNormalizer" or not normalizer.get("clean_text", True):
-        raise refuse("normalizer", spec.get("normalizer"), "a BertNormalizer with clean_text")
-    if (spec.get("pre_tokenizer") or {}).get("type") != "BertPreTokenizer":
-        raise refuse("pre_tokenizer", spec.get("pre_tokenizer"), "a BertPreTokenizer")
-    decoder = spec.get("decoder")
-    if decoder is not None and (decoder.get("type") != "WordPiece" or decoder.get("prefix", "##") != "##"):
-        raise refuse("decoder", decoder, 'a WordPiece decoder with prefix "##"')
-    cls_token, sep_token = _template_tokens(spec.get("post_processor"), refuse)
+        raise spec.refuse("model.continuing_subword_prefix", model["continuing_subword_prefix"], '"##"')
+    if normalizer.get("type") != "BertNormalizer" or normalizer.get("clean_text", True) is not True:
+        raise spec.refuse("normalizer", contents.get("normalizer"), "a BertNormalizer with clean_text")
+    if spec.section("pre_tokenizer").get("type") != "BertPreTokenizer":
+        raise spec.refuse("pre_tokenizer", contents.get("pre_tokenizer"), "a BertPreTokenizer")
+    decoder = spec.section("decoder")
+    if decoder and (decoder.get("type") != "WordPiece" or decoder.get("prefix", "##") != "##"):
+        raise spec.refuse("decoder", decoder, 'a WordPiece decoder with prefix "##"')
+    cls_token, sep_token = _template_tokens(spec)
 
     vocab = model.get("vocab")
-    if not (isinstance(vocab, dict) and vocab and all(isinstance(i, int) for i in vocab.values())):
+    if not (isinstance(vocab, dict) and vocab and all(type(i) is int for i in vocab.values())):
         raise ValueError(f"{path}: model.vocab must map each token to its integer id")
-    special = []
-    for token in spec.get("added_tokens") or []:
-        content, token_id = token.get("content"), token.get("id")
-        if not token.get("special"):
-            raise ValueError(
-                f"{path}: added token {content!r} is not a special token; numbert matches only "
-                f"special tokens whole in the raw text"
-            )
-        if vocab.setdefault(content, token_id) != token_id:
-            raise ValueError(
-                f"{path}: added token {content!r} has id {token_id}, the vocabulary gives it {vocab[content]}"
-            )
-        special.append(content)
-    unk_token = model.get("unk_token", "[UNK]")
-    pad_token = (spec.get("padding") or {}).get("pad_token", "[PAD]")
+    special = _added_tokens(spec, vocab)
+    token, flag = "a non-empty string", "true or false"
     options = {
-        "do_lower_case": normalizer.get("lowercase", True),
-        "strip_accents": normalizer.get("strip_accents"),  # None follows lowercase, as in the Rust normalizer
-        "tokenize_chinese_chars": normalizer.get("handle_chinese_chars", True),
-        "unk_token": unk_token,
+        "do_lower_case": spec.setting("normalizer", "lowercase", bool, True, flag),
+        "strip_accents": spec.setting("normalizer", "strip_accents", bool, None, "true, false or null"),  # null: lower
+        "tokenize_chinese_chars": spec.setting("normalizer", "handle_chinese_chars", bool, True, flag),
+        "unk_token": spec.setting("model", "unk_token", str, "[UNK]", token),
         "cls_token": cls_token,
         "sep_token": sep_token,
-        "pad_token": pad_token,
-        "max_input_chars_per_word": model.get("max_input_chars_per_word", 100),
+        "pad_token": spec.setting("padding", "pad_token", str, "[PAD]", token),
+        "max_input_chars_per_word": spec.setting("model", "max_input_chars_per_word", int, 100, "a positive integer"),
     }
+    if options["max_input_chars_per_word"] < 1:
+        raise spec.refuse("model.max_input_chars_per_word", options["max_input_chars_per_word"], "a positive integer")
     if "[MASK]" not in vocab:  # BERT's mask token; any other special token becomes one numbert never splits
         mask = [t for t in special if "mask" in t.lower()]
         if len(mask) == 1:
             options["mask_token"] = mask[0]
-    named = {unk_token, cls_token, sep_token, pad_token, options.get("mask_token", "[MASK]")}
-    options["never_split"] = [t for t in special if t not in named] or None
+    named = {options[name] for name in ("unk_token", "cls_token", "sep_token", "pad_token")}
+    options["never_split"] = [t for t in special if t not in named | {options.get("mask_token", "[MASK]")}] or None
     for name in ("unk_token", "cls_token", "sep_token", "pad_token"):
-        if options[name] not in vocab:
+        if not options[name] or options[name] not in vocab:
             raise ValueError(
                 f"{path}: the {name.removesuffix('_token')} token {options[name]!r} is not in the vocabulary"
             )
     return vocab, options
 
 
-def _template_tokens(processor: Any, refuse) -> tuple[str, str]:
-    """(cls, sep) of a post-processor that frames inputs as BERT does; anything else is refused."""
-    expected = "BERT's template [CLS] $A [SEP] / [CLS] $A [SEP] $B:1 [SEP]:1"
-    if not isinstance(processor, dict):
-        raise refuse("post_processor", processor, expected)
-    if processor.get("type") == "BertProcessing":
-        return processor["cls"][0], processor["sep"][0]
-    if processor.get("type") != "TemplateProcessing":
-        raise refuse("post_processor", processor, expected)
+def _added_tokens(spec: _Spec, vocab: dict[str, int]) -> list[str]:
+    """The contents of the added tokens, each a special token, non-empty, with the vocabulary's id for it (added
+    to the vocabulary when it is not there)."""
+    tokens = spec.spec.get("added_tokens") or []
+    expected = 'a list of {"content": a non-empty string, "id": an integer, "special": true}'
+    if not isinstance(tokens, list):
+        raise spec.refuse("added_tokens", tokens, expected)
+    contents = []
+    for i, token in enumerate(tokens):
+        if not (isinstance(token, dict) and isinstance(token.get("content"), str) and type(token.get("id")) is int):
+            raise spec.refuse(f"added_tokens[{i}]", token, expected)
+        content, token_id = token["content"], token["id"]
+        if not content:
+            raise spec.refuse(f"added_tokens[{i}]", token, "a token with a non-empty content")
+        if token.get("special") is not True:
+            raise ValueError(
+                f"{spec.path}: added token {content!r} is not a special token; numbert matches only "
+                f"special tokens whole in the raw text"
+            )
+        if vocab.setdefault(content, token_id) != token_id:
+            raise ValueError(
+                f"{spec.path}: added token {content!r} has id {token_id}, the vocabulary gives it {vocab[content]}"
+            )
+        contents.append(content)
+    return contents
 
-    def pieces(template: list) -> list[tuple[str, str, int]]:
-        return [(kind, value["id"], value.get("type_id", 0)) for item in template for kind, value in item.items()]
+
+def _template_tokens(spec: _Spec) -> tuple[str, str]:
+    """(cls, sep) of a post-processor that frames inputs as BERT does; anything else is refused."""
+    processor = spec.spec.get("post_processor")
+    refused = spec.refuse("post_processor", processor, "BERT's template [CLS] $A [SEP] / [CLS] $A [SEP] $B:1 [SEP]:1")
+    if not isinstance(processor, dict):
+        raise refused
+    if processor.get("type") == "BertProcessing":
+        framing: list[Any] = [processor.get("cls"), processor.get("sep")]  # [token, id] each
+        if not all(isinstance(t, list) and len(t) == 2 and isinstance(t[0], str) and t[0] for t in framing):
+            raise refused
+        return framing[0][0], framing[1][0]
+    if processor.get("type") != "TemplateProcessing":
+        raise refused
+
+    def pieces(template: Any) -> list[tuple[str, Any, Any]]:
+        """(kind, id, type id) of each piece of a template: [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, ...]."""
+        if not (isinstance(template, list) and all(isinstance(item, dict) for item in template)):
+            raise refused
+        entries = [entry for item in template for entry in item.items()]
+        if not all(isinstance(value, dict) for _, value in entries):
+            raise refused
+        return [(kind, value.get("id"), value.get("type_id", 0)) for kind, value in entries]
 
     single, pair = pieces(processor.get("single") or []), pieces(processor.get("pair") or [])
-    if len(single) == 3 and single[0][0] == single[2][0] == "SpecialToken":
+    if len(single) == 3 and all(isinstance(piece[1], str) and piece[1] for piece in single):
         cls_token, sep_token = single[0][1], single[2][1]
         if single == [
             ("SpecialToken", cls_token, 0),
@@ -115,4 +162,4 @@ def _template_tokens(processor: Any, refuse) -> tuple[str, str]:
             ("SpecialToken", sep_token, 0),
         ] and pair == [*single, ("Sequence", "B", 1), ("SpecialToken", sep_token, 1)]:
             return cls_token, sep_token
-    raise refuse("post_processor", processor, expected)
+    raise refused
