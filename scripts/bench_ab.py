@@ -131,6 +131,7 @@ def main() -> None:
     for key, unit, higher in (
         ("forward", "ms (8 x 128)", False),
         ("embed", "inputs/s", True),
+        ("workers", "inputs/s (2 x 1)", True),
         ("serve", "inputs/s", True),
     ):
         scale = 1e3 if key == "forward" else 1
