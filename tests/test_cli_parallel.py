@@ -71,8 +71,10 @@ def test_a_sharded_job_killed_mid_run_resumes_to_the_uninterrupted_result(tmp_pa
         stderr=subprocess.DEVNULL,
     )
     manifest, deadline = tmp_path / "job" / "manifest.json", time.monotonic() + 240
-    while not (manifest.exists() and json.loads(manifest.read_text())["shards"]) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    # The manifest is written when the job starts; its 600 lines are one chunk of 2048, whose shards are all
+    # written within milliseconds of each other once it is embedded: kill it while that chunk is embedded.
+    while not manifest.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
     os.killpg(job.pid, signal.SIGKILL)  # the command and its workers
     job.wait()
     assert not json.loads(manifest.read_text())["complete"]
