@@ -194,6 +194,7 @@ def test_info(http):
     assert info["model_type"] == {"embedding": {"pooling": "mean"}}
     assert info["max_input_length"] == 128 and info["max_batch_tokens"] == 4096
     assert info["max_client_batch_size"] == 2048 and info["version"] == numbert.__version__
+    assert info["tokenization_workers"] >= 1 and info["auto_truncate"] is False
     ranker = http.get("/models/ranker/info").json()
     assert ranker["model_id"] == "ranker"
     assert ranker["model_type"] == {"reranker": {"id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}}}

@@ -261,7 +261,8 @@ class Server:
 
     async def info_answer(self, http: Request) -> tuple[bytes, int, int]:
         """The answer to GET /info: text-embeddings-inference's description of the (routed, else default) model."""
-        return json.dumps(self.models.pick(routed(http)).info(self.settings)).encode(), 0, 0
+        info = self.models.pick(routed(http)).info(self.settings, int(self.threads.total_tokens))
+        return json.dumps(info).encode(), 0, 0
 
     async def score_answer(self, http: Request, parse: Callable) -> tuple[bytes, int, int]:
         """The answer to /rerank, /v1/rerank or /predict, with the number of inputs and tokens it scored: each

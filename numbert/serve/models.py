@@ -70,8 +70,9 @@ class ServedModel:
         if self.batcher is not None:
             self.batcher.stop()
 
-    def info(self, settings: Settings) -> dict:
-        """text-embeddings-inference's GET /info for this model (its Info schema)."""
+    def info(self, settings: Settings, threads: int) -> dict:
+        """text-embeddings-inference's GET /info for this model (its Info schema); `threads`: those that parse and
+        tokenize requests."""
         embedder, _ = self.ready()
         return {
             "model_id": self.name,
@@ -84,7 +85,7 @@ class ServedModel:
             "max_batch_requests": settings.max_batch_size,
             "max_client_batch_size": settings.max_client_batch_size,
             "auto_truncate": settings.auto_truncate,
-            "tokenization_workers": 1,  # requests are tokenized in the event loop's thread pool
+            "tokenization_workers": threads,
             "version": __version__,
             "sha": None,
             "docker_label": None,
