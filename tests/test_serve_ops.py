@@ -214,6 +214,8 @@ def test_embed_all_is_the_last_hidden_state(http, models):
     assert too_long["param"] == "inputs[0]"
     cut = http.post("/embed_all", json={"inputs": "word " * 200, "truncate": True})
     assert len(cut.json()[0]) == 128, cut.text
+    many = error_of(http.post("/embed_all", json={"inputs": ["word " * 100] * 41}), 413)  # 41 x 102 tokens
+    assert "4182 tokens" in many["message"] and "at most 4096" in many["message"] and many["param"] == "inputs"
 
 
 def test_decode(http, models):

@@ -234,14 +234,23 @@ class Server:
         return answer, len(rows), tokens
 
     async def embed_all_answer(self, http: Request) -> tuple[bytes, int, int]:
-        """The answer to /embed_all: every token's vector of the last layer, as the rows of /embed run them."""
+        """The answer to /embed_all: every token's vector of the last layer, as the rows of /embed run them; at most
+        max_batch_tokens tokens a request (413 beyond), so an answer stays bounded (a vector a token)."""
         body = await self.read_body(http)
         parse = protocol.embed_all_request
         _, served, _, rows = await self.run(len(body), self.embedding_rows, routed(http), body, parse, "inputs")
         del body
+        tokens, limit = sum(len(row.ids) for row in rows), self.settings.max_batch_tokens
+        if tokens > limit:
+            raise ApiError(
+                413,
+                f"the inputs are {tokens} tokens; /embed_all answers at most {limit} tokens a request "
+                f"(--max-batch-tokens), a vector each: send fewer inputs at a time",
+                param="inputs",
+                code="input_too_long",
+            )
         embedder, batcher = served.ready()
         vectors = await self.until_answered(http, batcher.submit(rows, embedder.token_vectors))
-        tokens = sum(len(row.ids) for row in rows)
         answer = await self.run(tokens * embedder.recipe.width, protocol.embed_all_response, vectors)
         return answer, len(rows), tokens
 
