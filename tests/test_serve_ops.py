@@ -131,6 +131,25 @@ def test_two_models_chosen_by_name(server, http, models, dirs):
     assert root not in http.get("/v1/models").text and root not in http.get("/models/ranker/info").text  # no paths
 
 
+def test_a_hub_id_with_a_slash_is_a_route_prefix_too(dirs, models):
+    from starlette.testclient import TestClient
+
+    from numbert.serve import Settings
+    from numbert.serve.app import create_app
+
+    settings = Settings(model=str(dirs["tiny-embedder"]), more_models={"org/ranker": str(dirs["ranker"])})
+    with TestClient(create_app(settings)) as client:
+        deadline = time.monotonic() + 60
+        while client.get("/health").status_code != 200:
+            assert time.monotonic() < deadline, client.get("/health").text
+            time.sleep(0.01)
+        r = client.post("/models/org/ranker/embed", json={"inputs": TEXTS, "normalize": False})
+        assert_close(r.json(), models["ranker"].embed(TEXTS, progress=False))
+        r = client.post("/models/org/ranker/v1/embeddings", json={"input": "x", "encoding_format": "float"})
+        assert r.json()["model"] == "org/ranker"
+        assert [m["id"] for m in client.get("/v1/models").json()["data"]] == ["tiny-embedder", "org/ranker"]
+
+
 # --- API keys -------------------------------------------------------------------------------------------
 
 
