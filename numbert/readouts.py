@@ -2,6 +2,7 @@
 
     readout                      reads                   through                   one answer per row
     SentenceVectors(recipe)      hidden states, mask     pooling, Dense layers     (width,)
+    TokenVectors()               last hidden state       nothing                   (seq, hidden)
     SequenceLogits(classifier)   pooler output           classifier                (labels,)
     TokenLogits(classifier)      last hidden state       classifier on each token  (seq, labels)
     SpanLogits(qa_outputs)       last hidden state       qa_outputs                (seq, 2): start, end
@@ -52,6 +53,16 @@ class SentenceVectors:
     def __call__(self, out: Output) -> list[np.ndarray]:
         vectors = self.recipe.sentence_vectors(out)
         return list(vectors if out.batched else vectors[None])
+
+
+@dataclass(frozen=True, eq=False)
+class TokenVectors:
+    """Every real token's vector of the last layer, unpooled (text-embeddings-inference's /embed_all). (seq, hidden)"""
+
+    name = "embed_all"
+
+    def __call__(self, out: Output) -> list[np.ndarray]:
+        return per_token(out, out.last_hidden_state)
 
 
 @dataclass(frozen=True, eq=False)
