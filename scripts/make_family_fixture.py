@@ -1,0 +1,37 @@
+"""Write tests/fixtures/family/: for each of BERT's relatives (RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA,
+MPNet), a tiny random-weight masked-LM and sequence-classification checkpoint that transformers saves
+(config.json, model.safetensors) with transformers' outputs on tests/test_family.py's padded batch
+(expected.npz: hidden states, attentions, logits), for tests/test_family.py to check numbert without torch.
+
+    HF_HUB_OFFLINE=1 python scripts/make_family_fixture.py      # needs torch and transformers
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from test_family import FIXTURE_HEADS, FIXTURES, RELATIVES, save_relative, transformers_outputs  # noqa: E402
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    shutil.rmtree(FIXTURES, ignore_errors=True)
+    for model_type in RELATIVES:
+        for task in FIXTURE_HEADS:
+            directory = FIXTURES / f"{model_type}-{task}"
+            model = save_relative(transformers, torch, model_type, task, directory)
+            np.savez_compressed(directory / "expected.npz", **transformers_outputs(torch, model, model_type, task))
+    size = sum(f.stat().st_size for f in FIXTURES.rglob("*") if f.is_file())
+    print(f"wrote {FIXTURES} ({size / 1e3:.0f} kB)")
+
+
+if __name__ == "__main__":
+    main()
