@@ -1,7 +1,9 @@
 """Write tests/fixtures/family/: for each of BERT's relatives (RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA,
 MPNet), a tiny random-weight masked-LM and sequence-classification checkpoint that transformers saves
 (config.json, model.safetensors) with transformers' outputs on tests/test_family.py's padded batch
-(expected.npz: hidden states, attentions, logits), for tests/test_family.py to check numbert without torch.
+(expected.npz: hidden states, attentions, logits), for tests/test_family.py to check numbert without torch;
+and for the two that frame text as BERT does (DistilBERT, ELECTRA), a WordPiece vocab.txt of the 64 ids
+(tests/test_family.py's VOCABULARY), so they read text too.
 
     HF_HUB_OFFLINE=1 python scripts/make_family_fixture.py      # needs torch and transformers
 """
@@ -18,7 +20,14 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from test_family import FIXTURE_HEADS, FIXTURES, RELATIVES, save_relative, transformers_outputs  # noqa: E402
+from test_family import (  # noqa: E402
+    FIXTURE_HEADS,
+    FIXTURES,
+    RELATIVES,
+    VOCABULARY,
+    save_relative,
+    transformers_outputs,
+)
 
 
 def main() -> None:
@@ -29,6 +38,8 @@ def main() -> None:
             directory = FIXTURES / f"{model_type}-{task}"
             model = save_relative(transformers, torch, model_type, task, directory)
             np.savez_compressed(directory / "expected.npz", **transformers_outputs(torch, model, model_type, task))
+            if model_type in ("distilbert", "electra"):
+                (directory / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n", encoding="utf-8")
     size = sum(f.stat().st_size for f in FIXTURES.rglob("*") if f.is_file())
     print(f"wrote {FIXTURES} ({size / 1e3:.0f} kB)")
 

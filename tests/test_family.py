@@ -8,8 +8,10 @@ import json
 import shutil
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
+from helpers import ServerProcess
 
 import numbert
 from numbert.heads import classifier_logits, masked_lm_logits, span_logits
@@ -30,6 +32,25 @@ RELATIVES = {
 DISTILBERT_NAMES = dict(hidden_size="dim", num_hidden_layers="n_layers", num_attention_heads="n_heads")
 HEADS = ("ForMaskedLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
 FIXTURE_HEADS = ("ForMaskedLM", "ForSequenceClassification")  # committed: the two heads that differ most
+# a WordPiece vocabulary of VOCAB ids for the committed fixtures: BERT's special tokens, letters and word pieces
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+VOCABULARY = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    *LETTERS,
+    *(f"##{c}" for c in LETTERS),
+    ".",
+    ",",
+    "!",
+    "?",
+    "the",
+    "cat",
+    "sat",
+]
+assert len(VOCABULARY) == VOCAB
 
 
 def transformers_config(transformers, model_type: str, task: str):
@@ -251,3 +272,27 @@ def test_sentence_transformers_directory_matches_encode(tmp_path, vocab_path, tr
     got = numbert.load(tmp_path / "st").embed(TEXTS)
     assert got.shape == want.shape == (len(TEXTS), 8)
     np.testing.assert_allclose(got, want, atol=ATOL, rtol=0)
+
+
+# ----------------------------------------------------------------------------------------------
+# the server
+
+
+def test_a_distilbert_classifier_serves_embeddings_and_label_scores():
+    """`numbert serve` on a relative with neither token types nor a pooler: /v1/embeddings (mean pooling) and
+    /predict (DistilBERT's pre_classifier + ReLU + classifier) answer as the loaded model does."""
+    directory = FIXTURES / "distilbert-ForSequenceClassification"
+    model, texts = numbert.load(directory), ["a cat sat on the mat.", "hello, world!"]
+    server = ServerProcess(directory)
+    try:
+        r = httpx.post(server.url + "/v1/embeddings", json={"input": texts, "model": "m"})
+        assert r.status_code == 200, r.text
+        got = np.array([item["embedding"] for item in r.json()["data"]], np.float32)
+        np.testing.assert_allclose(got, model.embed(texts, progress=False), atol=1e-6, rtol=0)
+        r = httpx.post(server.url + "/predict", json={"inputs": texts[0], "raw_scores": True})
+        assert r.status_code == 200, r.text
+        best = r.json()[0]
+        assert best == {"label": model.classify(texts[0], function="none")[0].label, "score": best["score"]}
+        assert abs(best["score"] - model.classify(texts[0], function="none")[0].score) <= 1e-6
+    finally:
+        assert server.stop() == 0, "".join(server.lines)
