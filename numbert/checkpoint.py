@@ -267,7 +267,9 @@ def _check_weights(
     checked = {}
     for name, shape in expected.items():
         if weights[name].shape != shape:
-            raise ValueError(f"{path}: tensor {name!r} has shape {weights[name].shape}, config.json expects {shape}")
+            own = next((raw for raw in raw_names if raw != name and bert_name(raw, config) == name), None)
+            named = f"{name!r}" if own is None else f"{name!r} ({own!r} in the file)"  # a relative's own name
+            raise ValueError(f"{path}: tensor {named} has shape {weights[name].shape}, config.json expects {shape}")
     for name in [*expected, *(name for name in weights if name.startswith(HEAD_PREFIXES))]:
         tensor = weights[name]
         if not np.issubdtype(tensor.dtype, np.floating):

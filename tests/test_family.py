@@ -5,6 +5,7 @@ here; then the committed fixtures (scripts/make_family_fixture.py) without torch
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -216,16 +217,20 @@ def test_a_model_type_numbert_does_not_run_is_refused_naming_it_and_the_supporte
 
 @pytest.mark.parametrize(
     "name, changes, tensor",
-    [
-        ("distilbert-ForMaskedLM", {"hidden_dim": 40}, "encoder.layer.0.intermediate.dense.weight"),
-        ("electra-ForMaskedLM", {"embedding_size": 32}, "embeddings.word_embeddings.weight"),
-        ("mpnet-ForMaskedLM", {"relative_attention_num_buckets": 16}, "encoder.relative_attention_bias.weight"),
+    [  # BERT's name, and the relative's own where it differs
+        (
+            "distilbert-ForMaskedLM",
+            {"hidden_dim": 40},
+            "'encoder.layer.0.intermediate.dense.weight' ('distilbert.transformer.layer.0.ffn.lin1.weight' in the",
+        ),
+        ("electra-ForMaskedLM", {"embedding_size": 32}, "'embeddings.word_embeddings.weight' ('electra.embeddings"),
+        ("mpnet-ForMaskedLM", {"relative_attention_num_buckets": 16}, "'encoder.relative_attention_bias.weight'"),
     ],
 )
 def test_a_config_disagreeing_with_the_checkpoint_names_the_tensor(tmp_path, name, changes, tensor):
     directory = copy_fixture(tmp_path, name)
     edit_config(directory, **changes)
-    with pytest.raises(ValueError, match=f"tensor '{tensor}' has shape"):
+    with pytest.raises(ValueError, match=f"tensor {re.escape(tensor)}.* has shape"):
         numbert.load(directory)
 
 
