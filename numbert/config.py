@@ -69,10 +69,10 @@ def model_type_of(d: dict, source: str) -> str:
     else BERT (Google's bert_config.json has neither); one numbert does not run is refused, naming it."""
     model_type = d.get("model_type")
     if model_type is None:
-        architectures = d.get("architectures") or [""]
+        architectures = d.get("architectures")
+        first = architectures[0] if isinstance(architectures, list) and architectures else ""
         by_length = sorted(FAMILY.items(), key=lambda item: -len(item[1].name))  # XLMRoberta before Roberta
-        stem = str(architectures[0]) if isinstance(architectures, list) and architectures else ""
-        model_type = next((t for t, r in by_length if stem.startswith(r.name)), "bert")
+        model_type = next((t for t, r in by_length if str(first).startswith(r.name)), "bert")
     if not isinstance(model_type, str) or model_type not in FAMILY:
         raise ValueError(
             f"{source}: model_type {model_type!r} is not a BERT encoder numbert runs; it runs {', '.join(FAMILY)}"
@@ -235,5 +235,9 @@ class BertConfig:
         return cls.from_dict(d, source=str(path))
 
     def to_dict(self) -> dict:
-        fields = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        fields = dataclasses.asdict(self)
+        if self.embedding_size is None:
+            del fields["embedding_size"]
+        if not self.relative.relative_attention:
+            del fields["relative_attention_num_buckets"]
         return fields | {"architectures": [f"{self.relative.name}Model"]}

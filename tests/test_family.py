@@ -169,7 +169,7 @@ def test_encoder_matches_transformers(relative, model_type):
 
 @pytest.mark.parity
 @pytest.mark.parametrize("task", HEADS)
-@pytest.mark.parametrize("model_type", RELATIVES)
+@pytest.mark.parametrize("model_type", ["roberta", "distilbert", "electra", "mpnet"])  # XLM-R's heads are RoBERTa's
 def test_heads_match_transformers(relative, model_type, task):
     model, expected = relative(model_type, task)
     assert_outputs_match(numbert_outputs(model, model_type, task), expected)
