@@ -260,7 +260,9 @@ class Heads:
         w = self._take(
             "masked-LM head",
             shapes,
-            "fill_mask needs a checkpoint saved from BertForMaskedLM or BertForPreTraining, such as bert-base-uncased",
+            "fill_mask needs a checkpoint saved from BertForMaskedLM or BertForPreTraining, such as bert-base-uncased"
+            if self.config.model_type == "bert"
+            else f"fill_mask needs a checkpoint saved from {self._architecture('ForMaskedLM')}",
         )
         decoder = (
             w["cls.predictions.decoder.weight"]
@@ -318,7 +320,7 @@ class Heads:
         w = self._take(
             "question-answering head",
             {"qa_outputs.weight": (2, h), "qa_outputs.bias": (2,)},
-            "qa needs a checkpoint saved from BertForQuestionAnswering",
+            f"qa needs a checkpoint saved from {self._architecture('ForQuestionAnswering')}",
         )
         return Linear(w["qa_outputs.weight"], w["qa_outputs.bias"])
 

@@ -234,6 +234,15 @@ def test_a_config_disagreeing_with_the_checkpoint_names_the_tensor(tmp_path, nam
         numbert.load(directory)
 
 
+def test_a_missing_head_names_the_relative_s_architecture():
+    model = numbert.load(FIXTURES / "electra-ForSequenceClassification")
+    with pytest.raises(ValueError, match="saved from ElectraForMaskedLM"):
+        model.fill_mask("the [MASK] sat.")
+    with pytest.raises(ValueError, match="saved from ElectraForQuestionAnswering"):
+        model.qa("who sat?", "the cat sat.")
+    assert model.classify("the cat sat.")[0].label in model.heads.labels  # the head it has answers
+
+
 def test_a_model_without_token_types_ignores_them_and_counts_positions_past_padding():
     model = numbert.load(FIXTURES / "mpnet-ForMaskedLM")
     ids, _, mask = batch("mpnet")
