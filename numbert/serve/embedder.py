@@ -113,7 +113,7 @@ class Embedder:
     def relevance(self, raw_scores: bool) -> reranking.Activation:
         """The function a reranker's logits go through (the model's activation, or none with raw_scores); a
         400 unless the classifier has one label, as CrossEncoder.rank requires."""
-        labels = len(self.scores.classifier.weight)
+        labels = len(self.scores.classifier.out.weight)
         if labels != 1:
             raise ApiError(
                 400,
@@ -129,7 +129,7 @@ class Embedder:
     def label_scores(self, raw_scores: bool) -> reranking.Activation:
         """/predict's scores of the logits: `numbert classify`'s function (from config.json's problem_type, else
         sigmoid for one label and softmax for several), none with raw_scores; a 400 without a classifier."""
-        labels = len(self.scores.classifier.weight)
+        labels = len(self.scores.classifier.out.weight)
         problem_type = self.model.heads.head_config.problem_type
         return SCORE_FUNCTIONS[score_function("none" if raw_scores else None, problem_type, labels)]
 
