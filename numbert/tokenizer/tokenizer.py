@@ -223,9 +223,15 @@ class Tokenizer:
 
     @classmethod
     def from_tokenizer_json(cls, path: str | os.PathLike, **overrides) -> Tokenizer:
-        """The tokenizer a Hugging Face tokenizer.json describes, if it is BERT's WordPiece pipeline
-        (vocabulary, [UNK], lowercasing, accents, Chinese characters and special tokens from the file)."""
+        """The tokenizer a Hugging Face tokenizer.json describes: BERT's WordPiece pipeline (vocabulary,
+        [UNK], lowercasing, accents, Chinese characters and special tokens from the file), or by its
+        `model.type`, a byte-level BPE or Unigram pipeline (pipeline.py's PipelineTokenizer)."""
+        from .pipeline import PipelineTokenizer, TokenizerJson
         from .tokenizer_json import wordpiece_settings
+
+        spec = TokenizerJson(Path(path))
+        if spec.component("model", spec.spec.get("model"), "model")[0] != "WordPiece":
+            return PipelineTokenizer(path, **overrides)
 
         vocab, settings = wordpiece_settings(path)
         tokenizer = cls(vocab, **(settings | overrides))
@@ -335,7 +341,7 @@ class Tokenizer:
         elif truncation is not False and max_length is None:
             max_length = self.model_max_length
         strategy = truncation_strategy(truncation, max_length, stride)
-        n_special = (2 if text_pair is None else 3) if add_special_tokens else 0
+        n_special = self.num_special_tokens(text_pair is not None) if add_special_tokens else 0
         if max_length is None or strategy == "do_not_truncate":
             return self._template(
                 self._segment(text), None if text_pair is None else self._segment(text_pair, "pair"), add_special_tokens
@@ -354,15 +360,24 @@ class Tokenizer:
         if not return_overflowing_tokens:
             windows_a, windows_b = windows_a[:1], windows_b[:1]
         first, *overflowing = (
-            self._template(a[wa], None if b is None else b[wb], add_special_tokens)
+            self._template(
+                a[wa], None if b is None else b[wb], add_special_tokens, (wa != windows_a[0], wb != windows_b[0])
+            )
             for wa, wb in window_pairs(windows_a, windows_b)
         )
         first.overflowing = overflowing
         return first
 
-    def _template(self, a: Segment, b: Segment | None, add_special_tokens: bool) -> Encoding:
+    def num_special_tokens(self, pair: bool) -> int:
+        """How many tokens the template adds: [CLS] A [SEP] (2), [CLS] A [SEP] B [SEP] (3)."""
+        return 3 if pair else 2
+
+    def _template(
+        self, a: Segment, b: Segment | None, add_special_tokens: bool, overflow: tuple[bool, bool] = (False, False)
+    ) -> Encoding:
         """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`: type ids 0 up to the first [SEP], 1 after it;
-        sequence ids None for the template's own tokens."""
+        sequence ids None for the template's own tokens. (`overflow`: whether A and B are further windows,
+        which only other templates treat differently.)"""
         cls, sep = (self._cls, self._sep) if add_special_tokens else (NO_TOKENS, NO_TOKENS)
         b, sep_b = (NO_TOKENS, NO_TOKENS) if b is None else (b, sep)
         n_cls, n_a, n_sep, n_b, n_sep_b = len(cls.ids), len(a.ids), len(sep.ids), len(b.ids), len(sep_b.ids)
