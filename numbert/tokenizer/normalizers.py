@@ -17,6 +17,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from .precompiled import Precompiled
 
@@ -77,10 +78,11 @@ def per_char(normalized: Normalized, transform: Callable[[str], str]) -> Normali
     return normalized.rebuild([(transform(c), i, i + 1) for i, c in enumerate(text)])
 
 
+Form = Literal["NFC", "NFD", "NFKC", "NFKD"]
 MAX_RUN = 64  # characters composed together at most (a run of combining marks is cut there)
 
 
-def unicode_form(form: str) -> Callable[[Normalized], Normalized]:
+def unicode_form(form: Form) -> Callable[[Normalized], Normalized]:
     """NFC, NFD, NFKC or NFKD, run by run: a run is a character and what composes with it."""
 
     def normalize(normalized: Normalized) -> Normalized:
@@ -98,7 +100,7 @@ def unicode_form(form: str) -> Callable[[Normalized], Normalized]:
     return normalize
 
 
-def _separable(form: str, run: str, c: str) -> bool:
+def _separable(form: Form, run: str, c: str) -> bool:
     """Whether character `c` starts a new run after `run` (it neither composes nor reorders with it)."""
     if unicodedata.combining(c) or not unicodedata.is_normalized(form, c):
         return unicodedata.normalize(form, run + c) == unicodedata.normalize(form, run) + unicodedata.normalize(form, c)

@@ -105,7 +105,7 @@ class TokenizerJson:
                 raise self.error(f"{field}.normalizers", "must be a list")
             return normalizers.sequence([self.normalizer(s, f"{field}.normalizers[{i}]") for i, s in enumerate(steps)])  # type: ignore[misc]
         if kind in ("NFC", "NFD", "NFKC", "NFKD"):
-            return normalizers.unicode_form(kind)
+            return normalizers.unicode_form(kind)  # type: ignore[arg-type]
         if kind == "Lowercase":
             return normalizers.lowercase
         if kind == "Strip":
@@ -276,10 +276,16 @@ def added_token_pattern(tokens: Sequence[dict]) -> re.Pattern | None:
 
 
 class PipelineTokenizer(Tokenizer):
-    """The tokenizer a BPE or Unigram tokenizer.json describes, with the `Tokenizer`'s interface."""
+    """The tokenizer a BPE or Unigram tokenizer.json describes, with the `Tokenizer`'s interface. The named
+    tokens (cls, sep, unk, pad, mask) come from the file's post-processor, model and padding, unless given."""
 
-    def __init__(self, path: str | os.PathLike, *, model_max_length: int | None = None, **tokens: str):
-        spec = TokenizerJson(Path(path))
+    OPTIONS = ("model_max_length", "cls_token", "sep_token", "unk_token", "pad_token", "mask_token")
+
+    def __init__(self, path: str | os.PathLike | TokenizerJson, *, model_max_length: int | None = None, **tokens: str):
+        spec = path if isinstance(path, TokenizerJson) else TokenizerJson(Path(path))
+        unknown = set(tokens) - set(self.OPTIONS)
+        if unknown:
+            raise TypeError(f"unexpected options {sorted(unknown)}; a {spec.path.name} tokenizer takes {self.OPTIONS}")
         self.vocab_file = spec.path
         self.model, vocab = spec.model()
         added = spec.added_tokens(vocab)
@@ -297,19 +303,20 @@ class PipelineTokenizer(Tokenizer):
         self._special_ids = {vocab[t] for t in self.special_tokens}
         self.added_tokens: list[str] = []  # tokens the vocabulary lacks (none: added tokens carry their ids)
         self.model_max_length = model_max_length
-        named = self.template.named_tokens()
-        for option, default in (("cls_token", named[0]), ("sep_token", named[1])):
-            setattr(self, option, tokens.get(option, default))
+        cls, sep = self.template.named_tokens()
+        self.cls_token = tokens.get("cls_token") or cls or _first_in(vocab, "<s>", "[CLS]") or self._model_unk() or ""
+        self.sep_token = tokens.get("sep_token") or sep or _first_in(vocab, "</s>", "[SEP]") or self.cls_token
         self.unk_token = tokens.get("unk_token") or self._model_unk() or self.sep_token
         pad = (spec.spec.get("padding") or {}).get("pad_token")
         self.pad_token = tokens.get("pad_token") or pad or _first_in(vocab, "<pad>", "[PAD]") or self.unk_token
-        self.mask_token = tokens.get("mask_token") or _first_in(vocab, "<mask>", "[MASK]")
+        # None when the vocabulary has no mask token (fill-mask then has nothing to fill)
+        self.mask_token = tokens.get("mask_token") or _first_in(vocab, "<mask>", "[MASK]")  # type: ignore[assignment]
         for option in ("cls_token", "sep_token", "pad_token", "unk_token"):
             if getattr(self, option) not in vocab:
-                raise ValueError(f"{path}: the {option} {getattr(self, option)!r} is not in the vocabulary")
+                raise ValueError(f"{spec.path}: the {option} {getattr(self, option)!r} is not in the vocabulary")
         self.cls_token_id, self.sep_token_id = vocab[self.cls_token], vocab[self.sep_token]
         self.pad_token_id, self.unk_token_id = vocab[self.pad_token], vocab[self.unk_token]
-        self.mask_token_id = None if self.mask_token is None else vocab.get(self.mask_token)
+        self.mask_token_id = None if self.mask_token is None else vocab.get(self.mask_token)  # type: ignore[assignment]
         self.do_lower_case = self.strip_accents = self.tokenize_chinese_chars = False  # WordPiece's options
 
     def _model_unk(self) -> str | None:
@@ -352,28 +359,29 @@ class PipelineTokenizer(Tokenizer):
         cut where a word ends before whitespace (no stage reaches across such a cut)."""
         if not isinstance(text, str):
             raise TypeError(f"{name} must be a str, not {type(text).__name__}")
-        if len(text) > 4 * (limit or MAX_INPUT_CHARS) + 64:
-            size = 4 * (limit or MAX_INPUT_CHARS) + 64
-            while size <= MAX_INPUT_CHARS:
+        if limit is not None and len(text) > 4 * limit + 64:
+            size = 4 * limit + 64
+            while size < len(text) and size <= MAX_INPUT_CHARS:
                 cut = _word_end(text, size)
                 if cut is None:
                     break
                 segment = self._segment(text[:cut], name)
-                if len(segment.ids) >= (limit or 0) > 0:
+                if len(segment.ids) >= limit:
                     return segment
                 size *= 4
-            if len(text) > MAX_INPUT_CHARS:
-                raise ValueError(
-                    f"{name} has {len(text)} characters; this tokenizer reads at most {MAX_INPUT_CHARS} at once "
-                    "(past that, only a truncated encoding of it, from a prefix ending before whitespace): "
-                    "split the text or truncate it"
-                )
+        if len(text) > MAX_INPUT_CHARS:
+            raise ValueError(
+                f"{name} has {len(text)} characters; this tokenizer reads at most {MAX_INPUT_CHARS} at once "
+                "(past that, only a truncated encoding, read from a prefix that ends before whitespace): "
+                "split the text or truncate it"
+            )
         parts, pos = [], 0
         if self._added_pattern is not None:
             for match in self._added_pattern.finditer(text):
                 content = self._added_by_group[match.lastindex - 1]  # type: ignore[operator]
                 parts += [self._words(text[pos : match.start()], pos)]
-                parts.append(Segment([self.vocab[content]], [content], [match.span()], [0]))
+                # the token is the text matched, with the whitespace it strips (as Rust keeps it)
+                parts.append(Segment([self.vocab[content]], [match.group()], [match.span()], [0]))
                 pos = match.end()
         parts.append(self._words(text[pos:], pos))
         return Segment.join([p for p in parts if p.ids] or [parts[-1]])
@@ -416,5 +424,5 @@ WORD_END = re.compile(f"[^{normalizers.WHITESPACE}](?=[{normalizers.WHITESPACE}]
 
 def _word_end(text: str, size: int) -> int | None:
     """The first position at or past `size` where whitespace follows a character that is not whitespace."""
-    match = WORD_END.search(text, size - 1, MAX_INPUT_CHARS + 1)
+    match = WORD_END.search(text, size - 1, MAX_INPUT_CHARS)
     return None if match is None else match.end()

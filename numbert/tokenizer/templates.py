@@ -127,7 +127,7 @@ def _read(spec: TokenizerJson, value: Any, field: str, vocab: dict[str, int]) ->
         cls = _pair_token(spec, f"{field}.cls", value.get("cls"), vocab)
         sep = _pair_token(spec, f"{field}.sep", value.get("sep"), vocab)
         roberta = kind == "RobertaProcessing"
-        pair = [
+        pair_items: list[tuple[Segment | str, int]] = [
             (cls, 0),
             ("A", 0),
             (sep, 0),
@@ -137,7 +137,7 @@ def _read(spec: TokenizerJson, value: Any, field: str, vocab: dict[str, int]) ->
         ]
         return Template(
             [(cls, 0), ("A", 0), (sep, 0)],
-            pair,  # type: ignore[arg-type]
+            pair_items,
             trim_offsets=roberta and spec.flag(f"{field}.trim_offsets", value.get("trim_offsets"), True),
             add_prefix_space=roberta and spec.flag(f"{field}.add_prefix_space", value.get("add_prefix_space"), True),
             _named=(cls.tokens[0], sep.tokens[0]),
@@ -205,7 +205,9 @@ def _read(spec: TokenizerJson, value: Any, field: str, vocab: dict[str, int]) ->
         return out
 
     single, pair = items("single"), items("pair")
-    a = next(i for i, (item, _) in enumerate(single) if item == "A") if any(item == "A" for item, _ in single) else 0
+    a: int = (
+        next(i for i, (item, _) in enumerate(single) if item == "A") if any(item == "A" for item, _ in single) else 0
+    )
     before = [item.tokens[0] for item, _ in single[:a] if isinstance(item, Segment)]
     after = [item.tokens[0] for item, _ in single[a + 1 :] if isinstance(item, Segment)]
     named = (before[0] if before else (after[0] if after else ""), after[0] if after else (before[0] if before else ""))

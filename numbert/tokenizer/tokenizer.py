@@ -15,6 +15,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,7 +23,12 @@ from .encoding import NO_TOKENS, Batch, Encoding, Segment
 from .fast import FastTokenizer
 from .truncation import truncated_lengths, truncation_strategy, window_pairs, windows
 
+if TYPE_CHECKING:
+    from .pipeline import TokenizerJson
+
 TOKEN_FIELDS = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+# the files of transformers' Python BPE and SentencePiece tokenizers, which numbert does not read
+SLOW_TOKENIZER_FILES = ("vocab.json", "merges.txt", "sentencepiece.bpe.model", "spiece.model", "tokenizer.model")
 
 
 def read_options(path: Path) -> dict:
@@ -214,28 +220,39 @@ class Tokenizer:
             options["do_lower_case"] = google_release_lowercases(directory) is not False
         max_length = options.pop("model_max_length", None)
         if not (directory / "vocab.txt").is_file() and (directory / "tokenizer.json").is_file():
+            from .pipeline import TokenizerJson
+
+            spec = TokenizerJson(directory / "tokenizer.json")
+            wordpiece = isinstance(spec.spec.get("model"), dict) and spec.spec["model"].get("type") == "WordPiece"
+            named = ("pad_token", "mask_token") if wordpiece else TOKEN_FIELDS  # WordPiece: the rest from the file
             return cls.from_tokenizer_json(
-                directory / "tokenizer.json",
-                model_max_length=max_length,
-                **{k: v for k, v in options.items() if k in ("pad_token", "mask_token")},
+                spec, model_max_length=max_length, **{k: options[k] for k in named if k in options}
+            )
+        slow = [name for name in SLOW_TOKENIZER_FILES if (directory / name).is_file()]
+        if slow and not (directory / "vocab.txt").is_file():
+            raise ValueError(
+                f"{directory} has {' and '.join(slow)} but no tokenizer.json: numbert reads BPE and SentencePiece "
+                "tokenizers from a tokenizer.json only (transformers writes one: "
+                "AutoTokenizer.from_pretrained(directory).save_pretrained(directory))"
             )
         return cls(directory / "vocab.txt", never_split=never_split or None, **options, model_max_length=max_length)
 
     @classmethod
-    def from_tokenizer_json(cls, path: str | os.PathLike, **overrides) -> Tokenizer:
+    def from_tokenizer_json(cls, path: str | os.PathLike | TokenizerJson, **overrides) -> Tokenizer:
         """The tokenizer a Hugging Face tokenizer.json describes: BERT's WordPiece pipeline (vocabulary,
         [UNK], lowercasing, accents, Chinese characters and special tokens from the file), or by its
         `model.type`, a byte-level BPE or Unigram pipeline (pipeline.py's PipelineTokenizer)."""
         from .pipeline import PipelineTokenizer, TokenizerJson
         from .tokenizer_json import wordpiece_settings
 
-        spec = TokenizerJson(Path(path))
-        if spec.component("model", spec.spec.get("model"), "model")[0] != "WordPiece":
-            return PipelineTokenizer(path, **overrides)
-
-        vocab, settings = wordpiece_settings(path)
+        spec = path if isinstance(path, TokenizerJson) else TokenizerJson(Path(path))
+        model = spec.spec.get("model")
+        if isinstance(model, dict) and model.get("type") != "WordPiece":
+            if spec.component("model", model, "model")[0] in ("BPE", "Unigram"):  # (any other type is refused)
+                return PipelineTokenizer(spec, **overrides)
+        vocab, settings = wordpiece_settings(spec.path, spec.spec)
         tokenizer = cls(vocab, **(settings | overrides))
-        tokenizer.vocab_file = Path(path)
+        tokenizer.vocab_file = spec.path
         return tokenizer
 
     def check_embedding_rows(self, rows: int, model: str) -> None:

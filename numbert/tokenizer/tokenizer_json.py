@@ -48,13 +48,15 @@ class _Spec:
         return value
 
 
-def wordpiece_settings(path: str | os.PathLike) -> tuple[dict[str, int], dict[str, Any]]:
-    """(vocabulary token -> id, keyword arguments for Tokenizer) of the tokenizer.json at `path`."""
+def wordpiece_settings(path: str | os.PathLike, contents: Any = None) -> tuple[dict[str, int], dict[str, Any]]:
+    """(vocabulary token -> id, keyword arguments for Tokenizer) of the tokenizer.json at `path` (whose
+    `contents` may be given, already read)."""
     path = Path(path)
-    try:
-        contents = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path} is not valid JSON: {e}") from None
+    if contents is None:
+        try:
+            contents = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"{path} is not valid JSON: {e}") from None
     if not isinstance(contents, dict):
         raise ValueError(f"{path} must hold a JSON object")
     spec = _Spec(path, contents)

@@ -68,7 +68,8 @@ class Unigram:
                     raise ValueError(f"{word[start]!r} is in no piece of the vocabulary, which has no unknown piece")
                 if best[start + 1] is None or so_far + self.unk_score > best[start + 1][0]:  # type: ignore[index]
                     best[start + 1] = (so_far + self.unk_score, start, True)
-        path, end = [], n
+        path: list[tuple[int, int, bool]] = []
+        end = n
         while end > 0:
             _, start, unknown = best[end]  # type: ignore[misc]
             if unknown and path and path[-1][2]:
