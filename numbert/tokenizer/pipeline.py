@@ -341,15 +341,18 @@ class PipelineTokenizer(Tokenizer):
         normalized = self._normalized(text, start)
         words = [normalized] if self._pre_tokenizer is None else self._pre_tokenizer(normalized)
         ids, tokens, offsets, word_ids = [], [], [], []
+        bpe, id_to_token = isinstance(self.model, BPE), self._id_to_token
         for w, word in enumerate(words):
-            if isinstance(self.model, BPE):
-                pieces = [(i, self._id_to_token[i], s, e) for i, s, e in self.model.tokenize(word.text)]
-            else:
-                pieces = self.model.tokenize(word.text)
-            for token_id, token, s, e in pieces:
+            spans = word.spans
+            for piece in self.model.tokenize(word.text):
+                if bpe:  # (id, start, end)
+                    token_id, s, e = piece  # type: ignore[misc]
+                    token = id_to_token[token_id]
+                else:  # (id, token, start, end)
+                    token_id, token, s, e = piece  # type: ignore[misc]
                 ids.append(token_id)
                 tokens.append(token)
-                offsets.append(word.original(s, e))
+                offsets.append((spans[s][0], spans[e - 1][1]))
                 word_ids.append(w)
         return Segment(ids, tokens, offsets, word_ids)
 

@@ -93,8 +93,8 @@ def metaspace(replacement: str, prepend_scheme: str, split_words: bool) -> PreTo
 
     def pre_tokenize(word: Normalized) -> list[Normalized]:
         text = word.text
-        if " " in text:
-            word = word.rebuild([(replacement if c == " " else c, i, i + 1) for i, c in enumerate(text)])
+        if " " in text:  # one for one: each replacement keeps its space's span
+            word = Normalized(text.replace(" ", replacement), word.spans)
         if (
             word.text
             and not word.text.startswith(replacement)

@@ -68,6 +68,9 @@ class Precompiled:
         or None when nothing changes."""
         changes: list[tuple[str, int]] = []
         changed = False
+        if text.isascii() and "\r" not in text:  # every character a cluster of its own
+            if all(self.transform(c) is None for c in set(text)):
+                return None
         for first, last in graphemes(text):
             grapheme = text[first:last]
             if last - first > 1 and len(grapheme.encode("utf-8", "surrogatepass")) < 6:

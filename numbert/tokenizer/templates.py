@@ -13,6 +13,7 @@ window after truncation, as in Rust.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -81,8 +82,7 @@ class Template:
             return segment
         offsets = []
         for i, (token, (start, end)) in enumerate(zip(segment.tokens, segment.offsets)):
-            lead = len(token) - len(token.lstrip(SPACES))
-            trail = len(token) - len(token.rstrip(SPACES))
+            lead, trail = spaces(token)
             if lead and self.add_prefix_space and lead == 1 and (i == 0 or start == 0):
                 lead = 0  # the one space add_prefix_space put there
             if lead:
@@ -91,6 +91,12 @@ class Template:
                 end = max(end - trail, start)
             offsets.append((start, end))
         return Segment(segment.ids, segment.tokens, offsets, segment.words)
+
+
+@functools.lru_cache(maxsize=65536)
+def spaces(token: str) -> tuple[int, int]:
+    """How many spaces ("Ġ" or whitespace) the token starts and ends with."""
+    return len(token) - len(token.lstrip(SPACES)), len(token) - len(token.rstrip(SPACES))
 
 
 def read_template(spec: TokenizerJson, vocab: dict[str, int]) -> Template:
