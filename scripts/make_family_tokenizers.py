@@ -8,6 +8,7 @@ on the project's own text, small enough to commit:
     tests/fixtures/family_expected.json what the Rust tokenizers give on the test cases (for runs without it)
 
     HF_HUB_OFFLINE=1 python scripts/make_family_tokenizers.py   # needs tokenizers, transformers, sentencepiece
+    python scripts/make_family_tokenizers.py --sweep   # re-check unicode_tables.NEWER_LETTERS / NEWER_NUMBERS
 """
 
 from __future__ import annotations
@@ -89,7 +90,27 @@ def xlmr_spm(lines: list[str]) -> str:
         return XLMRobertaConverter(original).converted().to_str()
 
 
+def sweep() -> None:
+    """Check unicode_tables.NEWER_LETTERS / NEWER_NUMBERS: split "a" + c, "1" + c and "!" + c with the Rust
+    ByteLevel pre-tokenizer and with numbert's GPT-2 pattern, for every code point (a few minutes)."""
+    from tokenizers import pre_tokenizers
+
+    from numbert.tokenizer.pre_tokenizers import gpt2_pattern
+
+    rust, ours = pre_tokenizers.ByteLevel(add_prefix_space=False), gpt2_pattern()
+    differ = [
+        f"U+{code:04X} after {probe!r}"
+        for code in range(0x110000)
+        if not 0xD800 <= code <= 0xDFFF
+        for probe in ("a", "1", "!")
+        if len(rust.pre_tokenize_str(probe + chr(code))) != len(ours.findall(probe + chr(code)))
+    ]
+    print(f"{len(differ)} code points split differently" + "".join(f"\n  {d}" for d in differ[:50]))
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--sweep"]:
+        return sweep()
     lines = training_text()
     for name, make in (("roberta_bpe", roberta_bpe), ("unigram", unigram), ("xlmr_spm", xlmr_spm)):
         spec = json.loads(make(lines))

@@ -4,16 +4,16 @@ library's: ids, tokens, offsets, word ids, type ids, pairs, truncation windows a
 
 The three tokenizer.json files are trained here (scripts/make_family_tokenizers.py) and committed in
 tests/fixtures, with what the Rust library gives on a sample of cases (family_expected.json), checked
-without it. Texts holding code points unassigned in Python's Unicode tables are left out of the live
-comparisons: GPT-2's split classes letters and numbers with the Rust crate's newer tables.
+without it. The texts include code points unassigned in Python's Unicode tables: the Rust crate's newer
+letters and numbers are data (unicode_tables.NEWER_LETTERS, NEWER_NUMBERS).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import tracemalloc
-import unicodedata
 from pathlib import Path
 
 import pytest
@@ -31,12 +31,7 @@ EXPECTED = FIXTURES / "family_expected.json"
 FIELDS = ("ids", "type_ids", "offsets", "word_ids")  # committed (tokens: checked live only, to keep it small)
 
 
-def comparable(text: str) -> bool:
-    """Whether both libraries read `text` with the same Unicode tables (no unassigned code point)."""
-    return not any(unicodedata.category(c) == "Cn" for c in text)
-
-
-LINES = [line for line in CORPUS + generated_lines(60, seed=3) if comparable(line)]
+LINES = CORPUS + generated_lines(60, seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +103,11 @@ def test_pairs_and_truncation(ours, rust, name):
         assert our_windows(ours[name], **case) == expected, case
 
 
-FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=int(os.environ.get("NUMBERT_TOKENIZER_EXAMPLES", "80")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 fuzz_text = st.one_of(
     st.text(max_size=40),
     st.lists(
@@ -119,7 +118,7 @@ fuzz_text = st.one_of(
         ),
         max_size=30,
     ).map("".join),
-).filter(comparable)
+)
 
 
 @FUZZ

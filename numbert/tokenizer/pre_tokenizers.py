@@ -17,6 +17,7 @@ import sys
 import unicodedata
 from collections.abc import Callable, Sequence
 
+from . import unicode_tables
 from .normalizers import IS_WHITESPACE, WHITESPACE, Normalized
 
 PreTokenizer = Callable[[Normalized], list[Normalized]]
@@ -81,7 +82,7 @@ def digits(individual: bool) -> PreTokenizer:
     or runs of them together."""
 
     def pre_tokenize(word: Normalized) -> list[Normalized]:
-        matches = [(i, i + 1) for i, c in enumerate(word.text) if unicodedata.category(c)[0] == "N"]
+        matches = [(i, i + 1) for i, c in enumerate(word.text) if is_numeric(c)]
         return split(word, matches, "Isolated" if individual else "Contiguous")
 
     return pre_tokenize
@@ -108,6 +109,11 @@ def metaspace(replacement: str, prepend_scheme: str, split_words: bool) -> PreTo
     return pre_tokenize
 
 
+def is_numeric(c: str) -> bool:
+    """Rust's char::is_numeric: categories Nd, Nl, No, by the Rust tables (newer than Python's)."""
+    return unicodedata.category(c)[0] == "N" or c in unicode_tables.NEWER_NUMBERS
+
+
 # --- ByteLevel ---------------------------------------------------------------------------------------------
 
 
@@ -128,13 +134,15 @@ CHAR_BYTES = {c: b for b, c in BYTE_CHARS.items()}
 @functools.lru_cache(maxsize=1)
 def gpt2_pattern() -> re.Pattern:
     r"""GPT-2's split: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+, with \p{L}
-    (letters) and \p{N} (numbers) spelled out from `unicodedata`, and \s as Unicode's White_Space."""
+    (letters) and \p{N} (numbers) spelled out from `unicodedata` and the Rust crate's newer ones
+    (unicode_tables.py), and \s as Unicode's White_Space."""
     letters, numbers = [], []
     for code in range(sys.maxunicode + 1):
-        category = unicodedata.category(chr(code))
-        if category[0] == "L":
+        c = chr(code)
+        category = unicodedata.category(c)
+        if category[0] == "L" or c in unicode_tables.NEWER_LETTERS:
             letters.append(code)
-        elif category[0] == "N":
+        elif category[0] == "N" or c in unicode_tables.NEWER_NUMBERS:
             numbers.append(code)
     L, N = _char_class(letters), _char_class(numbers)
     return re.compile(
