@@ -103,6 +103,15 @@ def test_pairs_and_truncation(ours, rust, name):
         assert our_windows(ours[name], **case) == expected, case
 
 
+def test_the_byte_level_fast_path_is_the_stages(ours):
+    """`_byte_level_words` (GPT-2's split, each word's tokens memoized) gives what the stages give."""
+    stages = Tokenizer.from_tokenizer_json(FIXTURES / "roberta_bpe.json")
+    stages._plain_byte_level = False  # type: ignore[attr-defined]
+    assert ours["roberta_bpe"]._plain_byte_level  # type: ignore[attr-defined]
+    for line in LINES + ["a\ud800b", "  x  ", ""]:
+        assert our_windows(ours["roberta_bpe"], line) == our_windows(stages, line), line
+
+
 FUZZ = settings(
     max_examples=int(os.environ.get("NUMBERT_TOKENIZER_EXAMPLES", "80")),
     deadline=None,
