@@ -291,3 +291,26 @@ def test_too_long_lines_are_refused_not_swallowed(ours, name, monkeypatch):
 def test_lone_surrogates_and_control_characters(ours, name):
     enc = ours[name].encode("a\ud800b \udfff\x00\x1b[0m \x7f")
     assert len(enc.ids) == len(enc.offsets) and all(0 <= s <= e <= 14 for s, e in enc.offsets)
+
+
+def test_wordpiece_in_mpnets_frame(rust, minilm_dir, tmp_path):
+    """MPNet's tokenizer: BERT's WordPiece stages in RoBERTa's frame <s> A </s></s> B </s> (type ids all 0)."""
+    spec = json.loads((minilm_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    spec["post_processor"] = {
+        "type": "RobertaProcessing",
+        "sep": ["[SEP]", 102],
+        "cls": ["[CLS]", 101],
+        "trim_offsets": True,
+        "add_prefix_space": True,
+    }
+    spec["padding"] = spec["truncation"] = None  # the Rust tokenizer's own, which numbert's calls take as arguments
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    mine, theirs = Tokenizer.from_tokenizer_json(path), type(rust["roberta_bpe"]).from_file(str(path))
+    assert mine.template is not None and mine.num_special_tokens(True) == 4
+    rng = random.Random(0)
+    for text in LINES[:30]:
+        pair = rng.choice(LINES[:30]) or None
+        assert our_windows(mine, text, pair) == rust_windows(theirs, text, pair), text
+        case = {"max_length": 20, "strategy": "longest_first", "stride": 1}
+        assert our_windows(mine, text, pair, **case) == rust_windows(theirs, text, pair, **case), text

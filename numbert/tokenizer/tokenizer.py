@@ -25,6 +25,7 @@ from .truncation import truncated_lengths, truncation_strategy, window_pairs, wi
 
 if TYPE_CHECKING:
     from .pipeline import TokenizerJson
+    from .templates import Template
 
 TOKEN_FIELDS = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 # the files of transformers' Python BPE and SentencePiece tokenizers, which numbert does not read
@@ -198,6 +199,7 @@ class Tokenizer:
             max_input_chars_per_word=max_input_chars_per_word,
         )
         self._id_to_token = self._fast.id_to_token
+        self.template: Template | None = None  # BERT's [CLS] A [SEP] B [SEP] (`_template`), unless set
         self._cls = Segment([self.cls_token_id], [cls_token], [(0, 0)], [None])
         self._sep = Segment([self.sep_token_id], [sep_token], [(0, 0)], [None])
 
@@ -243,15 +245,21 @@ class Tokenizer:
         [UNK], lowercasing, accents, Chinese characters and special tokens from the file), or by its
         `model.type`, a byte-level BPE or Unigram pipeline (pipeline.py's PipelineTokenizer)."""
         from .pipeline import PipelineTokenizer, TokenizerJson
-        from .tokenizer_json import wordpiece_settings
+        from .tokenizer_json import is_berts_template, wordpiece_settings
 
         spec = path if isinstance(path, TokenizerJson) else TokenizerJson(Path(path))
         model = spec.spec.get("model")
         if isinstance(model, dict) and model.get("type") != "WordPiece":
             if spec.component("model", model, "model")[0] in ("BPE", "Unigram"):  # (any other type is refused)
                 return PipelineTokenizer(spec, **overrides)
-        vocab, settings = wordpiece_settings(spec.path, spec.spec)
-        tokenizer = cls(vocab, **(settings | overrides))
+        template = None if is_berts_template(spec.path, spec.spec) else _other_frame(spec)
+        if template is None:  # BERT's frame (or a broken one, which wordpiece_settings refuses by name)
+            vocab, settings = wordpiece_settings(spec.path, spec.spec)
+            tokenizer = cls(vocab, **(settings | overrides))
+        else:  # WordPiece in another frame (MPNet: <s> A </s></s> B </s>), read by templates.py
+            vocab, settings = wordpiece_settings(spec.path, spec.spec, framing=template.named_tokens())
+            tokenizer = cls(vocab, **(settings | overrides))
+            tokenizer.template = template
         tokenizer.vocab_file = spec.path
         return tokenizer
 
@@ -387,7 +395,7 @@ class Tokenizer:
 
     def num_special_tokens(self, pair: bool) -> int:
         """How many tokens the template adds: [CLS] A [SEP] (2), [CLS] A [SEP] B [SEP] (3)."""
-        return 3 if pair else 2
+        return (3 if pair else 2) if self.template is None else self.template.count(pair)
 
     def _template(
         self, a: Segment, b: Segment | None, add_special_tokens: bool, overflow: tuple[bool, bool] = (False, False)
@@ -395,6 +403,8 @@ class Tokenizer:
         """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`: type ids 0 up to the first [SEP], 1 after it;
         sequence ids None for the template's own tokens. (`overflow`: whether A and B are further windows,
         which only other templates treat differently.)"""
+        if self.template is not None:  # another frame, from a tokenizer.json (templates.py)
+            return self.template.apply(a, b, add_special_tokens, overflow)
         cls, sep = (self._cls, self._sep) if add_special_tokens else (NO_TOKENS, NO_TOKENS)
         b, sep_b = (NO_TOKENS, NO_TOKENS) if b is None else (b, sep)
         n_cls, n_a, n_sep, n_b, n_sep_b = len(cls.ids), len(a.ids), len(sep.ids), len(b.ids), len(sep_b.ids)
@@ -594,6 +604,21 @@ class Tokenizer:
             f"Tokenizer(vocab_size={self.vocab_size}, do_lower_case={self.do_lower_case}, "
             f"strip_accents={self.strip_accents}, tokenize_chinese_chars={self.tokenize_chinese_chars})"
         )
+
+
+def _other_frame(spec: TokenizerJson) -> Template | None:
+    """The post-processor of a WordPiece tokenizer.json that frames inputs otherwise than BERT (None when
+    templates.py cannot read it either)."""
+    from .templates import read_template
+
+    model = spec.spec.get("model")
+    vocab = dict(model.get("vocab") or {}) if isinstance(model, dict) and isinstance(model.get("vocab"), dict) else {}
+    try:
+        for token in spec.added_tokens(vocab):
+            vocab.setdefault(token["content"], len(vocab))
+        return read_template(spec, vocab)
+    except ValueError:
+        return None
 
 
 def alias(value, old_value, name: str, old_name: str):
