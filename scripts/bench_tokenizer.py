@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import functools
 import itertools
+import os
 import sys
 import time
 from pathlib import Path
@@ -160,7 +161,8 @@ def family(lines: list[str], repeat: int) -> None:
                     best[run_name] = out
         assert all(out == best["Rust tokenizers"][0] for out, _ in best.values()), f"{name}: the ids disagree"
         rate = {run_name: len(lines) / seconds for run_name, (_, seconds) in best.items()}
-        print(f"{label} ({path.name}, vocab {rust.get_vocab_size()}):")
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"{label} ({path.name}, vocab {rust.get_vocab_size()}; load average {load}):")
         for run_name, r in rate.items():
             print(f"  {run_name:32s} {r:9.0f} lines/s")
         for ours in ("numbert cold", "numbert warm"):
