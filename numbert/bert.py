@@ -28,7 +28,7 @@ from .planner import row_of, text_list
 from .recipe import Recipe
 from .sentence_config import SentenceConfig, read_sentence_config
 from .tokenizer import Encoding, Tokenizer
-from .tokenizer.tokenizer import alias
+from .tokenizer.tokenizer import SLOW_TOKENIZER_FILES, alias
 
 
 class Bert:
@@ -73,7 +73,7 @@ class Bert:
         directory = checkpoint.directory
         config = BertConfig.from_json(config_file(directory))  # config.json, or Google's bert_config.json
         weights = load_weights(checkpoint, config, check_finite=check_finite)
-        has_vocab = any((directory / f).is_file() for f in VOCAB_FILES)  # vocab.txt, or tokenizer.json
+        has_vocab = any((directory / f).is_file() for f in (*VOCAB_FILES, *SLOW_TOKENIZER_FILES))  # (slow: refused)
         tokenizer = Tokenizer.from_pretrained(directory) if has_vocab else None
         if tokenizer is not None:  # a vocabulary that does not fit the embedding table is refused here, named
             tokenizer.check_embedding_rows(config.vocab_size, str(checkpoint.location))

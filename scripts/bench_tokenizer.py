@@ -13,12 +13,20 @@ and attention_mask lists; numbert's `encode(line)` per line, of which the same t
 kept (it computes offsets and word ids too). "cold" is a fresh numbert Tokenizer, "warm" the same
 tokenizer on a second pass, its memos filled. Each figure is the best of --repeat runs (the machine
 may be shared); the token ids of all three must be identical.
+
+Then BERT's relatives' tokenizers (numbert/tokenizer/pipeline.py): the byte-level BPE and the XLM-R
+SentencePiece Unigram tokenizer.json of tests/fixtures (trained here, small vocabularies) against the Rust
+`tokenizers` library reading the same files (`encode_batch`, its own threads), on the same lines; cold is a
+fresh tokenizer (empty word memos; GPT-2's compiled split pattern is shared), warm a second pass. The runs
+of the peers are interleaved, the best of --repeat counts, and the ids must be identical.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
+import os
 import sys
 import time
 from pathlib import Path
@@ -70,6 +78,7 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, help="a text file, one input per line")
     parser.add_argument("--vocab", type=Path, default=None)
     parser.add_argument("--repeat", type=int, default=3, help="runs per tokenizer; the best counts")
+    parser.add_argument("--wordpiece-only", action="store_true", help="skip the BPE and Unigram tokenizers")
     args = parser.parse_args()
 
     import transformers
@@ -113,6 +122,51 @@ def main() -> None:
             f"  {ours}: {rate[ours] / rate['transformers pure Python']:.1f}x the pure-Python tokenizer, "
             f"{rate[ours] / rate['transformers Rust (batch call)']:.2f}x the Rust one"
         )
+    if not args.wordpiece_only:
+        family(lines, args.repeat)
+
+
+def family(lines: list[str], repeat: int) -> None:
+    """BPE and Unigram lines/s, numbert cold and warm against Rust `tokenizers` on the same tokenizer.json."""
+    import tokenizers
+
+    from numbert.tokenizer.pipeline import PipelineTokenizer
+    from numbert.tokenizer.pre_tokenizers import gpt2_pattern
+
+    gpt2_pattern()  # compiled once per process (about a second), not per tokenizer
+    fixtures = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
+    for name, label in (("roberta_bpe", "byte-level BPE"), ("xlmr_spm", "Unigram + Precompiled")):
+        path = fixtures / f"{name}.json"
+        rust = tokenizers.Tokenizer.from_file(str(path))
+        warm = PipelineTokenizer(path)
+        runs = {
+            "numbert cold": (
+                lambda tok: [tok.encode(line).ids for line in lines],
+                functools.partial(PipelineTokenizer, path),
+            ),
+            "numbert warm": (
+                lambda tok: [tok.encode(line).ids for line in lines],
+                functools.partial(lambda t: t, warm),
+            ),
+            "Rust tokenizers": (
+                lambda tok: [e.ids for e in tok.encode_batch(lines)],
+                functools.partial(lambda t: t, rust),
+            ),
+        }
+        best: dict[str, tuple] = {}
+        for _ in range(repeat):  # the peers interleaved, so a load spike hits all of them
+            for run_name, (run, setup) in runs.items():
+                out = best_of(1, run, setup)
+                if run_name not in best or out[1] < best[run_name][1]:
+                    best[run_name] = out
+        assert all(out == best["Rust tokenizers"][0] for out, _ in best.values()), f"{name}: the ids disagree"
+        rate = {run_name: len(lines) / seconds for run_name, (_, seconds) in best.items()}
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"{label} ({path.name}, vocab {rust.get_vocab_size()}; load average {load}):")
+        for run_name, r in rate.items():
+            print(f"  {run_name:32s} {r:9.0f} lines/s")
+        for ours in ("numbert cold", "numbert warm"):
+            print(f"  {ours}: {rate[ours] / rate['Rust tokenizers']:.2f}x Rust")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,14 @@ Read in this order (docs/tokenizer.md tells the whole story):
 - encoding.py, truncation.py, tokenizer.py: `Tokenizer.encode` and `encode_batch`: special
   tokens, the `[CLS] A [SEP] B [SEP]` template, truncation into windows, padding; and `decode`.
 - tokenizer_json.py: the same settings read from a Hugging Face tokenizer.json (no vocab.txt).
+
+BERT's relatives (RoBERTa's byte-level BPE, XLM-RoBERTa's SentencePiece Unigram), from a tokenizer.json:
+
+- pipeline.py: the file read stage by stage into `PipelineTokenizer` (the `Tokenizer`'s interface).
+- normalizers.py, precompiled.py: NFKC, Lowercase, Strip, Replace, ...; SentencePiece's compiled charsmap.
+- pre_tokenizers.py: ByteLevel (GPT-2's split, bytes as characters), Metaspace, splits.
+- bpe.py, unigram.py: the models: merges by rank; Viterbi over the pieces' scores.
+- templates.py: the post-processors: `<s> A </s></s> B </s>` and the other templates, type ids.
 """
 
 from .basic import (

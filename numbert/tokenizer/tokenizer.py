@@ -15,6 +15,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,7 +23,13 @@ from .encoding import NO_TOKENS, Batch, Encoding, Segment
 from .fast import FastTokenizer
 from .truncation import truncated_lengths, truncation_strategy, window_pairs, windows
 
+if TYPE_CHECKING:
+    from .pipeline import TokenizerJson
+    from .templates import Template
+
 TOKEN_FIELDS = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+# the files of transformers' Python BPE and SentencePiece tokenizers, which numbert does not read
+SLOW_TOKENIZER_FILES = ("vocab.json", "merges.txt", "sentencepiece.bpe.model", "spiece.model", "tokenizer.model")
 
 
 def read_options(path: Path) -> dict:
@@ -192,6 +199,7 @@ class Tokenizer:
             max_input_chars_per_word=max_input_chars_per_word,
         )
         self._id_to_token = self._fast.id_to_token
+        self.template: Template | None = None  # BERT's [CLS] A [SEP] B [SEP] (`_template`), unless set
         self._cls = Segment([self.cls_token_id], [cls_token], [(0, 0)], [None])
         self._sep = Segment([self.sep_token_id], [sep_token], [(0, 0)], [None])
 
@@ -214,22 +222,45 @@ class Tokenizer:
             options["do_lower_case"] = google_release_lowercases(directory) is not False
         max_length = options.pop("model_max_length", None)
         if not (directory / "vocab.txt").is_file() and (directory / "tokenizer.json").is_file():
+            from .pipeline import TokenizerJson
+
+            spec = TokenizerJson(directory / "tokenizer.json")
+            wordpiece = isinstance(spec.spec.get("model"), dict) and spec.spec["model"].get("type") == "WordPiece"
+            named = ("pad_token", "mask_token") if wordpiece else TOKEN_FIELDS  # WordPiece: the rest from the file
             return cls.from_tokenizer_json(
-                directory / "tokenizer.json",
-                model_max_length=max_length,
-                **{k: v for k, v in options.items() if k in ("pad_token", "mask_token")},
+                spec, model_max_length=max_length, **{k: options[k] for k in named if k in options}
+            )
+        slow = [name for name in SLOW_TOKENIZER_FILES if (directory / name).is_file()]
+        if slow and not (directory / "vocab.txt").is_file():
+            raise ValueError(
+                f"{directory} has {' and '.join(slow)} but no tokenizer.json: numbert reads BPE and SentencePiece "
+                "tokenizers from a tokenizer.json only (transformers writes one: "
+                "AutoTokenizer.from_pretrained(directory).save_pretrained(directory))"
             )
         return cls(directory / "vocab.txt", never_split=never_split or None, **options, model_max_length=max_length)
 
     @classmethod
-    def from_tokenizer_json(cls, path: str | os.PathLike, **overrides) -> Tokenizer:
-        """The tokenizer a Hugging Face tokenizer.json describes, if it is BERT's WordPiece pipeline
-        (vocabulary, [UNK], lowercasing, accents, Chinese characters and special tokens from the file)."""
-        from .tokenizer_json import wordpiece_settings
+    def from_tokenizer_json(cls, path: str | os.PathLike | TokenizerJson, **overrides) -> Tokenizer:
+        """The tokenizer a Hugging Face tokenizer.json describes: BERT's WordPiece pipeline (vocabulary,
+        [UNK], lowercasing, accents, Chinese characters and special tokens from the file), or by its
+        `model.type`, a byte-level BPE or Unigram pipeline (pipeline.py's PipelineTokenizer)."""
+        from .pipeline import PipelineTokenizer, TokenizerJson
+        from .tokenizer_json import is_berts_template, wordpiece_settings
 
-        vocab, settings = wordpiece_settings(path)
-        tokenizer = cls(vocab, **(settings | overrides))
-        tokenizer.vocab_file = Path(path)
+        spec = path if isinstance(path, TokenizerJson) else TokenizerJson(Path(path))
+        model = spec.spec.get("model")
+        if isinstance(model, dict) and model.get("type") != "WordPiece":
+            if spec.component("model", model, "model")[0] in ("BPE", "Unigram"):  # (any other type is refused)
+                return PipelineTokenizer(spec, **overrides)
+        template = None if is_berts_template(spec.path, spec.spec) else _other_frame(spec)
+        if template is None:  # BERT's frame (or a broken one, which wordpiece_settings refuses by name)
+            vocab, settings = wordpiece_settings(spec.path, spec.spec)
+            tokenizer = cls(vocab, **(settings | overrides))
+        else:  # WordPiece in another frame (MPNet: <s> A </s></s> B </s>), read by templates.py
+            vocab, settings = wordpiece_settings(spec.path, spec.spec, framing=template.named_tokens())
+            tokenizer = cls(vocab, **(settings | overrides))
+            tokenizer.template = template
+        tokenizer.vocab_file = spec.path
         return tokenizer
 
     def check_embedding_rows(self, rows: int, model: str) -> None:
@@ -335,7 +366,7 @@ class Tokenizer:
         elif truncation is not False and max_length is None:
             max_length = self.model_max_length
         strategy = truncation_strategy(truncation, max_length, stride)
-        n_special = (2 if text_pair is None else 3) if add_special_tokens else 0
+        n_special = self.num_special_tokens(text_pair is not None) if add_special_tokens else 0
         if max_length is None or strategy == "do_not_truncate":
             return self._template(
                 self._segment(text), None if text_pair is None else self._segment(text_pair, "pair"), add_special_tokens
@@ -354,15 +385,26 @@ class Tokenizer:
         if not return_overflowing_tokens:
             windows_a, windows_b = windows_a[:1], windows_b[:1]
         first, *overflowing = (
-            self._template(a[wa], None if b is None else b[wb], add_special_tokens)
+            self._template(
+                a[wa], None if b is None else b[wb], add_special_tokens, (wa != windows_a[0], wb != windows_b[0])
+            )
             for wa, wb in window_pairs(windows_a, windows_b)
         )
         first.overflowing = overflowing
         return first
 
-    def _template(self, a: Segment, b: Segment | None, add_special_tokens: bool) -> Encoding:
+    def num_special_tokens(self, pair: bool) -> int:
+        """How many tokens the template adds: [CLS] A [SEP] (2), [CLS] A [SEP] B [SEP] (3)."""
+        return (3 if pair else 2) if self.template is None else self.template.count(pair)
+
+    def _template(
+        self, a: Segment, b: Segment | None, add_special_tokens: bool, overflow: tuple[bool, bool] = (False, False)
+    ) -> Encoding:
         """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`: type ids 0 up to the first [SEP], 1 after it;
-        sequence ids None for the template's own tokens."""
+        sequence ids None for the template's own tokens. (`overflow`: whether A and B are further windows,
+        which only other templates treat differently.)"""
+        if self.template is not None:  # another frame, from a tokenizer.json (templates.py)
+            return self.template.apply(a, b, add_special_tokens, overflow)
         cls, sep = (self._cls, self._sep) if add_special_tokens else (NO_TOKENS, NO_TOKENS)
         b, sep_b = (NO_TOKENS, NO_TOKENS) if b is None else (b, sep)
         n_cls, n_a, n_sep, n_b, n_sep_b = len(cls.ids), len(a.ids), len(sep.ids), len(b.ids), len(sep_b.ids)
@@ -562,6 +604,21 @@ class Tokenizer:
             f"Tokenizer(vocab_size={self.vocab_size}, do_lower_case={self.do_lower_case}, "
             f"strip_accents={self.strip_accents}, tokenize_chinese_chars={self.tokenize_chinese_chars})"
         )
+
+
+def _other_frame(spec: TokenizerJson) -> Template | None:
+    """The post-processor of a WordPiece tokenizer.json that frames inputs otherwise than BERT (None when
+    templates.py cannot read it either)."""
+    from .templates import read_template
+
+    model = spec.spec.get("model")
+    vocab = dict(model.get("vocab") or {}) if isinstance(model, dict) and isinstance(model.get("vocab"), dict) else {}
+    try:
+        for token in spec.added_tokens(vocab):
+            vocab.setdefault(token["content"], len(vocab))
+        return read_template(spec, vocab)
+    except ValueError:
+        return None
 
 
 def alias(value, old_value, name: str, old_name: str):

@@ -48,13 +48,18 @@ class _Spec:
         return value
 
 
-def wordpiece_settings(path: str | os.PathLike) -> tuple[dict[str, int], dict[str, Any]]:
-    """(vocabulary token -> id, keyword arguments for Tokenizer) of the tokenizer.json at `path`."""
+def wordpiece_settings(
+    path: str | os.PathLike, contents: Any = None, framing: tuple[str, str] | None = None
+) -> tuple[dict[str, int], dict[str, Any]]:
+    """(vocabulary token -> id, keyword arguments for Tokenizer) of the tokenizer.json at `path` (whose
+    `contents` may be given, already read). `framing`: the (cls, sep) of another template the caller
+    reads itself (MPNet's `<s> A </s></s> B </s>`), instead of BERT's."""
     path = Path(path)
-    try:
-        contents = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path} is not valid JSON: {e}") from None
+    if contents is None:
+        try:
+            contents = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"{path} is not valid JSON: {e}") from None
     if not isinstance(contents, dict):
         raise ValueError(f"{path} must hold a JSON object")
     spec = _Spec(path, contents)
@@ -70,7 +75,7 @@ def wordpiece_settings(path: str | os.PathLike) -> tuple[dict[str, int], dict[st
     decoder = spec.section("decoder")
     if decoder and (decoder.get("type") != "WordPiece" or decoder.get("prefix", "##") != "##"):
         raise spec.refuse("decoder", decoder, 'a WordPiece decoder with prefix "##"')
-    cls_token, sep_token = _template_tokens(spec)
+    cls_token, sep_token = framing or _template_tokens(spec)
 
     vocab = model.get("vocab")
     if not (isinstance(vocab, dict) and vocab and all(type(i) is int for i in vocab.values())):
@@ -84,7 +89,7 @@ def wordpiece_settings(path: str | os.PathLike) -> tuple[dict[str, int], dict[st
         "unk_token": spec.setting("model", "unk_token", str, "[UNK]", token),
         "cls_token": cls_token,
         "sep_token": sep_token,
-        "pad_token": spec.setting("padding", "pad_token", str, "[PAD]", token),
+        "pad_token": spec.setting("padding", "pad_token", str, "<pad>" if "[PAD]" not in vocab else "[PAD]", token),
         "max_input_chars_per_word": spec.setting("model", "max_input_chars_per_word", int, 100, "a positive integer"),
     }
     if options["max_input_chars_per_word"] < 1:
@@ -128,6 +133,15 @@ def _added_tokens(spec: _Spec, vocab: dict[str, int]) -> list[str]:
             )
         contents.append(content)
     return contents
+
+
+def is_berts_template(path: Path, contents: dict) -> bool:
+    """Whether the post_processor frames inputs as BERT does ([CLS] A [SEP] / [CLS] A [SEP] B:1 [SEP]:1)."""
+    try:
+        _template_tokens(_Spec(path, contents))
+    except ValueError:
+        return False
+    return True
 
 
 def _template_tokens(spec: _Spec) -> tuple[str, str]:

@@ -60,6 +60,20 @@ NEW_LOWERCASE = lowercase_pairs(  # lowercase pairs newer than Python's tables
 )
 # The CJK Unified Ideographs range U+2B820..U+2B91F is missing from the Rust tables (see is_chinese_char).
 
+# Letters (L*) and numbers (N*) to the Rust `tokenizers` crate's regular expressions (GPT-2's split in
+# ByteLevel), unassigned (Cn) in Python's tables; found by splitting "a" + c and "1" + c with both for
+# every code point (scripts/make_family_tokenizers.py --sweep re-checks them). Nothing else differs.
+NEWER_LETTERS = code_points(
+    "1C89-1C8A A7CB-A7CD A7DA-A7DC 105C0-105F3 10D4A-10D65 10D6F-10D85 10EC2-10EC4 1123F-11240 11380-11389 "
+    "1138B 1138E 11390-113B5 113B7 113D1 113D3 11BC0-11BE0 11F02 11F04-11F10 11F12-11F33 1342F 13441-13446 "
+    "13460-143FA 16100-1611D 16D40-16D6C 18CFF 1B132 1B155 1DF25-1DF2A 1E030-1E06D 1E4D0-1E4EB 1E5D0-1E5ED "
+    "1E5F0 2B739 2EBF0-2EE5D 31350-323AF"
+)
+NEWER_NUMBERS = code_points(
+    "10D40-10D49 116D0-116E3 11BF0-11BF9 11F50-11F59 16130-16139 16D70-16D79 1CCF0-1CCF9 1D2C0-1D2D3 "
+    "1E4F0-1E4F9 1E5F1-1E5FA"
+)
+
 # every character of the tables above
 DIFFERENCES = (
     NEW_FORMAT_CHARS

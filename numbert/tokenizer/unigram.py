@@ -1,0 +1,92 @@
+"""The Unigram language model (Kudo 2018; SentencePiece, XLM-RoBERTa): every piece of the vocabulary has a
+log-probability, and a word is split into the pieces whose scores sum highest (Viterbi):
+
+    best[0] = 0
+    for each end position e, best[e] = max over pieces p = word[s:e] of best[s] + score(p)
+    walk back from the word's end along the chosen pieces
+
+A character no piece of one character covers gets the unknown piece, scored (lowest score - 10); runs of
+unknown pieces are fused into one token, whose text is kept as the token. Ties keep the first candidate in
+the Rust crate's order: start positions left to right, shorter pieces first. With byte_fallback, an unknown
+run becomes the <0xXX> pieces of its UTF-8 bytes when all of them are in the vocabulary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+UNK_PENALTY = 10.0
+MEMO_SIZE = 100_000  # words
+
+
+class Unigram:
+    """A Unigram model: the pieces with their scores, and the unknown piece's id."""
+
+    def __init__(
+        self,
+        pieces: Sequence[tuple[str, float]],
+        unk_id: int | None,
+        byte_fallback: bool = False,
+        source: str = "tokenizer.json",
+    ):
+        self.pieces = [piece for piece, _ in pieces]
+        self.vocab = {piece: i for i, piece in enumerate(self.pieces)}
+        self.scores = {piece: float(score) for piece, score in pieces}
+        if unk_id is not None and not 0 <= unk_id < len(self.pieces):
+            raise ValueError(f"{source}: model.unk_id {unk_id} is not the index of a piece of model.vocab")
+        self.unk_id, self.byte_fallback = unk_id, byte_fallback
+        self.unk_score = min(self.scores.values(), default=0.0) - UNK_PENALTY
+        self.longest = max(map(len, self.pieces), default=1)
+        self.memo: dict[str, list[tuple[int, str, int, int]]] = {}
+
+    def tokenize(self, word: str) -> list[tuple[int, str, int, int]]:
+        """(id, token, start, end) of each token of `word` (character positions in it)."""
+        tokens = self.memo.get(word)
+        if tokens is None:
+            tokens = [t for start, end, unknown in self.viterbi(word) for t in self.token(word, start, end, unknown)]
+            if len(self.memo) < MEMO_SIZE:
+                self.memo[word] = tokens
+        return tokens
+
+    def viterbi(self, word: str) -> list[tuple[int, int, bool]]:
+        """(start, end, unknown) of the best-scoring pieces of `word`, runs of unknown ones fused."""
+        n, scores = len(word), self.scores
+        best: list[tuple[float, int, bool] | None] = [None] * (n + 1)  # (score, start, unknown) of the best path to e
+        best[0] = (0.0, 0, False)
+        for start in range(n):
+            so_far = best[start][0]  # type: ignore[index]
+            single = False
+            for end in range(start + 1, min(n, start + self.longest) + 1):
+                score = scores.get(word[start:end])
+                if score is None:
+                    continue
+                single |= end == start + 1
+                if best[end] is None or so_far + score > best[end][0]:  # type: ignore[index]
+                    best[end] = (so_far + score, start, False)
+            if not single:
+                if self.unk_id is None:
+                    raise ValueError(f"{word[start]!r} is in no piece of the vocabulary, which has no unknown piece")
+                if best[start + 1] is None or so_far + self.unk_score > best[start + 1][0]:  # type: ignore[index]
+                    best[start + 1] = (so_far + self.unk_score, start, True)
+        path: list[tuple[int, int, bool]] = []
+        end = n
+        while end > 0:
+            _, start, unknown = best[end]  # type: ignore[misc]
+            if unknown and path and path[-1][2]:
+                path[-1] = (start, path[-1][1], True)
+            else:
+                path.append((start, end, unknown))
+            end = start
+        return path[::-1]
+
+    def token(self, word: str, start: int, end: int, unknown: bool) -> list[tuple[int, str, int, int]]:
+        """The token(s) of word[start:end]: its piece, or for an unknown run its bytes' pieces (byte_fallback)
+        or the unknown piece's id with the run's text."""
+        text = word[start:end]
+        if not unknown or text in self.vocab:
+            return [(self.vocab[text], text, start, end)]
+        if self.byte_fallback:
+            pieces = [f"<0x{b:02X}>" for b in text.encode("utf-8", "surrogatepass")]
+            if all(p in self.vocab for p in pieces):
+                return [(self.vocab[p], p, start, end) for p in pieces]
+        return [(self.unk_id, text, start, end)]  # type: ignore[list-item]
