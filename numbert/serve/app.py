@@ -1,5 +1,5 @@
 """The HTTP routes (Starlette): OpenAI's /v1/embeddings and /v1/models, text-embeddings-inference's /embed,
-/tokenize, /rerank, /predict, /health and /metrics, and the Cohere/Jina-style /v1/rerank.
+/similarity, /tokenize, /rerank, /predict, /health and /metrics, and the Cohere/Jina-style /v1/rerank.
 
 Every route that works on inputs goes through `Server.handle`: 503 until the model is loaded, the body
 read up to payload_limit (413) within body_timeout (408), admission once it is whole (429 with
@@ -28,13 +28,16 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..planner import Row
+from ..quantize import CALIBRATED
 from ..recipe import Recipe
+from ..recipes import cosine_matrix
 from ..reranking import ranking
 from . import protocol
 from .batching import Batcher
 from .embedder import Embedder
 from .metrics import Metrics
-from .protocol import ApiError, EmbeddingRequest, ScoringRequest
+from .protocol import ApiError, EmbeddingRequest, ScoringRequest, SimilarityRequest
 from .settings import Settings
 
 log = logging.getLogger("numbert.serve")
@@ -43,6 +46,7 @@ TRUNCATE_HINTS = {  # how a client may have a long input cut, by the name of the
     "input": ", or start the server with --auto-truncate",  # OpenAI's /v1/embeddings has no truncate field
     "inputs": ", or send truncate=true (or start the server with --auto-truncate)",  # TEI's /embed, /predict
     "texts": ", or send truncate=true (or start the server with --auto-truncate)",  # TEI's /rerank
+    "parameters": ", or send parameters.truncate=true (or start the server with --auto-truncate)",  # /similarity
 }
 SMALL = 2048  # bytes of a request body, or numbers in an answer, handled on the event loop itself
 SETTINGS_VARIABLE = "NUMBERT_SERVE_SETTINGS"  # how `--workers N` hands the settings to its worker processes
@@ -114,6 +118,9 @@ class Server:
 
     async def tei_embed(self, request: Request) -> Response:
         return await self.handle(request, "/embed", self.embed_answer, protocol.tei_request, "inputs")
+
+    async def tei_similarity(self, request: Request) -> Response:
+        return await self.handle(request, "/similarity", self.similarity_answer)
 
     async def tokenize(self, request: Request) -> Response:
         return await self.handle(request, "/tokenize", self.tokenize_answer)
@@ -237,6 +244,30 @@ class Server:
         answer = await self.run(vectors.size, self.render, request, vectors, tokens)
         return answer, len(rows), tokens
 
+    async def similarity_answer(self, embedder: Embedder, batcher: Batcher, http: Request) -> tuple[bytes, int, int]:
+        """The answer to /similarity: the source sentence and the sentences embedded as one request to /embed
+        (queued with other work), then the cosine of the source's vector with each sentence's."""
+        body = await self.read_body(http)
+        recipe, rows = await self.run(len(body), self.similarity_rows, embedder, body)
+        del body
+        answers = await until_disconnected(http, batcher.submit(rows, embedder.embedding))
+        vectors = recipe.finish(np.stack(answers))
+        similarities = cosine_matrix(vectors[:1], vectors[1:])[0]  # (sentences,)
+        return protocol.similarity_response(similarities), len(rows), sum(len(row.ids) for row in rows)
+
+    def similarity_rows(self, e: Embedder, body: bytes) -> tuple[Recipe, list]:
+        """The recipe a /similarity request asks for (the server's, with its prompt_name) and its texts as rows
+        of token ids, the source sentence first; a 413 names the text too long."""
+        request: SimilarityRequest = protocol.similarity_request(body, self.settings.max_client_batch_size)
+        recipe = e.request_recipe(request.prompt_name, None, None)
+        truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
+        hint = TRUNCATE_HINTS["parameters"]
+        rows = [
+            Row(np.array(e.bounded(recipe.prepare(text), where, truncate=truncate, hint=hint).ids, np.int32))
+            for text, where in zip(request.texts, request.names)
+        ]
+        return recipe, rows
+
     async def tokenize_answer(self, embedder: Embedder, batcher: Batcher, http: Request) -> tuple[bytes, int, int]:
         """The answer to /tokenize (no inputs embedded)."""
         body, s = await self.read_body(http), self.settings
@@ -289,7 +320,14 @@ class Server:
     ) -> tuple[EmbeddingRequest, Recipe, list]:
         """The request, checked, the recipe it asks for, and its inputs as rows of token ids."""
         request = parse(body, self.settings.max_client_batch_size)
-        recipe = e.request_recipe(request.prompt_name, request.normalize, request.dimensions)
+        recipe = e.request_recipe(request.prompt_name, request.normalize, request.dimensions, request.precision)
+        if recipe.precision in CALIBRATED and recipe.ranges is None and len(request.inputs) < 2:
+            raise ApiError(
+                422,
+                f"'embedding_type' {request.precision} scales each dimension by the minimum and maximum of the "
+                f"request's vectors, as quantize_embeddings does without ranges: send at least 2 inputs",
+                param="embedding_type",
+            )
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
         if request.ids:
             rows = e.ids_to_rows(request.inputs, name)
@@ -348,6 +386,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/v1/embeddings", server.openai_embeddings, methods=["POST"]),
         Route("/v1/models", server.models, methods=["GET"]),
         Route("/embed", server.tei_embed, methods=["POST"]),
+        Route("/similarity", server.tei_similarity, methods=["POST"]),
         Route("/tokenize", server.tokenize, methods=["POST"]),
         Route("/rerank", server.tei_rerank, methods=["POST"]),
         Route("/v1/rerank", server.cohere_rerank, methods=["POST"]),
