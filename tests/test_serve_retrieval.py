@@ -13,7 +13,9 @@ import openai
 import pytest
 from helpers import ServerProcess
 
+from numbert.quantize import quantize
 from numbert.serve.embedder import Embedder
+from numbert.serve.protocol import ApiError
 from numbert.serve.settings import Settings
 
 TEXTS = [
@@ -24,13 +26,19 @@ TEXTS = [
     "Paris is the capital of France.",
 ]
 TYPES = ["int8", "uint8", "binary", "ubinary"]
+MAX_LENGTH = 16  # the server's tokens per input: TEXTS fit, a long text is cut (or refused) cheaply
 
 
 @pytest.fixture(scope="module")
 def server(minilm_dir):
-    s = ServerProcess(minilm_dir, "--max-client-batch-size", "8")
+    s = ServerProcess(minilm_dir, "--max-client-batch-size", "8", "--max-length", str(MAX_LENGTH))
     yield s
     assert s.stop() == 0, "".join(s.lines)
+
+
+@pytest.fixture(scope="module")
+def floats(minilm) -> np.ndarray:
+    return minilm.embed(TEXTS, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +59,11 @@ def embeddings(server: ServerProcess, **body) -> np.ndarray:
 
 @pytest.mark.parity
 @pytest.mark.parametrize("embedding_type", TYPES)
-def test_embedding_type_is_quantize_embeddings_of_the_request(server, minilm, st, embedding_type):
-    """embedding_type quantizes the request's vectors together: embed(texts, precision=...) of numbert, and
-    sentence-transformers' quantize_embeddings of the float vectors, value for value (base64: their bytes)."""
-    floats = minilm.embed(TEXTS, progress=False)
-    ours = minilm.embed(TEXTS, precision=embedding_type, progress=False)
+def test_embedding_type_is_quantize_embeddings_of_the_request(server, floats, st, embedding_type):
+    """embedding_type quantizes the request's vectors together: numbert's quantize (what embed(texts,
+    precision=...) runs) and sentence-transformers' quantize_embeddings of the float vectors, value for value
+    (base64: their bytes)."""
+    ours = quantize(floats, embedding_type)
     theirs = st.quantize_embeddings(floats, precision=embedding_type)
     got = embeddings(server, embedding_type=embedding_type, encoding_format="float")
     np.testing.assert_array_equal(got, ours)
@@ -77,25 +85,36 @@ def test_dimensions_with_embedding_type_and_the_openai_client(server, minilm):
     assert np.abs(got - minilm.embed(TEXTS, truncate_dim=100, progress=False)).max() <= 1e-6
 
 
-def test_dimensions_of_vectors_not_normalized_are_cut_only(minilm_dir, minilm):
+def test_dimensions_of_vectors_not_normalized_are_cut_only(minilm_dir, floats):
     embedder = Embedder(Settings(str(minilm_dir), recipe={"normalize": False}))
     recipe = embedder.request_recipe(None, None, 64)
-    floats = minilm.embed(TEXTS, normalize=False, progress=False)
-    np.testing.assert_array_equal(recipe.finish(floats), floats[:, :64])
+    np.testing.assert_array_equal(recipe.finish(floats * 3), floats[:, :64] * 3)
+
+
+def test_a_served_recipe_with_ranges_quantizes_by_them(minilm_dir, floats):
+    """Settings' recipe may carry int8 ranges: requests at that precision use them (one input is enough),
+    float requests drop them, and dimensions other than their width are refused naming the field."""
+    ranges = np.stack([floats.min(0), floats.max(0)]) * np.float32(0.5)
+    embedder = Embedder(Settings(str(minilm_dir), recipe={"precision": "int8", "ranges": ranges.tolist()}))
+    served = embedder.request_recipe(None, None, None)
+    np.testing.assert_array_equal(served.finish(floats[:1]), quantize(floats[:1], "int8", ranges))
+    assert embedder.request_recipe(None, None, None, "float32").finish(floats).dtype == np.float32
+    with pytest.raises(ApiError, match="dimensions") as refused:
+        embedder.request_recipe(None, None, 64)
+    assert refused.value.param == "dimensions"
 
 
 @pytest.mark.parity
-def test_similarity_is_the_cosine_of_the_source_with_each_sentence(server, minilm, st):
+def test_similarity_is_the_cosine_of_the_source_with_each_sentence(server, minilm, floats, st):
     body = {"inputs": {"source_sentence": TEXTS[0], "sentences": TEXTS[1:]}}
     r = post(server, "/similarity", body)
     assert r.status_code == 200, r.text
-    vectors = minilm.embed(TEXTS, progress=False)
-    want = st.util.cos_sim(vectors[:1], vectors[1:])[0].numpy()
+    want = st.util.cos_sim(floats[:1], floats[1:])[0].numpy()
     assert np.abs(np.array(r.json()) - want).max() <= 1e-6
-    long = {"inputs": {"source_sentence": "word " * 300, "sentences": ["word"]}, "parameters": {"truncate": True}}
+    long = {"inputs": {"source_sentence": "word " * 30, "sentences": ["word"]}, "parameters": {"truncate": True}}
     r = post(server, "/similarity", long)
     assert r.status_code == 200, r.text
-    vectors = minilm.embed(["word " * 300, "word"], progress=False)  # embed cuts a long text
+    vectors = minilm.embed(["word " * 30, "word"], max_length=MAX_LENGTH, progress=False)  # cut as embed cuts
     assert abs(r.json()[0] - float(vectors[0] @ vectors[1])) <= 1e-6
 
 
@@ -126,10 +145,10 @@ SIMILAR = {"source_sentence": "a", "sentences": ["b"]}
             "parameters.truncation_direction",
         ),
         ("/similarity", {"inputs": SIMILAR, "parameters": {"prompt_name": "query"}}, 422, "prompt_name"),
-        ("/similarity", {"inputs": {"source_sentence": "a " * 600, "sentences": ["b"]}}, 413, "inputs.source_sentence"),
+        ("/similarity", {"inputs": {"source_sentence": "a " * 30, "sentences": ["b"]}}, 413, "inputs.source_sentence"),
         (
             "/similarity",
-            {"inputs": {"source_sentence": "a", "sentences": ["b", "a " * 600]}},
+            {"inputs": {"source_sentence": "a", "sentences": ["b", "a " * 30]}},
             413,
             "inputs.sentences[1]",
         ),

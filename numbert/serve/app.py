@@ -324,7 +324,7 @@ class Server:
         if recipe.precision in CALIBRATED and recipe.ranges is None and len(request.inputs) < 2:
             raise ApiError(
                 422,
-                f"'embedding_type' {request.precision} scales each dimension by the minimum and maximum of the "
+                f"'embedding_type' {recipe.precision} scales each dimension by the minimum and maximum of the "
                 f"request's vectors, as quantize_embeddings does without ranges: send at least 2 inputs",
                 param="embedding_type",
             )

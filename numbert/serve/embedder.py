@@ -67,8 +67,8 @@ class Embedder:
     ) -> Recipe:
         """The server's recipe with a request's choices: the model's prompt `prompt_name` (a 422 if it has
         no such prompt), normalization, dimensions and precision (None keeps the server's). int8 and uint8 are
-        scaled by the min and max of the request's own vectors, as quantize_embeddings scales them without
-        ranges."""
+        scaled by the served recipe's ranges if it has them (at its precision and width), else by the min and
+        max of the request's own vectors, as quantize_embeddings scales them without ranges."""
         recipe = self.recipe
         if prompt_name is not None:
             if self.model.sentence_config is None:
@@ -82,6 +82,13 @@ class Embedder:
             except ValueError as e:
                 raise ApiError(422, f"'prompt_name': {e}", param="prompt_name") from None
         self.check_dimensions(dimensions)
+        if recipe.ranges is not None and dimensions not in (None, recipe.ranges.shape[1]):
+            raise ApiError(
+                400,
+                f"'dimensions' is {dimensions}; this server quantizes vectors of {recipe.ranges.shape[1]} dimensions "
+                f"by its calibration ranges",
+                param="dimensions",
+            )
         return recipe.with_output(normalize=normalize, dimensions=dimensions, precision=precision)
 
     @functools.cached_property

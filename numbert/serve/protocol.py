@@ -58,7 +58,7 @@ class EmbeddingRequest:
     normalize: bool | None = None  # None: the server's recipe (OpenAI); TEI's /embed says true or false
     truncate: bool | None = None  # None: the server's --auto-truncate
     prompt_name: str | None = None  # TEI's /embed: the model's prompt to prepend (None: the server's prompt)
-    precision: str = "float32"  # Infinity's embedding_type, as numbert.quantize names it
+    precision: str | None = None  # Infinity's embedding_type, as numbert.quantize names it (None: the server's)
 
 
 def json_object(body: bytes) -> dict:
@@ -168,11 +168,13 @@ def openai_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
     return EmbeddingRequest(texts, ids, encoding_format, dimensions, precision=embedding_type(obj))
 
 
-def embedding_type(obj: dict) -> str:
+def embedding_type(obj: dict) -> str | None:
     """Infinity's "embedding_type" (OpenAI's schema has no such field): float, or the vectors quantized as
-    sentence-transformers' quantize_embeddings does (numbert.quantize), by its precision name."""
+    sentence-transformers' quantize_embeddings does (numbert.quantize), by its precision name; None if absent."""
     names = "', '".join(EMBEDDING_TYPES)
-    value = field(obj, "embedding_type", (str,), "float", f"one of '{names}'")
+    value = field(obj, "embedding_type", (str,), None, f"one of '{names}'")
+    if value is None:
+        return None
     if value not in EMBEDDING_TYPES:
         raise ApiError(422, f"'embedding_type' must be one of '{names}', not {value!r}", param="embedding_type")
     return EMBEDDING_TYPES[value]
