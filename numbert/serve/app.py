@@ -37,7 +37,7 @@ from . import protocol
 from .batching import Batcher
 from .embedder import Embedder
 from .metrics import Metrics
-from .protocol import ApiError, EmbeddingRequest, ScoringRequest, SimilarityRequest
+from .protocol import ApiError, EmbeddingRequest, ScoringRequest
 from .settings import Settings
 
 log = logging.getLogger("numbert.serve")
@@ -256,10 +256,10 @@ class Server:
         return protocol.similarity_response(similarities), len(rows), sum(len(row.ids) for row in rows)
 
     def similarity_rows(self, e: Embedder, body: bytes) -> tuple[Recipe, list]:
-        """The recipe a /similarity request asks for (the server's, with its prompt_name) and its texts as rows
-        of token ids, the source sentence first; a 413 names the text too long."""
-        request: SimilarityRequest = protocol.similarity_request(body, self.settings.max_client_batch_size)
-        recipe = e.request_recipe(request.prompt_name, None, None)
+        """The recipe a /similarity request asks for (the server's in float32, with its prompt_name) and its texts
+        as rows of token ids, the source sentence first; a 413 names the text too long."""
+        request = protocol.similarity_request(body, self.settings.max_client_batch_size)
+        recipe = e.request_recipe(request.prompt_name, None, None, "float32")
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
         hint = TRUNCATE_HINTS["parameters"]
         rows = [
