@@ -226,7 +226,16 @@ def similarity_request(body: bytes, max_inputs: int) -> SimilarityRequest:
     if not isinstance(source, str):
         what = "missing" if source is None else json_type(source)
         raise ApiError(422, f"'inputs.source_sentence' must be a string, not {what}", param="inputs.source_sentence")
-    sentences = string_list(inputs, "inputs.sentences", max_inputs - 1)
+    listed = inputs.get("inputs.sentences")
+    if isinstance(listed, list) and len(listed) + 1 > max_inputs:
+        raise ApiError(
+            413,
+            f"'inputs.sentences' holds {len(listed)} sentences, {len(listed) + 1} inputs with the source sentence; "
+            f"this server takes at most {max_inputs} per request (--max-client-batch-size)",
+            param="inputs.sentences",
+            code="too_many_inputs",
+        )
+    sentences = string_list(inputs, "inputs.sentences", max_inputs)
     direction = field(parameters, "parameters.truncation_direction", (str,), "right", "'right'")
     if direction.lower() != "right":
         raise ApiError(
