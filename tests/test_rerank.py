@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from test_cli import one_error_line, run
 import numbert
 
 ATOL = 1e-5
+FIXTURES = Path(__file__).parent / "fixtures"  # written by scripts/make_retrieval_fixture.py
 QUERY = "How many people live in Berlin?"
 DOCUMENTS = [
     "Berlin had a population of 3,520,031 registered inhabitants in an area of 891.82 square kilometers.",
@@ -208,6 +210,19 @@ def test_windows_need_one_label_and_a_stride_that_fits(cross_encoder_dir, rerank
         reranker.predict([(QUERY, " ".join(DOCUMENTS * 3))], long="window", stride=60)
     with pytest.raises(ValueError, match="long must be 'truncate' or 'window'"):
         reranker.predict(PAIRS, long="chunks")
+
+
+def test_predict_and_rerank_match_the_committed_cross_encoder_outputs():
+    """Without torch: CrossEncoder.predict and .rank of the tiny cross-encoder in tests/fixtures."""
+    expected = np.load(FIXTURES / "retrieval_expected.npz")
+    model = numbert.load(FIXTURES / "cross_encoder")
+    np.testing.assert_allclose(model.predict(PAIRS), expected["predict"], atol=ATOL, rtol=0)
+    np.testing.assert_allclose(
+        model.predict(PAIRS, activation_fn="identity"), expected["predict_raw"], atol=ATOL, rtol=0
+    )
+    ranked = model.rerank(QUERY, DOCUMENTS)
+    assert [hit["corpus_id"] for hit in ranked] == expected["rank_ids"].tolist()
+    np.testing.assert_allclose([hit["score"] for hit in ranked], expected["rank_scores"], atol=ATOL, rtol=0)
 
 
 # --- bad input ------------------------------------------------------------------------------------------

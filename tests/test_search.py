@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,6 +35,7 @@ TEXTS = [
     "The quick brown fox jumps over the lazy dog. " * 4,
 ]
 QUERIES = ["Who eats bread?", "a city in France", "music", "money"]
+EXPECTED = Path(__file__).parent / "fixtures" / "retrieval_expected.npz"  # scripts/make_retrieval_fixture.py
 
 
 @pytest.fixture(scope="module")
@@ -131,6 +133,19 @@ def test_bad_output_choices_name_the_argument(model):
     assert model.embed("one text", precision="uint8", ranges=np.ones((2, 384))).shape == (384,)
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_quantize_matches_the_committed_quantize_embeddings_outputs(precision):
+    """Without torch: quantize_embeddings' outputs in tests/fixtures, calibrated on the vectors and by ranges."""
+    expected = np.load(EXPECTED)
+    vectors = expected["corpus"][:20]
+    cases = [({}, ""), ({"ranges": expected["ranges"]}, "_ranges")] if precision.endswith("int8") else [({}, "")]
+    for options, suffix in cases:
+        want = expected[f"quantized_{precision}{suffix}"]
+        got = quantize(vectors, precision, **options)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
 # --- semantic search ---------------------------------------------------------------------------------
 
 
@@ -218,6 +233,17 @@ def test_semantic_search_bad_input_names_the_argument():
             numbert.semantic_search(queries, corpus, **options)
     with pytest.raises(ValueError, match="scores float vectors, got int8"):
         numbert.semantic_search(np.zeros((1, 4), np.int8), np.zeros((5, 4), np.int8))
+
+
+@pytest.mark.parametrize("name, score_function", [("cos", None), ("dot", dot_score)])
+def test_semantic_search_matches_the_committed_util_semantic_search_hits(name, score_function):
+    """Without torch: util.semantic_search's hits in tests/fixtures (two equal corpus rows among them)."""
+    expected = np.load(EXPECTED)
+    options = {} if score_function is None else {"score_function": score_function}
+    hits = numbert.semantic_search(expected["queries"], expected["corpus"], top_k=5, **options)
+    assert [[hit["corpus_id"] for hit in query] for query in hits] == expected[f"{name}_ids"].tolist()
+    scores = [[hit["score"] for hit in query] for query in hits]
+    np.testing.assert_allclose(scores, expected[f"{name}_scores"], atol=1e-6 if name == "cos" else 1e-5, rtol=0)
 
 
 # --- the command line --------------------------------------------------------------------------------

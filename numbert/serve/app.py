@@ -1,5 +1,5 @@
 """The HTTP routes (Starlette): OpenAI's /v1/embeddings and /v1/models, text-embeddings-inference's /embed,
-/embed_all, /tokenize, /decode, /rerank, /predict, /info, /health and /metrics, and the Cohere/Jina-style
+/embed_all, /similarity, /tokenize, /decode, /rerank, /predict, /info, /health and /metrics, and the Cohere/Jina-style
 /v1/rerank; each route that works on inputs also as /models/NAME/... for the served model NAME (`models`).
 
 Every route that works on inputs goes through `Server.handle`: the body read up to payload_limit (413)
@@ -33,7 +33,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..planner import Row
+from ..quantize import CALIBRATED
 from ..recipe import Recipe
+from ..recipes import cosine_matrix
 from ..reranking import ranking
 from . import protocol
 from .auth import OPEN_PATHS, BearerAuth
@@ -49,6 +52,7 @@ TRUNCATE_HINTS = {  # how a client may have a long input cut, by the name of the
     "input": ", or start the server with --auto-truncate",  # OpenAI's /v1/embeddings has no truncate field
     "inputs": ", or send truncate=true (or start the server with --auto-truncate)",  # TEI's /embed, /predict
     "texts": ", or send truncate=true (or start the server with --auto-truncate)",  # TEI's /rerank
+    "parameters": ", or send parameters.truncate=true (or start the server with --auto-truncate)",  # /similarity
 }
 SMALL = 2048  # bytes of a request body, or numbers in an answer, handled on the event loop itself
 SETTINGS_VARIABLE = "NUMBERT_SERVE_SETTINGS"  # how `--workers N` hands the settings to its worker processes
@@ -105,6 +109,9 @@ class Server:
 
     async def tei_embed(self, request: Request) -> Response:
         return await self.handle(request, "/embed", self.embed_answer, protocol.tei_request, "inputs")
+
+    async def tei_similarity(self, request: Request) -> Response:
+        return await self.handle(request, "/similarity", self.similarity_answer)
 
     async def embed_all(self, request: Request) -> Response:
         return await self.handle(request, "/embed_all", self.embed_all_answer)
@@ -233,6 +240,33 @@ class Server:
         answer = await self.run(vectors.size, self.render, request, served.name, vectors, tokens)
         return answer, len(rows), tokens
 
+    async def similarity_answer(self, http: Request) -> tuple[bytes, int, int]:
+        """The answer to /similarity: the source sentence and the sentences embedded as one request to /embed
+        (queued with other work), then the cosine of the source's vector with each sentence's."""
+        body = await self.read_body(http)
+        served, recipe, rows = await self.run(len(body), self.similarity_rows, routed(http), body)
+        del body
+        embedder, batcher = served.ready()
+        answers = await self.until_answered(http, batcher.submit(rows, embedder.embedding))
+        vectors = recipe.finish(np.stack(answers))
+        similarities = cosine_matrix(vectors[:1], vectors[1:])[0]  # (sentences,)
+        return protocol.similarity_response(similarities), len(rows), sum(len(row.ids) for row in rows)
+
+    def similarity_rows(self, route: str | None, body: bytes) -> tuple[ServedModel, Recipe, list]:
+        """The model a /similarity request is for, the recipe it asks for (the server's in float32, with its
+        prompt_name) and its texts as rows of token ids, the source sentence first; a 413 names the text too long."""
+        request = protocol.similarity_request(body, self.settings.max_client_batch_size)
+        served = self.models.pick(route)
+        e, _ = served.ready()
+        recipe = e.request_recipe(request.prompt_name, None, None, "float32")
+        truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
+        hint = TRUNCATE_HINTS["parameters"]
+        rows = [
+            Row(np.array(e.bounded(recipe.prepare(text), where, truncate=truncate, hint=hint).ids, np.int32))
+            for text, where in zip(request.texts, request.names)
+        ]
+        return served, recipe, rows
+
     async def embed_all_answer(self, http: Request) -> tuple[bytes, int, int]:
         """The answer to /embed_all: every token's vector of the last layer, as the rows of /embed run them; at most
         max_batch_tokens tokens a request (413 beyond), so an answer stays bounded (a vector a token)."""
@@ -323,7 +357,14 @@ class Server:
         request = parse(body, self.settings.max_client_batch_size)
         served = self.models.pick(route, request.model)
         e, _ = served.ready()
-        recipe = e.request_recipe(request.prompt_name, request.normalize, request.dimensions)
+        recipe = e.request_recipe(request.prompt_name, request.normalize, request.dimensions, request.precision)
+        if recipe.precision in CALIBRATED and recipe.ranges is None and len(request.inputs) < 2:
+            raise ApiError(
+                422,
+                f"'embedding_type' {recipe.precision} scales each dimension by the minimum and maximum of the "
+                f"request's vectors, as quantize_embeddings does without ranges: send at least 2 inputs",
+                param="embedding_type",
+            )
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
         if request.ids:
             rows = e.ids_to_rows(request.inputs, name)
@@ -404,6 +445,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/v1/embeddings", server.openai_embeddings, methods=["POST"]),
         Route("/embed", server.tei_embed, methods=["POST"]),
         Route("/embed_all", server.embed_all, methods=["POST"]),
+        Route("/similarity", server.tei_similarity, methods=["POST"]),
         Route("/tokenize", server.tokenize, methods=["POST"]),
         Route("/decode", server.decode, methods=["POST"]),
         Route("/rerank", server.tei_rerank, methods=["POST"]),

@@ -65,9 +65,13 @@ class Embedder:
         """One forward of [CLS] [SEP], so that the first request finds the weights' pages mapped in."""
         self.embedding(forward(self.model.encoder, [Row(np.array(self.tokenizer.encode("").ids, np.int32))]))
 
-    def request_recipe(self, prompt_name: str | None, normalize: bool | None, dimensions: int | None) -> Recipe:
+    def request_recipe(
+        self, prompt_name: str | None, normalize: bool | None, dimensions: int | None, precision: str | None = None
+    ) -> Recipe:
         """The server's recipe with a request's choices: the model's prompt `prompt_name` (a 422 if it has
-        no such prompt), normalization and dimensions (None keeps the server's)."""
+        no such prompt), normalization, dimensions and precision (None keeps the server's). int8 and uint8 are
+        scaled by the served recipe's ranges if it has them (at its precision and width), else by the min and
+        max of the request's own vectors, as quantize_embeddings scales them without ranges."""
         recipe = self.recipe
         if prompt_name is not None:
             if self.model.sentence_config is None:
@@ -80,8 +84,15 @@ class Embedder:
                 recipe = self.model.recipe(**{**self.choices, "prompt": None, "prompt_name": prompt_name})
             except ValueError as e:
                 raise ApiError(422, f"'prompt_name': {e}", param="prompt_name") from None
-        self.check_dimensions(dimensions, recipe.normalize if normalize is None else normalize)
-        return recipe.with_output(normalize=normalize, dimensions=dimensions)
+        self.check_dimensions(dimensions)
+        if recipe.ranges is not None and dimensions not in (None, recipe.ranges.shape[1]):
+            raise ApiError(
+                400,
+                f"'dimensions' is {dimensions}; this server quantizes vectors of {recipe.ranges.shape[1]} dimensions "
+                f"by its calibration ranges",
+                param="dimensions",
+            )
+        return recipe.with_output(normalize=normalize, dimensions=dimensions, precision=precision)
 
     @functools.cached_property
     def scores(self) -> SequenceLogits:
@@ -276,18 +287,9 @@ class Embedder:
                 code="invalid_token_id",
             )
 
-    def check_dimensions(self, dimensions: int | None, normalize: bool) -> None:
-        """`dimensions` makes sense for unit vectors (cut, then renormalize) and at most the model's width."""
-        if dimensions is None:
-            return
-        if not normalize:
-            raise ApiError(
-                400,
-                "'dimensions' shortens unit-length vectors and renormalizes them; this server "
-                "answers vectors that are not normalized (start it with --normalize)",
-                param="dimensions",
-            )
-        if dimensions > self.recipe.width:
+    def check_dimensions(self, dimensions: int | None) -> None:
+        """`dimensions` (Matryoshka: the first values, renormalized if the vectors are) is at most the width."""
+        if dimensions is not None and dimensions > self.recipe.width:
             raise ApiError(
                 400, f"'dimensions' is {dimensions}; this model's vectors have {self.recipe.width}", param="dimensions"
             )

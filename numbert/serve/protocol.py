@@ -1,10 +1,11 @@
 """The wire formats: OpenAI's /v1/embeddings and error shape, text-embeddings-inference's /embed, /embed_all,
-/tokenize, /decode, /rerank and /predict, and the Cohere/Jina-style /v1/rerank.
+/similarity, /tokenize, /decode, /rerank and /predict, and the Cohere/Jina-style /v1/rerank.
 
 Parsing checks every field a request carries before any work is done, and a bad one is an
 `ApiError` naming it: 400 for a body that is not JSON, 422 for a wrong type or value, 413 for too
 many inputs. Rendering writes the answers: floats with 9 significant digits (enough to give back
 every float32 exactly), or base64 of little-endian float32, as the official openai client decodes it.
+Quantized vectors (Infinity's `embedding_type`) are arrays of integers, or base64 of their bytes.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ ERROR_TYPES = {  # else invalid_request_error
     503: "server_error",
     504: "server_error",
 }
+EMBEDDING_TYPES = {"float": "float32", "int8": "int8", "uint8": "uint8", "binary": "binary", "ubinary": "ubinary"}
 
 
 class ApiError(Exception):
@@ -62,6 +64,7 @@ class EmbeddingRequest:
     truncate: bool | None = None  # None: the server's --auto-truncate
     prompt_name: str | None = None  # TEI's /embed: the model's prompt to prepend (None: the server's prompt)
     model: str | None = None  # OpenAI's: the served model asked for
+    precision: str | None = None  # Infinity's embedding_type, as numbert.quantize names it (None: the server's)
 
 
 def json_object(body: bytes) -> dict:
@@ -168,7 +171,19 @@ def openai_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
     dimensions = field(obj, "dimensions", (int,), what="a positive integer")
     if dimensions is not None and dimensions < 1:
         raise ApiError(400, f"'dimensions' must be a positive integer, not {dimensions}", param="dimensions")
-    return EmbeddingRequest(texts, ids, encoding_format, dimensions, model=model)
+    return EmbeddingRequest(texts, ids, encoding_format, dimensions, model=model, precision=embedding_type(obj))
+
+
+def embedding_type(obj: dict) -> str | None:
+    """Infinity's "embedding_type" (OpenAI's schema has no such field): float, or the vectors quantized as
+    sentence-transformers' quantize_embeddings does (numbert.quantize), by its precision name; None if absent."""
+    names = "', '".join(EMBEDDING_TYPES)
+    value = field(obj, "embedding_type", (str,), None, f"one of '{names}'")
+    if value is None:
+        return None
+    if value not in EMBEDDING_TYPES:
+        raise ApiError(422, f"'embedding_type' must be one of '{names}', not {value!r}", param="embedding_type")
+    return EMBEDDING_TYPES[value]
 
 
 def tei_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
@@ -181,6 +196,65 @@ def tei_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
         normalize=field(obj, "normalize", (bool,), True, "a boolean"),
         truncate=field(obj, "truncate", (bool,), None, "a boolean"),
         prompt_name=field(obj, "prompt_name", (str,), None, "a string"),
+    )
+
+
+@dataclass
+class SimilarityRequest:
+    """What /similarity asks for: the cosine of the source sentence's vector with each sentence's."""
+
+    texts: list[str]  # the source sentence, then the sentences
+    names: list[str]  # the field each text came from ("inputs.sentences[3]"), for errors
+    truncate: bool | None = None  # None: the server's --auto-truncate
+    prompt_name: str | None = None  # the model's prompt to prepend (None: the server's prompt)
+
+
+def nested(obj: dict, name: str) -> dict:
+    """The object obj[name] (absent: empty) with its fields named by their paths ("parameters.truncate"), so
+    that `field` and `string_list` name them so in errors."""
+    value = obj.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ApiError(422, f"'{name}' must be an object, not {json_type(value)}", param=name)
+    return {f"{name}.{key}": item for key, item in value.items()}
+
+
+def similarity_request(body: bytes, max_inputs: int) -> SimilarityRequest:
+    """POST /similarity (text-embeddings-inference): {"inputs": {"source_sentence", "sentences"},
+    "parameters": {"prompt_name", "truncate", "truncation_direction"}}. The source sentence counts as an
+    input towards max_inputs (413 beyond), as there; inputs are cut on the right only."""
+    obj = json_object(body)
+    if obj.get("inputs") is None:
+        raise ApiError(422, '\'inputs\' is required: {"source_sentence": str, "sentences": [str]}', param="inputs")
+    inputs, parameters = nested(obj, "inputs"), nested(obj, "parameters")
+    source = inputs.get("inputs.source_sentence")
+    if not isinstance(source, str):
+        what = "missing" if source is None else json_type(source)
+        raise ApiError(422, f"'inputs.source_sentence' must be a string, not {what}", param="inputs.source_sentence")
+    listed = inputs.get("inputs.sentences")
+    if isinstance(listed, list) and len(listed) + 1 > max_inputs:
+        raise ApiError(
+            413,
+            f"'inputs.sentences' holds {len(listed)} sentences, {len(listed) + 1} inputs with the source sentence; "
+            f"this server takes at most {max_inputs} per request (--max-client-batch-size)",
+            param="inputs.sentences",
+            code="too_many_inputs",
+        )
+    sentences = string_list(inputs, "inputs.sentences", max_inputs)
+    direction = field(parameters, "parameters.truncation_direction", (str,), "right", "'right'")
+    if direction.lower() != "right":
+        raise ApiError(
+            422,
+            f"'parameters.truncation_direction' must be 'right' (numbert cuts long inputs at their end), not "
+            f"{direction!r}",
+            param="parameters.truncation_direction",
+        )
+    return SimilarityRequest(
+        [source, *sentences],
+        ["inputs.source_sentence"] + [f"inputs.sentences[{i}]" for i in range(len(sentences))],
+        truncate=field(parameters, "parameters.truncate", (bool,), None, "a boolean"),
+        prompt_name=field(parameters, "parameters.prompt_name", (str,), None, "a string"),
     )
 
 
@@ -373,20 +447,22 @@ def tokenize_request(body: bytes, max_inputs: int) -> tuple[list[str], bool]:
 
 
 @functools.lru_cache(maxsize=8)
-def row_format(dim: int) -> str:
-    """A %-format writing `dim` floats as a JSON array, 9 significant digits each (float32 round-trips)."""
-    return "[" + ",".join(["%.9g"] * dim) + "]"
+def row_format(dim: int, number: str = "%.9g") -> str:
+    """A %-format writing `dim` numbers as a JSON array: floats with 9 significant digits each (float32
+    round-trips), or integers ("%d")."""
+    return "[" + ",".join([number] * dim) + "]"
 
 
 def float_arrays(vectors: np.ndarray) -> list[str]:
-    """Each row of (n, dim) as a JSON array of numbers."""
-    fmt = row_format(vectors.shape[1])
+    """Each row of (n, dim) as a JSON array of numbers (integers for quantized vectors)."""
+    fmt = row_format(vectors.shape[1], "%d" if vectors.dtype.kind in "iu" else "%.9g")
     return [fmt % tuple(row) for row in vectors.tolist()]
 
 
 def base64_strings(vectors: np.ndarray) -> list[str]:
-    """Each row of (n, dim) as a JSON string: base64 of its little-endian float32 bytes."""
-    rows = np.ascontiguousarray(vectors, dtype="<f4")
+    """Each row of (n, dim) as a JSON string: base64 of its little-endian float32 bytes (of its int8 or uint8
+    bytes, one a value, for quantized vectors)."""
+    rows = np.ascontiguousarray(vectors, dtype=vectors.dtype if vectors.dtype.kind in "iu" else "<f4")
     return ['"' + base64.b64encode(row.tobytes()).decode("ascii") + '"' for row in rows]
 
 
@@ -401,6 +477,11 @@ def openai_response(vectors: np.ndarray, encoding_format: str, model: str, token
 def tei_response(vectors: np.ndarray) -> bytes:
     """[[float, ...], ...]: one array per input."""
     return ("[" + ",".join(float_arrays(vectors)) + "]").encode()
+
+
+def similarity_response(similarities: np.ndarray) -> bytes:
+    """/similarity: [float, ...], the source sentence's cosine with each sentence."""
+    return float_arrays(similarities[None])[0].encode()
 
 
 def embed_all_response(vectors: list[np.ndarray]) -> bytes:
