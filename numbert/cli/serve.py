@@ -56,6 +56,8 @@ def serve(args: argparse.Namespace) -> None:
         served_model_name=args.served_model_name,
         recipe={name: value for name, value in recipe.items() if value is not None},
         auto_truncate=args.auto_truncate,
+        log_format=args.log_format,
+        otlp_endpoint=args.otlp_endpoint,
         **{name: getattr(args, name) for name in LIMITS},
     )
     try:
@@ -101,6 +103,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="cut inputs over the model's length instead of answering 413 (/embed's 'truncate' "
         "overrides it per request)",
     )
+    add_observability_options(p)
     defaults = {f.name: f.default for f in dataclasses.fields(Settings)}
     for name, help in LIMITS.items():
         p.add_argument(
@@ -111,3 +114,20 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
             help=f"{help} (default: %(default)s)",
         )
     p.set_defaults(run=serve)
+
+
+def add_observability_options(p: argparse.ArgumentParser) -> None:
+    """--log-format and --otlp-endpoint (docs/serving.md)."""
+    p.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text: uvicorn's lines; json: one JSON object a line, with an access line per request "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="send OpenTelemetry spans of each request (queue, tokenize, forward, render) to this OTLP/HTTP "
+        "collector, e.g. http://127.0.0.1:4318; needs the [otel] extra",
+    )

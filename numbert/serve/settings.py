@@ -38,6 +38,8 @@ class Settings:
     body_timeout: int = 30  # seconds
     keep_alive_timeout: int = 5  # seconds
     graceful_timeout: int = 30  # seconds
+    log_format: str = "text"  # "json": one JSON object a log line, an access line per request (serve.logs)
+    otlp_endpoint: str | None = None  # an OTLP/HTTP collector receiving the requests' spans (serve.tracing)
     blas_threads: int | None = None  # set in a worker process `numbert serve --workers N` started
 
     @property
