@@ -127,7 +127,7 @@ class Bert:
         transformers; the hidden states are always in the Output.
         """
         tokenizer = self.require_tokenizer()
-        limit = self.config.max_position_embeddings
+        limit = self.config.max_tokens
         if max_length is not None and not 1 <= max_length <= limit:
             raise ValueError(f"max_length must be between 1 and {limit}, got {max_length}")
         recipe.check_long(long)

@@ -45,7 +45,7 @@ import numpy as np
 
 from . import tf_bundle
 from .config import CONFIG_FILES, BertConfig
-from .tensors import MAX_DIMS, POOLER, tensor_shapes
+from .tensors import MAX_DIMS, POOLER, bert_name, tensor_shapes
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # the files numbert reads weights from, in this order
 
@@ -75,7 +75,8 @@ TORCH_STORAGES = {
     "ByteStorage": "U8",
     "BoolStorage": "BOOL",
 }
-HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.")  # pre-training heads (cls.*) and fine-tuning heads
+# pre-training heads (cls.*, a relative's masked-LM head renamed so) and fine-tuning heads (DistilBERT's pre_classifier)
+HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.", "pre_classifier.")
 BUFFER_SUFFIXES = ("position_ids", "token_type_ids")  # index buffers some checkpoints save
 SHARD_INDEXES = tuple(f"{name}.index.json" for name in WEIGHT_FILES)  # weight_map -> shards, for large checkpoints
 FORMATS = {  # the file a checkpoint is found by -> its format
@@ -109,7 +110,7 @@ def load_weights(
     holding NaN or infinity is refused too, by name (this reads every page of the file).
     """
     source, raw = read_checkpoint(path, verify_crc=verify_crc)
-    weights = _check_weights(normalise_names(raw), config, source, raw_names=list(raw))
+    weights = _check_weights(normalise_names(raw, config), config, source, raw_names=list(raw))
     if check_finite:
         for name, tensor in weights.items():
             _check_finite(source, name, tensor)
@@ -218,8 +219,9 @@ def sha256_by_name(directory: Path, files: Iterable[Path]) -> dict[str, str]:
     return fingerprint
 
 
-def normalise_names(weights: dict) -> dict:
-    """The same tensors under bare `BertModel` names, buffers dropped.
+def normalise_names(weights: dict, config: BertConfig = BertConfig()) -> dict:
+    """The same tensors under bare `BertModel` names, buffers dropped; a relative's (config.model_type) renamed
+    to BERT's (tensors.bert_name).
 
     `bert.embeddings.LayerNorm.gamma` (the published bert-base-uncased) and
     `embeddings.LayerNorm.weight` (sentence-transformers) both become the latter, and so do the heads'
@@ -228,7 +230,7 @@ def normalise_names(weights: dict) -> dict:
     """
     normalised = {}
     for raw_name, tensor in weights.items():
-        name = raw_name.removeprefix("bert.")
+        name = bert_name(raw_name, config)
         if name.endswith(BUFFER_SUFFIXES):
             continue
         name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", name)
@@ -265,7 +267,9 @@ def _check_weights(
     checked = {}
     for name, shape in expected.items():
         if weights[name].shape != shape:
-            raise ValueError(f"{path}: tensor {name!r} has shape {weights[name].shape}, config.json expects {shape}")
+            own = next((raw for raw in raw_names if raw != name and bert_name(raw, config) == name), None)
+            named = f"{name!r}" if own is None else f"{name!r} ({own!r} in the file)"  # a relative's own name
+            raise ValueError(f"{path}: tensor {named} has shape {weights[name].shape}, config.json expects {shape}")
     for name in [*expected, *(name for name in weights if name.startswith(HEAD_PREFIXES))]:
         tensor = weights[name]
         if not np.issubdtype(tensor.dtype, np.floating):

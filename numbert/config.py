@@ -1,5 +1,9 @@
 """The handful of numbers that define a BERT encoder, read from a checkpoint's config.json.
 
+config.json's `model_type` names the member of BERT's family (`FAMILY`: BERT, RoBERTa, XLM-RoBERTa,
+DistilBERT, ELECTRA, MPNet); each is BERT's encoder with the few differences its `Relative` lists
+(docs/family.md). DistilBERT names its sizes its own way (`dim`, `n_layers`, ...): read as BERT's.
+
 Google's TensorFlow release names the file bert_config.json, with the same keys less three whose
 defaults are BERT's own: layer_norm_eps (1e-12), pad_token_id (0) and model_type (bert). Its
 `"hidden_act": "gelu"` is evaluated as transformers evaluates it when it converts such a checkpoint,
@@ -25,6 +29,55 @@ GOOGLE_RELEASE = re.compile(
     r"(?P<casing>uncased|cased|multi_cased|multilingual|chinese|wwm_uncased|wwm_cased)"
     r"_L-\d+_H-\d+_A-\d+"
 )
+
+
+@dataclass(frozen=True)
+class Relative:
+    """What one member of BERT's family changes in BERT's encoder (docs/family.md has the why)."""
+
+    name: str  # transformers' class names start with it: RobertaModel, RobertaForMaskedLM, ...
+    prefix: str  # the encoder's tensors' prefix in a task model's checkpoint: roberta.embeddings...
+    positions_past_padding: bool = False  # RoBERTa's rule: position ids count from pad_token_id + 1, not 0
+    token_types: bool = True  # a token_type_embeddings table (DistilBERT and MPNet have none)
+    relative_attention: bool = False  # MPNet: a learned bias per head and relative distance on every layer's scores
+    config_keys: tuple[tuple[str, str], ...] = ()  # its own config.json names -> BERT's
+
+
+FAMILY = {  # config.json's model_type -> how that relative differs from BERT
+    "bert": Relative("Bert", "bert."),
+    "roberta": Relative("Roberta", "roberta.", positions_past_padding=True),
+    "xlm-roberta": Relative("XLMRoberta", "roberta.", positions_past_padding=True),
+    "distilbert": Relative(
+        "DistilBert",
+        "distilbert.",
+        token_types=False,
+        config_keys=(
+            ("dim", "hidden_size"),
+            ("n_layers", "num_hidden_layers"),
+            ("n_heads", "num_attention_heads"),
+            ("hidden_dim", "intermediate_size"),
+            ("activation", "hidden_act"),
+        ),
+    ),
+    "electra": Relative("Electra", "electra."),  # and embeddings of embedding_size, projected to hidden_size
+    "mpnet": Relative("MPNet", "mpnet.", positions_past_padding=True, token_types=False, relative_attention=True),
+}
+
+
+def model_type_of(d: dict, source: str) -> str:
+    """config.json's model_type, else the family member its first architecture names (RobertaModel: roberta),
+    else BERT (Google's bert_config.json has neither); one numbert does not run is refused, naming it."""
+    model_type = d.get("model_type")
+    if model_type is None:
+        architectures = d.get("architectures")
+        first = architectures[0] if isinstance(architectures, list) and architectures else ""
+        by_length = sorted(FAMILY.items(), key=lambda item: -len(item[1].name))  # XLMRoberta before Roberta
+        model_type = next((t for t, r in by_length if str(first).startswith(r.name)), "bert")
+    if not isinstance(model_type, str) or model_type not in FAMILY:
+        raise ValueError(
+            f"{source}: model_type {model_type!r} is not a BERT encoder numbert runs; it runs {', '.join(FAMILY)}"
+        )
+    return model_type
 
 
 def config_file(directory: str | Path) -> Path:
@@ -59,9 +112,18 @@ class BertConfig:
     hidden_act: str = "gelu"
     pad_token_id: int = 0
     position_embedding_type: str = "absolute"
+    model_type: str = "bert"  # the member of BERT's family: a key of FAMILY
+    embedding_size: int | None = None  # ELECTRA: embeddings this wide, projected to hidden_size; None: hidden_size
+    relative_attention_num_buckets: int = 32  # MPNet: rows of its relative position bias
 
     def __post_init__(self):
         where = "BertConfig"
+        if not isinstance(self.model_type, str) or self.model_type not in FAMILY:
+            raise ValueError(f"{where}: unknown model_type {self.model_type!r}; numbert runs {', '.join(FAMILY)}")
+        if self.embedding_size is not None and (
+            not isinstance(self.embedding_size, int) or isinstance(self.embedding_size, bool) or self.embedding_size < 1
+        ):
+            raise ValueError(f"{where}: embedding_size must be a positive integer, got {self.embedding_size!r}")
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if field.type == "int" and (not isinstance(value, int) or isinstance(value, bool)):
@@ -77,10 +139,18 @@ class BertConfig:
             "num_attention_heads",
             "intermediate_size",
             "max_position_embeddings",
-            "type_vocab_size",
+            "relative_attention_num_buckets",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{where}: {name} must be at least 1, got {getattr(self, name)}")
+        if self.type_vocab_size < 0 or (self.type_vocab_size >= 1) != self.relative.token_types:
+            has = "has no token types: 0" if not self.relative.token_types else "has token types: at least 1"
+            raise ValueError(f"{where}: type_vocab_size is {self.type_vocab_size}; {self.model_type} {has}")
+        if self.max_tokens < 1:
+            raise ValueError(
+                f"{where}: max_position_embeddings {self.max_position_embeddings} leaves no position past "
+                f"the padding index {self.pad_token_id}"
+            )
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(
                 f"{where}: pad_token_id {self.pad_token_id} is not an id of the vocabulary (0 to {self.vocab_size - 1})"
@@ -110,12 +180,31 @@ class BertConfig:
     def head_size(self) -> int:
         return self.hidden_size // self.num_attention_heads
 
+    @property
+    def relative(self) -> Relative:
+        """How this family member differs from BERT."""
+        return FAMILY[self.model_type]
+
+    @property
+    def embedding_width(self) -> int:
+        """The width of the embedding tables: embedding_size (ELECTRA), else hidden_size."""
+        return self.hidden_size if self.embedding_size is None else self.embedding_size
+
+    @property
+    def max_tokens(self) -> int:
+        """The longest input: one token per position, less the positions up to the padding index for RoBERTa's rule
+        (RoBERTa's 514 positions take 512 tokens)."""
+        offset = self.pad_token_id + 1 if self.relative.positions_past_padding else 0
+        return self.max_position_embeddings - offset
+
     @classmethod
     def from_dict(cls, d: dict, source: str = "config") -> BertConfig:
-        """The config of a BERT-architecture checkpoint; other architectures are refused."""
-        model_type = d.get("model_type", "bert")
-        if model_type != "bert":
-            raise ValueError(f"{source}: model_type {model_type!r} is not BERT; numbert runs BERT encoders only")
+        """The config of a checkpoint of BERT's family (FAMILY); other architectures are refused."""
+        model_type = model_type_of(d, source)
+        relative = FAMILY[model_type]
+        d = {**d, **{bert: d[own] for own, bert in relative.config_keys if own in d}, "model_type": model_type}
+        if not relative.token_types:
+            d["type_vocab_size"] = 0
         for flag in ("is_decoder", "add_cross_attention"):
             if d.get(flag):
                 raise ValueError(
@@ -146,4 +235,9 @@ class BertConfig:
         return cls.from_dict(d, source=str(path))
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self) | {"model_type": "bert", "architectures": ["BertModel"]}
+        fields = dataclasses.asdict(self)
+        if self.embedding_size is None:
+            del fields["embedding_size"]
+        if not self.relative.relative_attention:
+            del fields["relative_attention_num_buckets"]
+        return fields | {"architectures": [f"{self.relative.name}Model"]}

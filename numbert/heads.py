@@ -17,6 +17,12 @@ Fine-tuning (section 4) adds a single linear layer: `classifier` on the pooler o
 classification) or on every token (token classification), `qa_outputs` on every token (two
 outputs: the logits of the answer starting and ending there).
 
+BERT's relatives carry the same heads under their own names (numbert.tensors.RENAMES turns their masked-LM
+heads into `cls.predictions.*`), with two differences: their masked-LM transform uses GELU whatever their
+hidden_act (DistilBERT's: its activation), and their sequence classifier brings its own dense layer on the
+first token instead of the pooler (SEQUENCE_HEADS): RoBERTa's dense + tanh + out_proj, ELECTRA's with GELU,
+DistilBERT's pre_classifier + ReLU + classifier.
+
 Weights are by bare `BertModel` names as numbert.checkpoint.load_weights returns them. `Heads`
 builds each head from them when a task first asks for it, so a checkpoint without a head still
 loads, and the task that needs the head fails naming the tensors it lacks.
@@ -26,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -44,14 +50,15 @@ PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "r
 def pre_training_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
     """The tensors of BERT's two pre-training heads, as transformers names them, with their shapes.
 
-    The masked-LM decoder's weight is absent: it is the word-embedding matrix (unless untied).
+    The masked-LM decoder's weight is absent: it is the word-embedding matrix (unless untied). ELECTRA's
+    transform narrows hidden_size to its embedding_size.
     """
-    h, vocab = config.hidden_size, config.vocab_size
+    h, e, vocab = config.hidden_size, config.embedding_width, config.vocab_size
     return {
-        "cls.predictions.transform.dense.weight": (h, h),
-        "cls.predictions.transform.dense.bias": (h,),
-        "cls.predictions.transform.LayerNorm.weight": (h,),
-        "cls.predictions.transform.LayerNorm.bias": (h,),
+        "cls.predictions.transform.dense.weight": (e, h),
+        "cls.predictions.transform.dense.bias": (e,),
+        "cls.predictions.transform.LayerNorm.weight": (e,),
+        "cls.predictions.transform.LayerNorm.bias": (e,),
         "cls.predictions.bias": (vocab,),
         "cls.seq_relationship.weight": (2, h),
         "cls.seq_relationship.bias": (2,),
@@ -65,18 +72,39 @@ class MaskedLM(NamedTuple):
     norm: Norm  # (hidden,)
     decoder: np.ndarray  # (vocab, hidden): the word embeddings themselves, unless the checkpoint unties them
     bias: np.ndarray  # (vocab,)
+    activation: str = "gelu"  # the transform's: BERT's and DistilBERT's hidden_act, GELU for the others
+
+
+class SequenceClassifier(NamedTuple):
+    """A sequence classifier's weights: `out` on BERT's pooler output, or on activation(dense(h_first)) for
+    a relative, whose head brings its own dense layer (SEQUENCE_HEADS)."""
+
+    out: Linear  # (labels, hidden)
+    dense: Linear | None = None  # (hidden, hidden); None: BERT's, on the pooler output the encoder computes
+    activation: str = "tanh"
+
+
+# model_type -> the names of its sequence classifier's dense layer, its activation and its output layer
+SEQUENCE_HEADS = {
+    "roberta": ("classifier.dense", "tanh", "classifier.out_proj"),  # RobertaClassificationHead
+    "xlm-roberta": ("classifier.dense", "tanh", "classifier.out_proj"),
+    "mpnet": ("classifier.dense", "tanh", "classifier.out_proj"),  # MPNetClassificationHead
+    "electra": ("classifier.dense", "gelu", "classifier.out_proj"),  # ElectraClassificationHead
+    "distilbert": ("pre_classifier", "relu", "classifier"),  # DistilBertForSequenceClassification
+}
+HEAD_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"tanh": np.tanh, **ACTIVATIONS}
 
 
 # ---------------------------------------------------------------------------------------------
 # The maths
 
 
-def masked_lm_logits(h: np.ndarray, head: MaskedLM, hidden_act: str, eps: float) -> np.ndarray:
+def masked_lm_logits(h: np.ndarray, head: MaskedLM, eps: float) -> np.ndarray:
     """Scores over the vocabulary for each token. (..., hidden) -> (..., vocab)
 
     Only the positions asked about need this: for fill-mask, the [MASK]s' hidden states.
     """
-    x = ACTIVATIONS[hidden_act](linear(h, head.transform))
+    x = ACTIVATIONS[head.activation](linear(h, head.transform))
     x = layer_norm(x, head.norm, eps)
     logits = matmul_weight(x, head.decoder)
     logits += head.bias
@@ -103,6 +131,16 @@ def classifier_logits(x: np.ndarray, head: Linear) -> np.ndarray:
     "labels": start and end.
     """
     return linear(x, head)
+
+
+def sequence_logits(first_token: np.ndarray, pooled: np.ndarray | None, head: SequenceClassifier) -> np.ndarray:
+    """A sequence classifier's logits. first_token: the last layer's [CLS] (<s>) states, (batch, hidden);
+    pooled: BERT's pooler output (batch, hidden), read when the head has no dense layer of its own.
+    -> (batch, labels)"""
+    if head.dense is None:
+        assert pooled is not None  # Heads.sequence_classifier requires a pooler for BERT's head
+        return classifier_logits(pooled, head.out)
+    return classifier_logits(HEAD_ACTIVATIONS[head.activation](linear(first_token, head.dense)), head.out)
 
 
 def span_logits(last_hidden_state: np.ndarray, head: Linear) -> tuple[np.ndarray, np.ndarray]:
@@ -206,14 +244,14 @@ class Heads:
     @functools.cached_property
     def masked_lm(self) -> MaskedLM:
         """The masked-LM head of BertForMaskedLM / BertForPreTraining checkpoints (bert-base-uncased has one)."""
-        h, vocab = self.config.hidden_size, self.config.vocab_size
+        e, vocab = self.config.embedding_width, self.config.vocab_size
         shapes = {
             name: shape
             for name, shape in pre_training_shapes(self.config).items()
             if name.startswith("cls.predictions.")
         }
         if not self.head_config.tie_word_embeddings:
-            shapes["cls.predictions.decoder.weight"] = (vocab, h)
+            shapes["cls.predictions.decoder.weight"] = (vocab, e)
         # transformers saves the bias as cls.predictions.bias, older checkpoints also (or only) as decoder.bias
         bias_name = "cls.predictions.bias"
         if bias_name not in self.weights and "cls.predictions.decoder.bias" in self.weights:
@@ -222,18 +260,22 @@ class Heads:
         w = self._take(
             "masked-LM head",
             shapes,
-            "fill_mask needs a checkpoint saved from BertForMaskedLM or BertForPreTraining, such as bert-base-uncased",
+            "fill_mask needs a checkpoint saved from BertForMaskedLM or BertForPreTraining, such as bert-base-uncased"
+            if self.config.model_type == "bert"
+            else f"fill_mask needs a checkpoint saved from {self._architecture('ForMaskedLM')}",
         )
         decoder = (
             w["cls.predictions.decoder.weight"]
             if not self.head_config.tie_word_embeddings
             else self.weights["embeddings.word_embeddings.weight"]
         )
+        own_activation = self.config.model_type in ("bert", "distilbert")  # the others' heads use GELU
         return MaskedLM(
             transform=Linear(w["cls.predictions.transform.dense.weight"], w["cls.predictions.transform.dense.bias"]),
             norm=Norm(w["cls.predictions.transform.LayerNorm.weight"], w["cls.predictions.transform.LayerNorm.bias"]),
             decoder=decoder,
             bias=w[bias_name],
+            activation=self.config.hidden_act if own_activation else "gelu",
         )
 
     @functools.cached_property
@@ -253,16 +295,23 @@ class Heads:
         return Linear(w["cls.seq_relationship.weight"], w["cls.seq_relationship.bias"])
 
     @functools.cached_property
-    def sequence_classifier(self) -> Linear:
-        """The classifier (labels, hidden) on the pooler output of BertForSequenceClassification checkpoints."""
-        head = self._classifier("BertForSequenceClassification", "BertForTokenClassification", "ner")
-        self._require_pooler("sequence classification")
-        return head
+    def sequence_classifier(self) -> SequenceClassifier:
+        """The classifier of BertForSequenceClassification checkpoints, (labels, hidden) on the pooler output;
+        a relative's (RobertaForSequenceClassification, ...) with its own dense layer on the first token."""
+        if self.config.model_type not in SEQUENCE_HEADS:
+            head = self._classifier("ForSequenceClassification", "ForTokenClassification", "ner")
+            self._require_pooler("sequence classification")
+            return SequenceClassifier(head)
+        dense, activation, out = SEQUENCE_HEADS[self.config.model_type]
+        head = self._classifier("ForSequenceClassification", "ForTokenClassification", "ner", out)
+        h, architecture = self.config.hidden_size, self._architecture("ForSequenceClassification")
+        w = self._take(f"{architecture} classifier", _linear(dense, h, h), f"classify needs a {architecture}")
+        return SequenceClassifier(head, Linear(w[dense + ".weight"], w[dense + ".bias"]), activation)
 
     @functools.cached_property
     def token_classifier(self) -> Linear:
         """The classifier (labels, hidden) on every token of BertForTokenClassification checkpoints."""
-        return self._classifier("BertForTokenClassification", "BertForSequenceClassification", "classify")
+        return self._classifier("ForTokenClassification", "ForSequenceClassification", "classify")
 
     @functools.cached_property
     def question_answering(self) -> Linear:
@@ -271,36 +320,43 @@ class Heads:
         w = self._take(
             "question-answering head",
             {"qa_outputs.weight": (2, h), "qa_outputs.bias": (2,)},
-            "qa needs a checkpoint saved from BertForQuestionAnswering",
+            f"qa needs a checkpoint saved from {self._architecture('ForQuestionAnswering')}",
         )
         return Linear(w["qa_outputs.weight"], w["qa_outputs.bias"])
 
     @property
     def labels(self) -> list[str]:
         """The classifier's label names: config.json's id2label, else LABEL_0, LABEL_1, ... (transformers' names)."""
-        rows = len(self.weights["classifier.weight"]) if "classifier.weight" in self.weights else 2
+        outputs = [name for name in ("classifier.weight", "classifier.out_proj.weight") if name in self.weights]
+        rows = len(self.weights[outputs[0]]) if outputs else 2
         if self.head_config.id2label is None:
             return [f"LABEL_{i}" for i in range(rows)]
         return [label for _, label in self.head_config.id2label]
 
-    def _classifier(self, architecture: str, other: str, other_task: str) -> Linear:
-        """The `classifier` tensors, checked against id2label, for a head of `architecture` (not `other`)."""
+    def _architecture(self, task: str) -> str:
+        """This model's architecture for `task`: BertForTokenClassification, RobertaForSequenceClassification..."""
+        return self.config.relative.name + task
+
+    def _classifier(self, task: str, other_task: str, other_method: str, name: str = "classifier") -> Linear:
+        """The `name` tensors (labels, hidden), checked against id2label, for a head of `task`
+        (ForSequenceClassification, ...), not of `other_task`."""
+        architecture, other = self._architecture(task), self._architecture(other_task)
         declared = self.head_config.architecture
         if declared == other:
             raise ValueError(
                 f"{self.source}: its classifier belongs to a {other} (config.json's architectures); "
-                f"use {other_task} instead"
+                f"use {other_method} instead"
             )
-        if declared is not None and declared.startswith("BertFor") and declared != architecture:
+        if declared is not None and declared.startswith(self.config.relative.name + "For") and declared != architecture:
             raise ValueError(
                 f"{self.source}: config.json's architectures is {declared}; this task needs a "
                 f"checkpoint saved from {architecture}"
             )
         h = self.config.hidden_size
-        rows = self.weights["classifier.weight"].shape[0] if "classifier.weight" in self.weights else len(self.labels)
+        rows = self.weights[name + ".weight"].shape[0] if name + ".weight" in self.weights else len(self.labels)
         w = self._take(
             f"{architecture} classifier",
-            {"classifier.weight": (rows, h), "classifier.bias": (rows,)},
+            _linear(name, rows, h),
             f"this task needs a checkpoint saved from {architecture}",
         )
         if len(self.labels) != rows:
@@ -308,7 +364,7 @@ class Heads:
                 f"{self.source}: config.json's id2label names {len(self.labels)} labels but the "
                 f"classifier has {rows} outputs"
             )
-        return Linear(w["classifier.weight"], w["classifier.bias"])
+        return Linear(w[name + ".weight"], w[name + ".bias"])
 
     def _take(self, what: str, shapes: dict[str, tuple[int, ...]], hint: str) -> dict[str, np.ndarray]:
         """The tensors `shapes` names, checked; a clear error naming every missing or misshapen one."""
@@ -329,6 +385,11 @@ class Heads:
                 )
         return {name: self.weights[name] for name in shapes}
 
-    def _require_pooler(self, task: str) -> None:
+    def _require_pooler(self, task: str) -> None:  # BERT's heads on the pooler
         if "pooler.dense.weight" not in self.weights:
             raise ValueError(f"{self.source} has no pooler (pooler.dense.*), which {task} runs on")
+
+
+def _linear(name: str, rows: int, columns: int) -> dict[str, tuple[int, ...]]:
+    """The shapes of a Linear layer's tensors by name: weight (rows, columns), bias (rows,)."""
+    return {f"{name}.weight": (rows, columns), f"{name}.bias": (rows,)}

@@ -270,7 +270,8 @@ def unpacked(archive: Path) -> Path:
     target = cache / f"{archive.name}-{key}"
     if not target.is_dir():
         cache.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(dir=cache, prefix=".unpacking-"))
+        _remove_abandoned_unpackings(cache)
+        scratch = Path(tempfile.mkdtemp(dir=cache, prefix=f".unpacking-{os.getpid()}-"))
         try:
             _unpack(archive, scratch)
             _model_root(archive, scratch)  # no model: refused before anything is kept
@@ -282,6 +283,27 @@ def unpacked(archive: Path) -> Path:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return _model_root(archive, target)
+
+
+def _remove_abandoned_unpackings(cache: Path) -> None:
+    """Remove the scratch directories of unpackings whose process has died (killed mid-unpack, where no
+    `finally` runs). Each is named `.unpacking-PID-*` after the process writing it."""
+    for scratch in cache.glob(".unpacking-*-*"):
+        pid = scratch.name.split("-")[1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    if os.name != "posix":  # os.kill(pid, 0) would end the process on Windows: count it alive
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def is_model_file(member: PurePosixPath) -> bool:

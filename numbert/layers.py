@@ -217,6 +217,29 @@ def attention_mask_bias(attention_mask: np.ndarray) -> np.ndarray:
     return bias.astype(np.float32, copy=False)
 
 
+def positions_past_padding(input_ids: np.ndarray, pad_token_id: int) -> np.ndarray:
+    """RoBERTa's position ids: the real tokens count from pad_token_id + 1, padding stays at pad_token_id.
+    (batch, seq) -> (batch, seq). As transformers' create_position_ids_from_input_ids, the padding is
+    told by its id, not the attention mask. Reference: `reference.position_ids`, the same."""
+    real = input_ids != pad_token_id
+    return np.cumsum(real, axis=1) * real + pad_token_id
+
+
+def relative_position_buckets(seq: int, num_buckets: int = 32, max_distance: int = 128) -> np.ndarray:
+    """MPNet's (and T5's) bucket of each relative distance key - query: half the buckets for keys before
+    the query, half for keys after; in each half, distances below a quarter of the buckets get one bucket
+    each, larger ones share buckets spaced logarithmically up to max_distance. (seq, seq) int64.
+    In float32, as transformers computes it, so every bucket boundary falls where it does there."""
+    distance = np.arange(seq)[None, :] - np.arange(seq)[:, None]  # key position - query position
+    half = num_buckets // 2
+    exact = half // 2
+    n = np.abs(distance)
+    with np.errstate(divide="ignore"):  # log(0) at n = 0, where the exact bucket is taken anyway
+        scaled = np.log(n.astype(f32) / f32(exact)) / f32(np.log(max_distance / exact)) * f32(half - exact)
+    large = np.minimum(exact + np.trunc(np.maximum(scaled, f32(-1))).astype(np.int64), half - 1)
+    return np.where(distance > 0, half, 0) + np.where(n < exact, n, large)
+
+
 def split_heads(x: np.ndarray, heads: int) -> np.ndarray:
     """(batch, seq, hidden) -> (batch, heads, seq, head_size)"""
     batch, seq, hidden = x.shape
@@ -244,10 +267,12 @@ def attention(
     *,
     out: np.ndarray | None = None,
     probs_out: np.ndarray | None = None,
+    score_bias: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Scaled dot-product attention: softmax(q k^T / sqrt(d) + mask) v, for every head at once.
+    """Scaled dot-product attention: softmax(q k^T / sqrt(d) + bias + mask) v, for every head at once.
 
-    q, k, v: (batch, heads, seq, head_size); mask_bias: (batch, 1, 1, seq), or None without padding.
+    q, k, v: (batch, heads, seq, head_size); mask_bias: (batch, 1, 1, seq), or None without padding;
+    score_bias: (heads, seq, seq) added to every row's scores (MPNet's relative positions), or None.
     Returns the context (batch, heads, seq, head_size), written into `out` if given, and, if asked
     for, the probabilities (batch, heads, seq, seq), written into `probs_out` if given.
 
@@ -259,6 +284,8 @@ def attention(
     q = np.multiply(q, f32(1 / np.sqrt(head_size)), out=heads_layout(scratch_array(batch, seq, heads, head_size)))
     scores = result(probs_out, batch, heads, seq, seq) if output_probs else scratch_array(batch, heads, seq, seq)
     np.matmul(q, k.transpose(0, 1, 3, 2), out=scores)
+    if score_bias is not None:
+        scores += score_bias
     if mask_bias is not None:
         scores += mask_bias
     weights = by_rows(exp_shifted, scores)  # softmax = weights / total, in cache-sized blocks

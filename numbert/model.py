@@ -5,6 +5,9 @@ Section 3 of the BERT paper (Devlin et al., 2018) over the fast blocks of number
 self-attention followed by a position-wise feed-forward network, both wrapped in a residual
 connection and LayerNorm; `pool` is the dense + tanh over [CLS] used for sentence-level tasks.
 numbert/reference.py is the same pass written plainly; tests/test_reference.py proves the two equal.
+BERT's relatives (numbert.config.FAMILY) run this same encoder with the options their config sets: positions
+past the padding index, no token types, a projected embedding, a relative-position bias on the attention
+scores (docs/family.md).
 Token ids in, an `Output` out: text is numbert/bert.py's business.
 """
 
@@ -29,10 +32,12 @@ from .layers import (
     layer_norm,
     linear,
     merge_heads,
+    positions_past_padding,
+    relative_position_buckets,
     split_heads,
 )
 from .scratch import Scratch, scratch_array
-from .tensors import EMBEDDING_NAMES, LAYER_NAMES, POOLER_NAME
+from .tensors import EMBEDDING_NAMES, LAYER_NAMES, POOLER_NAME, PROJECTION_NAME, RELATIVE_ATTENTION_NAME
 
 
 class EncoderLayer(NamedTuple):
@@ -129,8 +134,13 @@ class Encoder:
         pair = lambda kind, name: kind(weights[name + ".weight"], weights[name + ".bias"])
         self.word_embeddings = table(EMBEDDING_NAMES["word"])  # (vocab, hidden)
         self.position_embeddings = table(EMBEDDING_NAMES["position"])  # (max_positions, hidden)
-        self.token_type_embeddings = table(EMBEDDING_NAMES["segment"])  # (type_vocab, hidden)
+        # (type_vocab, hidden); None for DistilBERT and MPNet, which have no token types
+        self.token_type_embeddings = table(EMBEDDING_NAMES["segment"]) if config.type_vocab_size else None
         self.embedding_norm = pair(Norm, EMBEDDING_NAMES["norm"])
+        # ELECTRA: (hidden, embedding_size), the embeddings projected up to hidden_size; None where they are that wide
+        self.embedding_projection = pair(Linear, PROJECTION_NAME) if PROJECTION_NAME + ".weight" in weights else None
+        # MPNet: (buckets, heads), a learned bias per relative distance bucket and head; None for the others
+        self.relative_attention_bias = table(RELATIVE_ATTENTION_NAME) if config.relative.relative_attention else None
         self.layers = [
             EncoderLayer(
                 **{
@@ -147,12 +157,30 @@ class Encoder:
         self, input_ids: np.ndarray, token_type_ids: np.ndarray, out: np.ndarray | None = None
     ) -> np.ndarray:
         """Token + position + segment embeddings, then LayerNorm, into `out` if given.
-        (batch, seq) -> (batch, seq, hidden). Reference: the first line of `reference.forward`."""
-        seq = input_ids.shape[1]
+        (batch, seq) -> (batch, seq, hidden). Reference: `reference.embeddings`.
+
+        The relatives: positions past the padding index (RoBERTa, XLM-R, MPNet), no segments (DistilBERT,
+        MPNet), and the normalised embeddings projected to hidden (ELECTRA, when embedding_size is smaller)."""
+        c, seq = self.config, input_ids.shape[1]
         x = self.word_embeddings[input_ids]
-        x += self.position_embeddings[:seq]
-        x += self.token_type_embeddings[token_type_ids]
-        return layer_norm(x, self.embedding_norm, self.config.layer_norm_eps, out=x if out is None else out)
+        if c.relative.positions_past_padding:
+            x += self.position_embeddings[positions_past_padding(input_ids, c.pad_token_id)]
+        else:
+            x += self.position_embeddings[:seq]
+        if self.token_type_embeddings is not None:
+            x += self.token_type_embeddings[token_type_ids]
+        if self.embedding_projection is None:
+            return layer_norm(x, self.embedding_norm, c.layer_norm_eps, out=x if out is None else out)
+        return linear(layer_norm(x, self.embedding_norm, c.layer_norm_eps, out=x), self.embedding_projection, out)
+
+    def position_bias(self, seq: int) -> np.ndarray | None:
+        """MPNet's relative position bias, the same for every layer and row: each head's learned value for the
+        bucket of each key's distance from the query. (heads, seq, seq); None for the others.
+        Reference: `reference.position_bias`."""
+        if self.relative_attention_bias is None:
+            return None
+        buckets = relative_position_buckets(seq)  # (seq, seq); transformers always uses 32 buckets here
+        return np.ascontiguousarray(self.relative_attention_bias[buckets].transpose(2, 0, 1))
 
     def encoder_layer(
         self,
@@ -163,10 +191,12 @@ class Encoder:
         *,
         out: np.ndarray | None = None,
         probs_out: np.ndarray | None = None,
+        score_bias: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """One transformer layer. x: (batch, seq, hidden) -> (batch, seq, hidden), and the attention
         probabilities (batch, heads, seq, seq) if output_probs, else None; written into `out` and
-        `probs_out` if given, else new arrays. Reference: `reference.encoder_layer`."""
+        `probs_out` if given, else new arrays. score_bias: (heads, seq, seq) added to the attention
+        scores (MPNet's `position_bias`), or None. Reference: `reference.encoder_layer`."""
         eps, heads = self.config.layer_norm_eps, self.config.num_attention_heads
         batch, seq, hidden = x.shape
         # Multi-head self-attention, then Add & Norm.
@@ -175,7 +205,7 @@ class Encoder:
             for p in (layer.query, layer.key, layer.value)
         )
         context = heads_layout(scratch_array(batch, seq, heads, hidden // heads))
-        _, probs = attention(q, k, v, mask_bias, output_probs, out=context, probs_out=probs_out)
+        _, probs = attention(q, k, v, mask_bias, output_probs, out=context, probs_out=probs_out, score_bias=score_bias)
         h = linear(merge_heads(context), layer.attention_output, scratch_array(batch, seq, hidden))
         h += x
         layer_norm(h, layer.attention_norm, eps, out=h)
@@ -207,6 +237,7 @@ class Encoder:
             else None
         )
         mask_bias = None if mask.all() else attention_mask_bias(mask)  # no padding: skip adding zeros
+        score_bias = self.position_bias(seq)  # MPNet's, computed once for every layer; None for the others
         self.embeddings(ids, types, out=hidden_states[0])
         scratch = Scratch()  # each layer's temporary arrays, reused by the next
         for i, layer in enumerate(self.layers):
@@ -218,6 +249,7 @@ class Encoder:
                     output_attentions,
                     out=hidden_states[i + 1],
                     probs_out=None if attentions is None else attentions[i],
+                    score_bias=score_bias,
                 )
         if single:
             hidden_states = hidden_states[:, 0]
@@ -254,12 +286,15 @@ class Encoder:
                 raise ValueError(f"{name} has shape {a.shape}, input_ids has shape {ids.shape}; they must match")
         if ids.shape[1] == 0 or ids.shape[0] == 0:
             raise ValueError(f"input_ids is empty (shape {ids.shape})")
-        if ids.shape[1] > c.max_position_embeddings:
+        if ids.shape[1] > c.max_tokens:
             raise ValueError(
                 f"the input is {ids.shape[1]} tokens long; this model has "
-                f"{c.max_position_embeddings} positions (truncate it or use long='window')"
+                f"{c.max_tokens} positions (truncate it or use long='window')"
             )
-        for name, a, limit in (("input_ids", ids, c.vocab_size), ("token_type_ids", types, c.type_vocab_size)):
+        checked = [("input_ids", ids, c.vocab_size)]
+        if self.token_type_embeddings is not None:  # a model without segments (DistilBERT, MPNet) ignores them
+            checked.append(("token_type_ids", types, c.type_vocab_size))
+        for name, a, limit in checked:
             if a.min() < 0 or a.max() >= limit:
                 raise ValueError(f"{name} must lie in [0, {limit}); found values {a.min()}..{a.max()}")
         return ids, types, mask, single

@@ -2,7 +2,8 @@
 
     readout                      reads                   through                   one answer per row
     SentenceVectors(recipe)      hidden states, mask     pooling, Dense layers     (width,)
-    SequenceLogits(classifier)   pooler output           classifier                (labels,)
+    TokenVectors()               last hidden state       nothing                   (seq, hidden)
+    SequenceLogits(classifier)   pooler output ([CLS])   classifier                (labels,)
     TokenLogits(classifier)      last hidden state       classifier on each token  (seq, labels)
     SpanLogits(qa_outputs)       last hidden state       qa_outputs                (seq, 2): start, end
     MaskedLMLogits(head, config) last hidden state       cls.predictions           (seq, vocab)
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import BertConfig
-from .heads import MaskedLM, classifier_logits, masked_lm_logits
+from .heads import MaskedLM, SequenceClassifier, classifier_logits, masked_lm_logits, sequence_logits
 from .layers import Linear
 from .model import Output
 from .recipe import Recipe
@@ -55,16 +56,27 @@ class SentenceVectors:
 
 
 @dataclass(frozen=True, eq=False)
-class SequenceLogits:
-    """A sequence classifier's logits per row (a text or a pair), on the pooler output. (labels,)"""
+class TokenVectors:
+    """Every real token's vector of the last layer, unpooled (text-embeddings-inference's /embed_all). (seq, hidden)"""
 
-    classifier: Linear  # Heads.sequence_classifier: (labels, hidden)
+    name = "embed_all"
+
+    def __call__(self, out: Output) -> list[np.ndarray]:
+        return per_token(out, out.last_hidden_state)
+
+
+@dataclass(frozen=True, eq=False)
+class SequenceLogits:
+    """A sequence classifier's logits per row (a text or a pair), on the pooler output (BERT) or the first
+    token's last hidden state (its relatives). (labels,)"""
+
+    classifier: SequenceClassifier  # Heads.sequence_classifier
     name = "classify"
 
     def __call__(self, out: Output) -> list[np.ndarray]:
-        assert out.pooler_output is not None  # Heads.sequence_classifier requires a pooler
-        pooled = out.pooler_output if out.batched else out.pooler_output[None]
-        return list(classifier_logits(pooled, self.classifier))
+        pooled = out.pooler_output if out.batched or out.pooler_output is None else out.pooler_output[None]
+        first = out.last_hidden_state[..., 0, :]
+        return list(sequence_logits(first if out.batched else first[None], pooled, self.classifier))
 
 
 @dataclass(frozen=True, eq=False)
@@ -96,12 +108,9 @@ class MaskedLMLogits:
     vocab x 4 bytes per token (122 kB for BERT's 30522): meant for short rows or few of them."""
 
     head: MaskedLM  # Heads.masked_lm
-    config: BertConfig  # its activation (hidden_act) and LayerNorm epsilon
+    config: BertConfig  # its LayerNorm epsilon
     name = "masked_lm"
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         c = self.config
-        return [
-            masked_lm_logits(h, self.head, c.hidden_act, c.layer_norm_eps)
-            for h in per_token(out, out.last_hidden_state)
-        ]
+        return [masked_lm_logits(h, self.head, c.layer_norm_eps) for h in per_token(out, out.last_hidden_state)]

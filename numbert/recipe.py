@@ -233,7 +233,7 @@ def pooled_width(
 def tokens_per_input(config: BertConfig, sentence_config: SentenceConfig | None, max_length: int | None) -> int:
     """Tokens per input, [CLS] and [SEP] included: the caller's, a sentence-transformers max_seq_length, or all
     the model's positions."""
-    positions = config.max_position_embeddings
+    positions = config.max_tokens
     if max_length is None:
         st = sentence_config
         return min(st.max_seq_length or positions, positions) if st else positions

@@ -42,7 +42,7 @@ TORCH_ACTIVATIONS = {"Sigmoid": "sigmoid", "Identity": "identity", "Tanh": "tanh
 def pair_limit(model: Bert, max_length: int | None = None) -> int:
     """Tokens per pair, [CLS] and both [SEP]s included: `max_length`, else CrossEncoder's (sentence_bert_config's
     max_seq_length, else the tokenizer's model_max_length), at most the model's positions."""
-    positions = model.config.max_position_embeddings
+    positions = model.config.max_tokens
     if max_length is not None:
         if isinstance(max_length, bool) or not isinstance(max_length, int) or not 4 <= max_length <= positions:
             raise ValueError(f"max_length must be an integer between 4 and {positions}, got {max_length!r}")
@@ -172,7 +172,7 @@ def predict(
     batch_size, limit = planner.positive("batch_size", batch_size), pair_limit(model, max_length)
     check_long(long)
     if long == "window":
-        labels = len(model.heads.sequence_classifier.weight)
+        labels = len(model.heads.sequence_classifier.out.weight)
         if labels != 1:
             raise ValueError(
                 f"long='window' scores a document by its best window, for one label; {model.name} has {labels}"
@@ -228,7 +228,7 @@ def rerank(
         if activation_fn is not None:
             raise ValueError("pass raw_scores=True or activation_fn=, not both")
         activation_fn = "identity"
-    labels = len(model.heads.sequence_classifier.weight)
+    labels = len(model.heads.sequence_classifier.out.weight)
     if labels != 1:
         raise ValueError(
             f"rerank needs a cross-encoder with one label (a relevance score); {model.name} has {labels}: "

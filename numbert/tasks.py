@@ -100,7 +100,7 @@ def fill_mask(
         )
     out = model.forward(np.array(encoding.ids), np.array(encoding.type_ids))
     c = model.config
-    logits = masked_lm_logits(out.last_hidden_state[masks], head, c.hidden_act, c.layer_norm_eps)  # (masks, vocab)
+    logits = masked_lm_logits(out.last_hidden_state[masks], head, c.layer_norm_eps)  # (masks, vocab)
     probs = softmax(logits)
     single = len(masks) == 1
     guesses = [
@@ -487,7 +487,7 @@ def _tokenizer(model: Bert) -> Tokenizer:
 
 def _positions(model: Bert) -> int:
     """Tokens per input the model reads: its positions, or the tokenizer's model_max_length if smaller."""
-    positions = model.config.max_position_embeddings
+    positions = model.config.max_tokens
     return min(positions, _tokenizer(model).model_max_length or positions)
 
 

@@ -91,6 +91,7 @@ class Worker:
         os.close(child_writes)
         self.send_end = Connection(parent_writes, readable=False)
         self.receive_end = Connection(parent_reads, writable=False)
+        self.loaded = False  # until it reports the model loaded, it reads no message: stopping it is a kill
         self.batch: tuple[int, Planned] | None = None
         self.recipe: tuple[Recipe, int] | None = None  # the recipe and window batch size it was last sent
         self.send(("load", model, load_options))
@@ -121,11 +122,11 @@ class Worker:
         return f"exit status {code}"
 
     def close(self, timeout: float = 10) -> None:
-        """Stop the worker: at once if it holds a batch nobody will take (an error, an early stop), else
-        after it has read the stop message."""
+        """Stop the worker: at once if it is still loading or holds a batch nobody will take (an error, an
+        early stop, an interrupt), else after it has read the stop message."""
         if self.send_end.closed:
             return
-        if self.batch is not None:
+        if self.batch is not None or not self.loaded:
             self.process.kill()
         self.send(None)
         for end in (self.send_end, self.receive_end):
@@ -172,7 +173,8 @@ class Pool:
     def _ready(self, worker: Worker) -> None:
         """Wait for a new worker to load the model; its error (a bad path) is raised here."""
         message = worker.receive()
-        if message is None or message[0] == "error":
+        worker.loaded = message is not None and message[0] != "error"
+        if not worker.loaded:
             self.close()
             if message is None:
                 raise WorkerDied(

@@ -83,7 +83,7 @@ def torch_head(head: MaskedLM) -> BertOnlyMLMHead:
 
 
 def numbert_logits(head: MaskedLM, h: np.ndarray) -> np.ndarray:
-    return masked_lm_logits(h, head, "gelu", EPS)
+    return masked_lm_logits(h, head, EPS)
 
 
 def numbert_fill(head: MaskedLM, h: np.ndarray) -> np.ndarray:

@@ -60,7 +60,7 @@ def test_unknown_keys_and_null_pad_token_are_ignored():
         ({"position_embedding_type": "relative_key"}, ["position_embedding_type", "relative_key"]),
         ({"position_embedding_type": "relative_key_query"}, ["position_embedding_type", "relative_key_query"]),
         ({"hidden_act": "swish"}, ["hidden_act", "swish"]),
-        ({"model_type": "roberta"}, ["model_type", "roberta", "BERT"]),
+        ({"model_type": "gpt2"}, ["model_type", "gpt2", "bert, roberta, xlm-roberta, distilbert, electra, mpnet"]),
         ({"hidden_size": 100, "num_attention_heads": 12}, ["hidden_size 100", "num_attention_heads 12"]),
         ({"num_hidden_layers": 0}, ["num_hidden_layers", "at least 1"]),
         ({"vocab_size": 30522.0}, ["vocab_size", "integer"]),

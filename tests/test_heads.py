@@ -30,7 +30,7 @@ def torch_logits(torch, model, encoding):
 
 def mlm_logits(model: numbert.Bert, out: numbert.Output) -> np.ndarray:
     c = model.config
-    return masked_lm_logits(out.last_hidden_state, model.heads.masked_lm, c.hidden_act, c.layer_norm_eps)
+    return masked_lm_logits(out.last_hidden_state, model.heads.masked_lm, c.layer_norm_eps)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -88,7 +88,7 @@ def test_sequence_classifier_logits_match_bert_for_sequence_classification(head_
     out = model(*PAIR)
     expected = torch_logits(torch, reference, out.encodings[0]).logits[0].numpy()
     np.testing.assert_allclose(
-        classifier_logits(out.pooler_output, model.heads.sequence_classifier), expected, atol=ATOL, rtol=0
+        classifier_logits(out.pooler_output, model.heads.sequence_classifier.out), expected, atol=ATOL, rtol=0
     )
     assert model.heads.labels == ["neg", "neu", "pos"]
 

@@ -347,3 +347,15 @@ def test_an_archive_without_a_model_leaves_nothing_in_the_cache(tmp_path, archiv
     with pytest.raises(FileNotFoundError, match="notes.zip holds no model folder"):
         model_dir(archive)
     assert left_in(archives) == []
+
+
+def test_a_killed_unpackings_scratch_is_removed_by_the_next_one(tmp_path, archives):
+    """SIGKILL mid-unpack runs no `finally`: the next unpacking removes the dead process's scratch, not a
+    live one's."""
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    archives.mkdir(parents=True)
+    for pid in (int(ended.stdout), os.getpid()):
+        (archives / f".unpacking-{pid}-abc").mkdir()
+        (archives / f".unpacking-{pid}-abc" / "model.safetensors").write_bytes(b"half")
+    model_dir(write_zip(tmp_path / "model.zip", model_files()))
+    assert [p for p in left_in(archives) if p.startswith(".")] == [f".unpacking-{os.getpid()}-abc"]

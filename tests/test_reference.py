@@ -161,3 +161,33 @@ def test_layer_norm_leaves_its_argument_alone_unless_told_to_write_over_it():
     z = layers.layer_norm(x, norm, 1e-12, out=x)
     assert np.shares_memory(z, x)
     np.testing.assert_array_equal(z, y)
+
+
+RELATIVES = {  # BERT's relatives (numbert.config.FAMILY) as the fast path runs them: each option on
+    "roberta": dict(pad_token_id=1, type_vocab_size=1, max_position_embeddings=514),  # positions past padding
+    "distilbert": dict(type_vocab_size=0),  # no token types
+    "electra": dict(embedding_size=64),  # embeddings of 64, projected to 128
+    "mpnet": dict(pad_token_id=1, type_vocab_size=0, max_position_embeddings=514),  # relative position bias
+}
+
+
+@pytest.mark.parametrize(  # 200 tokens: MPNet's buckets beyond their exact range and past 128
+    "model_type, tokens", [(model_type, 20) for model_type in RELATIVES] + [("mpnet", 200)]
+)
+def test_fast_equals_reference_for_bert_s_relatives(model_type, tokens):
+    config = BertConfig(
+        vocab_size=300,
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        model_type=model_type,
+        **RELATIVES[model_type],
+    )
+    weights = random_weights(config, seed=3)
+    if model_type == "mpnet":  # a bias of the attention scores' size, so it matters
+        weights["encoder.relative_attention_bias.weight"] *= np.float32(100)
+    ids, types, mask = random_inputs(tokens, padded=True, seed=2)
+    ids[mask == 0] = config.pad_token_id  # padding told by its id, as RoBERTa's positions need
+    types = types if config.type_vocab_size > 1 else np.zeros_like(types)
+    assert_fast_equals_reference(Encoder(config, weights), ids, types, mask)

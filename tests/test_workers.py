@@ -130,6 +130,14 @@ def test_bad_models_fail_when_the_pool_starts(minilm_dir, tmp_path):
         Pool(minilm_dir, workers=0)
 
 
+def test_a_worker_stopped_while_it_loads_is_killed_not_waited_for(minilm_dir):
+    """An interrupt while the pool starts (Ctrl-C during loading) closes workers that read no message until
+    their model is loaded: they are killed at once instead of being waited for."""
+    worker = workers.Worker(str(minilm_dir), {}, threads=1)
+    worker.close()
+    assert worker.process.returncode == -signal.SIGKILL
+
+
 def test_an_error_in_a_batch_is_raised_in_the_caller(minilm_dir, model):
     recipe = model.recipe()
     with Pool(minilm_dir, workers=1) as pool:

@@ -1,12 +1,15 @@
 """The HTTP routes (Starlette): OpenAI's /v1/embeddings and /v1/models, text-embeddings-inference's /embed,
-/tokenize, /rerank, /predict, /health and /metrics, and the Cohere/Jina-style /v1/rerank.
+/embed_all, /tokenize, /decode, /rerank, /predict, /info, /health and /metrics, and the Cohere/Jina-style
+/v1/rerank; each route that works on inputs also as /models/NAME/... for the served model NAME (`models`).
 
-Every route that works on inputs goes through `Server.handle`: 503 until the model is loaded, the body
-read up to payload_limit (413) within body_timeout (408), admission once it is whole (429 with
-Retry-After beyond max_concurrent_requests), parsing and tokenizing, the model thread's queue, and the
-answer rendered, or the error in OpenAI's shape. Parsing, tokenizing and rendering run in threads,
-except for small requests (a thread hop costs more than they do), so the event loop never stalls on a
-big one and the model never runs on it. An unexpected error is a 500 and the server keeps serving.
+Every route that works on inputs goes through `Server.handle`: the body read up to payload_limit (413)
+within body_timeout (408), admission once it is whole (429 with Retry-After beyond
+max_concurrent_requests), parsing, the model picked (404 for one not served, 503 until it is loaded),
+tokenizing, the model's queue, and the answer rendered within request_timeout (504), or the error in
+OpenAI's shape. API keys (`auth`) and CORS are middleware around the routes. Parsing, tokenizing and
+rendering run in threads, except for small requests (a thread hop costs more than they do), so the event
+loop never stalls on a big one and the model never runs on it. An unexpected error is a 500 and the
+server keeps serving.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import anyio
 import numpy as np
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -31,9 +36,11 @@ from starlette.routing import Route
 from ..recipe import Recipe
 from ..reranking import ranking
 from . import protocol
+from .auth import OPEN_PATHS, BearerAuth
 from .batching import Batcher
 from .embedder import Embedder
 from .metrics import Metrics
+from .models import Models, ServedModel
 from .protocol import ApiError, EmbeddingRequest, ScoringRequest
 from .settings import Settings
 
@@ -52,19 +59,19 @@ NOT_TRACED = contextlib.nullcontext()
 
 
 class Server:
-    """One server process: its settings, its model (loaded in the background) and its counters."""
+    """One server process: its settings, its models (loaded in the background) and its counters."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
         self.metrics = Metrics()
         shared = os.environ.get(METRICS_VARIABLE)
         self.shared_metrics = None if shared is None else Path(shared)  # --workers N: every worker's counters
-        self.embedder: Embedder | None = None
-        self.batcher: Batcher | None = None
-        self.load_error: str | None = None
+        self.models = Models(settings)
         self.threads = anyio.CapacityLimiter(2)  # parsing, tokenizing, rendering: off the event loop
         self.started = int(time.time())
-        self.tracing = None if settings.otlp_endpoint is None else tracing(settings.otlp_endpoint, settings.name)
+        self.tracing = (
+            None if settings.otlp_endpoint is None else tracing(settings.otlp_endpoint, ", ".join(settings.models))
+        )
 
     # --- life: load in the background, stop after the last accepted request ---------------------------
 
@@ -78,8 +85,8 @@ class Server:
             await loading
             if publishing is not None:
                 publishing.cancel()
-            if self.batcher is not None:
-                await anyio.to_thread.run_sync(self.batcher.stop)
+            for model in self.models:
+                await anyio.to_thread.run_sync(model.stop)
             if self.shared_metrics is not None:
                 self.metrics.publish(self.shared_metrics)
             if self.tracing is not None:
@@ -88,22 +95,9 @@ class Server:
             log.info("numbert serve: stopped after answering %d requests; nothing was left waiting", answered)
 
     async def load(self) -> None:
-        try:
-            embedder = await anyio.to_thread.run_sync(Embedder, self.settings)
-        except Exception as e:  # noqa: BLE001 (/health says why; the embedding routes answer 503)
-            self.load_error = f"cannot load the model {self.settings.model}: {e}"
-            log.error("%s", self.load_error)
-            return
-        s = self.settings
-        self.batcher = Batcher(embedder.model.encoder, s.max_batch_tokens, s.max_batch_size, self.metrics)
-        self.batcher.start(embedder.warm_up)
-        self.embedder = embedder
-        log.info(
-            "numbert serve: %s ready (%d-dimensional vectors, inputs up to %d tokens)",
-            s.name,
-            embedder.dim,
-            embedder.max_length,
-        )
+        """Load the models one after the other (the first, the default, first)."""
+        for model in self.models:
+            await model.load(self.settings, self.metrics)
 
     async def publish(self, directory: Path) -> None:
         """With --workers N: this worker's counters, to the shared directory, every PUBLISH_EVERY seconds."""
@@ -119,8 +113,17 @@ class Server:
     async def tei_embed(self, request: Request) -> Response:
         return await self.handle(request, "/embed", self.embed_answer, protocol.tei_request, "inputs")
 
+    async def embed_all(self, request: Request) -> Response:
+        return await self.handle(request, "/embed_all", self.embed_all_answer)
+
     async def tokenize(self, request: Request) -> Response:
         return await self.handle(request, "/tokenize", self.tokenize_answer)
+
+    async def decode(self, request: Request) -> Response:
+        return await self.handle(request, "/decode", self.decode_answer)
+
+    async def info(self, request: Request) -> Response:
+        return await self.handle(request, "/info", self.info_answer)
 
     async def tei_rerank(self, request: Request) -> Response:
         return await self.handle(request, "/rerank", self.score_answer, protocol.tei_rerank_request)
@@ -131,14 +134,16 @@ class Server:
     async def predict(self, request: Request) -> Response:
         return await self.handle(request, "/predict", self.score_answer, protocol.predict_request)
 
-    async def models(self, request: Request) -> Response:
-        model = {"id": self.settings.name, "object": "model", "created": self.started, "owned_by": "numbert"}
-        return json_response({"object": "list", "data": [model]})
+    async def list_models(self, request: Request) -> Response:
+        data = [{"id": m.name, "object": "model", "created": self.started, "owned_by": "numbert"} for m in self.models]
+        return json_response({"object": "list", "data": data})
 
     async def health(self, request: Request) -> Response:
-        if self.embedder is not None:
+        """Ready once every model is loaded; else loading, or the error of the models that failed."""
+        if all(m.embedder is not None for m in self.models):
             return json_response({"status": "ready"})
-        return json_response({"status": "error" if self.load_error else "loading", "error": self.load_error}, 503)
+        error = self.models.load_error
+        return json_response({"status": "error" if error else "loading", "error": error}, 503)
 
     async def prometheus(self, request: Request) -> Response:
         metrics = self.metrics if self.shared_metrics is None else self.metrics.merged(self.shared_metrics)
@@ -150,19 +155,12 @@ class Server:
         self, request: Request, endpoint: str, answer: Callable[..., Awaitable[tuple[bytes, int, int]]], *args
     ) -> Response:
         """Read, admit, check, tokenize, queue, answer: the path of every request that carries inputs.
-        `answer(embedder, batcher, request, *args)` reads the body and gives (the answer, inputs, tokens)."""
+        `answer(request, *args)` reads the body, picks the model and gives (the answer, inputs, tokens)."""
         start = time.perf_counter()
         inputs = tokens = 0
         try:
-            if self.embedder is None or self.batcher is None:
-                raise ApiError(
-                    503,
-                    self.load_error or "the model is loading; retry in a moment",
-                    code="model_not_ready",
-                    headers={"Retry-After": "1"},
-                )
             try:
-                body, inputs, tokens = await answer(self.embedder, self.batcher, request, *args)
+                body, inputs, tokens = await answer(request, *args)
             finally:
                 self.leave(request)
             response = Response(body, media_type=JSON)
@@ -219,81 +217,120 @@ class Server:
             )
         self.metrics.in_flight += 1
         request.state.admitted = True
+        timeout = self.settings.request_timeout
+        request.state.deadline = None if timeout is None else time.monotonic() + timeout
 
     def leave(self, request: Request) -> None:
         """The request is answered: no longer in flight, if it was admitted."""
         if getattr(request.state, "admitted", False):
             self.metrics.in_flight -= 1
 
-    async def embed_answer(
-        self, embedder: Embedder, batcher: Batcher, http: Request, parse: Callable, name: str
-    ) -> tuple[bytes, int, int]:
+    async def embed_answer(self, http: Request, parse: Callable, name: str) -> tuple[bytes, int, int]:
         """The answer to /v1/embeddings or /embed, with the number of inputs and tokens it embedded.
 
         While it waits for the model, a request holds its token ids only (4 bytes a token), not its body or texts;
-        if its client disconnects meanwhile, its rows are dropped before they run.
+        if its client disconnects or its time is up meanwhile, its rows are dropped before they run.
         """
         body = await self.read_body(http)
         with self.phase("tokenize"):
-            request, recipe, rows = await self.run(len(body), self.embedding_rows, embedder, body, parse, name)
+            request, served, recipe, rows = await self.run(
+                len(body), self.embedding_rows, routed(http), body, parse, name
+            )
         del body
+        embedder, batcher = served.ready()
         answers = await self.queue(http, batcher, rows, embedder.embedding)
         tokens = sum(len(row.ids) for row in rows)
         with self.phase("render"):
             vectors = recipe.finish(np.stack(answers)) if answers else np.empty((0, recipe.dim), np.float32)
-            answer = await self.run(vectors.size, self.render, request, vectors, tokens)
+            answer = await self.run(vectors.size, self.render, request, served.name, vectors, tokens)
         return answer, len(rows), tokens
 
-    async def tokenize_answer(self, embedder: Embedder, batcher: Batcher, http: Request) -> tuple[bytes, int, int]:
+    async def embed_all_answer(self, http: Request) -> tuple[bytes, int, int]:
+        """The answer to /embed_all: every token's vector of the last layer, as the rows of /embed run them; at most
+        max_batch_tokens tokens a request (413 beyond), so an answer stays bounded (a vector a token)."""
+        body = await self.read_body(http)
+        parse = protocol.embed_all_request
+        _, served, _, rows = await self.run(len(body), self.embedding_rows, routed(http), body, parse, "inputs")
+        del body
+        tokens, limit = sum(len(row.ids) for row in rows), self.settings.max_batch_tokens
+        if tokens > limit:
+            raise ApiError(
+                413,
+                f"the inputs are {tokens} tokens; /embed_all answers at most {limit} tokens a request "
+                f"(--max-batch-tokens), a vector each: send fewer inputs at a time",
+                param="inputs",
+                code="input_too_long",
+            )
+        embedder, batcher = served.ready()
+        vectors = await self.queue(http, batcher, rows, embedder.token_vectors)
+        answer = await self.run(tokens * embedder.recipe.width, protocol.embed_all_response, vectors)
+        return answer, len(rows), tokens
+
+    async def tokenize_answer(self, http: Request) -> tuple[bytes, int, int]:
         """The answer to /tokenize (no inputs embedded)."""
         body, s = await self.read_body(http), self.settings
+        embedder, _ = self.models.pick(routed(http)).ready()
         answer = await self.run(len(body), tokenize_answer, embedder, body, s.max_client_batch_size, s.max_batch_tokens)
         return answer, 0, 0
 
-    async def score_answer(
-        self, embedder: Embedder, batcher: Batcher, http: Request, parse: Callable
-    ) -> tuple[bytes, int, int]:
+    async def decode_answer(self, http: Request) -> tuple[bytes, int, int]:
+        """The answer to /decode: each list of ids as text."""
+        body = await self.read_body(http)
+        embedder, _ = self.models.pick(routed(http)).ready()
+        answer = await self.run(len(body), decode_answer, embedder, body, self.settings.max_client_batch_size)
+        return answer, 0, 0
+
+    async def info_answer(self, http: Request) -> tuple[bytes, int, int]:
+        """The answer to GET /info: text-embeddings-inference's description of the (routed, else default) model."""
+        info = self.models.pick(routed(http)).info(self.settings, int(self.threads.total_tokens))
+        return json.dumps(info).encode(), 0, 0
+
+    async def score_answer(self, http: Request, parse: Callable) -> tuple[bytes, int, int]:
         """The answer to /rerank, /v1/rerank or /predict, with the number of inputs and tokens it scored: each
         input (a pair, or one text) queued as a row for the classifier's logits."""
         body = await self.read_body(http)
         with self.phase("tokenize"):
-            request, score, rows = await self.run(len(body), self.scoring_rows, embedder, body, parse)
+            request, served, score, rows = await self.run(len(body), self.scoring_rows, routed(http), body, parse)
         del body
+        embedder, batcher = served.ready()
         logits = await self.queue(http, batcher, rows, embedder.scores)
         tokens = sum(len(row.ids) for row in rows)
         with self.phase("render"):
-            answer = await self.run(len(rows), self.render_scores, embedder, request, score, np.stack(logits), tokens)
+            answer = await self.run(len(rows), self.render_scores, served, request, score, np.stack(logits), tokens)
         return answer, len(rows), tokens
 
-    def scoring_rows(self, e: Embedder, body: bytes, parse: Callable) -> tuple[ScoringRequest, Callable, list]:
-        """The request, checked; the function of the logits it is answered with (a model unable to answer it
-        refused here, before anything is tokenized); and its inputs as rows of token ids."""
+    def scoring_rows(
+        self, route: str | None, body: bytes, parse: Callable
+    ) -> tuple[ScoringRequest, ServedModel, Callable, list]:
+        """The request, checked; the model it is for; the function of the logits it is answered with (a model
+        unable to answer it refused here, before anything is tokenized); and its inputs as rows of token ids."""
         request = parse(body, self.settings.max_client_batch_size)
+        served = self.models.pick(route, request.model)
+        e, _ = served.ready()
         score = e.label_scores(request.raw_scores) if request.kind == "predict" else e.relevance(request.raw_scores)
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
         hint = TRUNCATE_HINTS.get(request.source, "")
-        return request, score, e.pairs_to_rows(request.firsts, request.seconds, request.names, truncate, hint)
+        return request, served, score, e.pairs_to_rows(request.firsts, request.seconds, request.names, truncate, hint)
 
     def render_scores(
-        self, e: Embedder, request: ScoringRequest, score: Callable, logits: np.ndarray, tokens: int
+        self, served: ServedModel, request: ScoringRequest, score: Callable, logits: np.ndarray, tokens: int
     ) -> bytes:
         """The logits (inputs, labels) scored and answered: labels best first for /predict, documents best first
         for a rerank."""
         scores = score(logits)
         if request.kind == "predict":
+            e, _ = served.ready()
             return protocol.predict_response(scores, e.model.heads.labels, request.single)
         relevance = scores[:, 0]
-        return protocol.rerank_response(
-            request, relevance, ranking(relevance, request.top_n), self.settings.name, tokens
-        )
+        return protocol.rerank_response(request, relevance, ranking(relevance, request.top_n), served.name, tokens)
 
     async def queue(self, http: Request, batcher: Batcher, rows: list, readout: Callable) -> list:
-        """The rows' answers from the model thread (until_disconnected); traced, with queue and forward spans."""
+        """The rows' answers from the model thread (until_answered); traced, with queue and forward spans."""
         if self.tracing is None:
-            return await until_disconnected(http, batcher.submit(rows, readout))
+            return await self.until_answered(http, batcher.submit(rows, readout))
         forwards: list = []
         queued = time.time_ns()
-        answers = await until_disconnected(http, batcher.submit(rows, readout, forwards))
+        answers = await self.until_answered(http, batcher.submit(rows, readout, forwards))
         self.tracing.waited(queued, forwards)
         return answers
 
@@ -308,10 +345,12 @@ class Server:
         return await anyio.to_thread.run_sync(work, *args, limiter=self.threads)
 
     def embedding_rows(
-        self, e: Embedder, body: bytes, parse: Callable, name: str
-    ) -> tuple[EmbeddingRequest, Recipe, list]:
-        """The request, checked, the recipe it asks for, and its inputs as rows of token ids."""
+        self, route: str | None, body: bytes, parse: Callable, name: str
+    ) -> tuple[EmbeddingRequest, ServedModel, Recipe, list]:
+        """The request, checked, the model it is for, the recipe it asks for, and its inputs as rows of token ids."""
         request = parse(body, self.settings.max_client_batch_size)
+        served = self.models.pick(route, request.model)
+        e, _ = served.ready()
         recipe = e.request_recipe(request.prompt_name, request.normalize, request.dimensions)
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
         if request.ids:
@@ -319,27 +358,43 @@ class Server:
         else:
             rows = e.texts_to_rows(request.inputs, truncate, name, recipe, TRUNCATE_HINTS[name])
         request.inputs = []  # the token ids stand for them from here on
-        return request, recipe, rows
+        return request, served, recipe, rows
 
-    def render(self, request: EmbeddingRequest, vectors: np.ndarray, tokens: int) -> bytes:
-        """The finished vectors as OpenAI's or text-embeddings-inference's JSON."""
+    async def until_answered(self, http: Request, answer: asyncio.Future):
+        """The answer, awaited while watching the client and the request's deadline (--request-timeout): if the client
+        disconnects first, or the time is up, the answer is cancelled (so its rows are dropped from the queue unrun)
+        and the request ends with a 499 (nginx's \"client closed request\") or a 504."""
+        deadline = getattr(http.state, "deadline", None)
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        watch = asyncio.ensure_future(http.receive())  # the body is read: the next message is the disconnect
+        try:
+            await asyncio.wait((answer, watch), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            disconnected = watch.done()
+        finally:
+            watch.cancel()
+        if not answer.done():
+            answer.cancel()
+            if disconnected:
+                message = "the client closed the connection before its answer was ready"
+                raise ApiError(499, message, code="client_closed")
+            raise ApiError(
+                504,
+                f"the request was not answered within {self.settings.request_timeout} s "
+                f"(--request-timeout); its inputs were dropped unrun",
+                code="timeout",
+            )
+        return answer.result()
+
+    def render(self, request: EmbeddingRequest, model: str, vectors: np.ndarray, tokens: int) -> bytes:
+        """The finished vectors as OpenAI's (naming the served `model`) or text-embeddings-inference's JSON."""
         if request.normalize is None:  # OpenAI
-            return protocol.openai_response(vectors, request.encoding_format, self.settings.name, tokens)
+            return protocol.openai_response(vectors, request.encoding_format, model, tokens)
         return protocol.tei_response(vectors)
 
 
-async def until_disconnected(http: Request, answer: asyncio.Future):
-    """The answer, awaited while watching the client: if it disconnects first, the answer is cancelled (so its
-    rows are dropped from the queue unrun) and the request ends with a 499 (nginx's \"client closed request\")."""
-    watch = asyncio.ensure_future(http.receive())  # the body is read: the next message is the disconnect
-    try:
-        await asyncio.wait((answer, watch), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watch.cancel()
-    if not answer.done():
-        answer.cancel()
-        raise ApiError(499, "the client closed the connection before its answer was ready", code="client_closed")
-    return answer.result()
+def routed(http: Request) -> str | None:
+    """The model a /models/NAME/... route names, or None."""
+    return http.path_params.get("model")
 
 
 def tokenize_answer(e: Embedder, body: bytes, max_inputs: int, max_tokens: int) -> bytes:
@@ -348,6 +403,12 @@ def tokenize_answer(e: Embedder, body: bytes, max_inputs: int, max_tokens: int) 
     texts, special = protocol.tokenize_request(body, max_inputs)
     texts = [t.lower() for t in texts] if e.recipe.lowercase else texts
     return protocol.tokenize_response(e.tokenize_inputs(texts, special, max_tokens), texts)
+
+
+def decode_answer(e: Embedder, body: bytes, max_inputs: int) -> bytes:
+    """/decode: each list of token ids as text."""
+    ids, skip_special_tokens = protocol.decode_request(body, max_inputs)
+    return json.dumps(e.decode(ids, skip_special_tokens), ensure_ascii=False).encode()
 
 
 def json_response(value, status: int = 200) -> Response:
@@ -365,23 +426,60 @@ async def http_error(request: Request, exc: Exception) -> Response:
 
 
 def create_app(settings: Settings) -> Starlette:
-    """The ASGI app serving `settings.model`; the model loads in the background once the app starts."""
+    """The ASGI app serving `settings.models`; they load in the background once the app starts."""
     server = Server(settings)
     routes = [
         Route("/v1/embeddings", server.openai_embeddings, methods=["POST"]),
-        Route("/v1/models", server.models, methods=["GET"]),
         Route("/embed", server.tei_embed, methods=["POST"]),
+        Route("/embed_all", server.embed_all, methods=["POST"]),
         Route("/tokenize", server.tokenize, methods=["POST"]),
+        Route("/decode", server.decode, methods=["POST"]),
         Route("/rerank", server.tei_rerank, methods=["POST"]),
         Route("/v1/rerank", server.cohere_rerank, methods=["POST"]),
         Route("/predict", server.predict, methods=["POST"]),
+        Route("/info", server.info, methods=["GET"]),
+    ]
+    routes += model_routes(routes)
+    routes += [
+        Route("/v1/models", server.list_models, methods=["GET"]),
         Route("/health", server.health, methods=["GET"]),
         Route("/metrics", server.prometheus, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=server.lifespan, exception_handlers={HTTPException: http_error})
+    app = Starlette(
+        routes=routes,
+        middleware=middleware(settings),
+        lifespan=server.lifespan,
+        exception_handlers={HTTPException: http_error},
+    )
     app.state.server = server
     observe(app, server)
     return app
+
+
+def model_routes(routes: list[Route]) -> list[Route]:
+    """Each route as /models/NAME/route too, for the served model NAME (which may hold a slash: a hub id); the
+    longest paths first, so /models/a/v1/rerank is /v1/rerank of model a, not /rerank of a model "a/v1"."""
+    ordered = sorted(routes, key=lambda r: -len(r.path))
+    return [Route("/models/{model:path}" + r.path, r.endpoint, methods=r.methods) for r in ordered]
+
+
+def middleware(settings: Settings) -> list[Middleware]:
+    """CORS (outermost: a preflight carries no key, and a 401 carries the CORS headers a browser needs to read
+    it), then the API keys."""
+    layers = []
+    if settings.cors_allow_origins:
+        layers.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=settings.cors_allow_origins,
+                allow_methods=["GET", "POST"],
+                allow_headers=["*"],
+            )
+        )
+    if settings.api_keys:
+        open_paths = () if settings.protect_health else OPEN_PATHS
+        layers.append(Middleware(BearerAuth, keys=settings.api_keys, open_paths=open_paths))
+    return layers
 
 
 def observe(app: Starlette, server: Server) -> None:

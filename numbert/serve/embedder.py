@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import Tokenizer, load, reranking
 from ..planner import Row, forward, row_of
-from ..readouts import SentenceVectors, SequenceLogits
+from ..readouts import SentenceVectors, SequenceLogits, TokenVectors
 from ..recipe import Recipe
 from ..tasks import SCORE_FUNCTIONS, score_function
 from ..tokenizer import Encoding
@@ -38,14 +38,17 @@ HEAD_CHARS_PER_TOKEN = 16  # a long text is counted in pieces of 16 characters p
 class Embedder:
     """A loaded model with the server's recipe and the readouts of its tasks."""
 
-    def __init__(self, settings: Settings):
-        self.model = model = load(settings.model)
+    def __init__(self, settings: Settings, path: str | None = None):
+        """The model at `path` (default: settings.model) with the server's recipe choices."""
+        path = settings.model if path is None else path
+        self.model = model = load(path)
         if model.tokenizer is None:
-            raise ValueError(f"{settings.model} has no vocab.txt, so it cannot embed text")
+            raise ValueError(f"{path} has no vocab.txt, so it cannot embed text")
         self.tokenizer: Tokenizer = model.tokenizer
         self.choices = dict(settings.recipe)  # the server's recipe choices (None: the model's own)
         self.recipe = model.recipe(**self.choices)  # checked before the server answers anything
         self.embedding = SentenceVectors(self.recipe)  # the readout every embedding request queues for
+        self.token_vectors = TokenVectors()  # /embed_all's readout: the last hidden state of every token
         self.vocab_size = model.config.vocab_size
         self.pair_limit = reranking.pair_limit(model)  # tokens per scored input, as CrossEncoder reads the model
         self.segment = reranking.segment(model)
@@ -89,10 +92,28 @@ class Embedder:
         except ValueError as e:
             raise ApiError(400, f"this model cannot score inputs: {e}", code="model_not_a_classifier") from None
 
+    def model_type(self) -> dict:
+        """text-embeddings-inference's model_type: {"reranker" | "classifier": {"id2label", "label2id"}} for a
+        model with a sequence classifier (a reranker has one label), else {"embedding": {"pooling"}}."""
+        try:
+            self.scores  # noqa: B018 (the readout, made once: a 400 without a sequence classifier)
+        except ApiError:
+            return {"embedding": {"pooling": "+".join(self.recipe.pooling)}}
+        labels = self.model.heads.labels
+        kind = "reranker" if len(labels) == 1 else "classifier"
+        return {kind: {"id2label": dict(enumerate(labels)), "label2id": {n: i for i, n in enumerate(labels)}}}
+
+    def decode(self, ids: list[list[int]], skip_special_tokens: bool) -> list[str]:
+        """/decode: each list of token ids as text (the tokenizer's WordPiece decoder); a 422 for an id
+        outside the vocabulary."""
+        for i, row in enumerate(ids):
+            self.check_vocabulary(row, f"ids[{i}]")
+        return [self.tokenizer.decode(row, skip_special_tokens=skip_special_tokens) for row in ids]
+
     def relevance(self, raw_scores: bool) -> reranking.Activation:
         """The function a reranker's logits go through (the model's activation, or none with raw_scores); a
         400 unless the classifier has one label, as CrossEncoder.rank requires."""
-        labels = len(self.scores.classifier.weight)
+        labels = len(self.scores.classifier.out.weight)
         if labels != 1:
             raise ApiError(
                 400,
@@ -108,7 +129,7 @@ class Embedder:
     def label_scores(self, raw_scores: bool) -> reranking.Activation:
         """/predict's scores of the logits: `numbert classify`'s function (from config.json's problem_type, else
         sigmoid for one label and softmax for several), none with raw_scores; a 400 without a classifier."""
-        labels = len(self.scores.classifier.weight)
+        labels = len(self.scores.classifier.out.weight)
         problem_type = self.model.heads.head_config.problem_type
         return SCORE_FUNCTIONS[score_function("none" if raw_scores else None, problem_type, labels)]
 
@@ -240,16 +261,20 @@ class Embedder:
                     param=f"{name}[{i}]",
                     code="input_too_long",
                 )
-            j = next((j for j, t in enumerate(ids) if not 0 <= t < self.vocab_size), None)
-            if j is not None:
-                raise ApiError(
-                    422,
-                    f"'{name}[{i}][{j}]' is {ids[j]}, not a token id of this model's vocabulary [0, {self.vocab_size})",
-                    param=f"{name}[{i}][{j}]",
-                    code="invalid_token_id",
-                )
+            self.check_vocabulary(ids, f"{name}[{i}]")
             rows.append(Row(np.array(ids, np.int32)))
         return rows
+
+    def check_vocabulary(self, ids: list[int], where: str) -> None:
+        """A 422 naming the first id outside the vocabulary, as `where[j]`."""
+        j = next((j for j, t in enumerate(ids) if not 0 <= t < self.vocab_size), None)
+        if j is not None:
+            raise ApiError(
+                422,
+                f"'{where}[{j}]' is {ids[j]}, not a token id of this model's vocabulary [0, {self.vocab_size})",
+                param=f"{where}[{j}]",
+                code="invalid_token_id",
+            )
 
     def check_dimensions(self, dimensions: int | None, normalize: bool) -> None:
         """`dimensions` makes sense for unit vectors (cut, then renormalize) and at most the model's width."""

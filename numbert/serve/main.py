@@ -22,7 +22,7 @@ from .settings import Settings
 
 
 def run(settings: Settings, host: str = "127.0.0.1", port: int = 8000, workers: int = 1) -> int:
-    """Serve until SIGTERM or SIGINT; 0 after a graceful stop. The model is checked before the port opens."""
+    """Serve until SIGTERM or SIGINT; 0 after a graceful stop. The models are checked before the port opens."""
     try:
         import uvicorn
 
@@ -34,11 +34,12 @@ def run(settings: Settings, host: str = "127.0.0.1", port: int = 8000, workers: 
         ) from None
     from .embedder import Embedder
 
-    if settings.max_batch_tokens < (limit := Embedder(settings).max_length):  # loads the model: fails early and clearly
-        raise ValueError(
-            f"--max-batch-tokens ({settings.max_batch_tokens}) must hold one input of the model's "
-            f"maximum length ({limit})"
-        )
+    for name, model in settings.models.items():  # loads each model (memory-mapped): fails early and clearly
+        if settings.max_batch_tokens < (limit := Embedder(settings, model).max_length):
+            raise ValueError(
+                f"--max-batch-tokens ({settings.max_batch_tokens}) must hold one input of the model {name}'s "
+                f"maximum length ({limit})"
+            )
     log_to_stderr(settings.log_format)
     options: dict[str, Any] = {
         "host": host,

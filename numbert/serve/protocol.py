@@ -1,5 +1,5 @@
-"""The wire formats: OpenAI's /v1/embeddings and error shape, text-embeddings-inference's /embed, /tokenize,
-/rerank and /predict, and the Cohere/Jina-style /v1/rerank.
+"""The wire formats: OpenAI's /v1/embeddings and error shape, text-embeddings-inference's /embed, /embed_all,
+/tokenize, /decode, /rerank and /predict, and the Cohere/Jina-style /v1/rerank.
 
 Parsing checks every field a request carries before any work is done, and a bad one is an
 `ApiError` naming it: 400 for a body that is not JSON, 422 for a wrong type or value, 413 for too
@@ -17,7 +17,12 @@ from typing import Any
 
 import numpy as np
 
-ERROR_TYPES = {429: "requests", 503: "server_error", 500: "server_error"}  # else invalid_request_error
+ERROR_TYPES = {  # else invalid_request_error
+    429: "requests",
+    500: "server_error",
+    503: "server_error",
+    504: "server_error",
+}
 
 
 class ApiError(Exception):
@@ -56,6 +61,7 @@ class EmbeddingRequest:
     normalize: bool | None = None  # None: the server's recipe (OpenAI); TEI's /embed says true or false
     truncate: bool | None = None  # None: the server's --auto-truncate
     prompt_name: str | None = None  # TEI's /embed: the model's prompt to prepend (None: the server's prompt)
+    model: str | None = None  # OpenAI's: the served model asked for
 
 
 def json_object(body: bytes) -> dict:
@@ -152,7 +158,7 @@ def openai_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
     """POST /v1/embeddings: {"input", "model", "encoding_format", "dimensions", "user"}."""
     obj = json_object(body)
     texts, ids = inputs(obj, "input", max_inputs)
-    field(obj, "model", (str,), what="a string")  # any name is answered by the one model served
+    model = field(obj, "model", (str,), what="a string")
     field(obj, "user", (str,), what="a string")
     encoding_format = field(obj, "encoding_format", (str,), "float", "'float' or 'base64'")
     if encoding_format not in ("float", "base64"):
@@ -162,7 +168,7 @@ def openai_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
     dimensions = field(obj, "dimensions", (int,), what="a positive integer")
     if dimensions is not None and dimensions < 1:
         raise ApiError(400, f"'dimensions' must be a positive integer, not {dimensions}", param="dimensions")
-    return EmbeddingRequest(texts, ids, encoding_format, dimensions)
+    return EmbeddingRequest(texts, ids, encoding_format, dimensions, model=model)
 
 
 def tei_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
@@ -193,6 +199,7 @@ class ScoringRequest:
     return_text: bool = False  # rerank: echo each document
     top_n: int | None = None  # /v1/rerank: the best top_n only
     single: bool = False  # /predict: one input, answered with one list of labels
+    model: str | None = None  # /v1/rerank: the served model asked for
 
 
 def text_field(obj: dict, name: str) -> str:
@@ -263,7 +270,7 @@ def cohere_rerank_request(body: bytes, max_inputs: int) -> ScoringRequest:
     """POST /v1/rerank (Cohere, Jina): {"model", "query", "documents": [str | {"text"}], "top_n", "return_documents"}.
     Long documents are cut to fit, as those services do."""
     obj = json_object(body)
-    field(obj, "model", (str,), what="a string")  # any name is answered by the one model served
+    model = field(obj, "model", (str,), what="a string")
     query, documents = text_field(obj, "query"), string_list(obj, "documents", max_inputs, document_text)
     top_n = field(obj, "top_n", (int,), None, "a positive integer")
     if top_n is not None and top_n < 1:
@@ -277,16 +284,20 @@ def cohere_rerank_request(body: bytes, max_inputs: int) -> ScoringRequest:
         truncate=True,
         return_text=field(obj, "return_documents", (bool,), False, "a boolean"),
         top_n=top_n,
+        model=model,
     )
 
 
 def predict_input(value, where: str) -> tuple[str, str | None]:
-    """A /predict input: a string, or a [string, string] pair."""
+    """A /predict input: a string, a [string] (in a batch, as TEI takes it), or a [string, string] pair."""
     if isinstance(value, str):
         return value, None
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
+        return value[0], None
     if isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value):
         return value[0], value[1]
-    raise ApiError(422, f"'{where}' must be a string or a pair [string, string], not {json_type(value)}", param=where)
+    what = "a string, a [string] or a pair [string, string]"
+    raise ApiError(422, f"'{where}' must be {what}, not {json_type(value)}", param=where)
 
 
 def predict_request(body: bytes, max_inputs: int) -> ScoringRequest:
@@ -318,6 +329,35 @@ def predict_request(body: bytes, max_inputs: int) -> ScoringRequest:
         truncate=field(obj, "truncate", (bool,), None, "a boolean"),
         single=single,
     )
+
+
+def embed_all_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
+    """POST /embed_all (text-embeddings-inference): {"inputs", "truncate", "prompt_name"}: every token's vector."""
+    obj = json_object(body)
+    texts, ids = inputs(obj, "inputs", max_inputs)
+    return EmbeddingRequest(
+        texts,
+        ids,
+        truncate=field(obj, "truncate", (bool,), None, "a boolean"),
+        prompt_name=field(obj, "prompt_name", (str,), None, "a string"),
+    )
+
+
+def decode_request(body: bytes, max_inputs: int) -> tuple[list[list[int]], bool]:
+    """POST /decode (text-embeddings-inference): {"ids": [int] | [[int]], "skip_special_tokens": true}."""
+    obj = json_object(body)
+    value = obj.get("ids")
+    what = "a list of token ids or a list of lists of token ids"
+    if not isinstance(value, list) or not value:
+        got = "an empty array" if value == [] else json_type(value)
+        raise ApiError(422, f"'ids' must be {what}, not {got}", param="ids")
+    rows = [value] if not isinstance(value[0], list) else value
+    too_many(rows, "ids", max_inputs)
+    for i, row in enumerate(rows):
+        if not isinstance(row, list):
+            raise ApiError(422, f"'ids[{i}]' must be a list of token ids, not {json_type(row)}", param=f"ids[{i}]")
+        check_ids(row, "ids" if rows is not value else f"ids[{i}]")
+    return rows, field(obj, "skip_special_tokens", (bool,), True, "a boolean")
 
 
 def tokenize_request(body: bytes, max_inputs: int) -> tuple[list[str], bool]:
@@ -361,6 +401,11 @@ def openai_response(vectors: np.ndarray, encoding_format: str, model: str, token
 def tei_response(vectors: np.ndarray) -> bytes:
     """[[float, ...], ...]: one array per input."""
     return ("[" + ",".join(float_arrays(vectors)) + "]").encode()
+
+
+def embed_all_response(vectors: list[np.ndarray]) -> bytes:
+    """[[[float, ...], ...], ...]: per input, one array per token ([CLS] and [SEP] included)."""
+    return ("[" + ",".join("[" + ",".join(float_arrays(v)) + "]" for v in vectors) + "]").encode()
 
 
 def tokenize_response(encodings: list, texts: list[str]) -> bytes:

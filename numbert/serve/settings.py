@@ -1,9 +1,11 @@
-"""What the server is told: the model, its sentence-vector recipe, and the limits that bound its memory."""
+"""What the server is told: the models, their sentence-vector recipe, the limits that bound its memory, and who
+may call it (API keys, CORS origins)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -23,10 +25,15 @@ class Settings:
     at most about 4 x payload_limit x max_concurrent_requests bytes. A connection is closed when it has
     not sent a whole request head keep_alive_timeout seconds after it opened, after its last answer or
     after the head's first byte; on SIGTERM the accepted requests have graceful_timeout seconds to finish.
+    A request admitted is answered within request_timeout seconds (504 beyond, its rows dropped unrun).
+
+    Several models: `model` is the first (the default of the routes that name none), `more_models` the
+    others by served name; each gets the same recipe choices, on top of its own recipe.
     """
 
     model: str
-    served_model_name: str | None = None  # the name in /v1/models and in answers (default: `model`)
+    served_model_name: str | None = None  # the first model's name in /v1/models and answers (default: its_name)
+    more_models: dict[str, str] = field(default_factory=dict)  # served name -> directory or hub id
     recipe: dict = field(default_factory=dict)  # keyword arguments of Bert.recipe
     auto_truncate: bool = False  # cut inputs over max_length instead of answering 413
     max_batch_tokens: int = 16384
@@ -38,13 +45,23 @@ class Settings:
     body_timeout: int = 30  # seconds
     keep_alive_timeout: int = 5  # seconds
     graceful_timeout: int = 30  # seconds
+    request_timeout: float | None = None  # seconds from admission to answer (None: no limit)
+    api_keys: list[str] = field(default_factory=list, repr=False)  # Bearer keys; none: every request is let in
+    protect_health: bool = False  # /health and /metrics need a key too
+    cors_allow_origins: list[str] = field(default_factory=list)  # browser origins allowed ("*": any)
     log_format: str = "text"  # "json": one JSON object a log line, an access line per request (serve.logs)
     otlp_endpoint: str | None = None  # an OTLP/HTTP collector receiving the requests' spans (serve.tracing)
     blas_threads: int | None = None  # set in a worker process `numbert serve --workers N` started
 
     @property
     def name(self) -> str:
-        return self.served_model_name or self.model
+        """The first (default) model's served name."""
+        return self.served_model_name or its_name(self.model)
+
+    @property
+    def models(self) -> dict[str, str]:
+        """Every model served: served name -> directory or hub id, the default first."""
+        return {self.name: self.model, **self.more_models}
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -52,3 +69,10 @@ class Settings:
     @classmethod
     def from_json(cls, text: str) -> Settings:
         return cls(**json.loads(text))
+
+
+def its_name(model: str) -> str:
+    """The name a model is served under when none is given: a local directory's last component (never a
+    path, which would tell clients about the server's disk), else the hub id as given."""
+    path = Path(model)
+    return path.resolve().name if path.is_dir() else model
