@@ -257,7 +257,7 @@ def test_dockerfile_is_a_non_root_server_with_a_health_check(server):
     command = json.loads(args["ENTRYPOINT"]) + json.loads(args["CMD"])
     assert command[:2] == ["numbert", "serve"]
     parsed = build_parser().parse_args(command[1:])
-    assert (parsed.model, parsed.host, parsed.port, parsed.log_format) == ("/model", "0.0.0.0", 8000, "json")
+    assert (parsed.model, parsed.host, parsed.port, parsed.log_format) == (["/model"], "0.0.0.0", 8000, "json")
     assert json.loads(args["VOLUME"]) == ["/model"]
 
     # the health check, run against the test's server: 0 when it is ready
