@@ -116,6 +116,8 @@ def serve(args: argparse.Namespace) -> None:
         api_keys=api_keys(args),
         protect_health=args.protect_health,
         cors_allow_origins=args.cors_allow_origin or [],
+        log_format=args.log_format,
+        otlp_endpoint=args.otlp_endpoint,
         **{name: getattr(args, name) for name in LIMITS},
     )
     if settings.protect_health and not settings.api_keys:
@@ -174,6 +176,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="cut inputs over the model's length instead of answering 413 (/embed's 'truncate' "
         "overrides it per request)",
     )
+    add_observability_options(p)
     defaults = {f.name: f.default for f in dataclasses.fields(Settings)}
     for name, help in LIMITS.items():
         p.add_argument(
@@ -209,3 +212,20 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "CORS headers and preflights (repeatable; default: none)",
     )
     p.set_defaults(run=serve)
+
+
+def add_observability_options(p: argparse.ArgumentParser) -> None:
+    """--log-format and --otlp-endpoint (docs/serving.md)."""
+    p.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text: uvicorn's lines; json: one JSON object a line, with an access line per request "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="send OpenTelemetry spans of each request (queue, tokenize, forward, render) to this OTLP/HTTP "
+        "collector, e.g. http://127.0.0.1:4318; needs the [otel] extra",
+    )

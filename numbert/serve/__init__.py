@@ -7,7 +7,8 @@ batches the waiting inputs by a token budget (`batching`); answers are exactly `
 The modules, bottom up: `settings` (what the server was told), `metrics` (Prometheus text),
 `protocol` (the JSON wire formats and their errors), `batching` (the queue and the model thread),
 `app` (the Starlette routes), `connection` (uvicorn's HTTP connection, with a deadline on request
-heads), `main` (the uvicorn process: workers, signals, graceful shutdown).
+heads), `main` (the uvicorn process: workers, signals, graceful shutdown); `logs` (--log-format json) and
+`tracing` (OpenTelemetry spans, --otlp-endpoint), imported only when asked for (docs/serving.md).
 Needs the [serve] extra (Starlette and uvicorn): `pip install "numbert[serve]"`.
 """
 

@@ -40,6 +40,7 @@ from ..recipes import cosine_matrix
 from ..reranking import ranking
 from . import protocol
 from .auth import OPEN_PATHS, BearerAuth
+from .batching import Batcher
 from .embedder import Embedder
 from .metrics import Metrics
 from .models import Models, ServedModel
@@ -58,6 +59,7 @@ SMALL = 2048  # bytes of a request body, or numbers in an answer, handled on the
 SETTINGS_VARIABLE = "NUMBERT_SERVE_SETTINGS"  # how `--workers N` hands the settings to its worker processes
 METRICS_VARIABLE = "NUMBERT_SERVE_METRICS"  # ... and the directory where the workers publish their counters
 PUBLISH_EVERY = 1.0  # seconds: how stale another worker's counters can be in /metrics
+NOT_TRACED = contextlib.nullcontext()
 
 
 class Server:
@@ -71,6 +73,9 @@ class Server:
         self.models = Models(settings)
         self.threads = anyio.CapacityLimiter(2)  # parsing, tokenizing, rendering: off the event loop
         self.started = int(time.time())
+        self.tracing = (
+            None if settings.otlp_endpoint is None else tracing(settings.otlp_endpoint, ", ".join(settings.models))
+        )
 
     # --- life: load in the background, stop after the last accepted request ---------------------------
 
@@ -88,6 +93,8 @@ class Server:
                 await anyio.to_thread.run_sync(model.stop)
             if self.shared_metrics is not None:
                 self.metrics.publish(self.shared_metrics)
+            if self.tracing is not None:
+                self.tracing.shutdown()
             answered = sum(self.metrics.requests.values())
             log.info("numbert serve: stopped after answering %d requests; nothing was left waiting", answered)
 
@@ -170,6 +177,7 @@ class Server:
             log.exception("%s failed", endpoint)
             response = error_response(ApiError(500, f"internal error: {type(e).__name__}: {e}", code="internal_error"))
         self.metrics.answered(endpoint, response.status_code, time.perf_counter() - start, inputs, tokens)
+        request.state.inputs, request.state.tokens = inputs, tokens  # for the access log
         return response
 
     async def read_body(self, request: Request) -> bytes:
@@ -231,13 +239,17 @@ class Server:
         if its client disconnects or its time is up meanwhile, its rows are dropped before they run.
         """
         body = await self.read_body(http)
-        request, served, recipe, rows = await self.run(len(body), self.embedding_rows, routed(http), body, parse, name)
+        with self.phase("tokenize"):
+            request, served, recipe, rows = await self.run(
+                len(body), self.embedding_rows, routed(http), body, parse, name
+            )
         del body
         embedder, batcher = served.ready()
-        answers = await self.until_answered(http, batcher.submit(rows, embedder.embedding))
+        answers = await self.queue(http, batcher, rows, embedder.embedding)
         tokens = sum(len(row.ids) for row in rows)
-        vectors = recipe.finish(np.stack(answers)) if answers else np.empty((0, recipe.dim), np.float32)
-        answer = await self.run(vectors.size, self.render, request, served.name, vectors, tokens)
+        with self.phase("render"):
+            vectors = recipe.finish(np.stack(answers)) if answers else np.empty((0, recipe.dim), np.float32)
+            answer = await self.run(vectors.size, self.render, request, served.name, vectors, tokens)
         return answer, len(rows), tokens
 
     async def similarity_answer(self, http: Request) -> tuple[bytes, int, int]:
@@ -284,7 +296,7 @@ class Server:
                 code="input_too_long",
             )
         embedder, batcher = served.ready()
-        vectors = await self.until_answered(http, batcher.submit(rows, embedder.token_vectors))
+        vectors = await self.queue(http, batcher, rows, embedder.token_vectors)
         answer = await self.run(tokens * embedder.recipe.width, protocol.embed_all_response, vectors)
         return answer, len(rows), tokens
 
@@ -311,12 +323,14 @@ class Server:
         """The answer to /rerank, /v1/rerank or /predict, with the number of inputs and tokens it scored: each
         input (a pair, or one text) queued as a row for the classifier's logits."""
         body = await self.read_body(http)
-        request, served, score, rows = await self.run(len(body), self.scoring_rows, routed(http), body, parse)
+        with self.phase("tokenize"):
+            request, served, score, rows = await self.run(len(body), self.scoring_rows, routed(http), body, parse)
         del body
         embedder, batcher = served.ready()
-        logits = await self.until_answered(http, batcher.submit(rows, embedder.scores))
+        logits = await self.queue(http, batcher, rows, embedder.scores)
         tokens = sum(len(row.ids) for row in rows)
-        answer = await self.run(len(rows), self.render_scores, served, request, score, np.stack(logits), tokens)
+        with self.phase("render"):
+            answer = await self.run(len(rows), self.render_scores, served, request, score, np.stack(logits), tokens)
         return answer, len(rows), tokens
 
     def scoring_rows(
@@ -343,6 +357,20 @@ class Server:
             return protocol.predict_response(scores, e.model.heads.labels, request.single)
         relevance = scores[:, 0]
         return protocol.rerank_response(request, relevance, ranking(relevance, request.top_n), served.name, tokens)
+
+    async def queue(self, http: Request, batcher: Batcher, rows: list, readout: Callable) -> list:
+        """The rows' answers from the model thread (until_answered); traced, with queue and forward spans."""
+        if self.tracing is None:
+            return await self.until_answered(http, batcher.submit(rows, readout))
+        forwards: list = []
+        queued = time.time_ns()
+        answers = await self.until_answered(http, batcher.submit(rows, readout, forwards))
+        self.tracing.waited(queued, forwards)
+        return answers
+
+    def phase(self, name: str) -> contextlib.AbstractContextManager:
+        """A span around a phase of the request when traced (--otlp-endpoint), else nothing."""
+        return NOT_TRACED if self.tracing is None else self.tracing.phase(name)
 
     async def run(self, size: int, work: Callable, *args):
         """work(*args) in a thread, or right here on the event loop when `size` is SMALL."""
@@ -466,6 +494,7 @@ def create_app(settings: Settings) -> Starlette:
         exception_handlers={HTTPException: http_error},
     )
     app.state.server = server
+    observe(app, server)
     return app
 
 
@@ -495,11 +524,39 @@ def middleware(settings: Settings) -> list[Middleware]:
     return layers
 
 
-def log_to_stderr() -> None:
-    """The server's own log lines (ready, stopped) on stderr, beside uvicorn's."""
+def observe(app: Starlette, server: Server) -> None:
+    """--log-format json: an access line per request (numbert.serve.logs); --otlp-endpoint: a span per request
+    (numbert.serve.tracing), around the access line."""
+    if server.settings.log_format == "json":
+        from .logs import access_log
+
+        app.add_middleware(access_log)
+    if server.tracing is not None:
+        app.add_middleware(server.tracing.middleware)
+
+
+def tracing(endpoint: str, model: str):
+    """The server's Tracing (numbert.serve.tracing), or an ImportError naming the [otel] extra."""
+    try:
+        from .tracing import Tracing
+    except ImportError as e:
+        raise ImportError(
+            f"--otlp-endpoint needs the [otel] extra ({e.name} is missing): pip install 'numbert[otel]'"
+        ) from None
+    return Tracing(endpoint, model)
+
+
+def log_to_stderr(log_format: str = "text") -> None:
+    """The server's own log lines (ready, stopped, and the access lines with --log-format json) on stderr,
+    beside uvicorn's, as text or as JSON objects (numbert.serve.logs)."""
     if not log.handlers:
         handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        if log_format == "json":
+            from .logs import JsonFormatter
+
+            handler.setFormatter(JsonFormatter())
+        else:
+            handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
         log.addHandler(handler)
         log.setLevel(logging.INFO)
 
@@ -507,8 +564,8 @@ def log_to_stderr() -> None:
 def app_from_environment() -> Starlette:
     """The app of a worker process started by `numbert serve --workers N` (uvicorn's factory): settings from
     the environment, BLAS threads set for this process alone."""
-    log_to_stderr()
     settings = Settings.from_json(os.environ[SETTINGS_VARIABLE])
+    log_to_stderr(settings.log_format)
     if settings.blas_threads is not None:
         from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 

@@ -18,6 +18,7 @@ import itertools
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
@@ -45,6 +46,7 @@ class Job:
     readout: Readout
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
+    forwards: list | None = None  # when traced: (start, end, rows, padded tokens) of each batch its rows ran in
     answers: list = field(init=False)  # one per row, filled as its batch runs
     remaining: int = field(init=False)
     failed: bool = False
@@ -88,10 +90,11 @@ class Batcher:
         self.thread = threading.Thread(target=self.run, args=(warm_up,), name="numbert-model", daemon=True)
         self.thread.start()
 
-    def submit(self, rows: list[Row], readout: Readout) -> asyncio.Future:
-        """Queue one request's rows; the future gets their answers, one per row, in order."""
+    def submit(self, rows: list[Row], readout: Readout, forwards: list | None = None) -> asyncio.Future:
+        """Queue one request's rows; the future gets their answers, one per row, in order. `forwards`, if given,
+        gets the times of the forwards its rows run in (numbert.serve.tracing)."""
         loop = asyncio.get_running_loop()
-        job = Job(rows, readout, loop.create_future(), loop)
+        job = Job(rows, readout, loop.create_future(), loop, forwards)
         self.metrics.queued(len(rows))
         self.inbox.put(job)
         return job.future
@@ -133,6 +136,7 @@ class Batcher:
     def run_batch(self, batch: list[Item], readout: Readout) -> None:
         """One forward over the batch, right-padded to its longest row; each row's answer goes to its request."""
         width = max(item.length for item in batch)
+        start = time.time_ns()
         try:
             answers = readout(forward(self.encoder, [item.job.rows[item.position] for item in batch]))
         except Exception as e:  # a bug, not a bad request (those are refused before they queue): answer 500
@@ -142,6 +146,7 @@ class Batcher:
                     item.job.failed = True
                     item.job.loop.call_soon_threadsafe(_settle, item.job.future, None, e)
         self.metrics.ran_batch(len(batch), len(batch) * width)
+        record_forward(batch, start, time.time_ns(), len(batch) * width)
         for r, item in enumerate(batch):
             job = item.job
             if job.failed:  # its other rows still run, and are dropped here
@@ -150,6 +155,13 @@ class Batcher:
             job.remaining -= 1
             if job.remaining == 0:
                 job.loop.call_soon_threadsafe(_settle, job.future, job.answers, None)
+
+
+def record_forward(batch: list[Item], start: int, end: int, tokens: int) -> None:
+    """The forward's times (time.time_ns()), once in each traced request whose rows it ran."""
+    traced = {id(item.job): item.job for item in batch if item.job.forwards is not None}
+    for job in traced.values():
+        job.forwards.append((start, end, len(batch), tokens))  # type: ignore[union-attr]
 
 
 def _settle(future: asyncio.Future, result, error: BaseException | None) -> None:

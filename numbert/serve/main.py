@@ -40,7 +40,7 @@ def run(settings: Settings, host: str = "127.0.0.1", port: int = 8000, workers: 
                 f"--max-batch-tokens ({settings.max_batch_tokens}) must hold one input of the model {name}'s "
                 f"maximum length ({limit})"
             )
-    log_to_stderr()
+    log_to_stderr(settings.log_format)
     options: dict[str, Any] = {
         "host": host,
         "port": port,
@@ -50,6 +50,10 @@ def run(settings: Settings, host: str = "127.0.0.1", port: int = 8000, workers: 
         "timeout_keep_alive": settings.keep_alive_timeout,
         "timeout_graceful_shutdown": settings.graceful_timeout,
     }
+    if settings.log_format == "json":
+        from .logs import uvicorn_log_config
+
+        options["log_config"] = uvicorn_log_config()
     if workers == 1:
         server = uvicorn.Server(uvicorn.Config(create_app(settings), **options))
         with signals_end_quietly():

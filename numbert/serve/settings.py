@@ -49,6 +49,8 @@ class Settings:
     api_keys: list[str] = field(default_factory=list, repr=False)  # Bearer keys; none: every request is let in
     protect_health: bool = False  # /health and /metrics need a key too
     cors_allow_origins: list[str] = field(default_factory=list)  # browser origins allowed ("*": any)
+    log_format: str = "text"  # "json": one JSON object a log line, an access line per request (serve.logs)
+    otlp_endpoint: str | None = None  # an OTLP/HTTP collector receiving the requests' spans (serve.tracing)
     blas_threads: int | None = None  # set in a worker process `numbert serve --workers N` started
 
     @property
