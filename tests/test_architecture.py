@@ -20,6 +20,7 @@ LAYERS = {
         "windows",
         "quantize",
         "search",
+        "blas",
     ],
     "io": ["tokenizer", "checkpoint", "tf_bundle", "crc32c", "hub", "fingerprint", "sentence_config", "npy"],
     "pipeline": [
