@@ -21,6 +21,7 @@ LAYERS = {
         "quantize",
         "search",
         "blas",
+        "packing",
     ],
     "io": ["tokenizer", "checkpoint", "tf_bundle", "crc32c", "hub", "fingerprint", "sentence_config", "npy"],
     "pipeline": [
