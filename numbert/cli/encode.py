@@ -29,6 +29,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from .. import blas
 from ..npy import NpyRows
 from ..quantize import CALIBRATED, DTYPES, PRECISIONS, quantize, width
 from ..recipe import Recipe
@@ -120,7 +121,7 @@ def workers_for(args: argparse.Namespace) -> int | None:
     is paid back past 2,000-13,000 lines. Anything else (stdin, texts as arguments, --format jsonl, a
     cluster) runs as asked, in this process with BLAS's threads unless --workers says otherwise.
     """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = blas.cores()
     if args.workers is not None or args.scheduler or args.dask or args.format == "jsonl" or cores < 2:
         return args.workers
     if args.file in (None, "-") or not has_lines(args.file, AUTO_WORKERS_LINES):
