@@ -3,24 +3,72 @@
 >>> import numbert
 >>> out = numbert.encode("Here is the sentence I want embeddings for.")
 >>> out.hidden_states.shape        # (layers + 1, seq, hidden)
+
+`import numbert` loads neither NumPy nor the model code: each public name (and each submodule) is
+imported on first use (PEP 562), so numbert's own processes can set BLAS's environment before NumPy
+loads (numbert.blas). It sets nothing in your process.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import re
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from .bert import Bert, load
-from .config import BertConfig
-from .hub import default_model
-from .model import Output
-from .search import semantic_search
-from .tokenizer import Encoding, Tokenizer
+if TYPE_CHECKING:
+    from .bert import Bert, load
+    from .blas import threads
+    from .config import BertConfig
+    from .model import Output
+    from .search import semantic_search
+    from .tokenizer import Encoding, Tokenizer
 
-__all__ = ["Bert", "BertConfig", "Encoding", "Output", "Tokenizer", "__version__", "encode", "load", "semantic_search"]
+__all__ = [
+    "Bert",
+    "BertConfig",
+    "Encoding",
+    "Output",
+    "Tokenizer",
+    "__version__",
+    "encode",
+    "load",
+    "semantic_search",
+    "threads",
+]
+
+_PUBLIC = {  # name -> the module that defines it, imported on first use
+    "Bert": "bert",
+    "load": "bert",
+    "threads": "blas",
+    "BertConfig": "config",
+    "Output": "model",
+    "semantic_search": "search",
+    "Encoding": "tokenizer",
+    "Tokenizer": "tokenizer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, or a submodule (numbert.recipes, ...), imported when first asked for."""
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
+    else:
+        try:
+            value = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 def _version() -> str:
@@ -37,6 +85,8 @@ __version__ = _version()
 
 @functools.lru_cache(maxsize=4)
 def _cached_model(name: str, revision: str | None, cache_dir: str | None) -> Bert:
+    from .bert import load
+
     return load(name, revision=revision, cache_dir=cache_dir)
 
 
@@ -53,6 +103,9 @@ def encode(
 
     Keyword arguments go to `Bert.__call__` (text_pair, output_attentions, max_length, truncation).
     """
+    from .bert import Bert
+    from .hub import default_model
+
     if model is None:
         model = default_model()
     if not isinstance(model, Bert):

@@ -1,8 +1,18 @@
-"""`python -m numbert ...`: the `numbert` command."""
+"""The `numbert` command's process: `python -m numbert ...` and the installed `numbert` script (`command`)."""
 
 import sys
 
-from numbert.cli import main
+
+def command() -> int:
+    """Run `numbert` in a process of its own: numbert's BLAS settings first, before NumPy loads
+    (numbert.blas), then the command line (numbert.cli.main)."""
+    from numbert.blas import configure_own_process
+
+    configure_own_process()
+    from numbert.cli import main
+
+    return main()
+
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())

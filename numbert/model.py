@@ -25,17 +25,13 @@ from .layers import (
     ACTIVATIONS,
     Linear,
     Norm,
-    attention,
-    attention_mask_bias,
     feed_forward,
-    heads_layout,
     layer_norm,
     linear,
-    merge_heads,
     positions_past_padding,
     relative_position_buckets,
-    split_heads,
 )
+from .packing import Packing, attention_by_group
 from .scratch import Scratch, scratch_array
 from .tensors import EMBEDDING_NAMES, LAYER_NAMES, POOLER_NAME, PROJECTION_NAME, RELATIVE_ATTENTION_NAME
 
@@ -58,10 +54,11 @@ class Output:
     """Everything one forward pass computes. Arrays are float32; `[batch]` is absent for one input.
 
     hidden_states: (layers + 1, [batch,] seq, hidden); index 0 is the embedding layer's output,
-        index i the output of layer i, as transformers' `hidden_states`.
+        index i the output of layer i, as transformers' `hidden_states` (zeros at right padding).
     pooler_output: ([batch,] hidden), tanh(W h_[CLS] + b) over the last layer, or None if the
         checkpoint has no pooler (one saved from BertForMaskedLM, say).
-    attentions: (layers, [batch,] heads, seq, seq), the softmax probabilities, or None.
+    attentions: (layers, [batch,] heads, seq, seq), the softmax probabilities (zeros where the query or
+        key is right padding), or None.
     """
 
     input_ids: np.ndarray
@@ -185,7 +182,7 @@ class Encoder:
     def encoder_layer(
         self,
         x: np.ndarray,
-        mask_bias: np.ndarray | None,
+        packing: Packing,
         layer: EncoderLayer,
         output_probs: bool = False,
         *,
@@ -193,24 +190,22 @@ class Encoder:
         probs_out: np.ndarray | None = None,
         score_bias: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
-        """One transformer layer. x: (batch, seq, hidden) -> (batch, seq, hidden), and the attention
-        probabilities (batch, heads, seq, seq) if output_probs, else None; written into `out` and
-        `probs_out` if given, else new arrays. score_bias: (heads, seq, seq) added to the attention
-        scores (MPNet's `position_bias`), or None. Reference: `reference.encoder_layer`."""
+        """One transformer layer on a batch's real tokens, packed (numbert/packing.py):
+        x: (tokens, hidden) -> (tokens, hidden), and the attention probabilities (batch, heads, seq, seq)
+        if output_probs, else None; written into `out` and `probs_out` (zeros) if given, else new arrays.
+        score_bias: (heads, seq, seq) added to the attention scores (MPNet's
+        `position_bias`), or None. Reference: `reference.encoder_layer`, on the padded batch."""
         eps, heads = self.config.layer_norm_eps, self.config.num_attention_heads
-        batch, seq, hidden = x.shape
-        # Multi-head self-attention, then Add & Norm.
-        q, k, v = (
-            split_heads(linear(x, p, scratch_array(batch, seq, hidden)), heads)
-            for p in (layer.query, layer.key, layer.value)
-        )
-        context = heads_layout(scratch_array(batch, seq, heads, hidden // heads))
-        _, probs = attention(q, k, v, mask_bias, output_probs, out=context, probs_out=probs_out, score_bias=score_bias)
-        h = linear(merge_heads(context), layer.attention_output, scratch_array(batch, seq, hidden))
+        tokens, hidden = x.shape
+        # Multi-head self-attention, then Add & Norm: the products on every token, attention per group.
+        q, k, v = (linear(x, p, scratch_array(tokens, hidden)) for p in (layer.query, layer.key, layer.value))
+        context = scratch_array(tokens, hidden)
+        probs = attention_by_group(q, k, v, packing, heads, score_bias, output_probs, out=context, probs_out=probs_out)
+        h = linear(context, layer.attention_output, scratch_array(tokens, hidden))
         h += x
         layer_norm(h, layer.attention_norm, eps, out=h)
         # Position-wise feed-forward network, then Add & Norm.
-        f = feed_forward(h, layer.up, layer.down, self.activation, scratch_array(batch, seq, hidden))
+        f = feed_forward(h, layer.up, layer.down, self.activation, scratch_array(tokens, hidden))
         f += h
         return layer_norm(f, layer.feed_forward_norm, eps, out=out), probs
 
@@ -224,33 +219,37 @@ class Encoder:
         """Run the encoder on token ids of shape (seq,) or (batch, seq).
 
         token_type_ids default to 0 (one segment), attention_mask to 1 (no padding).
-        Reference: `reference.forward`; faster by writing every layer's output straight into
-        hidden_states and attentions, and by reusing each layer's temporaries in the next (Scratch).
+        The padding of a right-padded batch holds zeros in hidden_states and attentions.
+        Reference: `reference.forward`; faster by running the layers on the real tokens only (Packing),
+        by writing into hidden_states and attentions, and by reusing each layer's temporaries (Scratch).
         """
         ids, types, mask, single = self._check_inputs(input_ids, token_type_ids, attention_mask)
         c = self.config
         batch, seq = ids.shape
-        hidden_states = np.empty((c.num_hidden_layers + 1, batch, seq, c.hidden_size), np.float32)
+        hidden_states = np.zeros((c.num_hidden_layers + 1, batch, seq, c.hidden_size), np.float32)
         attentions = (
-            np.empty((c.num_hidden_layers, batch, c.num_attention_heads, seq, seq), np.float32)
+            np.zeros((c.num_hidden_layers, batch, c.num_attention_heads, seq, seq), np.float32)
             if output_attentions
             else None
         )
-        mask_bias = None if mask.all() else attention_mask_bias(mask)  # no padding: skip adding zeros
+        packing = Packing(mask)  # the layers run on the real tokens only
         score_bias = self.position_bias(seq)  # MPNet's, computed once for every layer; None for the others
         self.embeddings(ids, types, out=hidden_states[0])
-        scratch = Scratch()  # each layer's temporary arrays, reused by the next
+        x = packing.pack(hidden_states[0])  # (tokens, hidden)
+        hidden_states[0][mask == 0] = 0  # padding holds zeros in every layer
+        scratch = Scratch()  # each layer's temporaries, reused by the next
         for i, layer in enumerate(self.layers):
-            with scratch:  # each layer writes straight into hidden_states and attentions
-                self.encoder_layer(
-                    hidden_states[i],
-                    mask_bias,
+            with scratch:  # without padding each layer writes straight into hidden_states
+                x, _ = self.encoder_layer(
+                    x,
+                    packing,
                     layer,
                     output_attentions,
-                    out=hidden_states[i + 1],
+                    out=packing.pack(hidden_states[i + 1]) if packing.whole else None,
                     probs_out=None if attentions is None else attentions[i],
                     score_bias=score_bias,
                 )
+                packing.unpack(x, out=hidden_states[i + 1])
         if single:
             hidden_states = hidden_states[:, 0]
             attentions = None if attentions is None else attentions[:, 0]

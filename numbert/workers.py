@@ -6,7 +6,8 @@
     vectors = numbert.workers.embed(model, texts, workers=2)   # the same, with a pool for this call
 
 Each worker is a fresh Python interpreter (running `numbert.workers.main`) whose environment sets
-OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, MKL_NUM_THREADS, ... to `threads` before NumPy loads; the
+OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, MKL_NUM_THREADS, ... to `threads` (and OpenBLAS's thread timeout,
+numbert.blas) before NumPy loads; the
 caller's own process and its BLAS settings are never touched. Each worker runs `numbert.load(model)`,
 which memory-maps the safetensors weights read-only, so the page cache holds one copy of the weights
 for all workers (`Pool.memory` reports each worker's RSS and PSS).
@@ -41,17 +42,10 @@ from pathlib import Path
 import numpy as np
 
 from .bert import Bert, load
+from .blas import process_environment
 from .planner import Row, run
 from .recipe import Recipe
 
-BLAS_THREADS = (
-    "OPENBLAS_NUM_THREADS",
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "BLIS_NUM_THREADS",
-    "VECLIB_MAXIMUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-)
 Planned = tuple[Sequence[int], list[Row]]  # a planned batch: (the inputs it holds, their rows)
 PARENT_CHECK_SECONDS = 0.2  # how often a worker looks whether its parent is still alive
 
@@ -70,7 +64,7 @@ class Worker:
     def __init__(self, model: str, load_options: dict, threads: int):
         child_reads, parent_writes = os.pipe()
         parent_reads, child_writes = os.pipe()
-        env = dict(os.environ, **{name: str(threads) for name in BLAS_THREADS})
+        env = process_environment(os.environ, threads)  # BLAS's thread count and timeout, before NumPy loads
         package_root = str(Path(__file__).resolve().parent.parent)  # the child imports this very numbert
         self.process = subprocess.Popen(
             [

@@ -11,9 +11,16 @@ every row uses the same 2 cores, split differently:
 
 - numbert 1 x 2: `Bert.embed` in one process with 2 BLAS threads (the default way)
 - numbert 1 x 1 and 2 x 1: `workers.embed(model, texts, N)`: N worker processes of 1 BLAS thread (scaling 1 -> 2)
-- transformers: `BertModel`, input-order batches padded to their longest sentence, 2 torch threads
-- sentence-transformers: `encode` in one process with 2 threads, and its multi-process pool (2 x 1)
-- ONNX Runtime, when installed (`--onnx`): the same padded batches through the exported model, 2 threads
+- transformers: `BertModel` on batches of sentences sorted by length (its best recipe: little padding),
+  each padded to its longest sentence, 2 torch threads
+- sentence-transformers: `encode` in one process with 2 threads (it sorts by length itself), and its
+  multi-process pool (2 x 1)
+- ONNX Runtime, when installed (`--onnx`): the same length-sorted batches through the exported model,
+  2 threads, in float32 and dynamically quantized to int8 (its min cosine to numbert's float32 vectors
+  is in the table: the price of its speed)
+
+Each row prints the padding it ran with: tokens computed in the dense layers per real token (numbert
+packs a batch's real tokens, so 1.00; the others pad each batch to its longest sentence).
 
 Every system computes the mean of the last layer over real tokens (numbert: pooling="mean", layers=-1,
 normalize=False) and is checked against numbert's vectors (smallest cosine printed). The time counts the
@@ -59,6 +66,7 @@ SYSTEMS = {
     "sentence-transformers": (1, 2),
     "sentence-transformers pool 2x1": (2, 1),
     "onnxruntime": (1, 2),
+    "onnxruntime int8": (1, 2),
 }
 
 
@@ -167,6 +175,7 @@ def child(system: str, directory: Path, size: int, repeats: int, batch_size: int
 
     corpus, lengths = build_corpus(bert.tokenizer, size)
     embed, start = systems(system, bert, directory, batch_size)
+    padding = padding_ratio(system, corpus, lengths, batch_size)
     started = time.perf_counter()
     embed = start() if start else embed
     start_seconds = time.perf_counter() - started
@@ -193,6 +202,7 @@ def child(system: str, directory: Path, size: int, repeats: int, batch_size: int
         "others": others,
         "sentences": len(corpus),
         "tokens": sum(lengths),
+        "padding": padding,
         "min_cosine": float(cosine.min()),
         "warm_shape": list(warm.shape),
         "blas": blas_info(),
@@ -229,7 +239,7 @@ def systems(system: str, bert, directory: Path, batch_size: int):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(directory)
-    if system == "onnxruntime":
+    if system.startswith("onnxruntime"):
         import onnxruntime
         from bench.systems import ensure_onnx
 
@@ -238,6 +248,8 @@ def systems(system: str, bert, directory: Path, batch_size: int):
             cached.parent.mkdir(parents=True, exist_ok=True)
             cached.symlink_to(directory, target_is_directory=True)
         onnx_path = ensure_onnx(cached)
+        if system == "onnxruntime int8":
+            onnx_path = quantized(onnx_path)
         options_ort = onnxruntime.SessionOptions()
         options_ort.intra_op_num_threads, options_ort.inter_op_num_threads = 2, 1
         session = onnxruntime.InferenceSession(str(onnx_path), options_ort, providers=["CPUExecutionProvider"])
@@ -256,17 +268,45 @@ def systems(system: str, bert, directory: Path, batch_size: int):
             with torch.inference_mode():
                 return model(**{k: torch.from_numpy(v) for k, v in enc.items()}).last_hidden_state.numpy()
 
-    def padded(texts):
-        vectors = []
+    def by_length(texts):  # batches of like length (its best recipe), vectors returned in input order
+        encoded = tokenizer(texts, truncation=True, max_length=512)  # one batch call, no padding
+        rows = encoded["input_ids"]
+        order = sorted(range(len(texts)), key=lambda i: len(rows[i]))
+        vectors = np.empty((len(texts), bert.config.hidden_size), np.float32)
         for i in range(0, len(texts), batch_size):
-            enc = dict(
-                tokenizer(texts[i : i + batch_size], padding=True, truncation=True, max_length=512, return_tensors="np")
-            )
+            part = order[i : i + batch_size]
+            width = max(len(rows[j]) for j in part)
+            enc = {k: np.zeros((len(part), width), np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")}
+            for b, j in enumerate(part):  # right-padded with 0, [PAD]'s id in BERT vocabularies
+                enc["input_ids"][b, : len(rows[j])] = rows[j]
+                enc["attention_mask"][b, : len(rows[j])] = 1
             hidden, mask = run(enc), enc["attention_mask"][..., None].astype(np.float32)
-            vectors.append((hidden * mask).sum(1) / mask.sum(1))
-        return np.concatenate(vectors)
+            vectors[part] = (hidden * mask).sum(1) / mask.sum(1)
+        return vectors
 
-    return padded, None
+    return by_length, None
+
+
+def padding_ratio(system: str, corpus: list[str], lengths: list[int], batch_size: int) -> float:
+    """Tokens the system computes in its dense layers per real token, for the batches it runs."""
+    if system.startswith("numbert"):
+        return 1.0  # numbert.packing: the layers run on the real tokens only
+    if system.startswith("sentence-transformers"):  # it sorts by text length (characters), longest first
+        order = sorted(range(len(corpus)), key=lambda i: -len(corpus[i]))
+    else:  # transformers and ONNX Runtime: sorted by token count (by_length above)
+        order = sorted(range(len(corpus)), key=lambda i: lengths[i])
+    batches = [[lengths[j] for j in order[i : i + batch_size]] for i in range(0, len(order), batch_size)]
+    return sum(len(b) * max(b) for b in batches) / sum(lengths)
+
+
+def quantized(onnx_path: Path) -> Path:
+    """The ONNX model with its weights dynamically quantized to int8 (ONNX Runtime's own tool), made once."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    path = onnx_path.with_name("model-int8.onnx")
+    if not path.is_file() or path.stat().st_mtime < onnx_path.stat().st_mtime:
+        quantize_dynamic(onnx_path, path, weight_type=QuantType.QInt8)
+    return path
 
 
 # --- the parent: one fresh process per system, then the table -------------------------------------
@@ -321,6 +361,7 @@ def table(results: list[dict]) -> str:
                 f"{r['memory'][0]['rss'] / 2**20:.0f}",
                 ", ".join(f"{m['rss'] / 2**20:.0f}/{m['pss'] / 2**20:.0f}" for m in workers) or "-",
                 f"{r['min_cosine']:.6f}",
+                f"{r['padding']:.2f}",
             ]
         )
     text = markdown(
@@ -334,6 +375,7 @@ def table(results: list[dict]) -> str:
             "main RSS MiB",
             "started processes RSS/PSS MiB",
             "min cosine vs numbert",
+            "padded tokens per real token",
         ],
         rows,
     )
@@ -393,10 +435,10 @@ def main():
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument(
         "--systems",
-        default=",".join(s for s in SYSTEMS if s != "onnxruntime"),
+        default=",".join(s for s in SYSTEMS if not s.startswith("onnxruntime")),
         help="comma-separated, from: " + ", ".join(SYSTEMS) + " (numbert 1x2 always runs first)",
     )
-    parser.add_argument("--onnx", action="store_true", help="add ONNX Runtime (exports the model once)")
+    parser.add_argument("--onnx", action="store_true", help="add ONNX Runtime fp32 and int8 (exports the model once)")
     parser.add_argument("--memory-lines", help="instead: peak RSS of sharded CLI jobs of these line counts")
     parser.add_argument("--memory-workers", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=1800)
@@ -414,7 +456,7 @@ def main():
     if args.memory_lines:
         print(memory_bench(args))
         return
-    names = args.systems.split(",") + (["onnxruntime"] if args.onnx else [])
+    names = args.systems.split(",") + (["onnxruntime", "onnxruntime int8"] if args.onnx else [])
     print(
         f"model: {args.model}, corpus: {args.size} sentences, batch size {args.batch_size}, "
         f"{args.repeats} timed passes per system (median)",

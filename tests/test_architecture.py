@@ -20,6 +20,8 @@ LAYERS = {
         "windows",
         "quantize",
         "search",
+        "blas",
+        "packing",
     ],
     "io": ["tokenizer", "checkpoint", "tf_bundle", "crc32c", "hub", "fingerprint", "sentence_config", "npy"],
     "pipeline": [

@@ -139,3 +139,26 @@ def test_usage_errors_are_one_line(args, message, source, minilm_dir, tmp_path):
     result = run("--file", source, "--model", minilm_dir, *args)
     assert result.returncode == 1
     assert result.stderr.decode().strip().splitlines() == [f"numbert encode: error: {message}"]
+
+
+def test_a_large_file_runs_in_worker_processes_by_default(tmp_path, capsys):
+    """`numbert encode --file` picks one worker process per core for a file of AUTO_WORKERS_LINES lines or more,
+    and says so on stderr; anything smaller, stdin, --format jsonl or an explicit --workers runs as asked."""
+    from numbert.cli import build_parser
+    from numbert.cli.encode import AUTO_WORKERS_LINES, check_encode_options, workers_for
+
+    big, small = tmp_path / "big.txt", tmp_path / "small.txt"
+    big.write_text("a line\n" * (AUTO_WORKERS_LINES - 1) + "the last line has no line ending")
+    small.write_text("a line\n" * (AUTO_WORKERS_LINES - 2) + "the last line")
+
+    def choice(*args: str) -> int | None:
+        parsed = build_parser().parse_args(["encode", *args, "-o", str(tmp_path / "v.npy")])
+        check_encode_options(parsed)
+        return workers_for(parsed)
+
+    cores = len(os.sched_getaffinity(0))
+    assert choice("--file", str(big)) == (min(cores, 8) if cores > 1 else None)
+    assert ("worker processes of one BLAS thread" in capsys.readouterr().err) == (cores > 1)
+    assert choice("--file", str(big), "--workers", "0") == 0
+    assert choice("--file", str(small)) is None and choice("--file", "-") is None
+    assert capsys.readouterr().err == ""

@@ -14,6 +14,7 @@ import pytest
 
 import numbert
 from numbert import layers
+from numbert.packing import Packing
 from numbert.testing import PAIR, SENTENCES
 
 FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"
@@ -109,12 +110,11 @@ def test_padded_batch_equals_each_sentence_alone(minilm):
 def test_forward_reusing_memory_equals_the_layers_run_one_by_one(minilm, texts):
     """forward hands each layer's temporary arrays on to the next (Scratch): the numbers must not change."""
     out = minilm(texts, output_attentions=True)
-    mask_bias = layers.attention_mask_bias(out.attention_mask) if not out.attention_mask.all() else None
-    encoder = minilm.encoder
-    x = encoder.embeddings(out.input_ids, out.token_type_ids)
+    packing, encoder = Packing(out.attention_mask), minilm.encoder
+    x = packing.pack(encoder.embeddings(out.input_ids, out.token_type_ids))
     for i, layer in enumerate(encoder.layers):
-        x, probs = encoder.encoder_layer(x, mask_bias, layer, output_probs=True)
-        np.testing.assert_array_equal(out.hidden_states[i + 1], x)
+        x, probs = encoder.encoder_layer(x, packing, layer, output_probs=True)
+        np.testing.assert_array_equal(out.hidden_states[i + 1], packing.unpack(x, np.zeros_like(out.hidden_states[0])))
         np.testing.assert_array_equal(out.attentions[i], probs)
 
 
@@ -151,7 +151,7 @@ def test_every_output_is_float32(minilm):
         mask_bias,
         *heads,
         *layers.attention(*heads, mask_bias, output_probs=True),
-        *encoder.encoder_layer(x, mask_bias, layer, output_probs=True),
+        *encoder.encoder_layer(Packing(out.attention_mask).pack(x), Packing(out.attention_mask), layer, True),
         layers.layer_norm(x, layer.attention_norm, 1e-12),
         layers.feed_forward(x, layer.up, layer.down, encoder.activation),
         encoder.pooler_output(x),

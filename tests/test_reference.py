@@ -13,6 +13,7 @@ import pytest
 from numbert import layers, reference
 from numbert.config import BertConfig
 from numbert.model import Encoder
+from numbert.packing import Packing
 from numbert.scratch import Scratch
 from numbert.tensors import LAYER_NAMES
 from numbert.testing import random_weights
@@ -73,12 +74,15 @@ def assert_fast_equals_reference(encoder: Encoder, ids, types, mask) -> None:
     hidden_states, attentions, pooled = reference.forward(encoder, ids, types, mask)
     for fast, plain in ((out.hidden_states, hidden_states), (out.attentions, attentions), (out.pooler_output, pooled)):
         assert fast.dtype == plain.dtype == np.float32 and fast.shape == plain.shape
+    real = mask.astype(bool)  # the reference computes padding too; the fast path leaves it zero
+    by_query = lambda a: a.transpose(0, 1, 3, 2, 4)  # (layers, batch, seq [queries], heads, seq)
     diffs = {
-        "hidden_states": np.abs(out.hidden_states - hidden_states).max(),
-        "attentions": np.abs(out.attentions - attentions).max(),
+        "hidden_states": np.abs(out.hidden_states - hidden_states)[:, real].max(),
+        "attentions": np.abs(by_query(out.attentions - attentions)[:, real]).max(),
         "pooler_output": np.abs(out.pooler_output - pooled).max(),
     }
     assert max(diffs.values()) <= TOLERANCE, diffs
+    assert not out.hidden_states[:, ~real].any() and not by_query(out.attentions)[:, ~real].any()
 
 
 @pytest.mark.parametrize(
@@ -133,14 +137,15 @@ def test_kept_results_stay_distinct_inside_a_scratch():
     encoder = random_encoder()
     ids, types, mask = random_inputs(20, padded=True)
     out = encoder.forward(ids, types, mask, output_attentions=True)
-    mask_bias = layers.attention_mask_bias(mask)
-    x, kept, scratch = encoder.embeddings(ids, types), [], Scratch()
+    mask_bias, packing = layers.attention_mask_bias(mask), Packing(mask)
+    x, kept, scratch = packing.pack(encoder.embeddings(ids, types)), [], Scratch()
     for layer in encoder.layers:
         with scratch:
-            x, probs = encoder.encoder_layer(x, mask_bias, layer, output_probs=True)
-            heads = [layers.split_heads(layers.linear(x, p), 2) for p in (layer.query, layer.key, layer.value)]
+            x, probs = encoder.encoder_layer(x, packing, layer, output_probs=True)
+            padded = packing.unpack(x, np.zeros(out.hidden_states.shape[1:], np.float32))
+            heads = [layers.split_heads(layers.linear(padded, p), 2) for p in (layer.query, layer.key, layer.value)]
             context, inner_probs = layers.attention(*heads, mask_bias, output_probs=True)
-        kept.append((x, probs, context, inner_probs))
+        kept.append((padded, probs, context, inner_probs))
     for i, (x, probs, context, inner_probs) in enumerate(kept):
         np.testing.assert_array_equal(x, out.hidden_states[i + 1])
         np.testing.assert_array_equal(probs, out.attentions[i])

@@ -46,6 +46,15 @@ def input_lines(args: argparse.Namespace) -> Iterator[str]:
     return decoded_lines(f, args.file)
 
 
+def has_lines(path: str, n: int) -> bool:
+    """True if the file at `path` holds at least `n` lines: read in blocks only until the n-th line ends."""
+    found, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while found < n and (block := f.read(1 << 20)):
+            found, last = found + block.count(b"\n"), block[-1:]
+    return found + (last != b"\n") >= n  # a last line without a line ending counts too
+
+
 def decoded_lines(f: IO[bytes], name: str) -> Iterator[str]:
     """Each line of a binary file as str without its line ending (a UTF-8 BOM on line 1 is dropped)."""
     with f:

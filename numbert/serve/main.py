@@ -18,6 +18,7 @@ import signal
 import tempfile
 from typing import Any
 
+from ..blas import configure_own_process, cores
 from .settings import Settings
 
 
@@ -59,8 +60,9 @@ def run(settings: Settings, host: str = "127.0.0.1", port: int = 8000, workers: 
         with signals_end_quietly():
             server.run()
         return 0 if server.started else 1
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    os.environ[SETTINGS_VARIABLE] = dataclasses.replace(settings, blas_threads=max(1, cpus // workers)).to_json()
+    threads = max(1, cores() // workers)
+    os.environ[SETTINGS_VARIABLE] = dataclasses.replace(settings, blas_threads=threads).to_json()
+    configure_own_process(threads)  # the worker processes uvicorn starts inherit it, set before their NumPy loads
     with tempfile.TemporaryDirectory(prefix="numbert-serve-metrics-") as shared:
         os.environ[METRICS_VARIABLE] = shared
         uvicorn.run("numbert.serve.app:app_from_environment", factory=True, workers=workers, **options)

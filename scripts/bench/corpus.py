@@ -88,11 +88,11 @@ def time_corpus(bert, model_dir: Path, args) -> dict:
     import numpy as np
 
     corpus, lengths = build_corpus(bert.tokenizer, args.corpus_size)
-    funcs = corpus_systems(bert, model_dir, args.batch_size)
+    funcs = corpus_systems(bert, model_dir, args.batch_size, onnx=not args.no_ort)
     vectors = {n: f(corpus[:64]) for n, f in funcs.items()}  # warm-up, and the same vectors?
-    reference = vectors["transformers padded"]
+    reference = vectors["transformers sorted"]
     cosine = lambda a, b: (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
-    agreement = {n: float(cosine(v, reference).min()) for n, v in vectors.items() if n != "transformers padded"}
+    agreement = {n: float(cosine(v, reference).min()) for n, v in vectors.items() if n != "transformers sorted"}
 
     slices = [corpus[i :: args.corpus_slices] for i in range(args.corpus_slices)]  # each slice: all lengths
     slice_lengths = [lengths[i :: args.corpus_slices] for i in range(args.corpus_slices)]
@@ -114,6 +114,13 @@ def time_corpus(bert, model_dir: Path, args) -> dict:
     padded = lambda order: (
         sum(padding_overhead(order(ls), args.batch_size) * sum(ls) for ls in slice_lengths) / sum(lengths)
     )
+    by_characters = [  # sentence-transformers sorts a call's texts by length in characters, longest first
+        [n for _, n in sorted(zip(part, ls), key=lambda p: -len(p[0]))] for part, ls in zip(slices, slice_lengths)
+    ]
+    st_padding = sum(padding_overhead(ls, args.batch_size) * sum(ls) for ls in by_characters) / sum(lengths)
+    padding = {  # tokens each system computes in its dense layers per real token, as run
+        n: 1.0 if n == "numbert" else st_padding if n == "sentence-transformers" else padded(sorted) for n in funcs
+    }
     return {
         "sentences": len(corpus),
         "tokens": sum(lengths),
@@ -123,23 +130,40 @@ def time_corpus(bert, model_dir: Path, args) -> dict:
         "batch_size": args.batch_size,
         "padding_input_order": padded(list),
         "padding_sorted": padded(sorted),  # as run, slice by slice
+        "padding": padding,
         "sentences_per_s": rate,
         "seconds": seconds,
         "min_cosine_vs_transformers": agreement,
         "others_cores": None if None in others else statistics.mean(others),
-        "ratio_transformers": rate["numbert"] / rate["transformers padded"],
+        "ratio_transformers": rate["numbert"] / rate["transformers sorted"],
+        "ratio_onnxruntime": rate["numbert"] / rate["onnxruntime sorted"] if "onnxruntime sorted" in rate else None,
         "ratio_st": rate["numbert"] / rate["sentence-transformers"] if "sentence-transformers" in rate else None,
     }
 
 
 def corpus_table(c: dict) -> str:
     rates = c["sentences_per_s"]
-    body = [[n, f"{r:.1f}", f"{c['seconds'][n]:.1f}", f"{rates['numbert'] / r:.2f}"] for n, r in rates.items()]
+    agreement = c["min_cosine_vs_transformers"]
+    body = [
+        [
+            n,
+            f"{r:.1f}",
+            f"{c['seconds'][n]:.1f}",
+            f"{rates['numbert'] / r:.2f}",
+            f"{c['padding'][n]:.2f}",
+            f"{agreement[n]:.4f}" if n in agreement else "(reference)",
+        ]
+        for n, r in rates.items()
+    ]
     return (
         f"{c['sentences']} sentences, {c['tokens']} tokens with [CLS]/[SEP]: median {c['median_tokens']:g}, "
         f"max {c['max_tokens']} tokens per sentence. Padding (computed / real tokens) in batches of "
         f"{c['batch_size']}: {c['padding_input_order']:.2f} in input order, "
-        f"{c['padding_sorted']:.2f} sorted by length. Other processes used "
+        f"{c['padding_sorted']:.2f} sorted by length; numbert's layers compute the real tokens only "
+        f"(its packed batches: 1.00). Other processes used "
         f"{cores(c['others_cores'])} cores on average meanwhile.\n\n"
-        + markdown(["system", "sentences/s", "seconds", "numbert speed-up"], body)
+        + markdown(
+            ["system", "sentences/s", "seconds", "numbert speed-up", "padded tokens per real token", "min cosine"],
+            body,
+        )
     )

@@ -144,8 +144,11 @@ def load_systems(bert, model_dir: Path, onnx_path: Path | None, threads: int) ->
     return systems
 
 
-def corpus_systems(bert, model_dir: Path, batch_size: int) -> dict:
-    """{name: function(list of sentences) -> (n, hidden) mean-pooled vectors}."""
+def corpus_systems(bert, model_dir: Path, batch_size: int, onnx: bool = True) -> dict:
+    """{name: function(list of sentences) -> (n, hidden) mean-pooled vectors}, each system at its best recipe:
+    numbert's embed (its planner sorts by length, its layers skip padding), transformers and ONNX Runtime on
+    batches sorted by token count, sentence-transformers' encode (it sorts by length itself), and ONNX
+    Runtime's int8 (dynamic quantization) where onnxruntime is installed."""
     import numpy as np
     import torch
     from transformers import AutoTokenizer, BertModel
@@ -156,19 +159,49 @@ def corpus_systems(bert, model_dir: Path, batch_size: int) -> dict:
     def numbert_embed(texts):  # length-sorted batches; mean of the last layer, as the others compute
         return bert.embed(texts, batch_size=batch_size, pooling="mean", layers=-1, progress=False)
 
-    def transformers_padded(texts):
-        vectors = []
-        for i in range(0, len(texts), batch_size):
-            enc = tokenizer(
-                texts[i : i + batch_size], padding=True, truncation=True, max_length=512, return_tensors="pt"
-            )
-            with torch.inference_mode():
-                hidden = model(**enc).last_hidden_state
-            mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            vectors.append(((hidden * mask).sum(1) / mask.sum(1)).numpy())
-        return np.concatenate(vectors)
+    def by_length(run):
+        """Mean-pooled vectors of `run(batch) -> (batch, seq, hidden)` over batches sorted by token count."""
 
-    found = {"numbert": numbert_embed, "transformers padded": transformers_padded}
+        def embed(texts):
+            rows = tokenizer(texts, truncation=True, max_length=512)["input_ids"]  # one call, unpadded
+            order = sorted(range(len(texts)), key=lambda i: len(rows[i]))
+            vectors = np.empty((len(texts), bert.config.hidden_size), np.float32)
+            for i in range(0, len(texts), batch_size):
+                part = order[i : i + batch_size]
+                width = max(len(rows[j]) for j in part)
+                batch = {
+                    k: np.zeros((len(part), width), np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")
+                }
+                for b, j in enumerate(part):  # right-padded with 0, [PAD] in BERT vocabularies
+                    batch["input_ids"][b, : len(rows[j])] = rows[j]
+                    batch["attention_mask"][b, : len(rows[j])] = 1
+                hidden, mask = run(batch), batch["attention_mask"][..., None].astype(np.float32)
+                vectors[part] = (hidden * mask).sum(1) / mask.sum(1)
+            return vectors
+
+        return embed
+
+    def torch_run(batch):
+        with torch.inference_mode():
+            return model(**{k: torch.from_numpy(v) for k, v in batch.items()}).last_hidden_state.numpy()
+
+    found = {"numbert": numbert_embed, "transformers sorted": by_length(torch_run)}
+    onnx_path = ensure_onnx(model_dir) if onnx else None
+    if onnx_path is not None:
+        import onnxruntime
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        int8 = onnx_path.with_name("model-int8.onnx")
+        if not int8.is_file() or int8.stat().st_mtime < onnx_path.stat().st_mtime:
+            quantize_dynamic(onnx_path, int8, weight_type=QuantType.QInt8)
+        for name, path in (("onnxruntime sorted", onnx_path), ("onnxruntime int8 sorted", int8)):
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads, options.inter_op_num_threads = torch.get_num_threads(), 1
+            session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            names = [i.name for i in session.get_inputs()]
+            found[name] = by_length(
+                lambda batch, session=session, names=names: session.run(None, {n: batch[n] for n in names})[0]
+            )
     try:
         from sentence_transformers import SentenceTransformer, models
     except ImportError:

@@ -1,0 +1,71 @@
+"""BLAS threads: the settings numbert's own processes start with, and `threads(n)` for a user's process.
+
+OpenBLAS reads its environment once, when NumPy loads it. numbert's own processes (the `numbert`
+command, the server it runs, the worker processes it starts) set it before NumPy loads: idle BLAS
+threads go to sleep at once instead of spinning (OPENBLAS_THREAD_TIMEOUT, unless the environment sets
+it), one BLAS thread when other programs keep every core busy (`own_threads`), and a worker gets its
+thread count. On a shared 2-core machine spinning threads cost 2x to 9x (the README's Threads section
+and docs/performance.md have the figures). In a user's Python process numbert sets nothing unless asked:
+`numbert.threads(n)` limits the BLAS threads through threadpoolctl (`pip install 'numbert[threads]'`).
+This module imports nothing, so it can run before NumPy loads.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+THREAD_VARIABLES = (  # a thread count for every BLAS (and OpenMP) NumPy may be built on
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+THREAD_TIMEOUT = "4"  # idle OpenBLAS threads sleep after 2^4 cycles (OpenBLAS's least; its default 2^28 is ~0.1 s)
+
+
+def process_environment(environ: Mapping[str, str], threads: int | None = None) -> dict[str, str]:
+    """`environ` with numbert's BLAS settings for a process of its own: OPENBLAS_THREAD_TIMEOUT unless
+    `environ` has one, and `threads` in every thread variable if given (else BLAS's default, one per core)."""
+    env = dict(environ)
+    env.setdefault("OPENBLAS_THREAD_TIMEOUT", THREAD_TIMEOUT)
+    if threads is not None:
+        env.update({name: str(threads) for name in THREAD_VARIABLES})
+    return env
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def own_threads(environ: Mapping[str, str]) -> int | None:
+    """The BLAS threads for a process of numbert's own: 1 when other programs keep every core busy (the
+    1-minute load average at least the core count), unless `environ` sets a count; else None (BLAS's
+    default, one per core). On a 2-core machine at load 10, an 8x128 MiniLM forward took 1.4 s on one
+    BLAS thread and 12.7 s on two, even with OPENBLAS_THREAD_TIMEOUT=4 (docs/performance.md)."""
+    if any(name in environ for name in THREAD_VARIABLES) or not hasattr(os, "getloadavg"):
+        return None
+    return 1 if os.getloadavg()[0] >= cores() else None
+
+
+def configure_own_process(threads: int | None = None) -> None:
+    """Put `process_environment` into os.environ, with `threads` or `own_threads`: called first thing by
+    numbert's own processes, before NumPy loads (later it changes only the processes this one starts)."""
+    os.environ.update(process_environment(os.environ, threads if threads is not None else own_threads(os.environ)))
+
+
+def threads(n: int) -> Any:
+    """Limit the BLAS threads of this process to `n` (one per Python thread that runs a model is the rule),
+    through threadpoolctl. Returns threadpoolctl's limiter: `with numbert.threads(1): ...` restores the
+    previous limits at the end of the block; a plain call keeps them until changed."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"threads must be an integer >= 1, got {n!r}")
+    try:
+        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+    except ImportError:
+        raise ImportError("numbert.threads needs threadpoolctl: pip install 'numbert[threads]'") from None
+    return threadpool_limits(limits=n, user_api="blas")
