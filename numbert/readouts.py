@@ -6,6 +6,7 @@
     TokenLogits(classifier)      last hidden state       classifier on each token  (seq, labels)
     SpanLogits(qa_outputs)       last hidden state       qa_outputs                (seq, 2): start, end
     MaskedLMLogits(head, config) last hidden state       cls.predictions           (seq, vocab)
+    SparseVectors(head, ...)     last hidden state       cls.predictions, SPLADE   (vocab,)
 
 Each is built from its head (numbert.heads.Heads builds and checks it), so a checkpoint without the
 head fails when the readout is made, before any forward.
@@ -24,10 +25,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import BertConfig
-from .heads import MaskedLM, classifier_logits, masked_lm_logits
+from .heads import MaskedLM, classifier_logits, masked_lm_logits, splade_weights
 from .layers import Linear
 from .model import Output
 from .recipe import Recipe
+from .sentence_config import SpladePooling
+
+BLOCK_TOKENS = 256  # tokens whose vocabulary scores SparseVectors holds at once: 256 x 30522 x 4 bytes = 31 MB
 
 
 def row_lengths(out: Output) -> list[int]:
@@ -105,3 +109,33 @@ class MaskedLMLogits:
             masked_lm_logits(h, self.head, c.hidden_act, c.layer_norm_eps)
             for h in per_token(out, out.last_hidden_state)
         ]
+
+
+@dataclass(frozen=True, eq=False)
+class SparseVectors:
+    """A SPLADE vector per row over the vocabulary, dense (most weights 0): the masked-LM logits of each real
+    token through log(1 + relu), pooled over the row's tokens (max, or sum), as SparseEncoder's SpladePooling.
+    (vocab,)
+
+    The real tokens of all rows are scored BLOCK_TOKENS at a time, so a batch never holds batch x seq x vocab
+    floats: a block's rows (or pieces of them) are pooled into their vectors before the next block is scored."""
+
+    head: MaskedLM  # Heads.masked_lm
+    config: BertConfig  # its activation (hidden_act) and LayerNorm epsilon
+    pooling: SpladePooling = SpladePooling()
+    name = "embed_sparse"
+
+    def __call__(self, out: Output) -> list[np.ndarray]:
+        c, pool = self.config, np.maximum if self.pooling.strategy == "max" else np.add
+        rows = per_token(out, out.last_hidden_state)
+        tokens = np.concatenate(rows)  # (real tokens, hidden)
+        row_of_token = np.repeat(np.arange(len(rows)), [len(r) for r in rows])  # (real tokens,)
+        vectors = np.zeros((len(rows), len(self.head.bias)), np.float32)  # every weight is >= 0
+        for start in range(0, len(tokens), BLOCK_TOKENS):
+            logits = masked_lm_logits(tokens[start : start + BLOCK_TOKENS], self.head, c.hidden_act, c.layer_norm_eps)
+            weights = splade_weights(logits, self.pooling.activation)  # (block, vocab)
+            owners = row_of_token[start : start + BLOCK_TOKENS]
+            firsts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])  # where each row's piece begins
+            here = owners[firsts]
+            vectors[here] = pool(vectors[here], pool.reduceat(weights, firsts, axis=0))
+        return list(vectors)

@@ -30,6 +30,7 @@ LAYERS = {
         "tasks",
         "embedding",
         "reranking",
+        "sparse",
         "vocabulary",
         "bert",
         "__init__",
