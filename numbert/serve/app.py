@@ -1,5 +1,5 @@
 """The HTTP routes (Starlette): OpenAI's /v1/embeddings and /v1/models, text-embeddings-inference's /embed,
-/tokenize, /rerank, /predict, /health and /metrics, and the Cohere/Jina-style /v1/rerank.
+/embed_sparse, /tokenize, /rerank, /predict, /health and /metrics, and the Cohere/Jina-style /v1/rerank.
 
 Every route that works on inputs goes through `Server.handle`: 503 until the model is loaded, the body
 read up to payload_limit (413) within body_timeout (408), admission once it is whole (429 with
@@ -30,6 +30,7 @@ from starlette.routing import Route
 
 from ..recipe import Recipe
 from ..reranking import ranking
+from ..sparse import prune
 from . import protocol
 from .batching import Batcher
 from .embedder import Embedder
@@ -41,7 +42,7 @@ log = logging.getLogger("numbert.serve")
 JSON = "application/json"
 TRUNCATE_HINTS = {  # how a client may have a long input cut, by the name of the field holding the inputs
     "input": ", or start the server with --auto-truncate",  # OpenAI's /v1/embeddings has no truncate field
-    "inputs": ", or send truncate=true (or start the server with --auto-truncate)",  # TEI's /embed, /predict
+    "inputs": ", or send truncate=true (or start the server with --auto-truncate)",  # TEI's /embed(_sparse), /predict
     "texts": ", or send truncate=true (or start the server with --auto-truncate)",  # TEI's /rerank
 }
 SMALL = 2048  # bytes of a request body, or numbers in an answer, handled on the event loop itself
@@ -114,6 +115,9 @@ class Server:
 
     async def tei_embed(self, request: Request) -> Response:
         return await self.handle(request, "/embed", self.embed_answer, protocol.tei_request, "inputs")
+
+    async def tei_embed_sparse(self, request: Request) -> Response:
+        return await self.handle(request, "/embed_sparse", self.sparse_answer)
 
     async def tokenize(self, request: Request) -> Response:
         return await self.handle(request, "/tokenize", self.tokenize_answer)
@@ -228,6 +232,13 @@ class Server:
         While it waits for the model, a request holds its token ids only (4 bytes a token), not its body or texts;
         if its client disconnects meanwhile, its rows are dropped before they run.
         """
+        if embedder.sparse_only:
+            raise ApiError(
+                400,
+                "this model is a SparseEncoder (SPLADE): its vectors are sparse, over the vocabulary; "
+                "ask /embed_sparse",
+                code="model_is_sparse",
+            )
         body = await self.read_body(http)
         request, recipe, rows = await self.run(len(body), self.embedding_rows, embedder, body, parse, name)
         del body
@@ -236,6 +247,20 @@ class Server:
         vectors = recipe.finish(np.stack(answers)) if answers else np.empty((0, recipe.dim), np.float32)
         answer = await self.run(vectors.size, self.render, request, vectors, tokens)
         return answer, len(rows), tokens
+
+    async def sparse_answer(self, embedder: Embedder, batcher: Batcher, http: Request) -> tuple[bytes, int, int]:
+        """The answer to /embed_sparse: each input's SPLADE vector, its non-zero weights (the model's
+        max_active_dims largest, if it names it), with the number of inputs and tokens it read."""
+        readout = embedder.sparse  # a model without the masked-LM head is refused before the body is read
+        body = await self.read_body(http)
+        _, _, rows = await self.run(
+            len(body), self.embedding_rows, embedder, body, protocol.tei_sparse_request, "inputs"
+        )
+        del body
+        answers = await until_disconnected(http, batcher.submit(rows, readout))
+        vectors = [prune(weights, embedder.max_active_dims) for weights in answers]
+        answer = await self.run(sum(len(v.ids) for v in vectors), protocol.sparse_response, vectors)
+        return answer, len(rows), sum(len(row.ids) for row in rows)
 
     async def tokenize_answer(self, embedder: Embedder, batcher: Batcher, http: Request) -> tuple[bytes, int, int]:
         """The answer to /tokenize (no inputs embedded)."""
@@ -348,6 +373,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/v1/embeddings", server.openai_embeddings, methods=["POST"]),
         Route("/v1/models", server.models, methods=["GET"]),
         Route("/embed", server.tei_embed, methods=["POST"]),
+        Route("/embed_sparse", server.tei_embed_sparse, methods=["POST"]),
         Route("/tokenize", server.tokenize, methods=["POST"]),
         Route("/rerank", server.tei_rerank, methods=["POST"]),
         Route("/v1/rerank", server.cohere_rerank, methods=["POST"]),
