@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from test_cli import one_error_line, run
+from test_cli import run
 
 import numbert
 from numbert import readouts
@@ -68,27 +68,24 @@ def assert_same_vectors(ours, theirs) -> None:
 
 
 @pytest.fixture(scope="module")
-def st(torch):
-    return pytest.importorskip("sentence_transformers")
+def splade_dir(tmp_path_factory, head_checkpoint, torch):
+    """A factory: splade_dir(strategy, activation, max_active_dims) -> (a directory SparseEncoder saved, that
+    SparseEncoder), made from a BertForMaskedLM that transformers saved (random weights, seed 0): MLMTransformer +
+    SpladePooling. The BERT module is loaded once and shared."""
+    st = pytest.importorskip("sentence_transformers")
+    from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
 
+    made: dict = {}
+    mlm = MLMTransformer(str(head_checkpoint("BertForMaskedLM", max_position_embeddings=64)[0]))
 
-@pytest.fixture(scope="module")
-def splade_dir(tmp_path_factory, head_checkpoint, st):
-    """A factory: splade_dir(strategy, activation, max_active_dims) -> a directory SparseEncoder saved from a
-    BertForMaskedLM that transformers saved (random weights, seed 0): MLMTransformer + SpladePooling."""
-    from sentence_transformers.sparse_encoder.models import MLMTransformer, SpladePooling
-
-    made = {}
-
-    def make(strategy: str = "max", activation: str = "relu", max_active_dims: int | None = None) -> Path:
+    def make(strategy: str = "max", activation: str = "relu", max_active_dims: int | None = None):
         key = (strategy, activation, max_active_dims)
         if key not in made:
-            mlm_dir, _ = head_checkpoint("BertForMaskedLM", max_position_embeddings=64)
-            modules = [MLMTransformer(str(mlm_dir)), SpladePooling(strategy, activation)]
+            modules = [mlm, SpladePooling(strategy, activation)]
             encoder = st.SparseEncoder(modules=modules, max_active_dims=max_active_dims, device="cpu")
             directory = tmp_path_factory.mktemp(f"splade-{strategy}-{activation}")
-            encoder.save(str(directory))
-            made[key] = directory
+            encoder.save(str(directory), create_model_card=False)
+            made[key] = directory, encoder
         return made[key]
 
     return make
@@ -96,17 +93,17 @@ def splade_dir(tmp_path_factory, head_checkpoint, st):
 
 @pytest.fixture(scope="module")
 def splade(splade_dir) -> numbert.Bert:
-    return numbert.load(splade_dir())
+    return numbert.load(splade_dir()[0])
 
 
 # --- against SparseEncoder -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parity
-@pytest.mark.parametrize("strategy,activation", [("max", "relu"), ("sum", "relu"), ("max", "log1p_relu")])
-def test_embed_sparse_matches_sparse_encoder(st, splade_dir, strategy, activation):
-    directory = splade_dir(strategy, activation)
-    theirs = sparse_encoder_vectors(st.SparseEncoder(str(directory), device="cpu"), TEXTS)
+@pytest.mark.parametrize("strategy,activation", [("max", "relu"), ("sum", "log1p_relu")])
+def test_embed_sparse_matches_sparse_encoder(splade_dir, strategy, activation):
+    directory, encoder = splade_dir(strategy, activation)
+    theirs = sparse_encoder_vectors(encoder, TEXTS)
     ours = numbert.load(directory).embed_sparse(TEXTS, batch_size=3)
     assert all(v.ids.dtype == np.int32 and v.weights.dtype == np.float32 for v in ours)
     assert_same_vectors(as_pairs(ours), theirs)
@@ -114,17 +111,15 @@ def test_embed_sparse_matches_sparse_encoder(st, splade_dir, strategy, activatio
 
 
 @pytest.mark.parity
-def test_max_active_dims_and_top_k_match_sparse_encoder(st, splade_dir):
-    directory = splade_dir(max_active_dims=7)
-    encoder, model = st.SparseEncoder(str(directory), device="cpu"), numbert.load(directory)
+def test_max_active_dims_and_top_k_match_sparse_encoder(splade_dir):
+    directory, encoder = splade_dir(max_active_dims=7)
+    model = numbert.load(directory)
     assert model.sentence_config.max_active_dims == 7
     saved = model.embed_sparse(TEXTS)  # the directory's max_active_dims
     assert [len(v.ids) for v in saved] == [7] * len(TEXTS)
     assert_same_vectors(as_pairs(saved), sparse_encoder_vectors(encoder, TEXTS))
-    for k in (1, 30):
-        assert_same_vectors(
-            as_pairs(model.embed_sparse(TEXTS, k)), sparse_encoder_vectors(encoder, TEXTS, max_active_dims=k)
-        )
+    top = model.embed_sparse(TEXTS, 30)
+    assert_same_vectors(as_pairs(top), sparse_encoder_vectors(encoder, TEXTS, max_active_dims=30))
 
 
 def test_token_blocks_span_rows(splade, monkeypatch):
@@ -181,15 +176,22 @@ def numbert_fixture_vectors(directory: Path, vocab_path: Path) -> dict:
 
 
 def sparse_encoder_fixture_vectors(directory: Path, vocab_path: Path) -> dict:
-    """SparseEncoder.encode's vectors of TEXTS on each fixture model (scripts/make_sparse_fixture.py writes them)."""
+    """SparseEncoder.encode's vectors of TEXTS on each fixture model (scripts/make_sparse_fixture.py writes them).
+    The models share their weights, so one SparseEncoder loads the first and checks it read its SpladePooling's
+    settings; each other setting is its SpladePooling's settings switched."""
     from sentence_transformers import SparseEncoder
 
-    return {
-        setting: sparse_encoder_vectors(
-            SparseEncoder(str(fixture_model(directory, vocab_path, setting)), device="cpu"), TEXTS
-        )
-        for setting in FIXTURE_SETTINGS
-    }
+    vectors = {}
+    for i, setting in enumerate(FIXTURE_SETTINGS):
+        written = fixture_model(directory, vocab_path, setting)
+        if i == 0:
+            encoder = SparseEncoder(str(written), device="cpu")
+        strategy, _, activation = setting.partition("-")
+        if i == 0:
+            assert (encoder[1].pooling_strategy, encoder[1].activation_function) == (strategy, activation or "relu")
+        encoder[1].pooling_strategy, encoder[1].activation_function = strategy, activation or "relu"
+        vectors[setting] = sparse_encoder_vectors(encoder, TEXTS)
+    return vectors
 
 
 def test_embed_sparse_matches_the_committed_fixture(tmp_path, vocab_path):
@@ -200,7 +202,8 @@ def test_embed_sparse_matches_the_committed_fixture(tmp_path, vocab_path):
 
 
 @pytest.mark.parity
-def test_the_fixture_is_sparse_encoders(st, tmp_path, vocab_path):
+def test_the_fixture_is_sparse_encoders(torch, tmp_path, vocab_path):
+    pytest.importorskip("sentence_transformers")
     expected = json.loads(FIXTURE.read_text("utf-8"))
     theirs = sparse_encoder_fixture_vectors(tmp_path, vocab_path)
     for setting in FIXTURE_SETTINGS:
@@ -210,40 +213,40 @@ def test_the_fixture_is_sparse_encoders(st, tmp_path, vocab_path):
 # --- the command line and the server ------------------------------------------------------------------------
 
 
-def test_encode_sparse_writes_a_json_line_per_input_line(splade, splade_dir, tmp_path):
+def test_encode_sparse_writes_a_json_line_per_input_line(splade, splade_dir, tmp_path, capsysbinary):
+    from numbert.cli import main
+
     lines = ["The capital of France is Paris.", "", "naïve café, 東京!"]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    out = tmp_path / "sparse.jsonl"
-    result = run(
-        "encode", "--sparse", "ids", "--top-k", "9", "--file", tmp_path / "in.txt", "-o", out, model=splade_dir()
-    )
+    out, directory = tmp_path / "sparse.jsonl", splade_dir()[0]
+    result = run("encode", "--sparse", "ids", "--top-k", "9", "--file", tmp_path / "in.txt", "-o", out, model=directory)
     assert result.returncode == 0, result.stderr.decode()
     written = [json.loads(line) for line in out.read_text("utf-8").splitlines()]
-    expected = splade.embed_sparse(lines, top_k=9)
-    assert [(w["ids"], w["values"]) for w in written] == as_pairs(expected)
-    result = run("encode", "--sparse", "--top-k", "3", "hello", model=splade_dir())
-    assert json.loads(result.stdout) == splade.sparse_tokens(splade.embed_sparse("hello", top_k=3))
-    error = one_error_line(run("encode", "--sparse", "--pooling", "cls", "hello", model=splade_dir()))
-    assert error == "numbert encode: error: --pooling applies to sentence vectors, not to --sparse"
+    assert [(w["ids"], w["values"]) for w in written] == as_pairs(splade.embed_sparse(lines, top_k=9))
+    assert main(["encode", "--sparse", "--top-k", "3", "hello", "--model", str(directory)]) == 0
+    assert json.loads(capsysbinary.readouterr().out) == splade.sparse_tokens(splade.embed_sparse("hello", top_k=3))
+    assert main(["encode", "--sparse", "--pooling", "cls", "hello", "--model", str(directory)]) == 1
+    error = capsysbinary.readouterr().err.decode()
+    assert error == "numbert encode: error: --pooling applies to sentence vectors, not to --sparse\n"
 
 
 @pytest.fixture(scope="module")
 def server(splade_dir):
     from helpers import ServerProcess
 
-    server = ServerProcess(splade_dir(max_active_dims=40))
+    server = ServerProcess(splade_dir(max_active_dims=7)[0])
     yield server
     server.stop()
 
 
 def test_server_embed_sparse_is_embed_sparse(server, splade_dir):
-    model = numbert.load(splade_dir(max_active_dims=40))
+    model = numbert.load(splade_dir(max_active_dims=7)[0])
     answer = httpx.post(server.url + "/embed_sparse", json={"inputs": TEXTS, "truncate": True}, timeout=60)
     assert answer.status_code == 200, answer.text
     served = [([p["index"] for p in v], [p["value"] for p in v]) for v in answer.json()]
     assert_same_vectors(served, as_pairs(model.embed_sparse(TEXTS)))
     one = httpx.post(server.url + "/embed_sparse", json={"inputs": "hello"}, timeout=60).json()
-    assert len(one) == 1 and len(one[0]) == 40
+    assert len(one) == 1 and len(one[0]) == 7
 
 
 @pytest.mark.parametrize(
