@@ -98,6 +98,12 @@ def embed_sparse(
     return vectors[0] if single else vectors
 
 
+def dot(a: SparseVector, b: SparseVector) -> float:
+    """The dot product of two sparse vectors (SparseEncoder's default similarity): over the ids they share."""
+    _, i, j = np.intersect1d(a.ids, b.ids, assume_unique=True, return_indices=True)
+    return float(a.weights[i] @ b.weights[j])
+
+
 def token_weights(model: Bert, vector: SparseVector) -> dict[str, float]:
     """A sparse vector as {token: weight}, the largest weight first (ties: the lower id first)."""
     order = np.argsort(-vector.weights, kind="stable")

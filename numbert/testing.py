@@ -84,6 +84,26 @@ def write_random_bert(
     return directory
 
 
+def write_random_cross_encoder(
+    directory: str | Path, vocab_path: str | Path, config: BertConfig = BertConfig(), seed: int = 0
+) -> Path:
+    """A random BertForSequenceClassification with one label, as a cross-encoder (a reranker) is saved:
+    config.json (architectures, id2label), vocab.txt and model.safetensors with the pooler and `classifier`."""
+    from safetensors.numpy import save_file
+
+    directory = empty_directory(directory)
+    config_json = config.to_dict() | {"architectures": ["BertForSequenceClassification"], "id2label": {"0": "LABEL_0"}}
+    (directory / "config.json").write_text(json.dumps(config_json, indent=2) + "\n", encoding="utf-8")
+    shutil.copyfile(vocab_path, directory / "vocab.txt")
+    rng = np.random.default_rng(seed + 1)
+    classifier = {
+        "classifier.weight": rng.standard_normal((1, config.hidden_size), dtype=np.float32),
+        "classifier.bias": np.zeros(1, np.float32),
+    }
+    save_file(random_weights(config, seed) | classifier, str(directory / "model.safetensors"))
+    return directory
+
+
 def write_random_splade(
     directory: str | Path,
     vocab_path: str | Path,
