@@ -251,8 +251,8 @@ class Server:
     async def sparse_answer(self, embedder: Embedder, batcher: Batcher, http: Request) -> tuple[bytes, int, int]:
         """The answer to /embed_sparse: each input's SPLADE vector, its non-zero weights (the model's
         max_active_dims largest, if it names it), with the number of inputs and tokens it read."""
-        readout = embedder.sparse  # a model without the masked-LM head is refused before the body is read
         body = await self.read_body(http)
+        readout = embedder.sparse  # a model without the masked-LM head is refused before anything is tokenized
         _, _, rows = await self.run(
             len(body), self.embedding_rows, embedder, body, protocol.tei_sparse_request, "inputs"
         )
