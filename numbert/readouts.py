@@ -118,7 +118,9 @@ class SparseVectors:
     (vocab,)
 
     The real tokens of all rows are scored BLOCK_TOKENS at a time, so a batch never holds batch x seq x vocab
-    floats: a block's rows (or pieces of them) are pooled into their vectors before the next block is scored."""
+    floats: a block's rows (or pieces of them) are pooled into their vectors before the next block is scored.
+    log(1 + relu(x)) never decreases as x grows, so the max of the weights is the weight of the max logit:
+    with max pooling the logits are pooled and the activation runs once per row, not once per token."""
 
     head: MaskedLM  # Heads.masked_lm
     config: BertConfig  # its activation (hidden_act) and LayerNorm epsilon
@@ -126,16 +128,18 @@ class SparseVectors:
     name = "embed_sparse"
 
     def __call__(self, out: Output) -> list[np.ndarray]:
-        c, pool = self.config, np.maximum if self.pooling.strategy == "max" else np.add
+        c, by_max = self.config, self.pooling.strategy == "max"
+        pool = np.maximum if by_max else np.add
         rows = per_token(out, out.last_hidden_state)
         tokens = np.concatenate(rows)  # (real tokens, hidden)
         row_of_token = np.repeat(np.arange(len(rows)), [len(r) for r in rows])  # (real tokens,)
-        vectors = np.zeros((len(rows), len(self.head.bias)), np.float32)  # every weight is >= 0
+        vectors = np.zeros((len(rows), len(self.head.bias)), np.float32)  # max: relu comes with the 0s
         for start in range(0, len(tokens), BLOCK_TOKENS):
-            logits = masked_lm_logits(tokens[start : start + BLOCK_TOKENS], self.head, c.hidden_act, c.layer_norm_eps)
-            weights = splade_weights(logits, self.pooling.activation)  # (block, vocab)
+            scores = masked_lm_logits(tokens[start : start + BLOCK_TOKENS], self.head, c.hidden_act, c.layer_norm_eps)
+            if not by_max:
+                scores = splade_weights(scores, self.pooling.activation)  # (block, vocab)
             owners = row_of_token[start : start + BLOCK_TOKENS]
             firsts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])  # where each row's piece begins
             here = owners[firsts]
-            vectors[here] = pool(vectors[here], pool.reduceat(weights, firsts, axis=0))
-        return list(vectors)
+            vectors[here] = pool(vectors[here], pool.reduceat(scores, firsts, axis=0))
+        return list(splade_weights(vectors, self.pooling.activation) if by_max else vectors)

@@ -122,7 +122,9 @@ def main() -> None:
             rounds.append({s: measure(s, model, texts_file, args.threads) for s in order})
             print(f"round {r + 1}: " + ", ".join(f"{s} {m['texts_s']:.1f} texts/s" for s, m in rounds[-1].items()))
     blas = blas_info()
+    timeout = os.environ.get("OPENBLAS_THREAD_TIMEOUT", "unset")
     print(f"\nCPU: {cpu_name()}; BLAS: {blas.get('library')} ({blas.get('core')}); threads: {args.threads}")
+    print(f"OPENBLAS_THREAD_TIMEOUT: {timeout} (README, Threads: 4 on a shared machine)")
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min)")
     print(f"{args.texts} texts of {TOKENS} tokens, bert-base random SPLADE, batch size 32, {args.rounds} rounds\n")
     body = []
