@@ -129,6 +129,15 @@ def test_token_blocks_span_rows(splade, monkeypatch):
     assert_same_vectors(as_pairs(splade.embed_sparse(TEXTS, batch_size=5)), as_pairs(whole))
 
 
+def test_top_k_keeps_the_largest_weights_and_of_equal_ones_the_lower_ids():
+    weights = np.zeros(10, np.float32)
+    weights[[1, 3, 4, 8, 9]] = [0.5, 0.9, 0.5, 0.5, 0.2]
+    pruned = numbert.sparse.prune(weights, top_k=3)  # torch.topk leaves the choice among the 0.5s unspecified
+    assert pruned.ids.tolist() == [1, 3, 4] and pruned.weights.tolist() == [0.5, 0.8999999761581421, 0.5]
+    assert numbert.sparse.prune(weights).ids.tolist() == [1, 3, 4, 8, 9]
+    assert numbert.sparse.dot(pruned, numbert.sparse.prune(weights)) == pytest.approx(0.25 + 0.81 + 0.25)
+
+
 def test_one_text_and_token_weights(splade):
     vector = splade.embed_sparse("The capital of France is Paris.", top_k=5)
     assert isinstance(vector, numbert.sparse.SparseVector) and list(vector.ids) == sorted(vector.ids)
