@@ -4,7 +4,8 @@ Text in, vectors out: the tokenizer makes rows of token ids, numbert.planner bat
 and runs them through numbert.model's Encoder, and a numbert.recipe.Recipe turns the hidden states into
 sentence vectors (numbert.recipes holds the maths of every pooling and layer choice). The heads the
 checkpoint carries (numbert.heads) answer the tasks of numbert.tasks, which are also methods here:
-fill_mask, is_next, classify, ner, qa, and a cross-encoder's predict and rerank (numbert.reranking);
+fill_mask, is_next, classify, ner, qa, a cross-encoder's predict and rerank (numbert.reranking) and SPLADE
+sparse vectors (numbert.sparse);
 numbert.vocabulary reads the embedding table.
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from . import embedding, planner, recipe, recipes, reranking, tasks, vocabulary
+from . import embedding, planner, recipe, recipes, reranking, sparse, tasks, vocabulary
 from .checkpoint import load_weights
 from .config import BertConfig, config_file
 from .heads import HeadConfig, Heads
@@ -243,6 +244,8 @@ class Bert:
     encode = embedding.encode  # embed under sentence-transformers' names
     similarity = embedding.similarity  # the cosine of two texts' sentence vectors
     word_vectors = embedding.word_vectors  # the words of a text with their vectors
+    embed_sparse = sparse.embed_sparse  # SPLADE vectors over the vocabulary (the masked-LM head), as SparseEncoder
+    sparse_tokens = sparse.token_weights  # a sparse vector as {token: weight}
 
     @functools.cached_property
     def unit_word_embeddings(self) -> np.ndarray:

@@ -111,6 +111,16 @@ def masked_lm_logits(h: np.ndarray, head: MaskedLM, eps: float) -> np.ndarray:
     return logits
 
 
+def splade_weights(logits: np.ndarray, activation: str = "relu") -> np.ndarray:
+    """SPLADE's term weights of masked-LM logits, in place: log(1 + relu(x)); activation "log1p_relu" takes
+    log(1 + .) once more (sentence-transformers' SpladePooling). (..., vocab) -> (..., vocab), all >= 0"""
+    np.maximum(logits, 0, out=logits)
+    np.log1p(logits, out=logits)
+    if activation == "log1p_relu":
+        np.log1p(logits, out=logits)
+    return logits
+
+
 def softmax(x: np.ndarray) -> np.ndarray:
     """exp(x_i) / sum_j exp(x_j) over the last axis, into a new float32 array. (..., n) -> (..., n)"""
     e = exp_shifted(np.array(x, dtype=f32))
@@ -260,9 +270,10 @@ class Heads:
         w = self._take(
             "masked-LM head",
             shapes,
-            "fill_mask needs a checkpoint saved from BertForMaskedLM or BertForPreTraining, such as bert-base-uncased"
+            "fill_mask and embed_sparse need a checkpoint saved from BertForMaskedLM or BertForPreTraining "
+            "(such as bert-base-uncased), or a SparseEncoder (SPLADE) directory"
             if self.config.model_type == "bert"
-            else f"fill_mask needs a checkpoint saved from {self._architecture('ForMaskedLM')}",
+            else f"fill_mask and embed_sparse need a checkpoint saved from {self._architecture('ForMaskedLM')}",
         )
         decoder = (
             w["cls.predictions.decoder.weight"]

@@ -7,6 +7,7 @@
     TokenLogits(classifier)      last hidden state       classifier on each token  (seq, labels)
     SpanLogits(qa_outputs)       last hidden state       qa_outputs                (seq, 2): start, end
     MaskedLMLogits(head, config) last hidden state       cls.predictions           (seq, vocab)
+    SparseVectors(head, ...)     last hidden state       cls.predictions, SPLADE   (vocab,)
 
 Each is built from its head (numbert.heads.Heads builds and checks it), so a checkpoint without the
 head fails when the readout is made, before any forward.
@@ -25,10 +26,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import BertConfig
-from .heads import MaskedLM, SequenceClassifier, classifier_logits, masked_lm_logits, sequence_logits
+from .heads import (
+    MaskedLM,
+    SequenceClassifier,
+    classifier_logits,
+    masked_lm_logits,
+    sequence_logits,
+    splade_weights,
+)
 from .layers import Linear
 from .model import Output
 from .recipe import Recipe
+from .sentence_config import SpladePooling
+
+BLOCK_TOKENS = 256  # tokens whose vocabulary scores SparseVectors holds at once: 256 x 30522 x 4 bytes = 31 MB
 
 
 def row_lengths(out: Output) -> list[int]:
@@ -114,3 +125,37 @@ class MaskedLMLogits:
     def __call__(self, out: Output) -> list[np.ndarray]:
         c = self.config
         return [masked_lm_logits(h, self.head, c.layer_norm_eps) for h in per_token(out, out.last_hidden_state)]
+
+
+@dataclass(frozen=True, eq=False)
+class SparseVectors:
+    """A SPLADE vector per row over the vocabulary, dense (most weights 0): the masked-LM logits of each real
+    token through log(1 + relu), pooled over the row's tokens (max, or sum), as SparseEncoder's SpladePooling.
+    (vocab,)
+
+    The real tokens of all rows are scored BLOCK_TOKENS at a time, so a batch never holds batch x seq x vocab
+    floats: a block's rows (or pieces of them) are pooled into their vectors before the next block is scored.
+    log(1 + relu(x)) never decreases as x grows, so the max of the weights is the weight of the max logit:
+    with max pooling the logits are pooled and the activation runs once per row, not once per token."""
+
+    head: MaskedLM  # Heads.masked_lm
+    config: BertConfig  # its LayerNorm epsilon
+    pooling: SpladePooling = SpladePooling()
+    name = "embed_sparse"
+
+    def __call__(self, out: Output) -> list[np.ndarray]:
+        c, by_max = self.config, self.pooling.strategy == "max"
+        pool = np.maximum if by_max else np.add
+        rows = per_token(out, out.last_hidden_state)
+        tokens = np.concatenate(rows)  # (real tokens, hidden)
+        row_of_token = np.repeat(np.arange(len(rows)), [len(r) for r in rows])  # (real tokens,)
+        vectors = np.zeros((len(rows), len(self.head.bias)), np.float32)  # max: relu comes with the 0s
+        for start in range(0, len(tokens), BLOCK_TOKENS):
+            scores = masked_lm_logits(tokens[start : start + BLOCK_TOKENS], self.head, c.layer_norm_eps)
+            if not by_max:
+                scores = splade_weights(scores, self.pooling.activation)  # (block, vocab)
+            owners = row_of_token[start : start + BLOCK_TOKENS]
+            firsts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])  # where each row's piece begins
+            here = owners[firsts]
+            vectors[here] = pool(vectors[here], pool.reduceat(scores, firsts, axis=0))
+        return list(splade_weights(vectors, self.pooling.activation) if by_max else vectors)

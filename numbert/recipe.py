@@ -162,6 +162,11 @@ def build(
             f"({', '.join(st.unsupported)}), so its own sentence vectors cannot be computed; "
             f"pass pooling=... (and layers=...) to pool BERT's token vectors yourself"
         )
+    if st is not None and pooling is None and st.splade is not None:
+        raise ValueError(
+            "this is a SparseEncoder (SPLADE) model: its vectors are sparse, over the vocabulary "
+            "(model.embed_sparse(texts)); pass pooling=... to pool BERT's token vectors yourself"
+        )
     if st is None and prompt_name is not None:
         raise ValueError("prompt_name needs a sentence-transformers model with prompts; pass prompt= instead")
     dense = st.dense if st is not None and pooling is None else ()  # a chosen pooling skips the model's Dense

@@ -18,6 +18,12 @@ the Normalize. `config_sentence_transformers.json` may name prompts ({"query": "
 texts prepended to the input, and a `default_prompt_name` used when the caller names none; a directory
 saved by a CrossEncoder names there the `activation_fn` its scores go through
 ("torch.nn.modules.activation.Sigmoid"; numbert.reranking reads it).
+
+A directory saved by a SparseEncoder (SPLADE) lists an MLMTransformer (or, since sentence-transformers
+5.4, a Transformer whose sentence_bert_config.json says `"transformer_task": "fill-mask"`): BERT with its
+masked-LM head, followed by a SpladePooling module (`config.json`: pooling_strategy "max" or "sum",
+activation_function "relu" or "log1p_relu"); its config_sentence_transformers.json may name
+`max_active_dims`, the weights each sparse vector keeps (numbert.sparse reads both).
 """
 
 from __future__ import annotations
@@ -76,6 +82,18 @@ class Dense:
         return DENSE_ACTIVATIONS[self.activation](y).astype(np.float32, copy=False)
 
 
+SPLADE_STRATEGIES = ("max", "sum")  # SpladePooling's pooling_strategy over the tokens
+SPLADE_ACTIVATIONS = ("relu", "log1p_relu")  # its activation_function, before the log(1 + x)
+
+
+@dataclass(frozen=True)
+class SpladePooling:
+    """A SparseEncoder's SpladePooling: per token log(1 + activation(MLM logits)), pooled over the tokens."""
+
+    strategy: str = "max"  # one of SPLADE_STRATEGIES
+    activation: str = "relu"  # one of SPLADE_ACTIVATIONS
+
+
 @dataclass(frozen=True)
 class SentenceConfig:
     """The sentence-transformers recipe of a model directory, in numbert's terms."""
@@ -89,6 +107,8 @@ class SentenceConfig:
     prompts: Mapping[str, str] = field(default_factory=dict)  # prompt name -> text prepended to the input
     default_prompt_name: str | None = None
     activation_fn: str | None = None  # a CrossEncoder's score activation, as a dotted torch path
+    splade: SpladePooling | None = None  # a SparseEncoder's SpladePooling: the model's vectors are sparse
+    max_active_dims: int | None = None  # a SparseEncoder's weights kept per vector (None: all)
 
     def prompt(self, prompt: str | None, prompt_name: str | None) -> str:
         """The text to prepend: `prompt` itself, else the named prompt, else the default prompt, else none."""
@@ -112,7 +132,7 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
     if modules is None:
         return None
     pooling: tuple[str, ...] = ("mean",)
-    normalize, unsupported, dense = False, [], []
+    normalize, unsupported, dense, splade = False, [], [], None
     for path, kind in modules:
         if kind == "Pooling":
             pooling_file = directory / path / "config.json"
@@ -123,7 +143,9 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
             normalize = True
         elif kind == "Dense" and not normalize:
             dense.append(_dense(directory / path))
-        elif kind != "Transformer":
+        elif kind == "SpladePooling":
+            splade = _splade_pooling(directory / path / "config.json")
+        elif kind not in ("Transformer", "MLMTransformer"):
             unsupported.append(f"{path or '.'} ({kind or 'unknown type'})")
     settings_file = directory / "sentence_bert_config.json"
     settings = _read_object(settings_file) if settings_file.is_file() else {}
@@ -139,6 +161,14 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
             f"{directory / 'config_sentence_transformers.json'}: default_prompt_name "
             f"{default_prompt_name!r} is not one of its prompts"
         )
+    max_active_dims = prompting.get("max_active_dims")
+    if max_active_dims is not None and (
+        isinstance(max_active_dims, bool) or not isinstance(max_active_dims, int) or max_active_dims < 1
+    ):
+        raise ValueError(
+            f"{directory / 'config_sentence_transformers.json'}: max_active_dims must be a positive integer, "
+            f"got {max_active_dims!r}"
+        )
     return SentenceConfig(
         pooling,
         normalize,
@@ -149,7 +179,25 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
         prompts,
         default_prompt_name,
         _dotted_path(prompting.get("activation_fn"), directory / "config_sentence_transformers.json"),
+        splade,
+        max_active_dims,
     )
+
+
+def _splade_pooling(config_file: Path) -> SpladePooling:
+    """A SpladePooling module's settings; a setting numbert does not run is refused, naming it."""
+    config = _read_json_if_any(config_file)
+    strategy, activation = config.get("pooling_strategy", "max"), config.get("activation_function", "relu")
+    if strategy not in SPLADE_STRATEGIES:
+        raise ValueError(
+            f"{config_file}: unsupported pooling_strategy {strategy!r}; numbert runs {', '.join(SPLADE_STRATEGIES)}"
+        )
+    if activation not in SPLADE_ACTIVATIONS:
+        raise ValueError(
+            f"{config_file}: unsupported activation_function {activation!r}; "
+            f"numbert runs {', '.join(SPLADE_ACTIVATIONS)}"
+        )
+    return SpladePooling(strategy, activation)
 
 
 def _dotted_path(value, source: Path) -> str | None:

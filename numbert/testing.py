@@ -84,6 +84,63 @@ def write_random_bert(
     return directory
 
 
+def write_random_cross_encoder(
+    directory: str | Path, vocab_path: str | Path, config: BertConfig = BertConfig(), seed: int = 0
+) -> Path:
+    """A random BertForSequenceClassification with one label, as a cross-encoder (a reranker) is saved:
+    config.json (architectures, id2label), vocab.txt and model.safetensors with the pooler and `classifier`."""
+    from safetensors.numpy import save_file
+
+    directory = empty_directory(directory)
+    config_json = config.to_dict() | {"architectures": ["BertForSequenceClassification"], "id2label": {"0": "LABEL_0"}}
+    (directory / "config.json").write_text(json.dumps(config_json, indent=2) + "\n", encoding="utf-8")
+    shutil.copyfile(vocab_path, directory / "vocab.txt")
+    rng = np.random.default_rng(seed + 1)
+    classifier = {
+        "classifier.weight": rng.standard_normal((1, config.hidden_size), dtype=np.float32),
+        "classifier.bias": np.zeros(1, np.float32),
+    }
+    save_file(random_weights(config, seed) | classifier, str(directory / "model.safetensors"))
+    return directory
+
+
+def write_random_splade(
+    directory: str | Path,
+    vocab_path: str | Path,
+    config: BertConfig = BertConfig(),
+    seed: int = 0,
+    *,
+    pooling_strategy: str = "max",
+    activation_function: str = "relu",
+    max_active_dims: int | None = None,
+) -> Path:
+    """The random BERT of `write_random_bert` (masked-LM head included) as sentence-transformers' SparseEncoder
+    saves a SPLADE model: modules.json listing an MLMTransformer and a SpladePooling (its config.json), and
+    config_sentence_transformers.json with max_active_dims."""
+    directory = write_random_bert(directory, vocab_path, config, seed)
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.sparse_encoder.models.MLMTransformer"},
+        {
+            "idx": 1,
+            "name": "1",
+            "path": "1_SpladePooling",
+            "type": "sentence_transformers.sparse_encoder.models.SpladePooling",
+        },
+    ]
+    pooling = {"pooling_strategy": pooling_strategy, "activation_function": activation_function}
+    settings = {"model_type": "SparseEncoder", "prompts": {"query": "", "document": ""}, "default_prompt_name": None}
+    files = {
+        "modules.json": modules,
+        "1_SpladePooling/config.json": pooling | {"embedding_dimension": None},
+        "config_sentence_transformers.json": settings | {"max_active_dims": max_active_dims},
+        "sentence_bert_config.json": {"max_seq_length": config.max_position_embeddings, "do_lower_case": False},
+    }
+    for name, value in files.items():
+        (directory / name).parent.mkdir(exist_ok=True)
+        (directory / name).write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
+    return directory
+
+
 def write_google_bert(
     directory: str | Path, vocab_path: str | Path, config: BertConfig | None = None, seed: int = 0, heads: bool = False
 ) -> Path:

@@ -32,6 +32,7 @@ LAYERS = {
         "tasks",
         "embedding",
         "reranking",
+        "sparse",
         "vocabulary",
         "bert",
         "__init__",

@@ -2,6 +2,7 @@
 
     numbert encode --file sentences.txt --model ./all-MiniLM-L6-v2 -o vectors.npy
     numbert encode --format jsonl --layers -1,-2,-3,-4 < input.txt > features.jsonl
+    numbert encode --sparse --model ./splade --top-k 64 < passages.txt > sparse.jsonl
 
 The input is read and embedded a chunk of lines at a time (files.py), so memory stays flat on a
 file of any length, and OUT appears only when every line succeeded. Sentence vectors can be computed
@@ -10,6 +11,7 @@ written as resumable shards (--shard-lines: numbert.shards); every way embeds th
 CHUNK_LINES lines, so the vectors are the same bits every way. --precision quantizes the vectors of a
 .npy / .npz (numbert.quantize) as embed(texts, precision=...) does with all the lines as its texts: int8
 and uint8 are scaled by the whole file's min and max, so the float vectors wait in a temporary file.
+--sparse writes SPLADE vectors (numbert.sparse), a JSON line per input line, a chunk at a time.
 """
 
 from __future__ import annotations
@@ -59,6 +61,10 @@ def encode(args: argparse.Namespace) -> None:
     lines = input_lines(args)  # opens the input now, so a missing file fails before the model loads
     args.workers = workers_for(args)
     model = load_model(args.model)
+    if args.sparse is not None:
+        with progress_bar(args) as bar, output_file(args.output, args.format) as out:
+            write_sparse_vectors(model, chunked(lines, CHUNK_LINES["jsonl"]), out, args, bar)
+        return
     if args.shard_lines is not None:
         write_shard_directory(model, lines, args)
         return
@@ -73,6 +79,11 @@ def encode(args: argparse.Namespace) -> None:
 
 
 def check_encode_options(args: argparse.Namespace) -> None:
+    if args.sparse is not None:
+        check_sparse_options(args)
+        return
+    if args.top_k is not None:
+        raise Failure("--top-k keeps the largest weights of --sparse vectors; add --sparse")
     if args.shard_lines is not None:
         if args.output in (None, "-") or not (args.output.endswith("/") or Path(args.output).is_dir()):
             raise Failure(
@@ -134,6 +145,22 @@ def workers_for(args: argparse.Namespace) -> int | None:
         file=sys.stderr,
     )
     return workers
+
+
+def check_sparse_options(args: argparse.Namespace) -> None:
+    """--sparse writes JSON lines of SPLADE vectors: options of sentence vectors and parallel runs are refused."""
+    suffix = Path(args.output).suffix.lower() if args.output not in (None, "-") else ""
+    if args.format not in (None, "jsonl") or FORMAT_OF_SUFFIX.get(suffix, "jsonl") != "jsonl":
+        raise Failure(f"--sparse writes JSON lines: -o OUT.jsonl or stdout, not {args.output or args.format}")
+    args.format = "jsonl"
+    dense = ("strategy", "layers", "combine", "pooling", "normalize", "dimensions", "precision", "shard_lines")
+    parallel = ("workers", "scheduler", "dask")
+    for name in (*dense, *parallel):
+        if getattr(args, name) not in (None, False):
+            what = "sentence vectors" if name in dense else "sentence vectors in parallel"
+            raise Failure(f"--{name.replace('_', '-')} applies to {what}, not to --sparse")
+    if args.long != "truncate":
+        raise Failure("--sparse cuts long inputs to --max-length (SparseEncoder's way); --long window is not for it")
 
 
 def output_format_of(output: str | None, format: str | None) -> str:
@@ -322,6 +349,35 @@ def write_features(model, chunks: Iterator[list[str]], out: IO[bytes], args: arg
         index += len(chunk)
 
 
+def write_sparse_vectors(
+    model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace, bar: Any
+) -> None:
+    """One JSON line per input line, in input order: {token: weight} largest first (--sparse tokens), or
+    {"ids": [...], "values": [...]}, ids ascending (--sparse ids); the --top-k largest weights, or the model's
+    max_active_dims, else all."""
+    for chunk in chunks:
+        vectors = model.embed_sparse(
+            chunk,
+            args.top_k,
+            batch_size=args.batch_size,
+            max_length=args.max_length,
+            prompt=args.prompt,
+            prompt_name=args.prompt_name,
+        )
+        lines = [
+            json.dumps(
+                model.sparse_tokens(v)
+                if args.sparse == "tokens"
+                else {"ids": v.ids.tolist(), "values": v.weights.tolist()},
+                ensure_ascii=False,
+            )
+            + "\n"
+            for v in vectors
+        ]
+        out.write("".join(lines).encode("utf-8"))
+        bar.update(len(chunk))
+
+
 def write_shard_directory(model, lines: Iterator[str], args: argparse.Namespace) -> None:
     """Sentence vectors as shards of --shard-lines lines plus a manifest in the directory -o; a rerun resumes,
     saying how many shards it skipped. The chunks are those of `-o vectors.npy`, so are the vectors' bits."""
@@ -449,6 +505,20 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--dask", action="store_true", help="run on a local Dask cluster of --workers (default: all cores) processes"
+    )
+    p.add_argument(
+        "--sparse",
+        nargs="?",
+        const="tokens",
+        choices=("tokens", "ids"),
+        help="write SPLADE sparse vectors (a masked-LM or SparseEncoder model) as JSON lines: {token: weight} "
+        'largest first, or with --sparse ids {"ids": [...], "values": [...]} ids ascending',
+    )
+    p.add_argument(
+        "--top-k",
+        type=positive_int,
+        metavar="K",
+        help="--sparse: keep each vector's K largest weights (default: the model's max_active_dims, else all)",
     )
     add_prompt_options(p)
     p.set_defaults(run=encode)

@@ -1,6 +1,7 @@
 """The HTTP routes (Starlette): OpenAI's /v1/embeddings and /v1/models, text-embeddings-inference's /embed,
-/embed_all, /similarity, /tokenize, /decode, /rerank, /predict, /info, /health and /metrics, and the Cohere/Jina-style
-/v1/rerank; each route that works on inputs also as /models/NAME/... for the served model NAME (`models`).
+/embed_all, /embed_sparse, /similarity, /tokenize, /decode, /rerank, /predict, /info, /health and /metrics,
+and the Cohere/Jina-style /v1/rerank; each route that works on inputs also as /models/NAME/... for the served
+model NAME (`models`).
 
 Every route that works on inputs goes through `Server.handle`: the body read up to payload_limit (413)
 within body_timeout (408), admission once it is whole (429 with Retry-After beyond
@@ -38,6 +39,7 @@ from ..quantize import CALIBRATED
 from ..recipe import Recipe
 from ..recipes import cosine_matrix
 from ..reranking import ranking
+from ..sparse import prune
 from . import protocol
 from .auth import OPEN_PATHS, BearerAuth
 from .batching import Batcher
@@ -51,7 +53,7 @@ log = logging.getLogger("numbert.serve")
 JSON = "application/json"
 TRUNCATE_HINTS = {  # how a client may have a long input cut, by the name of the field holding the inputs
     "input": ", or start the server with --auto-truncate",  # OpenAI's /v1/embeddings has no truncate field
-    "inputs": ", or send truncate=true (or start the server with --auto-truncate)",  # TEI's /embed, /predict
+    "inputs": ", or send truncate=true (or start the server with --auto-truncate)",  # TEI's /embed(_sparse), /predict
     "texts": ", or send truncate=true (or start the server with --auto-truncate)",  # TEI's /rerank
     "parameters": ", or send parameters.truncate=true (or start the server with --auto-truncate)",  # /similarity
 }
@@ -122,6 +124,9 @@ class Server:
 
     async def embed_all(self, request: Request) -> Response:
         return await self.handle(request, "/embed_all", self.embed_all_answer)
+
+    async def tei_embed_sparse(self, request: Request) -> Response:
+        return await self.handle(request, "/embed_sparse", self.sparse_answer)
 
     async def tokenize(self, request: Request) -> Response:
         return await self.handle(request, "/tokenize", self.tokenize_answer)
@@ -245,6 +250,13 @@ class Server:
             )
         del body
         embedder, batcher = served.ready()
+        if embedder.sparse_only:
+            raise ApiError(
+                400,
+                "this model is a SparseEncoder (SPLADE): its vectors are sparse, over the vocabulary; "
+                "ask /embed_sparse",
+                code="model_is_sparse",
+            )
         answers = await self.queue(http, batcher, rows, embedder.embedding)
         tokens = sum(len(row.ids) for row in rows)
         with self.phase("render"):
@@ -299,6 +311,20 @@ class Server:
         vectors = await self.queue(http, batcher, rows, embedder.token_vectors)
         answer = await self.run(tokens * embedder.recipe.width, protocol.embed_all_response, vectors)
         return answer, len(rows), tokens
+
+    async def sparse_answer(self, http: Request) -> tuple[bytes, int, int]:
+        """The answer to /embed_sparse: each input's SPLADE vector, its non-zero weights (the model's
+        max_active_dims largest, if it names it), with the number of inputs and tokens it read."""
+        body = await self.read_body(http)
+        parse = protocol.tei_sparse_request
+        _, served, _, rows = await self.run(len(body), self.embedding_rows, routed(http), body, parse, "inputs")
+        del body
+        embedder, batcher = served.ready()
+        readout = embedder.sparse  # a 400 naming the tensors for a model without the masked-LM head
+        answers = await self.queue(http, batcher, rows, readout)
+        vectors = [prune(weights, embedder.max_active_dims) for weights in answers]
+        answer = await self.run(sum(len(v.ids) for v in vectors), protocol.sparse_response, vectors)
+        return answer, len(rows), sum(len(row.ids) for row in rows)
 
     async def tokenize_answer(self, http: Request) -> tuple[bytes, int, int]:
         """The answer to /tokenize (no inputs embedded)."""
@@ -474,6 +500,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/embed", server.tei_embed, methods=["POST"]),
         Route("/embed_all", server.embed_all, methods=["POST"]),
         Route("/similarity", server.tei_similarity, methods=["POST"]),
+        Route("/embed_sparse", server.tei_embed_sparse, methods=["POST"]),
         Route("/tokenize", server.tokenize, methods=["POST"]),
         Route("/decode", server.decode, methods=["POST"]),
         Route("/rerank", server.tei_rerank, methods=["POST"]),

@@ -19,9 +19,9 @@ import re
 
 import numpy as np
 
-from .. import Tokenizer, load, reranking
+from .. import Tokenizer, load, reranking, sparse
 from ..planner import Row, forward, row_of
-from ..readouts import SentenceVectors, SequenceLogits, TokenVectors
+from ..readouts import SentenceVectors, SequenceLogits, SparseVectors, TokenVectors
 from ..recipe import Recipe
 from ..tasks import SCORE_FUNCTIONS, score_function
 from ..tokenizer import Encoding
@@ -45,7 +45,10 @@ class Embedder:
         if model.tokenizer is None:
             raise ValueError(f"{path} has no vocab.txt, so it cannot embed text")
         self.tokenizer: Tokenizer = model.tokenizer
-        self.choices = dict(settings.recipe)  # the server's recipe choices (None: the model's own)
+        st = model.sentence_config
+        # a SparseEncoder (SPLADE) model answers /embed_sparse only: its recipe just prepares texts
+        self.sparse_only = st is not None and st.splade is not None and settings.recipe.get("pooling") is None
+        self.choices = dict(settings.recipe) | ({"pooling": "mean"} if self.sparse_only else {})  # None: the model's
         self.recipe = model.recipe(**self.choices)  # checked before the server answers anything
         self.embedding = SentenceVectors(self.recipe)  # the readout every embedding request queues for
         self.token_vectors = TokenVectors()  # /embed_all's readout: the last hidden state of every token
@@ -120,6 +123,21 @@ class Embedder:
         for i, row in enumerate(ids):
             self.check_vocabulary(row, f"ids[{i}]")
         return [self.tokenizer.decode(row, skip_special_tokens=skip_special_tokens) for row in ids]
+
+    @functools.cached_property
+    def sparse(self) -> SparseVectors:
+        """The readout of /embed_sparse: each row's SPLADE vector (numbert.sparse); a 400 naming the missing
+        tensors when the model has no masked-LM head (the other routes keep working)."""
+        try:
+            return sparse.readout(self.model)
+        except ValueError as e:
+            raise ApiError(400, f"this model cannot give sparse vectors: {e}", code="model_has_no_mlm_head") from None
+
+    @property
+    def max_active_dims(self) -> int | None:
+        """The weights a sparse vector keeps: the SparseEncoder directory's max_active_dims, else all."""
+        st = self.model.sentence_config
+        return None if st is None else st.max_active_dims
 
     def relevance(self, raw_scores: bool) -> reranking.Activation:
         """The function a reranker's logits go through (the model's activation, or none with raw_scores); a

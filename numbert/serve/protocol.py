@@ -1,5 +1,5 @@
 """The wire formats: OpenAI's /v1/embeddings and error shape, text-embeddings-inference's /embed, /embed_all,
-/similarity, /tokenize, /decode, /rerank and /predict, and the Cohere/Jina-style /v1/rerank.
+/embed_sparse, /similarity, /tokenize, /decode, /rerank and /predict, and the Cohere/Jina-style /v1/rerank.
 
 Parsing checks every field a request carries before any work is done, and a bad one is an
 `ApiError` naming it: 400 for a body that is not JSON, 422 for a wrong type or value, 413 for too
@@ -194,6 +194,26 @@ def tei_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
         texts,
         ids,
         normalize=field(obj, "normalize", (bool,), True, "a boolean"),
+        truncate=field(obj, "truncate", (bool,), None, "a boolean"),
+        prompt_name=field(obj, "prompt_name", (str,), None, "a string"),
+    )
+
+
+def tei_sparse_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
+    """POST /embed_sparse (text-embeddings-inference): {"inputs", "truncate", "truncation_direction": "Right",
+    "prompt_name"}. Inputs are cut at their end, so truncation_direction "Left" is refused."""
+    obj = json_object(body)
+    texts, ids = inputs(obj, "inputs", max_inputs)
+    direction = field(obj, "truncation_direction", (str,), "Right", "'Right'")
+    if direction.lower() != "right":
+        raise ApiError(
+            422,
+            f"'truncation_direction' {direction!r} is not served: inputs are cut at their end ('Right')",
+            param="truncation_direction",
+        )
+    return EmbeddingRequest(
+        texts,
+        ids,
         truncate=field(obj, "truncate", (bool,), None, "a boolean"),
         prompt_name=field(obj, "prompt_name", (str,), None, "a string"),
     )
@@ -487,6 +507,16 @@ def similarity_response(similarities: np.ndarray) -> bytes:
 def embed_all_response(vectors: list[np.ndarray]) -> bytes:
     """[[[float, ...], ...], ...]: per input, one array per token ([CLS] and [SEP] included)."""
     return ("[" + ",".join("[" + ",".join(float_arrays(v)) + "]" for v in vectors) + "]").encode()
+
+
+def sparse_response(vectors: list[tuple[np.ndarray, np.ndarray]]) -> bytes:
+    """/embed_sparse: per input [{"index": vocabulary id, "value": weight}], ids ascending, non-zero weights only;
+    weights with 9 significant digits. vectors: (ids, weights) per input."""
+    answers = [
+        "[" + ",".join(f'{{"index":{i},"value":{w:.9g}}}' for i, w in zip(ids.tolist(), weights.tolist())) + "]"
+        for ids, weights in vectors
+    ]
+    return ("[" + ",".join(answers) + "]").encode()
 
 
 def tokenize_response(encodings: list, texts: list[str]) -> bytes:
