@@ -3,9 +3,10 @@
 OpenBLAS reads its environment once, when NumPy loads it. numbert's own processes (the `numbert`
 command, the server it runs, the worker processes it starts) set it before NumPy loads: idle BLAS
 threads go to sleep at once instead of spinning (OPENBLAS_THREAD_TIMEOUT, unless the environment sets
-it), one BLAS thread when other programs keep every core busy (`own_threads`), and a worker gets its
-thread count. On a shared 2-core machine spinning threads cost 2x to 9x (the README's Threads section
-and docs/performance.md have the figures). In a user's Python process numbert sets nothing unless asked:
+it), and a worker gets its thread count. The thread count is never chosen by the machine's load: on
+some BLAS kernels one thread and two sum in another order, and a command's vectors must not change
+their last bits with what else runs; on a loaded machine set OPENBLAS_NUM_THREADS=1 (the README's
+Threads section and docs/performance.md have the figures). In a user's Python process numbert sets nothing unless asked:
 `numbert.threads(n)` limits the BLAS threads through threadpoolctl (`pip install 'numbert[threads]'`).
 This module imports nothing, so it can run before NumPy loads.
 """
@@ -42,20 +43,10 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def own_threads(environ: Mapping[str, str]) -> int | None:
-    """The BLAS threads for a process of numbert's own: 1 when other programs keep every core busy (the
-    1-minute load average at least the core count), unless `environ` sets a count; else None (BLAS's
-    default, one per core). On a 2-core machine at load 10, an 8x128 MiniLM forward took 1.4 s on one
-    BLAS thread and 12.7 s on two, even with OPENBLAS_THREAD_TIMEOUT=4 (docs/performance.md)."""
-    if any(name in environ for name in THREAD_VARIABLES) or not hasattr(os, "getloadavg"):
-        return None
-    return 1 if os.getloadavg()[0] >= cores() else None
-
-
 def configure_own_process(threads: int | None = None) -> None:
-    """Put `process_environment` into os.environ, with `threads` or `own_threads`: called first thing by
-    numbert's own processes, before NumPy loads (later it changes only the processes this one starts)."""
-    os.environ.update(process_environment(os.environ, threads if threads is not None else own_threads(os.environ)))
+    """Put `process_environment` into os.environ: called first thing by numbert's own processes, before
+    NumPy loads (later it changes only the processes this one starts)."""
+    os.environ.update(process_environment(os.environ, threads))
 
 
 def threads(n: int) -> Any:

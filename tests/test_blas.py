@@ -86,13 +86,9 @@ def test_threads_without_threadpoolctl_names_the_extra(monkeypatch):
         numbert.threads(1)
 
 
-def test_a_busy_machine_gets_one_blas_thread_unless_the_environment_says(monkeypatch):
+def test_the_environment_of_numberts_own_processes():
     from numbert import blas
 
-    monkeypatch.setattr(os, "getloadavg", lambda: (blas.cores() + 0.5, 0.0, 0.0))
-    assert blas.own_threads({}) == 1
-    assert blas.own_threads({"OMP_NUM_THREADS": "2"}) is None
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
-    assert blas.own_threads({}) is None
+    assert blas.process_environment({}) == {"OPENBLAS_THREAD_TIMEOUT": blas.THREAD_TIMEOUT}  # threads: BLAS's default
     env = blas.process_environment({"OPENBLAS_THREAD_TIMEOUT": "9"}, 1)
     assert env["OPENBLAS_THREAD_TIMEOUT"] == "9" and all(env[name] == "1" for name in blas.THREAD_VARIABLES)
