@@ -254,6 +254,7 @@ def test_decode(http, models):
 EXAMPLES = {  # a request per TEI path, written from its request schema: (model route prefix, body)
     "/embed": ("", {"inputs": ["What is Deep Learning?", "x"], "normalize": True, "truncate": False}),
     "/embed_all": ("", {"inputs": "What is Deep Learning?", "truncate": True}),
+    "/embed_sparse": ("", {"inputs": ["What is Deep Learning?", "x"], "truncate": True}),  # its masked-LM head
     "/tokenize": ("", {"inputs": ["What is Deep Learning?"], "add_special_tokens": True}),
     "/decode": ("", {"ids": [[101, 2054, 2003, 102]], "skip_special_tokens": True}),
     "/v1/embeddings": ("", {"input": ["What is Deep Learning?"], "model": "tiny-embedder", "encoding_format": "float"}),
