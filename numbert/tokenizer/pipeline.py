@@ -173,7 +173,7 @@ class TokenizerJson:
         source = str(self.path)
         if kind == "BPE":
             for name in ("dropout", "continuing_subword_prefix", "end_of_word_suffix"):
-                if spec.get(name) is not None:
+                if spec.get(name) not in (None, ""):  # "" (as transformers saves RoBERTa's) adds nothing: none
                     raise self.error(f"model.{name}", f"is {json.dumps(spec[name])}, which numbert does not implement")
             vocab = spec.get("vocab")
             if not (isinstance(vocab, dict) and all(type(i) is int for i in vocab.values())):
