@@ -5,8 +5,11 @@ here; then the committed fixtures (scripts/make_family_fixture.py) without torch
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -381,3 +384,48 @@ def test_a_distilbert_classifier_serves_embeddings_and_label_scores():
         assert abs(best["score"] - model.classify(texts[0], function="none")[0].score) <= 1e-6
     finally:
         assert server.stop() == 0, "".join(server.lines)
+
+
+@pytest.fixture(scope="module")
+def family_server(text_relative):
+    """One `numbert serve` over the five sentence-transformers directories, each served under its model type."""
+    directories = {model_type: text_relative(model_type)[1] for model_type in RELATIVES}
+    first, *others = directories
+    named = (f"--model={name}={directories[name]}" for name in others)
+    server = ServerProcess(directories[first], *named, "--auto-truncate")  # long texts cut as embed cuts them
+    yield server, directories
+    assert server.stop() == 0, "".join(server.lines)
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("model_type", RELATIVES)
+def test_one_server_serves_each_relative_by_its_name(family_server, model_type):
+    """/v1/embeddings picks the relative by the request's `model` and answers as its `embed`."""
+    server, directories = family_server
+    r = httpx.post(server.url + "/v1/embeddings", json={"input": TEXTS, "model": model_type}, timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.json()["model"] == model_type
+    got = np.array([item["embedding"] for item in r.json()["data"]], np.float32)
+    np.testing.assert_allclose(got, numbert.load(directories[model_type]).embed(TEXTS, progress=False), atol=1e-6)
+
+
+@pytest.mark.parity
+def test_workers_encode_a_relative_as_one_process(text_relative, tmp_path):
+    """`numbert encode --workers 2` on XLM-R (SentencePiece Unigram, its precompiled charsmap, in each worker)
+    writes the vectors one process writes, bit for bit (one BLAS thread everywhere, as in test_cli_parallel)."""
+    directory = text_relative("xlm-roberta")[1]
+    rng = np.random.default_rng(3)
+    lines = [" ".join(rng.choice(TEXTS, int(rng.integers(1, 4)))) for _ in range(150)]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    for name, options in (("one", ()), ("two", ("--workers", "2"))):
+        command = [sys.executable, "-m", "numbert", "encode", "--file", tmp_path / "in.txt", "--model", directory]
+        done = subprocess.run(
+            [*map(str, command), "-o", str(tmp_path / f"{name}.npy"), *options],
+            env=env,
+            capture_output=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr.decode()
+    one, two = np.load(tmp_path / "one.npy"), np.load(tmp_path / "two.npy")
+    assert one.shape == (len(lines), 8) and np.array_equal(one, two)

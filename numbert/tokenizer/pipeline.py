@@ -281,6 +281,8 @@ class PipelineTokenizer(Tokenizer):
     tokens (cls, sep, unk, pad, mask) come from the file's post-processor, model and padding, unless given."""
 
     OPTIONS = ("model_max_length", "cls_token", "sep_token", "unk_token", "pad_token", "mask_token")
+    # ByteLevel keeps a run of spaces as tokens ("ĠĠ"), Metaspace as "▁" pieces unless a normalizer collapses it
+    whitespace_runs_matter = True
 
     def __init__(self, path: str | os.PathLike | TokenizerJson, *, model_max_length: int | None = None, **tokens: str):
         spec = path if isinstance(path, TokenizerJson) else TokenizerJson(Path(path))
