@@ -10,7 +10,8 @@ A sentence-transformers model is a BERT checkpoint plus a pipeline described in 
 The Pooling module's `config.json` names its modes either by flags (`pooling_mode_mean_tokens`: true, ...)
 or, since sentence-transformers 5, by one `pooling_mode` string or list; several modes are
 concatenated. `sentence_bert_config.json` holds `max_seq_length` (inputs are cut to that many
-tokens, [CLS] and [SEP] included) and `do_lower_case` (lowercase the text before tokenizing).
+tokens, [CLS] and [SEP] included; sentence-transformers 6 saves it as tokenizer_config.json's
+`model_max_length` instead) and `do_lower_case` (lowercase the text before tokenizing).
 The pooling always runs over the LAST layer's token vectors. A Dense module (`config.json`:
 in_features, out_features, bias, activation_function; weights `linear.weight` (out, in) and
 `linear.bias` in its own model.safetensors or pytorch_model.bin) maps the pooled vector, before
@@ -149,9 +150,7 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
             unsupported.append(f"{path or '.'} ({kind or 'unknown type'})")
     settings_file = directory / "sentence_bert_config.json"
     settings = _read_object(settings_file) if settings_file.is_file() else {}
-    max_seq_length = settings.get("max_seq_length")
-    if max_seq_length is not None and (not isinstance(max_seq_length, int) or max_seq_length < 2):
-        raise ValueError(f"{settings_file}: max_seq_length must be an integer >= 2, got {max_seq_length!r}")
+    max_seq_length = _max_seq_length(directory, settings, settings_file)
     prompting = _read_json_if_any(directory / "config_sentence_transformers.json")
     prompts, default_prompt_name = prompting.get("prompts") or {}, prompting.get("default_prompt_name")
     if not (isinstance(prompts, dict) and all(isinstance(v, str) for v in prompts.values())):
@@ -198,6 +197,30 @@ def _splade_pooling(config_file: Path) -> SpladePooling:
             f"numbert runs {', '.join(SPLADE_ACTIVATIONS)}"
         )
     return SpladePooling(strategy, activation)
+
+
+def _max_seq_length(directory: Path, settings: dict, settings_file: Path) -> int | None:
+    """Tokens per input as sentence-transformers 6 decides them for its Transformer module: the
+    `model_max_length` of the tokenizer arguments in sentence_bert_config.json (`processor_kwargs`, formerly
+    `tokenizer_args`), else its `max_seq_length`, else tokenizer_config.json's `model_max_length` (where
+    sentence-transformers 6 saves max_seq_length); None when none is set. (It caps the last at the model's
+    positions, as the recipe caps them all.)"""
+    candidates = [
+        (f"{settings_file}: {field}.model_max_length", settings[field].get("model_max_length"))
+        for field in ("processor_kwargs", "tokenizer_args")
+        if isinstance(settings.get(field), dict)
+    ]
+    candidates.append((f"{settings_file}: max_seq_length", settings.get("max_seq_length")))
+    tokenizer_file = directory / "tokenizer_config.json"
+    candidates.append(
+        (f"{tokenizer_file}: model_max_length", _read_json_if_any(tokenizer_file).get("model_max_length"))
+    )
+    for name, value in candidates:
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+                raise ValueError(f"{name} must be an integer >= 2, got {value!r}")
+            return value
+    return None
 
 
 def _dotted_path(value, source: Path) -> str | None:

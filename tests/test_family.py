@@ -5,8 +5,11 @@ here; then the committed fixtures (scripts/make_family_fixture.py) without torch
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -266,38 +269,109 @@ def test_a_model_without_token_types_ignores_them_and_counts_positions_past_padd
 
 
 # ----------------------------------------------------------------------------------------------
-# sentence-transformers directories over a relative (WordPiece tokenizers: DistilBERT and ELECTRA)
+# end to end: text through each relative's own tokenizer, as sentence-transformers directories
 
-TEXTS = ["A man is eating food.", "The girl is carrying a baby.", "hi", "Café, naïve and résumé!", "x " * 40]
+TEXTS = [
+    "A man is eating food.",
+    "The girl is carrying a baby.",
+    "hi",
+    "Café, naïve and résumé!",
+    "  spaced   out  東京 ",
+    "a <pad> and a <mask> in the text",  # special tokens by name: ids equal to padding's, which RoBERTa's positions see
+    "The quick brown fox jumps over the lazy dog. " * 6,  # longer than MAX_SEQ_LENGTH: cut there
+]
+MAX_SEQ_LENGTH = 12  # < POSITIONS: sentence-transformers 6 keeps it as the tokenizer's model_max_length
+MPNET_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]  # all-mpnet-base-v2's vocab.txt: these, bert-base's, then <mask>
+
+
+def relative_tokenizer(transformers, model_type: str, vocab_path: Path, directory: Path):
+    """The transformers tokenizer a checkpoint of `model_type` ships: RoBERTa's byte-level BPE and XLM-R's
+    SentencePiece Unigram from the committed tokenizer.json fixtures, MPNet's WordPiece as all-mpnet-base-v2's
+    (bert-base's vocabulary between <s> <pad> </s> <unk> and <mask>), bert-base's WordPiece for the others."""
+    from tokenizers import Tokenizer as RustTokenizer
+
+    if model_type in ("roberta", "xlm-roberta"):
+        name = {"roberta": "roberta_bpe.json", "xlm-roberta": "xlmr_spm.json"}[model_type]
+        backend = RustTokenizer.from_file(str(FIXTURES.parent / name))
+        stem = RELATIVES[model_type][0]
+        return getattr(transformers, f"{stem}TokenizerFast")(tokenizer_object=backend)
+    if model_type == "mpnet":
+        vocab = directory / "mpnet-vocab.txt"
+        vocab.write_text("\n".join([*MPNET_SPECIALS, *vocab_path.read_text().splitlines(), "<mask>"]) + "\n")
+        return transformers.MPNetTokenizerFast(vocab=str(vocab))
+    stem = "Bert" if model_type == "bert" else RELATIVES[model_type][0]
+    return getattr(transformers, f"{stem}Tokenizer")(str(vocab_path))
+
+
+@pytest.fixture(scope="module")
+def text_relative(tmp_path_factory, vocab_path, transformers, torch):
+    """A factory: text_relative(model_type) -> (encoder directory, sentence-transformers directory,
+    SentenceTransformer, torch model), each made once: a random-weight model (BERT or a relative) whose
+    vocabulary is its tokenizer's, with mean Pooling, Dense (32 -> 8, tanh) and Normalize, saved by
+    sentence-transformers with max_seq_length MAX_SEQ_LENGTH."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import modules as st_modules
+
+    made = {}
+
+    def make(model_type: str):
+        if model_type not in made:
+            base = tmp_path_factory.mktemp(model_type)
+            tokenizer = relative_tokenizer(transformers, model_type, vocab_path, base)
+            if model_type == "bert":
+                config = transformers.BertConfig(**SHAPE, max_position_embeddings=POSITIONS)
+                model_class = transformers.BertModel
+            else:
+                config = transformers_config(transformers, model_type, "Model")
+                model_class = getattr(transformers, RELATIVES[model_type][0] + "Model")
+            config.vocab_size = len(tokenizer)
+            torch.manual_seed(0)
+            reference = model_class(config).eval()
+            reference.save_pretrained(base / "encoder")
+            tokenizer.save_pretrained(base / "encoder")
+            word = st_modules.Transformer(str(base / "encoder"), max_seq_length=MAX_SEQ_LENGTH)
+            dense = st_modules.Dense(32, 8, activation_function=torch.nn.Tanh())
+            pooling = st_modules.Pooling(32, pooling_mode="mean")
+            st = SentenceTransformer(modules=[word, pooling, dense, st_modules.Normalize()], device="cpu")
+            st.save(str(base / model_type))  # served under its directory's name: the model type
+            made[model_type] = base / "encoder", base / model_type, st, reference
+        return made[model_type]
+
+    return make
 
 
 @pytest.mark.parity
-@pytest.mark.parametrize("model_type", ["distilbert", "electra"])
-def test_sentence_transformers_directory_matches_encode(tmp_path, vocab_path, transformers, torch, model_type):
-    """Transformer (the relative, with bert-base's vocabulary), mean Pooling, Dense and Normalize, saved by
-    sentence-transformers; numbert.load reads the directory and embeds as SentenceTransformer.encode."""
-    st = pytest.importorskip("sentence_transformers")
-    models = pytest.importorskip("sentence_transformers.sentence_transformer.modules")
-    torch.manual_seed(0)
-    config = transformers_config(transformers, model_type, "Model")
-    config.vocab_size = 30522
-    encoder_dir = tmp_path / "encoder"
-    getattr(transformers, RELATIVES[model_type][0] + "Model")(config).save_pretrained(encoder_dir)
-    getattr(transformers, RELATIVES[model_type][0] + "Tokenizer")(str(vocab_path)).save_pretrained(encoder_dir)
-    processor = json.loads((encoder_dir / "tokenizer.json").read_text())["post_processor"]["type"]
-    assert processor in ("BertProcessing", "TemplateProcessing")  # WordPiece framing numbert reads
-    # ST 6 keeps max_seq_length as the tokenizer's model_max_length, which numbert's recipe does not read (yet):
-    # all the positions, so both cut the long text at the same length
-    word = models.Transformer(str(encoder_dir), max_seq_length=POSITIONS)
-    dense = models.Dense(32, 8, activation_function=torch.nn.Tanh())
-    model = st.SentenceTransformer(
-        modules=[word, models.Pooling(32, pooling_mode="mean"), dense, models.Normalize()], device="cpu"
-    )
-    model.save(str(tmp_path / "st"))
-    want = model.encode(TEXTS)
-    got = numbert.load(tmp_path / "st").embed(TEXTS)
+@pytest.mark.parametrize("model_type", ["bert", *RELATIVES])
+def test_sentence_transformers_directory_matches_encode(text_relative, model_type):
+    """numbert.load reads the directory (tokenizer.json of the relative's kind, Pooling, Dense, Normalize, and
+    max_seq_length where sentence-transformers 6 keeps it: tokenizer_config.json) and embeds as encode."""
+    _, directory, st, _ = text_relative(model_type)
+    assert "max_seq_length" not in json.loads((directory / "sentence_bert_config.json").read_text())
+    model = numbert.load(directory)
+    assert model.recipe().max_length == MAX_SEQ_LENGTH
+    want = st.encode(TEXTS)
+    got = model.embed(TEXTS, progress=False)
     assert got.shape == want.shape == (len(TEXTS), 8)
     np.testing.assert_allclose(got, want, atol=ATOL, rtol=0)
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("model_type", ["roberta", "xlm-roberta", "mpnet"])
+def test_embed_reads_text_as_transformers(text_relative, transformers, torch, model_type):
+    """The plain checkpoint (no sentence-transformers modules): numbert's tokenizer gives the ids, pairs
+    included, of the transformers tokenizer saved with it, and `embed` (mean of the last layer) is the mean of
+    transformers' last hidden state over them, long texts cut at all the model's positions."""
+    encoder_dir, _, _, reference = text_relative(model_type)
+    model, theirs = numbert.load(encoder_dir), transformers.AutoTokenizer.from_pretrained(encoder_dir)
+    assert model.config.max_tokens == POSITIONS
+    for text, pair in [*((t, None) for t in TEXTS), ("A question?", "An answer, <s> and </s>.")]:
+        assert model.tokenizer.encode(text, pair).ids == theirs(text, pair)["input_ids"], (text, pair)
+    batch = theirs(TEXTS, padding=True, truncation=True, max_length=POSITIONS, return_tensors="pt")
+    with torch.no_grad():
+        hidden = reference(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    want = ((hidden * mask).sum(1) / mask.sum(1)).numpy()
+    np.testing.assert_allclose(model.embed(TEXTS, layers=-1, progress=False), want, atol=ATOL, rtol=0)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -322,3 +396,48 @@ def test_a_distilbert_classifier_serves_embeddings_and_label_scores():
         assert abs(best["score"] - model.classify(texts[0], function="none")[0].score) <= 1e-6
     finally:
         assert server.stop() == 0, "".join(server.lines)
+
+
+@pytest.fixture(scope="module")
+def family_server(text_relative):
+    """One `numbert serve` over the five sentence-transformers directories, each served under its model type."""
+    directories = {model_type: text_relative(model_type)[1] for model_type in RELATIVES}
+    first, *others = directories
+    named = (f"--model={name}={directories[name]}" for name in others)
+    server = ServerProcess(directories[first], *named, "--auto-truncate")  # long texts cut as embed cuts them
+    yield server, directories
+    assert server.stop() == 0, "".join(server.lines)
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("model_type", RELATIVES)
+def test_one_server_serves_each_relative_by_its_name(family_server, model_type):
+    """/v1/embeddings picks the relative by the request's `model` and answers as its `embed`."""
+    server, directories = family_server
+    r = httpx.post(server.url + "/v1/embeddings", json={"input": TEXTS, "model": model_type}, timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.json()["model"] == model_type
+    got = np.array([item["embedding"] for item in r.json()["data"]], np.float32)
+    np.testing.assert_allclose(got, numbert.load(directories[model_type]).embed(TEXTS, progress=False), atol=1e-6)
+
+
+@pytest.mark.parity
+def test_workers_encode_a_relative_as_one_process(text_relative, tmp_path):
+    """`numbert encode --workers 2` on XLM-R (SentencePiece Unigram, its precompiled charsmap, in each worker)
+    writes the vectors one process writes, bit for bit (one BLAS thread everywhere, as in test_cli_parallel)."""
+    directory = text_relative("xlm-roberta")[1]
+    rng = np.random.default_rng(3)
+    lines = [" ".join(rng.choice(TEXTS, int(rng.integers(1, 4)))) for _ in range(150)]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    for name, options in (("one", ()), ("two", ("--workers", "2"))):
+        command = [sys.executable, "-m", "numbert", "encode", "--file", tmp_path / "in.txt", "--model", directory]
+        done = subprocess.run(
+            [*map(str, command), "-o", str(tmp_path / f"{name}.npy"), *options],
+            env=env,
+            capture_output=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr.decode()
+    one, two = np.load(tmp_path / "one.npy"), np.load(tmp_path / "two.npy")
+    assert one.shape == (len(lines), 8) and np.array_equal(one, two)

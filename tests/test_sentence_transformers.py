@@ -153,6 +153,28 @@ def test_bad_and_unsupported_configs(tmp_path, minilm_dir):
         read_sentence_config(d)
 
 
+def test_max_seq_length_is_read_in_sentence_transformers_6_order(tmp_path, minilm_dir):
+    """The Transformer's processor_kwargs (formerly tokenizer_args) model_max_length, else max_seq_length, else
+    tokenizer_config.json's model_max_length (where sentence-transformers 6 saves max_seq_length); the recipe
+    caps it at the model's positions."""
+    d = write_st_dir(tmp_path, minilm_dir, {}, normalize=True)
+    tokenizer_config = json.loads((d / "tokenizer_config.json").read_text())
+    (d / "tokenizer_config.json").unlink()  # a link to MiniLM's
+    (d / "tokenizer_config.json").write_text(json.dumps({**tokenizer_config, "model_max_length": 100}))
+
+    def read(**settings) -> int | None:
+        (d / "sentence_bert_config.json").write_text(json.dumps(settings))
+        return read_sentence_config(d).max_seq_length
+
+    assert read() == 100 and numbert.load(d).recipe().max_length == 100
+    assert read(max_seq_length=64) == 64
+    assert read(max_seq_length=64, tokenizer_args={"model_max_length": 32}) == 32
+    assert read(max_seq_length=64, processor_kwargs={"model_max_length": 48}) == 48
+    assert read(max_seq_length=4096) == 4096 and numbert.load(d).recipe().max_length == 512
+    with pytest.raises(ValueError, match=r"sentence_bert_config.json: processor_kwargs.model_max_length must be"):
+        read(processor_kwargs={"model_max_length": "long"})
+
+
 def test_a_module_numbert_does_not_run_is_refused_only_for_the_default(tmp_path, minilm_dir):
     norm = {"idx": 3, "name": "3", "path": "3_LayerNorm", "type": "sentence_transformers.models.LayerNorm"}
     d = write_st_dir(tmp_path, minilm_dir, {"pooling_mode": "mean"}, normalize=False, extra_modules=[norm])

@@ -237,6 +237,20 @@ def test_unsupported_components_are_refused_by_name(tmp_path, name, edit, messag
     assert str(path) in str(error.value)
 
 
+def test_an_empty_subword_prefix_and_suffix_are_none(ours, tmp_path):
+    """transformers saves a BPE model with continuing_subword_prefix and end_of_word_suffix "" (roberta-base's
+    tokenizer.json has them so): the same tokenizer as without them; a non-empty one is refused by name."""
+    empty = edited(
+        tmp_path, "roberta_bpe", lambda s: s["model"].update(continuing_subword_prefix="", end_of_word_suffix="")
+    )
+    tok = Tokenizer.from_tokenizer_json(empty)
+    assert [tok.encode(t).ids for t in LINES[:20]] == [ours["roberta_bpe"].encode(t).ids for t in LINES[:20]]
+    with pytest.raises(ValueError, match='model.continuing_subword_prefix is "##"'):
+        Tokenizer.from_tokenizer_json(
+            edited(tmp_path, "roberta_bpe", lambda s: s["model"].update(continuing_subword_prefix="##"))
+        )
+
+
 def test_from_pretrained_picks_the_model_type(ours, tmp_path):
     for name in NAMES:
         directory = tmp_path / name

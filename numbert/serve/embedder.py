@@ -170,8 +170,8 @@ class Embedder:
         rows = []
         for first, second, where in zip(firsts, seconds, names):
             encoding = self.tokenizer.encode(
-                self.segment(WHITESPACE_RUN.sub(" ", first)),
-                None if second is None else self.segment(WHITESPACE_RUN.sub(" ", second)),
+                self.segment(self.collapsed(first)),
+                None if second is None else self.segment(self.collapsed(second)),
                 max_length=self.pair_limit,
                 truncation=truncate,
             )
@@ -213,7 +213,7 @@ class Embedder:
             raise ApiError(
                 413,
                 f"'{where}' is {count} tokens long; this model takes at most {self.max_length} "
-                f"([CLS] and [SEP] included). Shorten it{hint}",
+                f"(special tokens included). Shorten it{hint}",
                 param=where,
                 code="input_too_long",
             )
@@ -249,14 +249,19 @@ class Embedder:
     def tokenize(self, text: str, max_length: int | None, special: bool = True) -> Encoding:
         """A prepared text's tokens as `Bert.embed` makes them, cut to max_length; [CLS] and [SEP] if `special`.
 
-        Runs of whitespace become one space first: the same tokens, and the tokenizer takes time quadratic
-        in the length of a run (8000 spaces: 1 s), which a hostile request would otherwise exploit."""
+        Runs of whitespace become one space first where that gives the same tokens (`collapsed`)."""
         return self.tokenizer.encode(
-            WHITESPACE_RUN.sub(" ", text),
+            self.collapsed(text),
             add_special_tokens=special,
             max_length=max_length,
             truncation=max_length is not None,
         )
+
+    def collapsed(self, text: str) -> str:
+        """`text` with each run of whitespace made one space, when the tokenizer makes the same tokens of both
+        (WordPiece: BERT's tokenizer takes time quadratic in the length of a run, 8000 spaces: 1 s, which a
+        hostile request would otherwise exploit); else `text` (byte-level BPE makes tokens of the spaces)."""
+        return text if self.tokenizer.whitespace_runs_matter else WHITESPACE_RUN.sub(" ", text)
 
     def tokenize_inputs(self, texts: list[str], special: bool, max_tokens: int) -> list[Encoding]:
         """/tokenize's encodings: each text's tokens (lowercased first if the model says so), offsets into the
@@ -273,7 +278,8 @@ class Embedder:
                     param="inputs",
                     code="input_too_long",
                 )
-            encoding.offsets = offsets_before_collapsing(text, encoding.offsets)
+            if not self.tokenizer.whitespace_runs_matter:
+                encoding.offsets = offsets_before_collapsing(text, encoding.offsets)
             encodings.append(encoding)
         return encodings
 
@@ -286,7 +292,7 @@ class Embedder:
                 raise ApiError(
                     413,
                     f"'{name}[{i}]' is {len(ids)} tokens long; this model takes at most "
-                    f"{self.max_length} ([CLS] and [SEP] included); token ids are not truncated",
+                    f"{self.max_length} (special tokens included); token ids are not truncated",
                     param=f"{name}[{i}]",
                     code="input_too_long",
                 )

@@ -173,7 +173,7 @@ class TokenizerJson:
         source = str(self.path)
         if kind == "BPE":
             for name in ("dropout", "continuing_subword_prefix", "end_of_word_suffix"):
-                if spec.get(name) is not None:
+                if spec.get(name) not in (None, ""):  # "" (as transformers saves RoBERTa's) adds nothing: none
                     raise self.error(f"model.{name}", f"is {json.dumps(spec[name])}, which numbert does not implement")
             vocab = spec.get("vocab")
             if not (isinstance(vocab, dict) and all(type(i) is int for i in vocab.values())):
@@ -281,6 +281,8 @@ class PipelineTokenizer(Tokenizer):
     tokens (cls, sep, unk, pad, mask) come from the file's post-processor, model and padding, unless given."""
 
     OPTIONS = ("model_max_length", "cls_token", "sep_token", "unk_token", "pad_token", "mask_token")
+    # ByteLevel keeps a run of spaces as tokens ("ĠĠ"), Metaspace as "▁" pieces unless a normalizer collapses it
+    whitespace_runs_matter = True
 
     def __init__(self, path: str | os.PathLike | TokenizerJson, *, model_max_length: int | None = None, **tokens: str):
         spec = path if isinstance(path, TokenizerJson) else TokenizerJson(Path(path))

@@ -139,6 +139,9 @@ class Tokenizer:
     """BERT's WordPiece tokenizer: `encode(text)` gives the ids, offsets and word ids of transformers'
     Rust-backed `BertTokenizer`, built from the same vocab.txt."""
 
+    # BERT's pre-tokenizer splits words at whitespace and drops it, so a run of spaces tokenizes as one space
+    whitespace_runs_matter = False
+
     def __init__(
         self,
         vocab_path: str | os.PathLike | Mapping[str, int],
