@@ -17,7 +17,7 @@ from threadpoolctl import threadpool_limits
 
 import numbert
 from numbert import workers
-from numbert.blas import THREAD_VARIABLES as BLAS_THREADS
+from numbert.blas import THREAD_VARIABLES
 from numbert.planner import Row, row_of, run
 from numbert.workers import Pool, WorkerDied, describe
 
@@ -85,15 +85,15 @@ def test_the_recipe_reaches_the_workers(minilm_dir, model, one_thread):
 
 
 def test_workers_run_one_blas_thread_and_the_caller_keeps_its_own(minilm_dir):
-    before = {name: os.environ.get(name) for name in BLAS_THREADS}
+    before = {name: os.environ.get(name) for name in THREAD_VARIABLES}
     with Pool(minilm_dir, workers=2, threads=1) as pool:
         for worker in pool.workers:
             with open(f"/proc/{worker.pid}/environ", "rb") as f:
                 environ = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
-            assert all(environ[name.encode()] == b"1" for name in BLAS_THREADS)
+            assert all(environ[name.encode()] == b"1" for name in THREAD_VARIABLES)
             assert environ[b"OPENBLAS_THREAD_TIMEOUT"] == os.environ.get("OPENBLAS_THREAD_TIMEOUT", "4").encode()
         memory = pool.memory()
-    assert {name: os.environ.get(name) for name in BLAS_THREADS} == before
+    assert {name: os.environ.get(name) for name in THREAD_VARIABLES} == before
     assert len(memory) == 2 and all(0 < m["pss"] <= m["rss"] for m in memory)
 
 
