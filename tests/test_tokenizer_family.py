@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_tokenizer_parity import CORPUS, as_dict, generated_lines
 
-from numbert.tokenizer import Tokenizer
+from numbert.tokenizer import Tokenizer, pipeline_fast, pre_tokenizers
 from numbert.tokenizer import pipeline as nt_pipeline
 from numbert.tokenizer.pipeline import PipelineTokenizer
 
@@ -118,6 +118,18 @@ def test_the_fast_path_is_the_stages(ours, name):
         assert our_windows(fresh, line) == expected, line
         assert our_windows(ours[name], line) == expected, line
         assert our_windows(ours[name], line, "pair " + line) == our_windows(stages, line, "pair " + line), line
+
+
+def test_the_ascii_split_is_gpt2s_split_on_ascii():
+    """pipeline_fast.ASCII_SPLIT finds GPT-2's words in ASCII text: every pair of ASCII characters, and
+    random mixtures of them with contractions and runs of spaces."""
+    gpt2 = pre_tokenizers.gpt2_pattern()
+    texts = [a + b for a in map(chr, range(128)) for b in map(chr, range(128))]
+    rng = random.Random(0)
+    parts = [*map(chr, range(128)), "  ", " \t ", "'s", "'ll", "'re", "ab", "12"]
+    texts += ["".join(rng.choices(parts, k=rng.randrange(1, 16))) for _ in range(3000)]
+    for text in texts:
+        assert pipeline_fast.ASCII_SPLIT.findall(text) == gpt2.findall(text), repr(text)
 
 
 def test_the_metaspace_fast_path_prepends_as_the_stages(tmp_path):
