@@ -46,7 +46,10 @@ def model_tokens(model: BPE | Unigram, id_to_token: dict[int, str], word: str) -
         pieces = [(i, id_to_token[i], s, e) for i, s, e in model.tokenize(word)]
     else:
         pieces = model.tokenize(word)
-    return tuple(p[0] for p in pieces), tuple(p[1] for p in pieces), tuple((p[2], p[3]) for p in pieces)
+    if not pieces:
+        return (), (), ()
+    ids, tokens, starts, ends = zip(*pieces)
+    return ids, tokens, tuple(zip(starts, ends))
 
 
 def join_words(words: list[str], starts: list[int], memo: Memo) -> Segment:

@@ -38,8 +38,12 @@ class Unigram:
         self.unk_score = min(self.scores.values(), default=0.0) - UNK_PENALTY
         # every prefix of a piece -> the piece's score, or None when the prefix is no piece itself: a trie
         # as a dict, so the search for pieces starting at a position stops where no piece goes on
-        self.prefixes: dict[str, float | None] = {p[:k]: None for p in self.pieces for k in range(1, len(p))}
-        self.prefixes.update(self.scores)
+        self.prefixes: dict[str, float | None] = dict(self.scores)
+        for piece in self.pieces:
+            for k in range(len(piece) - 1, 0, -1):  # until a prefix already in: its own prefixes are (or will be)
+                if piece[:k] in self.prefixes:
+                    break
+                self.prefixes[piece[:k]] = None
         self.memo: dict[str, list[tuple[int, str, int, int]]] = {}
 
     def tokenize(self, word: str) -> list[tuple[int, str, int, int]]:
