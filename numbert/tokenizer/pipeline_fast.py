@@ -10,9 +10,9 @@ offsets and word indices as pipeline.py's stages (tests/test_tokenizer_family.py
   text's spaces become "▁" and one regular expression cuts it into words, with no span per character. A
   text the normalizer changes goes through the stages.
 
-Both look each word up in a `Memo` (fast.py): word -> its token ids, tokens and (start, end) spans in it,
-computed once through the stages (ByteLevel's bytes, the model), so a text's tokens join up by list
-comprehensions, without a Python step per token beyond its offset.
+Both look each word up in a `Memo` (fast.py): word -> its token ids, tokens and bounds (start, end of each
+token in it, flat), computed once through the stages (ByteLevel's bytes, the model), so a text's tokens join
+up by `map` and `chain`, without a Python step per token.
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ ASCII_SPLIT = re.compile(  # pre_tokenizers.gpt2_pattern() on ASCII text
     rf"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^{_SPACE}A-Za-z0-9]+|[{_SPACE}]+(?![^{_SPACE}])|[{_SPACE}]+"
 )
 
-# (ids, tokens, spans) of one word: its tokens, each token's (start, end) in the word
-WordTokens = tuple[tuple[int, ...], tuple[str, ...], tuple[tuple[int, int], ...]]
+# (ids, tokens, bounds) of one word: its tokens, and start0, end0, start1, end1, ... of them in the word
+WordTokens = tuple[tuple[int, ...], tuple[str, ...], tuple[int, ...]]
 
 
 def model_tokens(model: BPE | Unigram, id_to_token: dict[int, str], word: str) -> WordTokens:
-    """The model's tokens of one (pre-tokenized) word, as (ids, tokens, spans)."""
+    """The model's tokens of one (pre-tokenized) word, as (ids, tokens, bounds)."""
     if isinstance(model, BPE):
         pieces = [(i, id_to_token[i], s, e) for i, s, e in model.tokenize(word)]
     else:
@@ -49,23 +49,25 @@ def model_tokens(model: BPE | Unigram, id_to_token: dict[int, str], word: str) -
     if not pieces:
         return (), (), ()
     ids, tokens, starts, ends = zip(*pieces)
-    return ids, tokens, tuple(zip(starts, ends))
+    return ids, tokens, tuple(_flat(zip(starts, ends)))
 
 
 def join_words(words: list[str], starts: list[int], memo: Memo) -> Segment:
     """The tokens of consecutive words, word w at offset starts[w] of the original text."""
     found: list[WordTokens] = list(map(memo.__getitem__, words))
-    ids = list(_flat(map(_IDS, found)))
+    bounds = _flat(map(_BOUNDS, found))  # of each token in its word, then in the text: + its word's start
+    at = _flat(map(itertools.repeat, starts, map(len, map(_BOUNDS, found))))
+    ends = map(operator.add, bounds, at)
     return Segment(
-        ids=ids,
+        ids=list(_flat(map(_IDS, found))),
         tokens=list(_flat(map(_TOKENS, found))),
-        offsets=[(at + s, at + e) for at, (_, _, spans) in zip(starts, found) for s, e in spans],
+        offsets=list(zip(ends, ends)),  # (start, end): two bounds at a time
         words=list(_flat(map(itertools.repeat, itertools.count(), map(len, map(_IDS, found))))),
     )
 
 
 _flat = itertools.chain.from_iterable
-_IDS, _TOKENS = operator.itemgetter(0), operator.itemgetter(1)
+_IDS, _TOKENS, _BOUNDS = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
 
 
 class ByteLevelWords:
@@ -74,8 +76,8 @@ class ByteLevelWords:
     def __init__(self, model: BPE, id_to_token: dict[int, str]):
         def tokens_of(word: str) -> WordTokens:
             spelled = pre_tokenizers.as_bytes(Normalized.of(word))
-            ids, tokens, spans = model_tokens(model, id_to_token, spelled.text)
-            return ids, tokens, tuple(spelled.original(s, e) for s, e in spans)
+            ids, tokens, bounds = model_tokens(model, id_to_token, spelled.text)
+            return ids, tokens, tuple(_flat(map(spelled.original, bounds[0::2], bounds[1::2])))
 
         self.memo = Memo(tokens_of, MEMO_SIZE)
 
