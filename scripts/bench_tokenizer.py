@@ -18,7 +18,8 @@ Then BERT's relatives' tokenizers (numbert/tokenizer/pipeline.py): the byte-leve
 SentencePiece Unigram tokenizer.json of tests/fixtures (trained here, small vocabularies) against the Rust
 `tokenizers` library reading the same files (`encode_batch`, its own threads), on the same lines; cold is a
 fresh tokenizer (empty word memos; GPT-2's compiled split pattern is shared), warm a second pass. The runs
-of the peers are interleaved, the best of --repeat counts, and the ids must be identical.
+of the peers are interleaved, the best of --repeat counts, and the ids must be identical. --large-unigram
+adds a Unigram of 250,000 pieces (XLM-R's size) built here from the corpus, for the cost of a large vocabulary.
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ def main() -> None:
     parser.add_argument("--vocab", type=Path, default=None)
     parser.add_argument("--repeat", type=int, default=3, help="runs per tokenizer; the best counts")
     parser.add_argument("--wordpiece-only", action="store_true", help="skip the BPE and Unigram tokenizers")
+    parser.add_argument(
+        "--large-unigram", action="store_true", help="also a Unigram of 250,000 pieces (XLM-R's size), built here"
+    )
     args = parser.parse_args()
 
     import transformers
@@ -123,11 +127,13 @@ def main() -> None:
             f"{rate[ours] / rate['transformers Rust (batch call)']:.2f}x the Rust one"
         )
     if not args.wordpiece_only:
-        family(lines, args.repeat)
+        family(lines, args.repeat, args.large_unigram)
 
 
-def family(lines: list[str], repeat: int) -> None:
+def family(lines: list[str], repeat: int, large_unigram: bool = False) -> None:
     """BPE and Unigram lines/s, numbert cold and warm against Rust `tokenizers` on the same tokenizer.json."""
+    import tempfile
+
     import tokenizers
 
     from numbert.tokenizer.pipeline import PipelineTokenizer
@@ -135,8 +141,10 @@ def family(lines: list[str], repeat: int) -> None:
 
     gpt2_pattern()  # compiled once per process (about a second), not per tokenizer
     fixtures = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
-    for name, label in (("roberta_bpe", "byte-level BPE"), ("xlmr_spm", "Unigram + Precompiled")):
-        path = fixtures / f"{name}.json"
+    files = [(fixtures / "roberta_bpe.json", "byte-level BPE"), (fixtures / "xlmr_spm.json", "Unigram + Precompiled")]
+    if large_unigram:
+        files.append((large_unigram_file(lines, Path(tempfile.mkdtemp())), "Unigram, 250k pieces"))
+    for path, label in files:
         rust = tokenizers.Tokenizer.from_file(str(path))
         warm = PipelineTokenizer(path)
         runs = {
@@ -159,7 +167,7 @@ def family(lines: list[str], repeat: int) -> None:
                 out = best_of(1, run, setup)
                 if run_name not in best or out[1] < best[run_name][1]:
                     best[run_name] = out
-        assert all(out == best["Rust tokenizers"][0] for out, _ in best.values()), f"{name}: the ids disagree"
+        assert all(out == best["Rust tokenizers"][0] for out, _ in best.values()), f"{path.name}: the ids disagree"
         rate = {run_name: len(lines) / seconds for run_name, (_, seconds) in best.items()}
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         print(f"{label} ({path.name}, vocab {rust.get_vocab_size()}; load average {load}):")
@@ -167,6 +175,31 @@ def family(lines: list[str], repeat: int) -> None:
             print(f"  {run_name:32s} {r:9.0f} lines/s")
         for ours in ("numbert cold", "numbert warm"):
             print(f"  {ours}: {rate[ours] / rate['Rust tokenizers']:.2f}x Rust")
+
+
+def large_unigram_file(lines: list[str], directory: Path, size: int = 250_000) -> Path:
+    """A tokenizer.json of a Unigram with `size` pieces (XLM-R has 250,002): the most frequent substrings (up
+    to 24 characters) of the lines' "▁"-prefixed words with random scores, every character of the lines
+    a piece; NFKC and Metaspace, built by the `tokenizers` library."""
+    import random
+
+    from tokenizers import Tokenizer as RustTokenizer
+    from tokenizers import models, normalizers, pre_tokenizers
+
+    counts: dict[str, int] = {}
+    for word in (f"▁{w}" for line in lines for w in line.split()):
+        for i in range(len(word)):
+            for j in range(i + 1, min(len(word), i + 24) + 1):
+                counts[word[i:j]] = counts.get(word[i:j], 0) + 1
+    chars = sorted({c for line in lines for c in line} | {"▁"})
+    frequent = sorted(counts, key=counts.__getitem__, reverse=True)[: size - len(chars) - 1]
+    rng = random.Random(0)
+    scores = {c: -12.0 - rng.random() for c in chars} | {p: -1.0 - 12 * rng.random() for p in frequent}
+    tokenizer = RustTokenizer(models.Unigram([("<unk>", 0.0), *scores.items()], unk_id=0))
+    tokenizer.normalizer = normalizers.NFKC()
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.save(str(directory / "large_unigram.json"))
+    return directory / "large_unigram.json"
 
 
 if __name__ == "__main__":

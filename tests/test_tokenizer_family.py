@@ -10,6 +10,7 @@ letters and numbers are data (unicode_tables.NEWER_LETTERS, NEWER_NUMBERS).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -21,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_tokenizer_parity import CORPUS, as_dict, generated_lines
 
-from numbert.tokenizer import Tokenizer
+from numbert.tokenizer import Tokenizer, pipeline_fast, pre_tokenizers
 from numbert.tokenizer import pipeline as nt_pipeline
 from numbert.tokenizer.pipeline import PipelineTokenizer
 
@@ -103,13 +104,48 @@ def test_pairs_and_truncation(ours, rust, name):
         assert our_windows(ours[name], **case) == expected, case
 
 
-def test_the_byte_level_fast_path_is_the_stages(ours):
-    """`_byte_level_words` (GPT-2's split, each word's tokens memoized) gives what the stages give."""
-    stages = Tokenizer.from_tokenizer_json(FIXTURES / "roberta_bpe.json")
-    stages._plain_byte_level = False  # type: ignore[attr-defined]
-    assert ours["roberta_bpe"]._plain_byte_level  # type: ignore[attr-defined]
-    for line in LINES + ["a\ud800b", "  x  ", ""]:
-        assert our_windows(ours["roberta_bpe"], line) == our_windows(stages, line), line
+@pytest.mark.parametrize("name", ["roberta_bpe", "xlmr_spm"])
+def test_the_fast_path_is_the_stages(ours, name):
+    """pipeline_fast.py (GPT-2's split, or a normalizer and Metaspace; each word's tokens memoized) gives
+    what the stages give, memos empty and filled."""
+    stages = Tokenizer.from_tokenizer_json(FIXTURES / f"{name}.json")
+    stages._fast_words = None  # type: ignore[attr-defined]
+    fresh = Tokenizer.from_tokenizer_json(FIXTURES / f"{name}.json")
+    assert ours[name]._fast_words is not None  # type: ignore[attr-defined]
+    odd = ["a\ud800b", "  x  ", "", " ", "x", "▁a ▁▁b", " lead", "two  spaces", "tail ", "é ü"]
+    for line in LINES + odd:
+        expected = our_windows(stages, line)
+        assert our_windows(fresh, line) == expected, line
+        assert our_windows(ours[name], line) == expected, line
+        assert our_windows(ours[name], line, "pair " + line) == our_windows(stages, line, "pair " + line), line
+
+
+def test_the_ascii_split_is_gpt2s_split_on_ascii():
+    """pipeline_fast.ASCII_SPLIT finds GPT-2's words in ASCII text: every pair of ASCII characters, and
+    random mixtures of them with contractions and runs of spaces."""
+    gpt2 = pre_tokenizers.gpt2_pattern()
+    texts = [a + b for a in map(chr, range(128)) for b in map(chr, range(128))]
+    rng = random.Random(0)
+    parts = [*map(chr, range(128)), "  ", " \t ", "'s", "'ll", "'re", "ab", "12"]
+    texts += ["".join(rng.choices(parts, k=rng.randrange(1, 16))) for _ in range(3000)]
+    for text in texts:
+        assert pipeline_fast.ASCII_SPLIT.findall(text) == gpt2.findall(text), repr(text)
+
+
+def test_the_metaspace_fast_path_prepends_as_the_stages(tmp_path):
+    """Metaspace's prepend schemes ("first": only at the text's start, so not after an added token), with
+    and without a normalizer, fast against the stages."""
+    spec = json.loads((FIXTURES / "xlmr_spm.json").read_text(encoding="utf-8"))
+    lines = ["<s>x y", "a<s>b", "<s> b", "a </s>  c", "▁x", "", " ", "é", "a\u0301 b", *LINES[:20]]
+    path = tmp_path / "tokenizer.json"
+    for scheme, normalizer in itertools.product(("first", "always", "never"), (spec["normalizer"], None)):
+        spec.update(normalizer=normalizer)
+        spec["pre_tokenizer"].update(prepend_scheme=scheme)
+        path.write_text(json.dumps(spec), encoding="utf-8")
+        fast, stages = PipelineTokenizer(path), PipelineTokenizer(path)
+        stages._fast_words = None  # type: ignore[assignment]
+        for line in lines:
+            assert our_windows(fast, line) == our_windows(stages, line), (scheme, line)
 
 
 FUZZ = settings(

@@ -121,7 +121,7 @@ def lowercase(normalized: Normalized) -> Normalized:
 
 
 def strip(left: bool, right: bool) -> Callable[[Normalized], Normalized]:
-    """Whitespace removed from the left and/or right end."""
+    """Whitespace removed from the left and/or right end (the text itself when there is none)."""
 
     def normalize(normalized: Normalized) -> Normalized:
         text, start, end = normalized.text, 0, len(normalized.text)
@@ -129,7 +129,7 @@ def strip(left: bool, right: bool) -> Callable[[Normalized], Normalized]:
             start += 1
         while right and end > start and IS_WHITESPACE.match(text[end - 1]):
             end -= 1
-        return normalized[start:end]
+        return normalized if (start, end) == (0, len(text)) else normalized[start:end]
 
     return normalize
 

@@ -28,6 +28,7 @@ from . import normalizers, pre_tokenizers
 from .bpe import BPE
 from .encoding import Encoding, Segment
 from .normalizers import Normalized
+from .pipeline_fast import ByteLevelWords, MetaspaceWords
 from .precompiled import Precompiled
 from .templates import Template, read_template
 from .tokenizer import Tokenizer
@@ -42,7 +43,6 @@ SUPPORTED = {
 # A text is tokenized whole up to MAX_INPUT_CHARS characters; past that, only a truncating encode is
 # served, from a prefix (see PipelineTokenizer._segment), so memory stays bounded on hostile lines.
 MAX_INPUT_CHARS = 1_000_000
-MEMO_SIZE = 100_000  # words whose tokens `_byte_level_words` keeps
 
 
 class TokenizerJson:
@@ -298,15 +298,8 @@ class PipelineTokenizer(Tokenizer):
         self._normalizer = spec.normalizer(spec.spec.get("normalizer"))
         self._pre_tokenizer = spec.pre_tokenizer(spec.spec.get("pre_tokenizer"))
         self._decoder = spec.decoder()
-        pre = spec.spec.get("pre_tokenizer")
-        # GPT-2's and RoBERTa's pipeline (no normalizer, ByteLevel without a prefix space): `_byte_level_words`
-        self._plain_byte_level = (
-            self._normalizer is None
-            and isinstance(self.model, BPE)
-            and isinstance(pre, dict)
-            and pre == {**pre, "type": "ByteLevel", "add_prefix_space": False, "use_regex": True}
-        )
-        self._word_memo: dict[str, list[tuple[int, str, int, int]]] = {}
+        # The fast path of the common pipelines (pipeline_fast.py), or None: the stages
+        self._fast_words = self._fast_path(spec.spec.get("pre_tokenizer"), spec)
         self.template: Template = read_template(spec, vocab)
         self._added = added
         self._added_pattern = added_token_pattern(added)
@@ -336,6 +329,24 @@ class PipelineTokenizer(Tokenizer):
             return self.model.unk_token
         return None if self.model.unk_id is None else self.model.pieces[self.model.unk_id]
 
+    def _fast_path(self, pre: Any, spec: TokenizerJson) -> Callable[[str, int], Segment] | None:
+        """`_words` made fast (pipeline_fast.py) for GPT-2's pipeline (no normalizer, ByteLevel without a
+        prefix space) and for a normalizer followed by a splitting Metaspace; None for the others."""
+        if not isinstance(pre, dict):
+            return None
+        if (
+            self._normalizer is None
+            and isinstance(self.model, BPE)
+            and pre == {**pre, "type": "ByteLevel", "add_prefix_space": False, "use_regex": True}
+        ):
+            return ByteLevelWords(self.model, self._id_to_token)
+        if pre.get("type") == "Metaspace":
+            replacement, scheme, split = spec.metaspace("pre_tokenizer", pre)
+            if split:
+                model, stages = self.model, self._stages
+                return MetaspaceWords(self._normalizer, replacement, scheme, model, self._id_to_token, stages)
+        return None
+
     # -- text to tokens -----------------------------------------------------------------------------------
 
     def normalize(self, text: str) -> tuple[str, Sequence[int]]:
@@ -350,8 +361,12 @@ class PipelineTokenizer(Tokenizer):
     def _words(self, text: str, start: int) -> Segment:
         """The tokens of a text between added tokens, at position `start` of the whole text: normalized,
         cut into words, each word split by the model."""
-        if self._plain_byte_level:
-            return self._byte_level_words(text, start)
+        if self._fast_words is not None:
+            return self._fast_words(text, start)
+        return self._stages(text, start)
+
+    def _stages(self, text: str, start: int) -> Segment:
+        """`_words` through each stage in turn."""
         normalized = self._normalized(text, start)
         words = [normalized] if self._pre_tokenizer is None else self._pre_tokenizer(normalized)
         ids, tokens, offsets, word_ids = [], [], [], []
@@ -367,26 +382,6 @@ class PipelineTokenizer(Tokenizer):
                 ids.append(token_id)
                 tokens.append(token)
                 offsets.append((spans[s][0], spans[e - 1][1]))
-                word_ids.append(w)
-        return Segment(ids, tokens, offsets, word_ids)
-
-    def _byte_level_words(self, text: str, start: int) -> Segment:
-        """`_words` for a pipeline that is GPT-2's split and byte-level BPE only: the same tokens, each word's
-        tokens and offsets (relative to the word) memoized whole (tested equal to the stages)."""
-        ids, tokens, offsets, word_ids = [], [], [], []
-        memo, split = self._word_memo, pre_tokenizers.gpt2_pattern()
-        for w, match in enumerate(split.finditer(text)):
-            word = match.group()
-            pieces = memo.get(word)
-            if pieces is None:
-                pieces = [(i, t, s, e) for i, t, (s, e) in _tokens_of(self, word)]
-                if len(memo) < MEMO_SIZE:
-                    memo[word] = pieces
-            at = start + match.start()
-            for token_id, token, s, e in pieces:
-                ids.append(token_id)
-                tokens.append(token)
-                offsets.append((at + s, at + e))
                 word_ids.append(w)
         return Segment(ids, tokens, offsets, word_ids)
 
@@ -450,13 +445,6 @@ class PipelineTokenizer(Tokenizer):
 
     def __repr__(self) -> str:
         return f"PipelineTokenizer({type(self.model).__name__}, vocab_size={self.vocab_size}, file={self.vocab_file})"
-
-
-def _tokens_of(tokenizer: PipelineTokenizer, word: str) -> list[tuple[int, str, tuple[int, int]]]:
-    """(id, token, (start, end)) of one pre-tokenized word, through the stages (ByteLevel's bytes, BPE)."""
-    spelled, model = pre_tokenizers.as_bytes(Normalized.of(word)), tokenizer.model
-    assert isinstance(model, BPE)
-    return [(i, tokenizer._id_to_token[i], spelled.original(s, e)) for i, s, e in model.tokenize(spelled.text)]
 
 
 def _first_in(vocab: dict[str, int], *tokens: str) -> str | None:

@@ -80,16 +80,18 @@ class Template:
         """Offsets without the spaces ("Ġ" or whitespace) their tokens start or end with (trim_offsets)."""
         if not self.trim_offsets:
             return segment
-        offsets = []
-        for i, (token, (start, end)) in enumerate(zip(segment.tokens, segment.offsets)):
-            lead, trail = spaces(token)
+        offsets = list(segment.offsets)
+        for i, (lead, trail) in enumerate(map(spaces, segment.tokens)):
+            if not (lead or trail):
+                continue
+            start, end = offsets[i]
             if lead and self.add_prefix_space and lead == 1 and (i == 0 or start == 0):
                 lead = 0  # the one space add_prefix_space put there
             if lead:
                 start = min(start + lead, end)
             if trail and end >= trail:
                 end = max(end - trail, start)
-            offsets.append((start, end))
+            offsets[i] = (start, end)
         return Segment(segment.ids, segment.tokens, offsets, segment.words)
 
 

@@ -36,7 +36,14 @@ class Unigram:
             raise ValueError(f"{source}: model.unk_id {unk_id} is not the index of a piece of model.vocab")
         self.unk_id, self.byte_fallback = unk_id, byte_fallback
         self.unk_score = min(self.scores.values(), default=0.0) - UNK_PENALTY
-        self.longest = max(map(len, self.pieces), default=1)
+        # every prefix of a piece -> the piece's score, or None when the prefix is no piece itself: a trie
+        # as a dict, so the search for pieces starting at a position stops where no piece goes on
+        self.prefixes: dict[str, float | None] = dict(self.scores)
+        for piece in self.pieces:
+            for k in range(len(piece) - 1, 0, -1):  # until a prefix already in: its own prefixes are (or will be)
+                if piece[:k] in self.prefixes:
+                    break
+                self.prefixes[piece[:k]] = None
         self.memo: dict[str, list[tuple[int, str, int, int]]] = {}
 
     def tokenize(self, word: str) -> list[tuple[int, str, int, int]]:
@@ -50,14 +57,17 @@ class Unigram:
 
     def viterbi(self, word: str) -> list[tuple[int, int, bool]]:
         """(start, end, unknown) of the best-scoring pieces of `word`, runs of unknown ones fused."""
-        n, scores = len(word), self.scores
+        n, prefixes = len(word), self.prefixes
         best: list[tuple[float, int, bool] | None] = [None] * (n + 1)  # (score, start, unknown) of the best path to e
         best[0] = (0.0, 0, False)
         for start in range(n):
             so_far = best[start][0]  # type: ignore[index]
             single = False
-            for end in range(start + 1, min(n, start + self.longest) + 1):
-                score = scores.get(word[start:end])
+            for end in range(start + 1, n + 1):
+                text = word[start:end]
+                if text not in prefixes:
+                    break  # no piece starts with word[start:end]
+                score = prefixes[text]
                 if score is None:
                     continue
                 single |= end == start + 1

@@ -1,0 +1,132 @@
+"""The stages of a BPE or Unigram tokenizer.json made fast for the two common pipelines: the same tokens,
+offsets and word indices as pipeline.py's stages (tests/test_tokenizer_family.py checks fast == stages).
+
+- Byte-level (GPT-2, RoBERTa: no normalizer, ByteLevel without a prefix space). GPT-2's split tiles the
+  text, so its words are found by one `findall`, and their start positions add up from their lengths. On
+  ASCII text the split's classes of letters, numbers and whitespace are their ASCII members (`ASCII_SPLIT`,
+  several times faster than the classes of all of Unicode).
+- Metaspace (SentencePiece, XLM-R: a normalizer, then Metaspace). When the normalizer leaves the text as
+  it is (its stages hand back the very `Normalized` they were given), each character is its own origin: the
+  text's spaces become "▁" and one regular expression cuts it into words, with no span per character. A
+  text the normalizer changes goes through the stages.
+
+Both look each word up in a `Memo` (fast.py): word -> its token ids, tokens and bounds (start, end of each
+token in it, flat), computed once through the stages (ByteLevel's bytes, the model), so a text's tokens join
+up by `map` and `chain`, without a Python step per token.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+import re
+from collections.abc import Callable
+
+from . import pre_tokenizers
+from .bpe import BPE
+from .encoding import Segment
+from .fast import Memo
+from .normalizers import Normalized
+from .unigram import Unigram
+
+MEMO_SIZE = 1 << 15  # words per generation of the word memo
+
+_SPACE = r"\t\n\x0b\x0c\r "  # the ASCII members of Unicode's White_Space (not \x1c-\x1f)
+ASCII_SPLIT = re.compile(  # pre_tokenizers.gpt2_pattern() on ASCII text
+    rf"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^{_SPACE}A-Za-z0-9]+|[{_SPACE}]+(?![^{_SPACE}])|[{_SPACE}]+"
+)
+
+# (ids, tokens, bounds) of one word: its tokens, and start0, end0, start1, end1, ... of them in the word
+WordTokens = tuple[tuple[int, ...], tuple[str, ...], tuple[int, ...]]
+
+
+def model_tokens(model: BPE | Unigram, id_to_token: dict[int, str], word: str) -> WordTokens:
+    """The model's tokens of one (pre-tokenized) word, as (ids, tokens, bounds)."""
+    if isinstance(model, BPE):
+        pieces = [(i, id_to_token[i], s, e) for i, s, e in model.tokenize(word)]
+    else:
+        pieces = model.tokenize(word)
+    if not pieces:
+        return (), (), ()
+    ids, tokens, starts, ends = zip(*pieces)
+    return ids, tokens, tuple(_flat(zip(starts, ends)))
+
+
+def join_words(words: list[str], starts: list[int], memo: Memo) -> Segment:
+    """The tokens of consecutive words, word w at offset starts[w] of the original text."""
+    found: list[WordTokens] = list(map(memo.__getitem__, words))
+    bounds = _flat(map(_BOUNDS, found))  # of each token in its word, then in the text: + its word's start
+    at = _flat(map(itertools.repeat, starts, map(len, map(_BOUNDS, found))))
+    ends = map(operator.add, bounds, at)
+    return Segment(
+        ids=list(_flat(map(_IDS, found))),
+        tokens=list(_flat(map(_TOKENS, found))),
+        offsets=list(zip(ends, ends)),  # (start, end): two bounds at a time
+        words=list(_flat(map(itertools.repeat, itertools.count(), map(len, map(_IDS, found))))),
+    )
+
+
+_flat = itertools.chain.from_iterable
+_IDS, _TOKENS, _BOUNDS = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
+
+
+class ByteLevelWords:
+    """`_words` of GPT-2's pipeline: GPT-2's split, then each word's bytes through BPE."""
+
+    def __init__(self, model: BPE, id_to_token: dict[int, str]):
+        def tokens_of(word: str) -> WordTokens:
+            spelled = pre_tokenizers.as_bytes(Normalized.of(word))
+            ids, tokens, bounds = model_tokens(model, id_to_token, spelled.text)
+            return ids, tokens, tuple(_flat(map(spelled.original, bounds[0::2], bounds[1::2])))
+
+        self.memo = Memo(tokens_of, MEMO_SIZE)
+
+    def __call__(self, text: str, start: int) -> Segment:
+        split = ASCII_SPLIT if text.isascii() else pre_tokenizers.gpt2_pattern()
+        words = split.findall(text)
+        starts = list(itertools.accumulate(map(len, words), initial=start))
+        if starts[-1] != start + len(text):  # the split's words always tile the text; else, word by word
+            matches = list(split.finditer(text))
+            words, starts = [m.group() for m in matches], [start + m.start() for m in matches]
+        return join_words(words, starts, self.memo)
+
+
+class MetaspaceWords:
+    """`_words` of a normalizer and a Metaspace pre-tokenizer (splitting), then the model, for the texts
+    the normalizer leaves as they are; `stages` (pipeline.py's `_words`) for the others."""
+
+    def __init__(
+        self,
+        normalizer: Callable[[Normalized], Normalized] | None,
+        replacement: str,
+        prepend_scheme: str,
+        model: BPE | Unigram,
+        id_to_token: dict[int, str],
+        stages: Callable[[str, int], Segment],
+    ):
+        self.normalizer, self.replacement, self.prepend_scheme = normalizer, replacement, prepend_scheme
+        self.stages = stages
+        # Metaspace's MergedWithNext split: each replacement starts a word
+        self.split = re.compile(f"{re.escape(replacement)}[^{re.escape(replacement)}]*|[^{re.escape(replacement)}]+")
+        self.memo = Memo(lambda word: model_tokens(model, id_to_token, word), MEMO_SIZE)
+
+    def __call__(self, text: str, start: int) -> Segment:
+        if self.normalizer is not None:
+            normalized = Normalized.of(text, start)
+            if self.normalizer(normalized) is not normalized:
+                return self.stages(text, start)
+        spelled = text.replace(" ", self.replacement)
+        prepend = (
+            spelled != ""
+            and not spelled.startswith(self.replacement)
+            and (self.prepend_scheme == "always" or (self.prepend_scheme == "first" and start == 0))
+        )
+        if prepend:  # the replacement put first stands for the first character: it shifts the rest by one
+            spelled = self.replacement + spelled
+        words = self.split.findall(spelled)
+        starts = list(itertools.accumulate(map(len, words), initial=start - prepend))
+        segment = join_words(words, starts, self.memo)
+        if prepend and words:  # the first word's tokens: a span reaching the prepended one starts the text
+            first = len(self.memo[words[0]][0])
+            segment.offsets[:first] = [(max(s, start), max(e, start + 1)) for s, e in segment.offsets[:first]]
+        return segment
