@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .precompiled import Precompiled
+from .unicode_tables import NEW_LOWERCASE
 
 # Rust's char::is_whitespace (Unicode White_Space): Python's str.isspace also counts U+001C..U+001F.
 WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
@@ -116,8 +117,13 @@ def _aligned(run: str, start: int, end: int) -> list[tuple[str, int, int]]:
 
 
 def lowercase(normalized: Normalized) -> Normalized:
-    """Each character lowercased on its own (so a final Σ becomes σ, as in Rust)."""
-    return per_char(normalized, str.lower)
+    """Each character lowercased on its own (so a final Σ becomes σ, as in Rust), with the pairs Rust's
+    newer Unicode knows (unicode_tables.NEW_LOWERCASE)."""
+    return per_char(normalized, lower)
+
+
+def lower(c: str) -> str:
+    return NEW_LOWERCASE.get(c) or c.lower()
 
 
 def strip(left: bool, right: bool) -> Callable[[Normalized], Normalized]:
