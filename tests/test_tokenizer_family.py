@@ -364,3 +364,12 @@ def test_wordpiece_in_mpnets_frame(rust, minilm_dir, tmp_path):
         assert our_windows(mine, text, pair) == rust_windows(theirs, text, pair), text
         case = {"max_length": 20, "strategy": "longest_first", "stride": 1}
         assert our_windows(mine, text, pair, **case) == rust_windows(theirs, text, pair, **case), text
+
+
+def test_lowercase_is_rusts_on_the_pairs_pythons_tables_lack():
+    from numbert.tokenizer.normalizers import lower
+    from numbert.tokenizer.unicode_tables import NEW_LOWERCASE
+
+    rust_lowercase = pytest.importorskip("tokenizers").normalizers.Lowercase()
+    for c in [*NEW_LOWERCASE, "A", "Σ", "ẞ", "\ua7da"]:
+        assert lower(c) == rust_lowercase.normalize_str(c), hex(ord(c))
