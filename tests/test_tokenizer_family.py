@@ -14,12 +14,12 @@ import itertools
 import json
 import os
 import random
-import tracemalloc
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_tokenizer_limits import peak_bytes
 from test_tokenizer_parity import CORPUS, as_dict, generated_lines
 
 from numbert.tokenizer import Tokenizer, pipeline_fast, pre_tokenizers
@@ -307,15 +307,6 @@ def test_slow_tokenizer_files_alone_are_refused(tmp_path, files):
 
 
 # --- hostile text ------------------------------------------------------------------------------------------
-
-
-def peak_bytes(fn) -> tuple[int, object]:
-    tracemalloc.start()
-    try:
-        result = fn()
-        return tracemalloc.get_traced_memory()[1], result
-    finally:
-        tracemalloc.stop()
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -295,7 +295,7 @@ class Server:
         """The answer to /embed_all: every token's vector of the last layer, as the rows of /embed run them; at most
         max_batch_tokens tokens a request (413 beyond), so an answer stays bounded (a vector a token)."""
         body = await self.read_body(http)
-        parse = protocol.embed_all_request
+        parse = protocol.tei_tokens_request
         _, served, _, rows = await self.run(len(body), self.embedding_rows, routed(http), body, parse, "inputs")
         del body
         tokens, limit = sum(len(row.ids) for row in rows), self.settings.max_batch_tokens
@@ -316,7 +316,7 @@ class Server:
         """The answer to /embed_sparse: each input's SPLADE vector, its non-zero weights (the model's
         max_active_dims largest, if it names it), with the number of inputs and tokens it read."""
         body = await self.read_body(http)
-        parse = protocol.tei_sparse_request
+        parse = protocol.tei_tokens_request
         _, served, _, rows = await self.run(len(body), self.embedding_rows, routed(http), body, parse, "inputs")
         del body
         embedder, batcher = served.ready()

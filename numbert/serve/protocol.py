@@ -199,9 +199,10 @@ def tei_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
     )
 
 
-def tei_sparse_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
-    """POST /embed_sparse (text-embeddings-inference): {"inputs", "truncate", "truncation_direction": "Right",
-    "prompt_name"}. Inputs are cut at their end, so truncation_direction "Left" is refused."""
+def tei_tokens_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
+    """POST /embed_sparse and /embed_all (text-embeddings-inference): {"inputs", "truncate",
+    "truncation_direction": "Right", "prompt_name"}. Inputs are cut at their end, so truncation_direction
+    "Left" is refused."""
     obj = json_object(body)
     texts, ids = inputs(obj, "inputs", max_inputs)
     direction = field(obj, "truncation_direction", (str,), "Right", "'Right'")
@@ -422,18 +423,6 @@ def predict_request(body: bytes, max_inputs: int) -> ScoringRequest:
         raw_scores=field(obj, "raw_scores", (bool,), False, "a boolean"),
         truncate=field(obj, "truncate", (bool,), None, "a boolean"),
         single=single,
-    )
-
-
-def embed_all_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
-    """POST /embed_all (text-embeddings-inference): {"inputs", "truncate", "prompt_name"}: every token's vector."""
-    obj = json_object(body)
-    texts, ids = inputs(obj, "inputs", max_inputs)
-    return EmbeddingRequest(
-        texts,
-        ids,
-        truncate=field(obj, "truncate", (bool,), None, "a boolean"),
-        prompt_name=field(obj, "prompt_name", (str,), None, "a string"),
     )
 
 

@@ -32,6 +32,7 @@ from .pipeline_fast import ByteLevelWords, MetaspaceWords
 from .precompiled import Precompiled
 from .templates import Template, read_template
 from .tokenizer import Tokenizer
+from .tokenizer_json import read_json_object
 from .unigram import Unigram
 
 SUPPORTED = {
@@ -50,13 +51,7 @@ class TokenizerJson:
 
     def __init__(self, path: Path):
         self.path = path
-        try:
-            spec = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ValueError(f"{path} is not valid JSON: {e}") from None
-        if not isinstance(spec, dict):
-            raise ValueError(f"{path} must hold a JSON object")
-        self.spec = spec
+        self.spec = read_json_object(path)
 
     def error(self, field: str, message: str) -> ValueError:
         return ValueError(f"{self.path}: {field} {message}")

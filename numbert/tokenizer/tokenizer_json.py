@@ -48,6 +48,17 @@ class _Spec:
         return value
 
 
+def read_json_object(path: Path) -> dict:
+    """The JSON object in the file at `path`; a ValueError naming the file when it is not one."""
+    try:
+        contents = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not valid JSON: {e}") from None
+    if not isinstance(contents, dict):
+        raise ValueError(f"{path} must hold a JSON object")
+    return contents
+
+
 def wordpiece_settings(
     path: str | os.PathLike, contents: Any = None, framing: tuple[str, str] | None = None
 ) -> tuple[dict[str, int], dict[str, Any]]:
@@ -55,13 +66,7 @@ def wordpiece_settings(
     `contents` may be given, already read). `framing`: the (cls, sep) of another template the caller
     reads itself (MPNet's `<s> A </s></s> B </s>`), instead of BERT's."""
     path = Path(path)
-    if contents is None:
-        try:
-            contents = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ValueError(f"{path} is not valid JSON: {e}") from None
-    if not isinstance(contents, dict):
-        raise ValueError(f"{path} must hold a JSON object")
+    contents = read_json_object(path) if contents is None else contents
     spec = _Spec(path, contents)
     model, normalizer = spec.section("model"), spec.section("normalizer")
     if model.get("type") != "WordPiece":
