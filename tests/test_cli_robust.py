@@ -323,3 +323,15 @@ def test_the_format_follows_the_output_name_or_format(args, fmt):
     parsed = build_parser().parse_args(["encode", "a text", *args])
     check_encode_options(parsed)
     assert parsed.format == fmt
+
+
+def test_a_signal_python_swallowed_still_keeps_out_unwritten(tmp_path, monkeypatch):
+    """An exception raised while a finalizer runs is swallowed by Python ("Exception ignored in"), so the
+    handler's KeyboardInterrupt can be lost; the note it makes first keeps OUT from being named."""
+    from numbert.cli import files
+
+    monkeypatch.setattr(files, "SIGNALS", [signal.SIGINT])
+    with pytest.raises(files.Terminated):
+        with files.output_file(str(tmp_path / "vectors.npy"), "npy") as out:
+            out.write(b"whole")
+    assert list(tmp_path.iterdir()) == []

@@ -32,6 +32,7 @@ import threading
 
 from . import encode, plot, rerank, search, serve, similarity, tasks, tokenize
 from .common import Failure, Parser
+from .files import SIGNALS, Terminated
 
 COMMANDS = (tokenize, encode, similarity, search, tasks, rerank, plot, serve)
 
@@ -62,12 +63,12 @@ def join_negative_values(argv: list[str]) -> list[str]:
     return out
 
 
-class Terminated(BaseException):
-    """SIGTERM or SIGHUP, raised where the command is (as SIGINT raises KeyboardInterrupt), so the
-    temporary output file is removed on the way out."""
-
-
 def terminate(signum: int, frame) -> None:
+    """SIGINT, SIGTERM or SIGHUP: noted first (Python swallows an exception raised while a finalizer runs,
+    so output_file checks the note before it names OUT), then raised where the command is."""
+    SIGNALS.append(signum)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise Terminated(signum)
 
 
@@ -75,9 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run `numbert ARGV...` (default: the process's arguments); returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(join_negative_values(sys.argv[1:] if argv is None else list(argv)))
-    signals = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+    signals = [s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
     if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
         signals = []
+    SIGNALS.clear()
     previous = {s: signal.signal(s, terminate) for s in signals}
     try:
         return run(args)
@@ -100,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"numbert {args.command}: interrupted", file=sys.stderr)
         return 128 + signal.SIGINT
     except Terminated as e:
-        print(f"numbert {args.command}: terminated", file=sys.stderr)
+        said = "interrupted" if e.args[0] == signal.SIGINT else "terminated"
+        print(f"numbert {args.command}: {said}", file=sys.stderr)
         return 128 + e.args[0]
     return 0

@@ -19,6 +19,14 @@ from typing import IO, Any
 
 from .common import Failure
 
+SIGNALS: list[int] = []  # the signals this command has caught (numbert.cli.terminate notes each)
+
+
+class Terminated(BaseException):
+    """A caught signal, raised where the command is (SIGINT as KeyboardInterrupt), so the temporary output
+    file is removed on the way out."""
+
+
 # --- input ----------------------------------------------------------------------------------------
 
 
@@ -145,6 +153,8 @@ def output_file(path: str | None, format: str) -> Iterator[IO[bytes]]:
     try:
         with os.fdopen(fd, "w+b") as tmp:
             yield tmp
+            if SIGNALS:  # a signal whose exception Python swallowed (raised inside a finalizer): OUT stays as it was
+                raise Terminated(SIGNALS[0])
             if tmp_name is None:  # the unnamed file gets a name beside OUT only now, when it is whole
                 name = f".{target.name}.{secrets.token_hex(4)}.tmp"
                 name_unnamed_file(tmp.fileno(), target.parent, name)
