@@ -187,6 +187,7 @@ class Bert:
         max_length: int | None = None,
         long: str = "truncate",
         stride: int = 128,
+        truncation_side: str | None = None,
         pairs: Sequence[str | None] | None = None,
     ) -> Iterator[tuple[list[int], Output]]:
         """Run many texts, yielding (positions in `texts`, Output) batch by batch, longest texts first.
@@ -196,12 +197,15 @@ class Bert:
         neighbours, so a batch is padded only to its own longest text, and memory does not grow with
         the number of texts. Inputs longer than max_length tokens (default: a sentence-transformers
         max_seq_length, else the model's positions) are cut (long="truncate"; only the tokens kept are
-        tokenized), or, with long="window", run alone as windows, their Output then having no batch
+        tokenized; at their start with truncation_side="left", default the tokenizer's), or, with
+        long="window", run alone as windows, their Output then having no batch
         axis. A sentence-transformers model with do_lower_case sees lowercased text, as in
         sentence-transformers. `pairs` is an older name of `text_pair`.
         """
         text_pair = alias(text_pair, pairs, "text_pair", "pairs")
-        shape = self.recipe(pooling="mean", max_length=max_length, long=long, stride=stride)  # lengths, lowercasing
+        shape = self.recipe(  # lengths, lowercasing
+            pooling="mean", max_length=max_length, long=long, stride=stride, truncation_side=truncation_side
+        )
         lower = str.lower if shape.lowercase else str
         pad = self.require_tokenizer().pad_token
         for positions, encodings in self.plan(texts, text_pair, shape, batch_size, prepare=lower):
@@ -230,6 +234,7 @@ class Bert:
             batch_size=planner.positive("batch_size", batch_size),
             limit=recipe.max_length,
             window=recipe.long == "window",
+            side=recipe.truncation_side,
             prepare=recipe.prepare if prepare is None else prepare,
         )
 
@@ -237,7 +242,10 @@ class Bert:
 
     def recipe(self, **choices) -> Recipe:
         """This model's sentence recipe with the given choices (pooling, layers, combine, normalize, prompt,
-        prompt_name, max_length, dimensions, long, stride, precision, ranges), checked: see numbert.recipe.build."""
+        prompt_name, max_length, dimensions, long, stride, truncation_side, precision, ranges), checked: see
+        numbert.recipe.build. truncation_side defaults to the tokenizer's (tokenizer_config.json's)."""
+        if choices.get("truncation_side") is None:
+            choices["truncation_side"] = "right" if self.tokenizer is None else self.tokenizer.truncation_side
         return recipe.build(self.config, self.sentence_config, self.encoder.pooler is not None, **choices)
 
     embed = embedding.embed  # sentence vectors of many texts, by a recipe

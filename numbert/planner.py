@@ -127,14 +127,15 @@ def plan_texts(
     batch_size: int,
     limit: int,
     window: bool,
+    side: str | None = None,
     prepare: Callable[[str], str] = str,
 ) -> Iterator[tuple[list[int], list[Encoding]]]:
     """(positions in `texts`, their encodings) of each batch, in the order they run.
 
     The texts are taken longest first by characters, LOOK_AHEAD batches' worth at a time, each turned
-    into the tokenizer's text by `prepare` (a prompt, lowercasing) and tokenized, cut to `limit` tokens
-    unless `window` (then a longer single text runs alone as windows; a longer pair is an error), and
-    planned `by_length`.
+    into the tokenizer's text by `prepare` (a prompt, lowercasing) and tokenized, cut to `limit` tokens on
+    `side` ("right": the end, "left": the start; None: the tokenizer's truncation_side) unless `window` (then
+    a longer single text runs alone as windows; a longer pair is an error), and planned `by_length`.
     """
     by_chars = sorted(range(len(texts)), key=lambda i: -len(texts[i]) - len(pairs[i] or ""))  # stable
     for block in range(0, len(texts), LOOK_AHEAD * batch_size):
@@ -147,6 +148,7 @@ def plan_texts(
                 None if pair is None else prepare(pair),
                 max_length=None if window else limit,
                 truncation=not window,
+                truncation_side=side,
             )
             if pair is not None and len(encoding) > limit:
                 raise ValueError(

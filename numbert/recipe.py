@@ -25,6 +25,7 @@ from . import quantize, recipes
 from .config import BertConfig
 from .model import Output
 from .sentence_config import Dense, SentenceConfig
+from .tokenizer.truncation import check_side
 from .windows import window_spans
 
 
@@ -35,8 +36,9 @@ class Recipe:
 
     pooling: numbert pooling names, concatenated in order (recipes.POOLINGS).
     layers / combine: the hidden states pooled (recipes.layer_selection).
-    max_length: tokens per input, [CLS] and [SEP] included; a longer text is cut (long="truncate") or
-        runs as overlapping windows sharing `stride` tokens (long="window", numbert.windows).
+    max_length: tokens per input, [CLS] and [SEP] included; a longer text is cut (long="truncate") at its
+        end, or at its start if `truncation_side` is "left" (its last tokens kept), or runs as overlapping
+        windows sharing `stride` tokens (long="window", numbert.windows).
     width: the width of the pooled vectors after the Dense layers.
     dense: sentence-transformers Dense modules, applied in order to the pooled vector.
     prompt: text prepended to every input; lowercase: the input is lowercased first (do_lower_case).
@@ -58,6 +60,7 @@ class Recipe:
     dimensions: int | None = None
     long: str = "truncate"
     stride: int = 128
+    truncation_side: str = "right"
     precision: str = "float32"
     ranges: np.ndarray | None = field(default=None, repr=False, compare=False)
 
@@ -121,6 +124,8 @@ class Recipe:
             "dimensions": self.dimensions,
             "long": self.long,
             "stride": self.stride,
+            # right adds nothing, so the manifests of jobs from before truncation_side still match
+            **({} if self.truncation_side == "right" else {"truncation_side": self.truncation_side}),
             # float32 adds nothing, so the manifests of jobs from before quantization still match
             **({} if self.precision == "float32" else {"precision": self.precision, "ranges": ranges}),
         }
@@ -141,6 +146,7 @@ def build(
     dimensions: int | None = None,
     long: str = "truncate",
     stride: int = 128,
+    truncation_side: str = "right",
     truncate_dim: int | None = None,
     precision: str = "float32",
     ranges: np.ndarray | None = None,
@@ -189,6 +195,7 @@ def build(
     ranges = output_ranges(precision, ranges, calibration_embeddings, width if dimensions is None else dimensions)
     max_length = tokens_per_input(config, st, max_length)
     check_long(long)
+    check_side(truncation_side)
     if long == "window":
         window_spans(0, max_length - 2, stride)  # a bad stride fails now, not at the first long text
     return Recipe(
@@ -204,6 +211,7 @@ def build(
         dimensions=dimensions,
         long=long,
         stride=stride,
+        truncation_side=truncation_side,
         precision=precision,
         ranges=ranges,
     )

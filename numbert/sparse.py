@@ -72,14 +72,16 @@ def embed_sparse(
     max_length: int | None = None,
     prompt: str | None = None,
     prompt_name: str | None = None,
+    truncation_side: str | None = None,
 ) -> list[SparseVector] | SparseVector:
     """The SPLADE vectors of texts, as SparseEncoder.encode gives them: a SparseVector (ids ascending, weights)
     per text in input order, or one for a single string.
 
     top_k: the weights each vector keeps (SparseEncoder's max_active_dims; default: the directory's
     max_active_dims, else all). Texts are cut to max_length tokens (default: the model's max_seq_length, else
-    its positions), with the model's lowercasing and prompt (prompt=, prompt_name=) as `embed` prepares them;
-    planned by length as `embed` plans them. An empty list or a text that is not a str is a clear error.
+    its positions; at their start with truncation_side="left", default the tokenizer's), with the model's
+    lowercasing and prompt (prompt=, prompt_name=) as `embed` prepares them; planned by length as `embed`
+    plans them. An empty list or a text that is not a str is a clear error.
     """
     single = isinstance(texts, str)
     texts = text_list([texts] if single else texts)
@@ -89,7 +91,9 @@ def embed_sparse(
     top_k = st.max_active_dims if top_k is None and st is not None else top_k
     top_k = None if top_k is None else planner.positive("top_k", top_k)
     read = readout(model)
-    shape = model.recipe(pooling="mean", max_length=max_length, prompt=prompt, prompt_name=prompt_name)  # the text
+    shape = model.recipe(  # the text: its length, prompt and lowercasing
+        pooling="mean", max_length=max_length, prompt=prompt, prompt_name=prompt_name, truncation_side=truncation_side
+    )
     vectors: list[SparseVector] = [SparseVector(np.empty(0, np.int32), np.empty(0, np.float32))] * len(texts)
     for positions, encodings in model.plan(texts, None, shape, batch_size):
         dense = read(planner.forward(model.encoder, [row_of(e) for e in encodings]))

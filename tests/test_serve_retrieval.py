@@ -140,7 +140,7 @@ SIMILAR = {"source_sentence": "a", "sentences": ["b"]}
         ("/similarity", {"inputs": SIMILAR, "parameters": 1}, 422, "parameters"),
         (
             "/similarity",
-            {"inputs": SIMILAR, "parameters": {"truncation_direction": "Left"}},
+            {"inputs": SIMILAR, "parameters": {"truncation_direction": "Up"}},
             422,
             "parameters.truncation_direction",
         ),

@@ -267,7 +267,7 @@ def test_server_embed_sparse_is_embed_sparse(server, splade_dir):
         ({"inputs": ["fine", 3]}, 422, "inputs[1]"),
         ({"inputs": []}, 422, "inputs"),
         ({"inputs": "x", "truncate": "yes"}, 422, "truncate"),
-        ({"inputs": "x", "truncation_direction": "Left"}, 422, "truncation_direction"),
+        ({"inputs": "x", "truncation_direction": "Up"}, 422, "truncation_direction"),
         ({"inputs": "word " * 100}, 413, "inputs[0]"),
     ],
 )

@@ -131,6 +131,12 @@ def add_vector_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="tokens per input, [CLS] and [SEP] included (default: the model's maximum)",
     )
+    p.add_argument(
+        "--truncation-side",
+        choices=("right", "left"),
+        help="where a longer input is cut: at its end (right), or at its start, keeping its last tokens (left); "
+        "default: the tokenizer's truncation_side (tokenizer_config.json), else right",
+    )
 
 
 def add_dimensions(p: argparse.ArgumentParser) -> None:

@@ -188,6 +188,7 @@ def sentence_recipe(model, args: argparse.Namespace) -> Recipe:
         max_length=args.max_length,
         long=args.long,
         stride=args.stride,
+        truncation_side=args.truncation_side,
         prompt=args.prompt,
         prompt_name=args.prompt_name,
         dimensions=args.dimensions,
@@ -337,7 +338,13 @@ def write_features(model, chunks: Iterator[list[str]], out: IO[bytes], args: arg
         seconds = [m.group(2) if m else None for m in pairs]
         lines: list = [None] * len(chunk)  # every position is filled below
         for positions, output in model.batches(
-            texts, seconds, batch_size=args.batch_size, max_length=args.max_length, long=args.long, stride=args.stride
+            texts,
+            seconds,
+            batch_size=args.batch_size,
+            max_length=args.max_length,
+            long=args.long,
+            stride=args.stride,
+            truncation_side=args.truncation_side,
         ):
             batched = output.batched
             for row, i in enumerate(positions):
@@ -363,6 +370,7 @@ def write_sparse_vectors(
             max_length=args.max_length,
             prompt=args.prompt,
             prompt_name=args.prompt_name,
+            truncation_side=args.truncation_side,
         )
         lines = [
             json.dumps(

@@ -104,7 +104,13 @@ def serve(args: argparse.Namespace) -> None:
     from ..serve.main import run
     from ..serve.settings import Settings
 
-    recipe = dict(sentence_options(args), max_length=args.max_length, prompt=args.prompt, prompt_name=args.prompt_name)
+    recipe = dict(
+        sentence_options(args),
+        max_length=args.max_length,
+        truncation_side=args.truncation_side,
+        prompt=args.prompt,
+        prompt_name=args.prompt_name,
+    )
     (name, model), *more = served_models(args).items()
     settings = Settings(
         model=model,

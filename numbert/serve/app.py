@@ -285,8 +285,9 @@ class Server:
         recipe = e.request_recipe(request.prompt_name, None, None, "float32")
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
         hint = TRUNCATE_HINTS["parameters"]
+        side = request.truncation_side or recipe.truncation_side
         rows = [
-            Row(np.array(e.bounded(recipe.prepare(text), where, truncate=truncate, hint=hint).ids, np.int32))
+            Row(np.array(e.bounded(recipe.prepare(text), where, truncate=truncate, hint=hint, side=side).ids, np.int32))
             for text, where in zip(request.texts, request.names)
         ]
         return served, recipe, rows
@@ -370,7 +371,8 @@ class Server:
         score = e.label_scores(request.raw_scores) if request.kind == "predict" else e.relevance(request.raw_scores)
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
         hint = TRUNCATE_HINTS.get(request.source, "")
-        return request, served, score, e.pairs_to_rows(request.firsts, request.seconds, request.names, truncate, hint)
+        rows = e.pairs_to_rows(request.firsts, request.seconds, request.names, truncate, hint, request.truncation_side)
+        return request, served, score, rows
 
     def render_scores(
         self, served: ServedModel, request: ScoringRequest, score: Callable, logits: np.ndarray, tokens: int
@@ -423,7 +425,8 @@ class Server:
         if request.ids:
             rows = e.ids_to_rows(request.inputs, name)
         else:
-            rows = e.texts_to_rows(request.inputs, truncate, name, recipe, TRUNCATE_HINTS[name])
+            hint, side = TRUNCATE_HINTS[name], request.truncation_side
+            rows = e.texts_to_rows(request.inputs, truncate, name, recipe, hint, side)
         request.inputs = []  # the token ids stand for them from here on
         return request, served, recipe, rows
 

@@ -163,10 +163,17 @@ class Embedder:
         return SCORE_FUNCTIONS[score_function("none" if raw_scores else None, problem_type, labels)]
 
     def pairs_to_rows(
-        self, firsts: list[str], seconds: list[str | None], names: list[str], truncate: bool, hint: str
+        self,
+        firsts: list[str],
+        seconds: list[str | None],
+        names: list[str],
+        truncate: bool,
+        hint: str,
+        side: str | None = None,
     ) -> list[Row]:
         """A row per input, one text or a pair, as numbert.reranking tokenizes it: cut to pair_limit tokens by
-        longest_first if `truncate`, else a 413 naming the first input too long (ending with `hint`)."""
+        longest_first if `truncate` (on `side`, default the tokenizer's), else a 413 naming the first input
+        too long (ending with `hint`)."""
         rows = []
         for first, second, where in zip(firsts, seconds, names):
             encoding = self.tokenizer.encode(
@@ -174,6 +181,7 @@ class Embedder:
                 None if second is None else self.segment(self.collapsed(second)),
                 max_length=self.pair_limit,
                 truncation=truncate,
+                truncation_side=side,
             )
             if len(encoding) > self.pair_limit:
                 raise ApiError(
@@ -187,26 +195,45 @@ class Embedder:
         return rows
 
     def texts_to_rows(
-        self, texts: list[str], truncate: bool, name: str, recipe: Recipe | None = None, hint: str = ""
+        self,
+        texts: list[str],
+        truncate: bool,
+        name: str,
+        recipe: Recipe | None = None,
+        hint: str = "",
+        side: str | None = None,
     ) -> list[Row]:
-        """A row per text as `recipe` (default: the server's) prepares it, cut to max_length if `truncate`,
-        else a 413 naming the first text too long (and ending with `hint`, how the client may cut it)."""
-        prepare = (recipe or self.recipe).prepare
+        """A row per text as `recipe` (default: the server's) prepares it, cut to max_length if `truncate` (on
+        `side`, default the recipe's), else a 413 naming the first text too long (and ending with `hint`, how the
+        client may cut it)."""
+        recipe = recipe or self.recipe
+        side = side or recipe.truncation_side
         rows = []
         for i, text in enumerate(texts):
-            encoding = self.bounded(prepare(text), f"{name}[{i}]", truncate=truncate, hint=hint)
+            encoding = self.bounded(recipe.prepare(text), f"{name}[{i}]", truncate=truncate, hint=hint, side=side)
             rows.append(Row(np.array(encoding.ids, np.int32)))
         return rows
 
     def bounded(
-        self, text: str, where: str, *, truncate: bool = False, special: bool = True, hint: str = ""
+        self,
+        text: str,
+        where: str,
+        *,
+        truncate: bool = False,
+        special: bool = True,
+        hint: str = "",
+        side: str = "right",
     ) -> Encoding:
-        """A prepared text's tokens, at most max_length with [CLS] and [SEP] counted: cut there if `truncate`,
-        else a 413 naming `where`. Only as much of a long text is tokenized as decides it (`decisive_prefix`):
-        its first max_length tokens when truncating, one token too many otherwise. `special`: whether the
-        encoding holds [CLS] and [SEP] (they count towards max_length either way)."""
-        prefix = self.decisive_prefix(text, self.max_length + (not truncate))
-        encoding = self.tokenize(prefix, self.max_length if truncate else None, special)
+        """A prepared text's tokens, at most max_length with [CLS] and [SEP] counted: cut there (on `side`) if
+        `truncate`, else a 413 naming `where`. Only as much of a long text is tokenized as decides it: its first
+        max_length tokens when cutting its end (`decisive_prefix`), its last ones when cutting its start
+        (`decisive_suffix`), one token too many otherwise. `special`: whether the encoding holds [CLS] and
+        [SEP] (they count towards max_length either way)."""
+        if truncate and side == "left":
+            prefix = self.decisive_suffix(text, self.max_length)
+        else:
+            prefix = self.decisive_prefix(text, self.max_length + (not truncate))
+        encoding = self.tokenize(prefix, self.max_length if truncate else None, special, side)
         tokens = len(encoding) + (0 if special else 2)
         if tokens > self.max_length:
             count = f"{tokens}" if prefix is text else f"at least {tokens}"
@@ -238,6 +265,23 @@ class Embedder:
             start = end
         return text
 
+    def decisive_suffix(self, text: str, enough: int) -> str:
+        """The shortest end of `text` that holds `enough` tokens ([CLS] and [SEP] counted) and one piece more,
+        cut where a token starts; else `text` itself. Counted in pieces as `decisive_prefix` counts, from the
+        end; the spare piece keeps the tokens a left cut keeps clear of the cut, which a tokenizer other than
+        BERT's may tokenize differently (a byte-level BPE joins a space to the punctuation after it)."""
+        step, end, count, spare = HEAD_CHARS_PER_TOKEN * self.max_length, len(text), 2, True
+        while end > step:
+            start = self.token_boundary(text, end - step)
+            if start is None or start >= end:
+                break
+            count += len(self.tokenize(text[start:end], None, special=False))
+            if count >= enough and not spare:
+                return text[start:]
+            spare = spare and count < enough
+            end = start
+        return text
+
     def token_boundary(self, text: str, at: int) -> int | None:
         """The first position from `at` where BERT starts a new token whatever comes before, or None."""
         for match in BOUNDARY.finditer(text, at):
@@ -246,8 +290,9 @@ class Embedder:
                 return cut
         return None
 
-    def tokenize(self, text: str, max_length: int | None, special: bool = True) -> Encoding:
-        """A prepared text's tokens as `Bert.embed` makes them, cut to max_length; [CLS] and [SEP] if `special`.
+    def tokenize(self, text: str, max_length: int | None, special: bool = True, side: str = "right") -> Encoding:
+        """A prepared text's tokens as `Bert.embed` makes them, cut to max_length on `side`; [CLS] and [SEP] if
+        `special`.
 
         Runs of whitespace become one space first where that gives the same tokens (`collapsed`)."""
         return self.tokenizer.encode(
@@ -255,6 +300,7 @@ class Embedder:
             add_special_tokens=special,
             max_length=max_length,
             truncation=max_length is not None,
+            truncation_side=side,
         )
 
     def collapsed(self, text: str) -> str:

@@ -65,6 +65,7 @@ class EmbeddingRequest:
     prompt_name: str | None = None  # TEI's /embed: the model's prompt to prepend (None: the server's prompt)
     model: str | None = None  # OpenAI's: the served model asked for
     precision: str | None = None  # Infinity's embedding_type, as numbert.quantize names it (None: the server's)
+    truncation_side: str | None = None  # TEI's truncation_direction: "right" or "left" (None: the tokenizer's)
 
 
 def json_object(body: bytes) -> dict:
@@ -186,8 +187,20 @@ def embedding_type(obj: dict) -> str | None:
     return EMBEDDING_TYPES[value]
 
 
+def truncation_direction(obj: dict, name: str = "truncation_direction") -> str | None:
+    """text-embeddings-inference's truncation_direction, "Right" (cut a long input at its end) or "Left" (at its
+    start, keeping its end), as numbert's truncation_side ("right", "left"); None if absent."""
+    value = field(obj, name, (str,), None, "'Right' or 'Left'")
+    if value is None:
+        return None
+    if value.lower() not in ("right", "left"):
+        raise ApiError(422, f"'{name}' must be 'Right' or 'Left', not {value!r}", param=name)
+    return value.lower()
+
+
 def tei_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
-    """POST /embed (text-embeddings-inference): {"inputs", "normalize": true, "truncate", "prompt_name"}."""
+    """POST /embed (text-embeddings-inference): {"inputs", "normalize": true, "truncate", "truncation_direction",
+    "prompt_name"}."""
     obj = json_object(body)
     texts, ids = inputs(obj, "inputs", max_inputs)
     return EmbeddingRequest(
@@ -196,27 +209,21 @@ def tei_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
         normalize=field(obj, "normalize", (bool,), True, "a boolean"),
         truncate=field(obj, "truncate", (bool,), None, "a boolean"),
         prompt_name=field(obj, "prompt_name", (str,), None, "a string"),
+        truncation_side=truncation_direction(obj),
     )
 
 
 def tei_tokens_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
     """POST /embed_sparse and /embed_all (text-embeddings-inference): {"inputs", "truncate",
-    "truncation_direction": "Right", "prompt_name"}. Inputs are cut at their end, so truncation_direction
-    "Left" is refused."""
+    "truncation_direction", "prompt_name"}."""
     obj = json_object(body)
     texts, ids = inputs(obj, "inputs", max_inputs)
-    direction = field(obj, "truncation_direction", (str,), "Right", "'Right'")
-    if direction.lower() != "right":
-        raise ApiError(
-            422,
-            f"'truncation_direction' {direction!r} is not served: inputs are cut at their end ('Right')",
-            param="truncation_direction",
-        )
     return EmbeddingRequest(
         texts,
         ids,
         truncate=field(obj, "truncate", (bool,), None, "a boolean"),
         prompt_name=field(obj, "prompt_name", (str,), None, "a string"),
+        truncation_side=truncation_direction(obj),
     )
 
 
@@ -228,6 +235,7 @@ class SimilarityRequest:
     names: list[str]  # the field each text came from ("inputs.sentences[3]"), for errors
     truncate: bool | None = None  # None: the server's --auto-truncate
     prompt_name: str | None = None  # the model's prompt to prepend (None: the server's prompt)
+    truncation_side: str | None = None  # "right" or "left" (None: the tokenizer's)
 
 
 def nested(obj: dict, name: str) -> dict:
@@ -244,7 +252,7 @@ def nested(obj: dict, name: str) -> dict:
 def similarity_request(body: bytes, max_inputs: int) -> SimilarityRequest:
     """POST /similarity (text-embeddings-inference): {"inputs": {"source_sentence", "sentences"},
     "parameters": {"prompt_name", "truncate", "truncation_direction"}}. The source sentence counts as an
-    input towards max_inputs (413 beyond), as there; inputs are cut on the right only."""
+    input towards max_inputs (413 beyond), as there."""
     obj = json_object(body)
     if obj.get("inputs") is None:
         raise ApiError(422, '\'inputs\' is required: {"source_sentence": str, "sentences": [str]}', param="inputs")
@@ -263,19 +271,12 @@ def similarity_request(body: bytes, max_inputs: int) -> SimilarityRequest:
             code="too_many_inputs",
         )
     sentences = string_list(inputs, "inputs.sentences", max_inputs)
-    direction = field(parameters, "parameters.truncation_direction", (str,), "right", "'right'")
-    if direction.lower() != "right":
-        raise ApiError(
-            422,
-            f"'parameters.truncation_direction' must be 'right' (numbert cuts long inputs at their end), not "
-            f"{direction!r}",
-            param="parameters.truncation_direction",
-        )
     return SimilarityRequest(
         [source, *sentences],
         ["inputs.source_sentence"] + [f"inputs.sentences[{i}]" for i in range(len(sentences))],
         truncate=field(parameters, "parameters.truncate", (bool,), None, "a boolean"),
         prompt_name=field(parameters, "parameters.prompt_name", (str,), None, "a string"),
+        truncation_side=truncation_direction(parameters, "parameters.truncation_direction"),
     )
 
 
@@ -295,6 +296,7 @@ class ScoringRequest:
     top_n: int | None = None  # /v1/rerank: the best top_n only
     single: bool = False  # /predict: one input, answered with one list of labels
     model: str | None = None  # /v1/rerank: the served model asked for
+    truncation_side: str | None = None  # TEI's truncation_direction: "right" or "left" (None: the tokenizer's)
 
 
 def text_field(obj: dict, name: str) -> str:
@@ -336,7 +338,8 @@ def too_many(value: list, name: str, max_inputs: int) -> None:
 
 
 def tei_rerank_request(body: bytes, max_inputs: int) -> ScoringRequest:
-    """POST /rerank (text-embeddings-inference): {"query", "texts", "raw_scores", "return_text", "truncate"}."""
+    """POST /rerank (text-embeddings-inference): {"query", "texts", "raw_scores", "return_text", "truncate",
+    "truncation_direction"}."""
     obj = json_object(body)
     query, texts = text_field(obj, "query"), string_list(obj, "texts", max_inputs)
     return ScoringRequest(
@@ -348,6 +351,7 @@ def tei_rerank_request(body: bytes, max_inputs: int) -> ScoringRequest:
         raw_scores=field(obj, "raw_scores", (bool,), False, "a boolean"),
         truncate=field(obj, "truncate", (bool,), None, "a boolean"),
         return_text=field(obj, "return_text", (bool,), False, "a boolean"),
+        truncation_side=truncation_direction(obj),
     )
 
 
@@ -397,7 +401,7 @@ def predict_input(value, where: str) -> tuple[str, str | None]:
 
 def predict_request(body: bytes, max_inputs: int) -> ScoringRequest:
     """POST /predict (text-embeddings-inference): {"inputs": a str, a [str, str] pair, or a list of those,
-    "raw_scores", "truncate"}. As there, a list of two strings is one pair."""
+    "raw_scores", "truncate", "truncation_direction"}. As there, a list of two strings is one pair."""
     obj = json_object(body)
     value = obj.get("inputs")
     single = isinstance(value, str) or (
@@ -423,6 +427,7 @@ def predict_request(body: bytes, max_inputs: int) -> ScoringRequest:
         raw_scores=field(obj, "raw_scores", (bool,), False, "a boolean"),
         truncate=field(obj, "truncate", (bool,), None, "a boolean"),
         single=single,
+        truncation_side=truncation_direction(obj),
     )
 
 

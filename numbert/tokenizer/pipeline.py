@@ -33,6 +33,7 @@ from .precompiled import Precompiled
 from .templates import Template, read_template
 from .tokenizer import Tokenizer
 from .tokenizer_json import read_json_object
+from .truncation import check_side
 from .unigram import Unigram
 
 SUPPORTED = {
@@ -275,11 +276,18 @@ class PipelineTokenizer(Tokenizer):
     """The tokenizer a BPE or Unigram tokenizer.json describes, with the `Tokenizer`'s interface. The named
     tokens (cls, sep, unk, pad, mask) come from the file's post-processor, model and padding, unless given."""
 
-    OPTIONS = ("model_max_length", "cls_token", "sep_token", "unk_token", "pad_token", "mask_token")
+    OPTIONS = ("model_max_length", "truncation_side", "cls_token", "sep_token", "unk_token", "pad_token", "mask_token")
     # ByteLevel keeps a run of spaces as tokens ("ĠĠ"), Metaspace as "▁" pieces unless a normalizer collapses it
     whitespace_runs_matter = True
 
-    def __init__(self, path: str | os.PathLike | TokenizerJson, *, model_max_length: int | None = None, **tokens: str):
+    def __init__(
+        self,
+        path: str | os.PathLike | TokenizerJson,
+        *,
+        model_max_length: int | None = None,
+        truncation_side: str = "right",
+        **tokens: str,
+    ):
         spec = path if isinstance(path, TokenizerJson) else TokenizerJson(Path(path))
         unknown = set(tokens) - set(self.OPTIONS)
         if unknown:
@@ -303,6 +311,7 @@ class PipelineTokenizer(Tokenizer):
         self._special_ids = {vocab[t] for t in self.special_tokens}
         self.added_tokens: list[str] = []  # tokens the vocabulary lacks (none: added tokens carry their ids)
         self.model_max_length = model_max_length
+        self.truncation_side = check_side(truncation_side)
         cls, sep = self.template.named_tokens()
         self.cls_token = tokens.get("cls_token") or cls or _first_in(vocab, "<s>", "[CLS]") or self._model_unk() or ""
         self.sep_token = tokens.get("sep_token") or sep or _first_in(vocab, "</s>", "[SEP]") or self.cls_token
@@ -399,7 +408,7 @@ class PipelineTokenizer(Tokenizer):
         if len(text) > MAX_INPUT_CHARS:
             raise ValueError(
                 f"{name} has {len(text)} characters; this tokenizer reads at most {MAX_INPUT_CHARS} at once "
-                "(past that, only a truncated encoding, read from a prefix that ends before whitespace): "
+                "(past that, only an encoding cut at its end, read from a prefix that ends before whitespace): "
                 "split the text or truncate it"
             )
         parts, pos = [], 0

@@ -21,7 +21,7 @@ import numpy as np
 
 from .encoding import NO_TOKENS, Batch, Encoding, Segment
 from .fast import FastTokenizer
-from .truncation import truncated_lengths, truncation_strategy, window_pairs, windows
+from .truncation import check_side, truncated_lengths, truncation_strategy, window_pairs, windows
 
 if TYPE_CHECKING:
     from .pipeline import TokenizerJson
@@ -75,6 +75,11 @@ def read_options(path: Path) -> dict:
         raise ValueError(f"{path}: model_max_length must be an integer, got {max_length!r}")
     if isinstance(max_length, int) and max_length < 10**12:
         options["model_max_length"] = max_length
+    if config.get("truncation_side") is not None:
+        try:
+            options["truncation_side"] = check_side(config["truncation_side"])
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
     return options
 
 
@@ -157,6 +162,7 @@ class Tokenizer:
         mask_token: str = "[MASK]",
         max_input_chars_per_word: int = 100,
         model_max_length: int | None = None,
+        truncation_side: str = "right",
     ):
         self.vocab = dict(vocab_path) if isinstance(vocab_path, Mapping) else load_vocab(vocab_path)
         self.vocab_file = None if isinstance(vocab_path, Mapping) else Path(vocab_path)  # named in errors
@@ -169,6 +175,7 @@ class Tokenizer:
         self.cls_token, self.mask_token = cls_token, mask_token
         self.max_input_chars_per_word = max_input_chars_per_word
         self.model_max_length = model_max_length
+        self.truncation_side = check_side(truncation_side)  # where truncation cuts: "right" or "left"
         # Special tokens are matched whole in the raw text, never normalized or split; like
         # transformers, a special token missing from the vocabulary gets the next free id.
         named = {
@@ -230,6 +237,7 @@ class Tokenizer:
             spec = TokenizerJson(directory / "tokenizer.json")
             wordpiece = isinstance(spec.spec.get("model"), dict) and spec.spec["model"].get("type") == "WordPiece"
             named = ("pad_token", "mask_token") if wordpiece else TOKEN_FIELDS  # WordPiece: the rest from the file
+            named = (*named, "truncation_side")
             return cls.from_tokenizer_json(
                 spec, model_max_length=max_length, **{k: options[k] for k in named if k in options}
             )
@@ -327,6 +335,7 @@ class Tokenizer:
         truncation: bool | str | None = None,
         stride: int = 0,
         return_overflowing_tokens: bool = False,
+        truncation_side: str | None = None,
         pair: str | None = None,
     ) -> Encoding:
         """Token ids and their alignment for `text` (and `text_pair`): `[CLS] text [SEP] text_pair [SEP]`.
@@ -335,8 +344,10 @@ class Tokenizer:
         never cuts. Unset (None), it cuts only when `max_length` is given; True without `max_length`
         cuts at the tokenizer's `model_max_length`, when it has one. An empty `text_pair` is dropped,
         as transformers' single-text call drops it (`encode_batch` keeps it, as its batch call does).
+        Texts are cut at their end, or with `truncation_side="left"` (default: the tokenizer's
+        `truncation_side`, from tokenizer_config.json) at their start, keeping their last tokens.
 
-        A truncated text is tokenized only as far as the kept tokens reach, so a long text costs no
+        A text cut at its end is tokenized only as far as the kept tokens reach, so a long text costs no
         more than its first window. With `return_overflowing_tokens`, the whole text is tokenized and
         the cut tokens come back in `.overflowing` as further windows, each overlapping the previous
         one by `stride` tokens. `pair` is an older name of `text_pair`.
@@ -350,6 +361,7 @@ class Tokenizer:
             truncation=truncation,
             stride=stride,
             return_overflowing_tokens=return_overflowing_tokens,
+            truncation_side=truncation_side,
         )
 
     def _encode(
@@ -362,6 +374,7 @@ class Tokenizer:
         truncation: bool | str | None,
         stride: int,
         return_overflowing_tokens: bool,
+        truncation_side: str | None,
     ) -> Encoding:
         """`encode`, an empty text_pair kept as an empty second segment."""
         if truncation is None:
@@ -369,6 +382,7 @@ class Tokenizer:
         elif truncation is not False and max_length is None:
             max_length = self.model_max_length
         strategy = truncation_strategy(truncation, max_length, stride)
+        side = check_side(self.truncation_side if truncation_side is None else truncation_side)
         n_special = self.num_special_tokens(text_pair is not None) if add_special_tokens else 0
         if max_length is None or strategy == "do_not_truncate":
             return self._template(
@@ -377,14 +391,14 @@ class Tokenizer:
         if max_length < n_special:
             raise ValueError(f"max_length={max_length} leaves no room for the {n_special} special tokens")
         budget = max_length - n_special
-        # A single text truncated without windows needs only its first `budget` tokens (plus one, to
-        # know whether it was cut); a pair's split depends on both lengths.
-        enough = budget + 1 if text_pair is None and not return_overflowing_tokens else None
+        # A single text cut at its end without windows needs only its first `budget` tokens (plus one,
+        # to know whether it was cut); a pair's split depends on both lengths.
+        enough = budget + 1 if text_pair is None and not return_overflowing_tokens and side == "right" else None
         a = self._segment(text, limit=enough)
         b = None if text_pair is None else self._segment(text_pair, "pair")
         len_a, len_b = truncated_lengths(len(a.ids), None if b is None else len(b.ids), budget, strategy)
-        windows_a = windows(len(a.ids), len_a, stride)
-        windows_b = [None] if b is None or len_b is None else windows(len(b.ids), len_b, stride)
+        windows_a = windows(len(a.ids), len_a, stride, side)
+        windows_b = [None] if b is None or len_b is None else windows(len(b.ids), len_b, stride, side)
         if not return_overflowing_tokens:
             windows_a, windows_b = windows_a[:1], windows_b[:1]
         first, *overflowing = (
@@ -433,6 +447,7 @@ class Tokenizer:
         padding: bool | str = "longest",
         stride: int = 0,
         return_overflowing_tokens: bool = False,
+        truncation_side: str | None = None,
         pairs: Sequence[str] | None = None,
     ) -> Batch:
         """Encode `texts` (with a `text_pair` for each) and pad them into (batch, seq) int64 arrays.
@@ -466,6 +481,7 @@ class Tokenizer:
                     truncation=truncation,
                     stride=stride,
                     return_overflowing_tokens=return_overflowing_tokens,
+                    truncation_side=truncation_side,
                 )
                 for i, text in enumerate(texts)
             ]

@@ -6,6 +6,7 @@ All on token counts; the Tokenizer cuts its segments with the results.
 from __future__ import annotations
 
 STRATEGIES = ("longest_first", "only_first", "only_second", "do_not_truncate")
+SIDES = ("right", "left")  # where a text is cut: its end (the default), or its start (the end is kept)
 
 
 def truncation_strategy(truncation: bool | str, max_length: int | None, stride: int) -> str:
@@ -23,6 +24,13 @@ def truncation_strategy(truncation: bool | str, max_length: int | None, stride: 
     if truncation != "do_not_truncate" and stride > max(0, max_length - 2):  # transformers' check: [CLS] A [SEP]
         raise ValueError(f"stride ({stride}) may not exceed max_length minus [CLS] and [SEP] ({max_length - 2})")
     return truncation
+
+
+def check_side(side: str) -> str:
+    """`side` if it is "right" or "left" (transformers' truncation_side), else a ValueError naming it."""
+    if side not in SIDES:
+        raise ValueError(f"truncation_side must be 'right' or 'left', got {side!r}")
+    return side
 
 
 def truncated_lengths(len_a: int, len_b: int | None, budget: int, strategy: str) -> tuple[int, int | None]:
@@ -63,12 +71,15 @@ def truncated_lengths(len_a: int, len_b: int | None, budget: int, strategy: str)
     return (len_a - excess, len_b) if strategy == "only_first" else (len_a, target - excess)
 
 
-def windows(length: int, max_len: int, stride: int) -> list[tuple[int, int]]:
+def windows(length: int, max_len: int, stride: int, side: str = "right") -> list[tuple[int, int]]:
     """The token windows truncation keeps: [0, max_len), then windows of `max_len` tokens, each
-    overlapping the previous one by `stride`, until the end (as Rust's `Encoding.truncate`).
+    overlapping the previous one by `stride`, until the end (as Rust's `Encoding.truncate`). Cut on the
+    left, the mirror image: the last `max_len` tokens first, then windows towards the start.
 
     >>> windows(10, 4, 1)
     [(0, 4), (3, 7), (6, 10)]
+    >>> windows(10, 4, 1, "left")
+    [(6, 10), (3, 7), (0, 4)]
     """
     if length <= max_len:
         return [(0, length)]
@@ -80,7 +91,8 @@ def windows(length: int, max_len: int, stride: int) -> list[tuple[int, int]]:
             f"once the special tokens are taken out of max_length)"
         )
     step = max_len - stride
-    return [(start, min(start + max_len, length)) for start in range(0, length - max_len + step, step)]
+    spans = [(start, min(start + max_len, length)) for start in range(0, length - max_len + step, step)]
+    return spans if side == "right" else [(length - stop, length - start) for start, stop in spans]
 
 
 def window_pairs(windows_a: list, windows_b: list) -> list[tuple]:
