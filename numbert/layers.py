@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import row_threads
 from .scratch import scratch_array
 
 f32 = np.float32
@@ -81,15 +82,21 @@ def layer_norm(x: np.ndarray, p: Norm, eps: float, out: np.ndarray | None = None
     """LayerNorm(x) = (x - mean) / sqrt(var + eps) * gamma + beta over the hidden axis, into `out`
     (pass out=x to normalise in place), else a new array. BERT uses eps = 1e-12 (`layer_norm_eps`).
 
-    Reference: `reference.layer_norm`. Faster by working in one array (no temporaries of x's size)
-    and by einsum's row sums. (tokens, hidden) -> (tokens, hidden)
+    Reference: `reference.layer_norm`. Faster by working in one array (no temporaries of x's size),
+    by einsum's row sums, and in cache-sized blocks of rows (`in_blocks`). (tokens, hidden) -> (tokens, hidden)
     """
     n = f32(x.shape[-1])
-    y = np.subtract(x, row_sums(x) / n, out=result(out, *x.shape))
-    var = np.einsum("...i,...i->...", y, y) / n
-    y *= (1 / np.sqrt(var + f32(eps)))[..., None]
-    y *= p.weight
-    y += p.bias
+    y = result(out, *x.shape)
+    x_rows, y_rows = x.reshape(-1, x.shape[-1]), y.reshape(-1, x.shape[-1])
+
+    def normalize(rows: slice) -> None:
+        block = np.subtract(x_rows[rows], row_sums(x_rows[rows]) / n, out=y_rows[rows])
+        var = np.einsum("...i,...i->...", block, block) / n
+        block *= (1 / np.sqrt(var + f32(eps)))[..., None]
+        block *= p.weight
+        block += p.bias
+
+    in_blocks(normalize, y_rows)
     return y
 
 
@@ -158,19 +165,27 @@ def relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, f32(0))
 
 
-def by_rows(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
-    """f(x) for an f that treats each row (last axis) on its own, such as GELU or softmax, in blocks.
+def in_blocks(work: Callable[[slice], object], rows: np.ndarray) -> None:
+    """work(block) for consecutive blocks of the (n, width) `rows` that fit in the CPU cache with the few
+    temporaries a function makes of them (BLOCK_BYTES), shared among the row threads (numbert.row_threads).
 
-    GELU and softmax are a dozen or more NumPy passes each; on blocks of rows that stay in the CPU
-    cache, every pass after the first reads from the cache instead of memory. (Threads gain nothing
-    here: after each matmul OpenBLAS's idle workers keep spinning on the other cores for a while.)
-    (..., n) -> (..., n), float32, written over x (a temporary wherever it is used) and returned.
+    GELU, softmax and LayerNorm are many NumPy passes each; on a block that stays in the cache, every pass
+    after the first reads from the cache instead of memory. The blocks do not depend on the thread count.
+    """
+    row_threads.each(work, len(rows), max(1, BLOCK_BYTES // max(1, rows[:1].nbytes)))
+
+
+def by_rows(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
+    """f(x) for an f that treats each row (last axis) on its own, such as GELU or softmax, in blocks
+    (`in_blocks`). (..., n) -> (..., n), float32, written over x (a temporary wherever it is used) and returned.
     """
     x = np.ascontiguousarray(x)
     rows = x.reshape(-1, x.shape[-1])
-    step = max(1, BLOCK_BYTES // rows[0].nbytes)
-    for i in range(0, len(rows), step):
-        rows[i : i + step] = f(rows[i : i + step])  # NumPy skips the copy when f worked in place (softmax)
+
+    def apply(block: slice) -> None:
+        rows[block] = f(rows[block])  # NumPy skips the copy when f worked in place (softmax)
+
+    in_blocks(apply, rows)
     return x
 
 

@@ -41,8 +41,9 @@ from pathlib import Path
 
 import numpy as np
 
+from . import row_threads
 from .bert import Bert, load
-from .blas import process_environment
+from .blas import process_environment, process_threads
 from .planner import Row, run
 from .recipe import Recipe
 
@@ -377,7 +378,8 @@ def exit_with_parent(parent: int) -> None:
 
 def main(argv: list[str]) -> None:
     """A worker process's entry point: serve on the two pipe file descriptors the parent passed, while the
-    parent (its process id the third argument) lives."""
+    parent (its process id the third argument) lives; as many row threads as its BLAS threads."""
+    row_threads.use(process_threads(os.environ))
     exit_with_parent(int(argv[2]))
     with Connection(int(argv[0]), writable=False) as receive, Connection(int(argv[1]), readable=False) as send:
         try:

@@ -8,7 +8,9 @@ peak RSS, each run in a fresh process with the same BLAS / torch threads.
 The model is a bert-base-shaped random BERT with its masked-LM head (numbert.testing.write_random_splade),
 saved as a SparseEncoder saves a SPLADE model, max_seq_length 128; the texts are real English (the stdlib
 docstrings of scripts/bench), each long enough to fill 128 tokens. Each round runs numbert then
-sentence-transformers (the other way round on odd rounds); a process loads the model, encodes 4 texts
+sentence-transformers (the other way round on odd rounds); numbert's process is set up as `numbert encode
+--sparse` and the server are (numbert.blas.configure_own_process: OpenBLAS's thread timeout, as many row
+threads as BLAS threads); a process loads the model, encodes 4 texts
 (warm-up), then times one call on all the texts, batch size 32. Peak RSS is the whole process's (the
 weights, ~420 MB, included), read by a launcher as scripts/bench/cold.py does. The report gives medians, the
 min-max over rounds, the median per-round ratio, and the load average beside the table.
@@ -34,7 +36,10 @@ from bench.harness import blas_info, cpu_name, markdown  # noqa: E402
 TOKENS = 128
 CHILD = {
     "numbert": """
-import json, sys, time, numbert
+import json, sys, time
+from numbert.blas import configure_own_process
+configure_own_process()  # as `numbert encode --sparse` and the server run: BLAS settings, row threads
+import numbert
 model = numbert.load(sys.argv[1])
 model.encoder.word_embeddings.sum(), model.heads.masked_lm  # the weights' pages in, as a forward maps them
 loaded = int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) / 1024
@@ -122,9 +127,8 @@ def main() -> None:
             rounds.append({s: measure(s, model, texts_file, args.threads) for s in order})
             print(f"round {r + 1}: " + ", ".join(f"{s} {m['texts_s']:.1f} texts/s" for s, m in rounds[-1].items()))
     blas = blas_info()
-    timeout = os.environ.get("OPENBLAS_THREAD_TIMEOUT", "unset")
     print(f"\nCPU: {cpu_name()}; BLAS: {blas.get('library')} ({blas.get('core')}); threads: {args.threads}")
-    print(f"OPENBLAS_THREAD_TIMEOUT: {timeout} (README, Threads: 4 on a shared machine)")
+    print("numbert's process set up as the `numbert` command's (OpenBLAS's thread timeout 4, as many row threads)")
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min)")
     print(f"{args.texts} texts of {TOKENS} tokens, bert-base random SPLADE, batch size 32, {args.rounds} rounds\n")
     body = []

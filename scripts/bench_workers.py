@@ -60,6 +60,7 @@ QUIET = {
 # name -> (processes, threads per process)
 SYSTEMS = {
     "numbert 1x2": (1, 2),
+    "numbert 1x2, 2 row threads": (1, 2),
     "numbert 1x1 worker": (1, 1),
     "numbert 2x1 workers": (2, 1),
     "transformers": (1, 2),
@@ -216,6 +217,11 @@ def systems(system: str, bert, directory: Path, batch_size: int):
 
     options = {"pooling": "mean", "layers": -1, "normalize": False, "batch_size": batch_size, "progress": False}
     if system == "numbert 1x2":
+        return (lambda texts: bert.embed(texts, **options)), None
+    if system == "numbert 1x2, 2 row threads":  # numbert's own processes' setting (numbert.threads(2) in a user's)
+        from numbert import row_threads
+
+        row_threads.use(2)
         return (lambda texts: bert.embed(texts, **options)), None
     if system.startswith("numbert"):
         from numbert import workers

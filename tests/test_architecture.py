@@ -22,6 +22,7 @@ LAYERS = {
         "search",
         "blas",
         "packing",
+        "row_threads",
     ],
     "io": ["tokenizer", "checkpoint", "tf_bundle", "crc32c", "hub", "fingerprint", "sentence_config", "npy"],
     "pipeline": [

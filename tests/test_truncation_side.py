@@ -26,7 +26,7 @@ from numbert.tokenizer import Tokenizer
 from numbert.tokenizer.truncation import windows
 
 FIXTURES = Path(__file__).parent / "fixtures"
-LONG = " ".join(" ".join(line.split()) for line in CORPUS)  # thousands of tokens of real text, several scripts, one line
+LONG = " ".join(" ".join(line.split()) for line in CORPUS)  # thousands of tokens of real text, one line
 
 
 def our_windows(tok, text, pair=None, **options) -> list[dict]:

@@ -34,6 +34,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from .. import row_threads
 from ..planner import Row
 from ..quantize import CALIBRATED
 from ..recipe import Recipe
@@ -593,11 +594,12 @@ def log_to_stderr(log_format: str = "text") -> None:
 
 def app_from_environment() -> Starlette:
     """The app of a worker process started by `numbert serve --workers N` (uvicorn's factory): settings from
-    the environment, BLAS threads set for this process alone."""
+    the environment, BLAS and row threads set for this process alone."""
     settings = Settings.from_json(os.environ[SETTINGS_VARIABLE])
     log_to_stderr(settings.log_format)
     if settings.blas_threads is not None:
         from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
         threadpool_limits(settings.blas_threads)
+        row_threads.use(settings.blas_threads)
     return create_app(settings)
