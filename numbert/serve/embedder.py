@@ -230,13 +230,13 @@ class Embedder:
         (`decisive_suffix`), one token too many otherwise. `special`: whether the encoding holds [CLS] and
         [SEP] (they count towards max_length either way)."""
         if truncate and side == "left":
-            prefix = self.decisive_suffix(text, self.max_length)
+            decisive = self.decisive_suffix(text, self.max_length)
         else:
-            prefix = self.decisive_prefix(text, self.max_length + (not truncate))
-        encoding = self.tokenize(prefix, self.max_length if truncate else None, special, side)
+            decisive = self.decisive_prefix(text, self.max_length + (not truncate))
+        encoding = self.tokenize(decisive, self.max_length if truncate else None, special, side)
         tokens = len(encoding) + (0 if special else 2)
         if tokens > self.max_length:
-            count = f"{tokens}" if prefix is text else f"at least {tokens}"
+            count = f"{tokens}" if decisive is text else f"at least {tokens}"
             raise ApiError(
                 413,
                 f"'{where}' is {count} tokens long; this model takes at most {self.max_length} "
