@@ -7,10 +7,11 @@ it), and a worker gets its thread count. The thread count is never chosen by the
 some BLAS kernels one thread and two sum in another order, and a command's vectors must not change
 their last bits with what else runs; on a loaded machine set OPENBLAS_NUM_THREADS=1 (the README's
 Threads section and docs/performance.md have the figures). numbert's processes also share the element-wise
-phases among as many row threads (numbert.row_threads) as they have BLAS threads. In a user's Python process
-numbert sets nothing unless asked: `numbert.threads(n)` limits the BLAS threads through threadpoolctl
-(`pip install 'numbert[threads]'`) and uses n row threads. This module imports no third-party module, so it can
-run before NumPy loads.
+phases among as many row threads (numbert.row_threads) as they have BLAS threads, which pays only while idle
+BLAS threads sleep. In a user's Python process numbert sets nothing unless asked: `numbert.threads(n)` limits
+the BLAS threads through threadpoolctl (`pip install 'numbert[threads]'`); `numbert.row_threads.use(n)`
+shares the element-wise work (with OPENBLAS_THREAD_TIMEOUT=4 set before NumPy loads). This module imports no
+third-party module, so it can run before NumPy loads.
 """
 
 from __future__ import annotations
@@ -48,10 +49,14 @@ def cores() -> int:
 
 
 def configure_own_process(threads: int | None = None) -> None:
-    """Put `process_environment` into os.environ and use as many row threads as BLAS threads: called first
-    thing by numbert's own processes, before NumPy loads (later it changes only the processes this one starts)."""
+    """Put `process_environment` into os.environ and use as many row threads as BLAS threads when idle BLAS
+    threads sleep (a timeout of at most numbert's; spinning ones leave the row threads no core, measured):
+    called first thing by numbert's own processes, before NumPy loads (later it changes only the processes
+    this one starts)."""
     os.environ.update(process_environment(os.environ, threads))
-    row_threads.use(process_threads(os.environ))
+    timeout = os.environ["OPENBLAS_THREAD_TIMEOUT"].strip()
+    sleeping = timeout.isdigit() and int(timeout) <= int(THREAD_TIMEOUT)
+    row_threads.use(process_threads(os.environ) if sleeping else 1)
 
 
 def process_threads(environ: Mapping[str, str]) -> int:
@@ -64,32 +69,14 @@ def process_threads(environ: Mapping[str, str]) -> int:
     return cores()
 
 
-class Threads:
-    """The limits `threads(n)` set: `with numbert.threads(1): ...` restores the previous ones at the end of the
-    block (`restore()` does it at any time); a plain call keeps them until changed."""
-
-    def __init__(self, n: int, blas_limits: Any):
-        self.previous_rows, self.blas_limits = row_threads.count(), blas_limits
-        row_threads.use(n)
-
-    def __enter__(self) -> Threads:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.restore()
-
-    def restore(self) -> None:
-        self.blas_limits.restore_original_limits()
-        row_threads.use(self.previous_rows)
-
-
-def threads(n: int) -> Threads:
-    """Run this process's model on `n` threads: BLAS limited to `n` threads through threadpoolctl, and the
-    element-wise phases shared among `n` row threads (one per Python thread that runs a model is the rule)."""
+def threads(n: int) -> Any:
+    """Limit the BLAS threads of this process to `n` (one per Python thread that runs a model is the rule),
+    through threadpoolctl. Returns threadpoolctl's limiter: `with numbert.threads(1): ...` restores the
+    previous limits at the end of the block; a plain call keeps them until changed."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"threads must be an integer >= 1, got {n!r}")
     try:
         from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
     except ImportError:
         raise ImportError("numbert.threads needs threadpoolctl: pip install 'numbert[threads]'") from None
-    return Threads(n, threadpool_limits(limits=n, user_api="blas"))
+    return threadpool_limits(limits=n, user_api="blas")

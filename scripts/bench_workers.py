@@ -60,7 +60,7 @@ QUIET = {
 # name -> (processes, threads per process)
 SYSTEMS = {
     "numbert 1x2": (1, 2),
-    "numbert 1x2, 2 row threads": (1, 2),
+    "numbert 1x2 as its command": (1, 2),
     "numbert 1x1 worker": (1, 1),
     "numbert 2x1 workers": (2, 1),
     "transformers": (1, 2),
@@ -218,10 +218,11 @@ def systems(system: str, bert, directory: Path, batch_size: int):
     options = {"pooling": "mean", "layers": -1, "normalize": False, "batch_size": batch_size, "progress": False}
     if system == "numbert 1x2":
         return (lambda texts: bert.embed(texts, **options)), None
-    if system == "numbert 1x2, 2 row threads":  # numbert's own processes' setting (numbert.threads(2) in a user's)
+    if system == "numbert 1x2 as its command":  # its process set up as numbert's own (run_system's environment)
         from numbert import row_threads
+        from numbert.blas import process_threads
 
-        row_threads.use(2)
+        row_threads.use(process_threads(os.environ))  # the row threads configure_own_process would choose
         return (lambda texts: bert.embed(texts, **options)), None
     if system.startswith("numbert"):
         from numbert import workers
@@ -322,6 +323,10 @@ def run_system(system: str, args) -> dict | None:
     processes, threads = SYSTEMS[system]
     env = dict(os.environ, **QUIET, **{v: str(threads) for v in THREAD_VARS})  # inherited by started processes
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SCRIPTS.parent), os.environ.get("PYTHONPATH")]))
+    if system == "numbert 1x2 as its command":  # numbert's own processes' BLAS settings, before NumPy loads
+        from numbert.blas import process_environment
+
+        env = process_environment(env)
     command = [
         sys.executable,
         __file__,
