@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-MIN_SHARE = 4  # blocks (1 MiB): a thread handed less costs more than it saves (a 1x128 bert-base forward, measured)
+MIN_SHARE = 8  # blocks (2 MiB): a thread handed less costs about what it saves (bert-base 1x128, MiniLM corpus)
 _threads = 1
 _pool: ThreadPoolExecutor | None = None  # threads - 1 helpers: the calling thread takes a share too
 _lock = threading.Lock()
