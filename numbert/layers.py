@@ -87,7 +87,8 @@ def layer_norm(x: np.ndarray, p: Norm, eps: float, out: np.ndarray | None = None
     """
     n = f32(x.shape[-1])
     y = result(out, *x.shape)
-    x_rows, y_rows = x.reshape(-1, x.shape[-1]), y.reshape(-1, x.shape[-1])
+    width = x.shape[-1]
+    x_rows, y_rows = x.reshape(-1, width), result(y, y.size // width, width)  # y_rows a view, never a copy
 
     def normalize(rows: slice) -> None:
         block = np.subtract(x_rows[rows], row_sums(x_rows[rows]) / n, out=y_rows[rows])
