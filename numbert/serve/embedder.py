@@ -270,15 +270,15 @@ class Embedder:
         cut where a token starts; else `text` itself. Counted in pieces as `decisive_prefix` counts, from the
         end; the spare piece keeps the tokens a left cut keeps clear of the cut, which a tokenizer other than
         BERT's may tokenize differently (a byte-level BPE joins a space to the punctuation after it)."""
-        step, end, count, spare = HEAD_CHARS_PER_TOKEN * self.max_length, len(text), 2, True
+        step, end, count, reached = HEAD_CHARS_PER_TOKEN * self.max_length, len(text), 2, False
         while end > step:
             start = self.token_boundary(text, end - step)
             if start is None or start >= end:
                 break
-            count += len(self.tokenize(text[start:end], None, special=False))
-            if count >= enough and not spare:
+            if reached:  # the spare piece
                 return text[start:]
-            spare = spare and count < enough
+            count += len(self.tokenize(text[start:end], None, special=False))
+            reached = count >= enough
             end = start
         return text
 
