@@ -22,6 +22,21 @@ from .scratch import scratch_array
 f32 = np.float32
 LOG2_E = 1 / np.log(2)  # exp(x) = 2^(x log2 e)
 
+
+def simd_exp2() -> bool:
+    """Whether NumPy runs float32 exp2 in SIMD code on this CPU. It has such a loop for AVX-512 (X86_V4) only,
+    where exp2 takes half the time of exp; elsewhere (AVX2) its plain loop takes 2-3x exp's time (measured)."""
+    try:
+        from numpy.lib.introspect import opt_func_info  # NumPy >= 2.0
+    except ImportError:
+        return False
+    loops = opt_func_info(func_name="^exp2$", signature="float32").get("exp2", {})
+    return any(not loop["current"].startswith("baseline") for loop in loops.values())
+
+
+# The faster of e^y and 2^y here, and the factor that turns a power of e into a power of its base
+EXP, EXP_PER_E = (np.exp2, LOG2_E) if simd_exp2() else (np.exp, 1.0)
+
 # Tuning constants, measured on the machine numbert was developed on: AMD EPYC, 2 cores with AVX-512
 # (1 MiB L2 each), NumPy's OpenBLAS with OPENBLAS_CORETYPE=Haswell (AVX2 kernels) and without.
 FEW_ROWS = 192  # up to here, OpenBLAS's GEMM kernels run faster with the weight as the left operand
@@ -112,20 +127,20 @@ def polynomial(coefficients: Sequence[float], x: np.ndarray) -> np.ndarray:
     return y
 
 
-def logistic_gelu(x: np.ndarray, logit: Sequence[float], clip: float) -> np.ndarray:
-    """x * sigmoid(x Q(x^2)): GELU written as x times a logistic curve, with Q's coefficients `logit`.
+def logistic_gelu(x: np.ndarray, logit: Sequence[float], clip: float, out: np.ndarray | None = None) -> np.ndarray:
+    """x * sigmoid(x Q(x^2)): GELU written as x times a logistic curve, with Q's coefficients `logit`; into
+    `out` if given (out=x: in place), else a new array.
 
     x is clipped to +-clip inside the sigmoid only, where the curve is 0 or 1 in float32 already.
-    Evaluated as x / (1 + 2^(-x Q(x^2) log2 e)): one NumPy pass per operation, no branches; 18 passes
-    for GELU's Q of degree 6. NumPy's exp2 takes half the time of its exp (measured, float32 AVX-512),
-    and log2 e goes into Q's coefficients.
+    Evaluated as x / (1 + e^(-x Q(x^2))): one NumPy pass per operation, no branches; 18 passes for GELU's
+    Q of degree 6. Where NumPy's exp2 is the faster (`EXP`), e^y is 2^(y log2 e), log2 e in Q's coefficients.
     """
     a = np.clip(x, f32(-clip), f32(clip))
-    y = polynomial([-c * LOG2_E for c in logit], a * a)
+    y = polynomial([-c * EXP_PER_E for c in logit], a * a)
     y *= a
-    np.exp2(y, out=y)
+    EXP(y, out=y)
     y += f32(1)
-    return np.divide(x, y, out=y)
+    return np.divide(x, y, out=y if out is None else out)
 
 
 # The logit of the normal CDF, log(Phi / (1 - Phi)), is odd, smooth and grows like x^2 / 2, so
@@ -143,27 +158,27 @@ _NORMAL_CDF_LOGIT = (
 _TANH_APPROXIMATION_LOGIT = (2 * np.sqrt(2 / np.pi), 2 * np.sqrt(2 / np.pi) * 0.044715)
 
 
-def gelu(x: np.ndarray) -> np.ndarray:
+def gelu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """GELU(x) = x * Phi(x), Phi the standard normal CDF: the exact form BERT uses ("gelu").
 
     Reference: `reference.gelu`, Phi = (1 + erf(x / sqrt 2)) / 2 with math.erf one number at a time
     (NumPy has no erf). Faster as `logistic_gelu`, whole-array passes; error below 1.5e-7 * max(1, |x|).
     """
-    return logistic_gelu(x, _NORMAL_CDF_LOGIT, 5.5)
+    return logistic_gelu(x, _NORMAL_CDF_LOGIT, 5.5, out)
 
 
-def gelu_tanh(x: np.ndarray) -> np.ndarray:
+def gelu_tanh(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """x/2 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the approximation of Google's original code
     ("gelu_new", "gelu_pytorch_tanh"); (1 + tanh u) / 2 = sigmoid(2u).
 
     Reference: `reference.gelu_tanh`. Faster as `logistic_gelu`: fewer NumPy passes than tanh's form.
     """
-    return logistic_gelu(x, _TANH_APPROXIMATION_LOGIT, 10)
+    return logistic_gelu(x, _TANH_APPROXIMATION_LOGIT, 10, out)
 
 
-def relu(x: np.ndarray) -> np.ndarray:
+def relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """max(x, 0). Reference: `reference.relu`, the same."""
-    return np.maximum(x, f32(0))
+    return np.maximum(x, f32(0), out=out)
 
 
 def in_blocks(work: Callable[[slice], object], rows: np.ndarray) -> None:
@@ -194,17 +209,23 @@ def feed_forward(
     x: np.ndarray,
     up: Linear,
     down: Linear,
-    activation: Callable[[np.ndarray], np.ndarray],
+    activation: Callable[..., np.ndarray],
     out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """FFN(x) = activation(x W1^T + b1) W2^T + b2, the same two-layer network at every position.
+    """FFN(x) = activation(x W1^T + b1) W2^T + b2, the same two-layer network at every position; the
+    activation one of ACTIVATIONS, called as activation(x, out=x) to work in place.
 
-    Reference: `reference.feed_forward`. Faster by adding b1 and applying the activation in
+    Reference: `reference.feed_forward`. Faster by adding b1 and applying the activation in place, in
     cache-sized blocks (`by_rows`), and by keeping the (tokens, intermediate) array in scratch memory.
     (tokens, hidden) -> (tokens, intermediate) -> (tokens, hidden); 768 -> 3072 -> 768 for bert-base.
     """
     inner = matmul_weight(x, up.weight, scratch_array(*x.shape[:-1], len(up.weight)))
-    h = by_rows(lambda rows: activation(rows + up.bias), inner)
+
+    def activate(rows: np.ndarray) -> np.ndarray:
+        rows += up.bias
+        return activation(rows, out=rows)
+
+    h = by_rows(activate, inner)
     return linear(h, down, out)
 
 

@@ -16,7 +16,14 @@ def exact_gelu(x: np.ndarray) -> np.ndarray:
     return np.array([v * 0.5 * (1 + math.erf(v / math.sqrt(2))) for v in x.astype(np.float64).tolist()])
 
 
-def test_gelu_is_x_times_normal_cdf_to_float32_precision():
+# GELU's logistic curve raises e or 2 to its power, whichever NumPy runs faster on the CPU: both are checked
+EXP_BASES = pytest.mark.parametrize("base", [(np.exp, 1.0), (np.exp2, layers.LOG2_E)], ids=["e", "2"])
+
+
+@EXP_BASES
+def test_gelu_is_x_times_normal_cdf_to_float32_precision(monkeypatch, base):
+    monkeypatch.setattr(layers, "EXP", base[0])
+    monkeypatch.setattr(layers, "EXP_PER_E", base[1])
     x = np.concatenate(
         [np.linspace(-12, 12, 2_400_001, dtype=f32), np.random.default_rng(0).uniform(-6, 6, 1_000_000).astype(f32)]
     )
@@ -26,7 +33,10 @@ def test_gelu_is_x_times_normal_cdf_to_float32_precision():
     assert (np.abs(got - exact_gelu(x)) / np.maximum(1, np.abs(x))).max() <= 1.5e-7
 
 
-def test_gelu_special_values():
+@EXP_BASES
+def test_gelu_special_values(monkeypatch, base):
+    monkeypatch.setattr(layers, "EXP", base[0])
+    monkeypatch.setattr(layers, "EXP_PER_E", base[1])
     x = np.array([0.0, -0.0, 1e-30, -1e-30, 30.0, -30.0, np.inf], f32)
     np.testing.assert_allclose(layers.gelu(x), exact_gelu(x), atol=1e-6, rtol=1e-7)
     assert np.isnan(layers.gelu(np.array([np.nan], f32)))[0]
@@ -39,6 +49,11 @@ def test_gelu_tanh_and_relu():
     np.testing.assert_allclose(layers.gelu_tanh(x), tanh_form, atol=2e-6)
     np.testing.assert_array_equal(layers.relu(x), np.maximum(x, 0))
     assert set(layers.ACTIVATIONS) == {"gelu", "gelu_new", "gelu_pytorch_tanh", "relu"}
+
+
+def test_exp_base_is_the_one_numpy_vectorizes():
+    assert (layers.EXP is np.exp2) == layers.simd_exp2()
+    assert layers.EXP_PER_E == (layers.LOG2_E if layers.EXP is np.exp2 else 1.0)
 
 
 def test_layer_norm_matches_the_formula():
