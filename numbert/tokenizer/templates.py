@@ -14,6 +14,7 @@ window after truncation, as in Rust.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -80,11 +81,9 @@ class Template:
         """Offsets without the spaces ("Ġ" or whitespace) their tokens start or end with (trim_offsets)."""
         if not self.trim_offsets:
             return segment
-        offsets = list(segment.offsets)
-        for i, (lead, trail) in enumerate(map(spaces, segment.tokens)):
-            if not (lead or trail):
-                continue
-            start, end = offsets[i]
+        offsets, counts = list(segment.offsets), list(map(spaces, segment.tokens))
+        for i in itertools.compress(itertools.count(), map(any, counts)):  # the tokens with spaces only
+            (lead, trail), (start, end) = counts[i], offsets[i]
             if lead and self.add_prefix_space and lead == 1 and (i == 0 or start == 0):
                 lead = 0  # the one space add_prefix_space put there
             if lead:
