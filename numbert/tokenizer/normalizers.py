@@ -37,7 +37,8 @@ class Normalized:
     @staticmethod
     def of(text: str, start: int = 0) -> Normalized:
         """`text` as it is, its characters at start, start + 1, ... of the original."""
-        return Normalized(text, [(i, i + 1) for i in range(start, start + len(text))])
+        end = start + len(text)
+        return Normalized(text, list(zip(range(start, end), range(start + 1, end + 1))))
 
     def __getitem__(self, s: slice) -> Normalized:
         return Normalized(self.text[s], self.spans[s])

@@ -38,6 +38,7 @@ class Precompiled:
         self.units = np.frombuffer(blob, dtype="<u4", count=trie_size // 4, offset=4).tolist()  # (trie_size / 4,)
         self.strings = blob[4 + trie_size :]
         self.transform = functools.lru_cache(maxsize=65536)(self._transform)
+        self.ascii_kept = frozenset(c for c in map(chr, range(128)) if self.transform(c) is None)  # map to themselves
 
     def _prefixes(self, key: bytes) -> list[int]:
         """Values (string offsets) of the keys that are prefixes of `key`, shortest first (Darts'
@@ -68,9 +69,8 @@ class Precompiled:
         or None when nothing changes."""
         changes: list[tuple[str, int]] = []
         changed = False
-        if text.isascii() and "\r" not in text:  # every character a cluster of its own
-            if all(self.transform(c) is None for c in set(text)):
-                return None
+        if text.isascii() and "\r" not in text and set(text) <= self.ascii_kept:  # each character its own cluster
+            return None
         for first, last in graphemes(text):
             grapheme = text[first:last]
             if last - first > 1 and len(grapheme.encode("utf-8", "surrogatepass")) < 6:
