@@ -21,42 +21,41 @@ _SENTENCE_END = re.compile(r"(?<=[a-z][.!?])\s+(?=[A-Z])")
 _SKIP_DIRS = {"test", "tests", "idlelib", "lib2to3", "site-packages", "dist-packages", "turtledemo", "ensurepip"}
 
 
-def stdlib_docstrings(skip_dirs: set[str] | frozenset[str] = frozenset()) -> Iterator[str]:
-    """The docstrings of Python's standard library (modules, classes, functions), in a fixed order.
-
-    The source files are parsed, never imported; files under a directory named in `skip_dirs` are left out.
-    """
+def stdlib_trees(skip_dirs: set[str] | frozenset[str] = frozenset()) -> Iterator[ast.Module]:
+    """The parsed source files of Python's standard library, in a fixed order: parsed, never imported; files
+    under a directory named in `skip_dirs` are left out, and files that do not parse."""
     root = Path(sysconfig.get_paths()["stdlib"])
     files = sorted(p for p in root.rglob("*.py") if not set(p.relative_to(root).parts[:-1]) & skip_dirs)
     for path in files:
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
+            yield ast.parse(path.read_text(encoding="utf-8"))
         except (SyntaxError, UnicodeDecodeError, ValueError):
             continue
+
+
+_DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def stdlib_docstrings(skip_dirs: set[str] | frozenset[str] = frozenset()) -> Iterator[str]:
+    """The docstrings of Python's standard library (modules, classes, functions), in a fixed order
+    (`stdlib_trees`)."""
+    for tree in stdlib_trees(skip_dirs):
         for node in ast.walk(tree):
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            if isinstance(node, _DOCUMENTED):
                 yield ast.get_docstring(node) or ""
 
 
 def stdlib_messages() -> Iterator[str]:
     """The short strings of Python's standard library, in a fixed order: the string literals that are not
     docstrings, on one line, of 2 to 12 words and at most 80 characters, with a letter in every word
-    (error messages, help texts, labels: the short texts of a user interface), each once.
-
-    The source files are parsed, never imported.
+    (error messages, help texts, labels: the short texts of a user interface), each once (`stdlib_trees`).
     """
-    root, seen = Path(sysconfig.get_paths()["stdlib"]), set()
-    for path in sorted(root.rglob("*.py")):
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError, ValueError):
-            continue
+    seen = set()
+    for tree in stdlib_trees():
         docstrings = {
             id(node.body[0].value)
             for node in ast.walk(tree)
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.body
-            and isinstance(node.body[0], ast.Expr)
+            if isinstance(node, _DOCUMENTED) and node.body and isinstance(node.body[0], ast.Expr)
         }
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
