@@ -32,13 +32,12 @@ class Normalized:
     """Normalized text: `text`, and `spans[i]` = (start, end) of the original characters text[i] stands for."""
 
     text: str
-    spans: list[tuple[int, int]]
+    spans: Sequence[tuple[int, int]]
 
     @staticmethod
     def of(text: str, start: int = 0) -> Normalized:
         """`text` as it is, its characters at start, start + 1, ... of the original."""
-        end = start + len(text)
-        return Normalized(text, list(zip(range(start, end), range(start + 1, end + 1))))
+        return Normalized(text, Unchanged(start, len(text)))
 
     def __getitem__(self, s: slice) -> Normalized:
         return Normalized(self.text[s], self.spans[s])
@@ -70,6 +69,29 @@ class Normalized:
             else:  # inserted
                 spans += [self.spans[first - 1] if first > 0 else (0, 0)] * len(new)
         return Normalized("".join(text), spans)
+
+
+class Unchanged(Sequence[tuple[int, int]]):
+    """The spans of `size` characters as they are, at `start` of the original: (start + i, start + i + 1), each
+    made when read (a normalizer that leaves a text alone costs no list of its spans)."""
+
+    __slots__ = ("start", "size")
+
+    def __init__(self, start: int, size: int):
+        self.start, self.size = start, size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            first, last, step = i.indices(self.size)
+            starts = range(self.start + first, self.start + last, step)
+            return list(zip(starts, map((1).__add__, starts)))
+        if not -self.size <= i < self.size:
+            raise IndexError("span index out of range")
+        at = self.start + i % self.size
+        return at, at + 1
 
 
 def per_char(normalized: Normalized, transform: Callable[[str], str]) -> Normalized:
