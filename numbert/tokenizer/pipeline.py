@@ -412,7 +412,8 @@ class PipelineTokenizer(Tokenizer):
                 "split the text or truncate it"
             )
         parts, pos = [], 0
-        if self._added_pattern is not None:
+        # (a text holding none of the added tokens, the most common case, skips the pattern's scan)
+        if self._added_pattern is not None and any(map(text.__contains__, self._added_by_group)):
             for match in self._added_pattern.finditer(text):
                 content = self._added_by_group[match.lastindex - 1]  # type: ignore[operator]
                 parts += [self._words(text[pos : match.start()], pos)]
