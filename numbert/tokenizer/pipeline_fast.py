@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from . import pre_tokenizers
 from .bpe import BPE
@@ -44,24 +44,21 @@ ASCII_SPLIT = re.compile(  # pre_tokenizers.gpt2_pattern() on ASCII text
 WordTokens = tuple[tuple[int, ...], tuple[str, ...], tuple[int, ...], tuple[int, ...] | None, tuple[int, ...]]
 
 
-def word_tokens(ids: tuple[int, ...], tokens: tuple[str, ...], bounds: tuple[int, ...], size: int) -> WordTokens:
-    """The memo's entry of a word of `size` characters whose tokens are `ids`, `tokens`, at `bounds` in it."""
-    starts, ends = bounds[0::2], bounds[1::2]
-    tiles = bool(ids) and starts[0] == 0 and ends[-1] == size and starts[1:] == ends[:-1]
-    lengths = tuple(map(operator.sub, ends, starts)) if tiles else None
-    return ids, tokens, bounds, lengths, (1,) + (0,) * (len(ids) - 1) if ids else ()
-
-
-def model_tokens(model: BPE | Unigram, id_to_token: dict[int, str], word: str) -> tuple[tuple, tuple, tuple[int, ...]]:
-    """The model's tokens of one (pre-tokenized) word, as (ids, tokens, bounds)."""
-    if isinstance(model, BPE):
-        pieces = [(i, id_to_token[i], s, e) for i, s, e in model.tokenize(word)]
-    else:
-        pieces = model.tokenize(word)
+def word_tokens(pieces: Sequence[tuple[int, str, int, int]], size: int) -> WordTokens:
+    """The memo's entry of a word of `size` characters split into `pieces`: (id, token, start, end) in it."""
     if not pieces:
-        return (), (), ()
+        return (), (), (), None if size else (), ()
     ids, tokens, starts, ends = zip(*pieces)
-    return ids, tokens, tuple(_flat(zip(starts, ends)))
+    tiles = starts[0] == 0 and ends[-1] == size and starts[1:] == ends[:-1]
+    lengths = tuple(map(operator.sub, ends, starts)) if tiles else None
+    return ids, tokens, tuple(_flat(zip(starts, ends))), lengths, (1,) + (0,) * (len(ids) - 1)
+
+
+def model_pieces(model: BPE | Unigram, id_to_token: dict[int, str], word: str) -> list[tuple[int, str, int, int]]:
+    """The model's tokens of one (pre-tokenized) word, as (id, token, start, end)."""
+    if isinstance(model, BPE):
+        return [(i, id_to_token[i], s, e) for i, s, e in model.tokenize(word)]
+    return model.tokenize(word)
 
 
 def join_words(words: list[str], starts: list[int], memo: Memo) -> Segment:
@@ -89,9 +86,13 @@ class ByteLevelWords:
 
     def __init__(self, model: BPE, id_to_token: dict[int, str]):
         def tokens_of(word: str) -> WordTokens:
+            if word.isascii():  # a byte a character: the tokens' places in the bytes are theirs in the word
+                return word_tokens(
+                    model_pieces(model, id_to_token, word.translate(pre_tokenizers.ASCII_BYTE_CHARS)), len(word)
+                )
             spelled = pre_tokenizers.as_bytes(Normalized.of(word))
-            ids, tokens, bounds = model_tokens(model, id_to_token, spelled.text)
-            return word_tokens(ids, tokens, tuple(_flat(map(spelled.original, bounds[0::2], bounds[1::2]))), len(word))
+            pieces = model_pieces(model, id_to_token, spelled.text)
+            return word_tokens([(i, t, *spelled.original(s, e)) for i, t, s, e in pieces], len(word))
 
         self.memo = Memo(tokens_of, MEMO_SIZE)
 
@@ -122,7 +123,7 @@ class MetaspaceWords:
         self.stages = stages
         # Metaspace's MergedWithNext split: each replacement starts a word
         self.split = re.compile(f"{re.escape(replacement)}[^{re.escape(replacement)}]*|[^{re.escape(replacement)}]+")
-        self.memo = Memo(lambda word: word_tokens(*model_tokens(model, id_to_token, word), len(word)), MEMO_SIZE)
+        self.memo = Memo(lambda word: word_tokens(model_pieces(model, id_to_token, word), len(word)), MEMO_SIZE)
 
     def __call__(self, text: str, start: int) -> Segment:
         if self.normalizer is not None:
