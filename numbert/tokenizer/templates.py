@@ -13,13 +13,13 @@ window after truncation, as in Rust.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .encoding import NO_TOKENS, Encoding, Segment
+from .fast import Memo
 from .normalizers import IS_WHITESPACE
 
 if TYPE_CHECKING:
@@ -81,23 +81,26 @@ class Template:
         """Offsets without the spaces ("Ġ" or whitespace) their tokens start or end with (trim_offsets)."""
         if not self.trim_offsets:
             return segment
-        offsets, counts = list(segment.offsets), list(map(spaces, segment.tokens))
-        for i in itertools.compress(itertools.count(), map(any, counts)):  # the tokens with spaces only
+        offsets, counts = list(segment.offsets), list(map(SPACE_COUNTS.__getitem__, segment.tokens))
+        prefix = self.add_prefix_space
+        for i in itertools.compress(itertools.count(), counts):  # the tokens with spaces only
             (lead, trail), (start, end) = counts[i], offsets[i]
-            if lead and self.add_prefix_space and lead == 1 and (i == 0 or start == 0):
+            if prefix and lead == 1 and (i == 0 or start == 0):
                 lead = 0  # the one space add_prefix_space put there
-            if lead:
-                start = min(start + lead, end)
+            start = start + lead if start + lead < end else end
             if trail and end >= trail:
-                end = max(end - trail, start)
+                end = end - trail if end - trail > start else start
             offsets[i] = (start, end)
         return Segment(segment.ids, segment.tokens, offsets, segment.words)
 
 
-@functools.lru_cache(maxsize=65536)
-def spaces(token: str) -> tuple[int, int]:
-    """How many spaces ("Ġ" or whitespace) the token starts and ends with."""
-    return len(token) - len(token.lstrip(SPACES)), len(token) - len(token.rstrip(SPACES))
+def spaces(token: str) -> tuple[int, int] | tuple[()]:
+    """How many spaces ("Ġ" or whitespace) the token starts and ends with; () when none (most tokens)."""
+    lead, trail = len(token) - len(token.lstrip(SPACES)), len(token) - len(token.rstrip(SPACES))
+    return (lead, trail) if lead or trail else ()
+
+
+SPACE_COUNTS = Memo(spaces, 1 << 16)  # token -> spaces(token)
 
 
 def read_template(spec: TokenizerJson, vocab: dict[str, int]) -> Template:

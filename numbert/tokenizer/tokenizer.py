@@ -383,11 +383,11 @@ class Tokenizer:
             max_length = self.model_max_length
         strategy = truncation_strategy(truncation, max_length, stride)
         side = check_side(self.truncation_side if truncation_side is None else truncation_side)
-        n_special = self.num_special_tokens(text_pair is not None) if add_special_tokens else 0
         if max_length is None or strategy == "do_not_truncate":
             return self._template(
                 self._segment(text), None if text_pair is None else self._segment(text_pair, "pair"), add_special_tokens
             )
+        n_special = self.num_special_tokens(text_pair is not None) if add_special_tokens else 0
         if max_length < n_special:
             raise ValueError(f"max_length={max_length} leaves no room for the {n_special} special tokens")
         budget = max_length - n_special
