@@ -50,7 +50,13 @@ class Unigram:
         """(id, token, start, end) of each token of `word` (character positions in it)."""
         tokens = self.memo.get(word)
         if tokens is None:
-            tokens = [t for start, end, unknown in self.viterbi(word) for t in self.token(word, start, end, unknown)]
+            tokens = []
+            for start, end, unknown in self.viterbi(word):
+                text = word[start:end]
+                if unknown and text not in self.vocab:
+                    tokens += self.unknown(text, start, end)
+                else:
+                    tokens.append((self.vocab[text], text, start, end))
             if len(self.memo) < MEMO_SIZE:
                 self.memo[word] = tokens
         return tokens
@@ -89,12 +95,9 @@ class Unigram:
             end = start
         return path[::-1]
 
-    def token(self, word: str, start: int, end: int, unknown: bool) -> list[tuple[int, str, int, int]]:
-        """The token(s) of word[start:end]: its piece, or for an unknown run its bytes' pieces (byte_fallback)
-        or the unknown piece's id with the run's text."""
-        text = word[start:end]
-        if not unknown or text in self.vocab:
-            return [(self.vocab[text], text, start, end)]
+    def unknown(self, text: str, start: int, end: int) -> list[tuple[int, str, int, int]]:
+        """The token(s) of a run of unknown characters at [start, end): its bytes' pieces (byte_fallback) or the
+        unknown piece's id with the run's text."""
         if self.byte_fallback:
             pieces = [f"<0x{b:02X}>" for b in text.encode("utf-8", "surrogatepass")]
             if all(p in self.vocab for p in pieces):
