@@ -141,7 +141,9 @@ class MetaspaceWords:
         words = self.split.findall(spelled)
         starts = list(itertools.accumulate(map(len, words), initial=start - prepend))
         segment = join_words(words, starts, self.memo)
-        if prepend and words:  # the first word's tokens: a span reaching the prepended one starts the text
-            first = len(self.memo[words[0]][0])
-            segment.offsets[:first] = [(max(s, start), max(e, start + 1)) for s, e in segment.offsets[:first]]
+        offsets = segment.offsets
+        for k in range(len(offsets) if prepend else 0):  # the first tokens, whose span reaches the prepended one
+            if offsets[k][0] >= start:
+                break
+            offsets[k] = (start, max(offsets[k][1], start + 1))  # the text's first character
         return segment
