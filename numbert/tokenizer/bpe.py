@@ -6,16 +6,14 @@ adjacent pair with the best rank in the merges list is merged, again and again, 
         merge the leftmost occurrence of the pair with the lowest rank into one symbol
 
 That is exactly the Rust `tokenizers` crate's order (a priority queue on (rank, position)); `merge_word`
-runs it with a heap over a linked list of symbols, so a long word costs n log n, not n^2. Words are
-memoized (a bounded memo: past MEMO_SIZE words, new ones are no longer kept).
+runs it with a heap over a linked list of symbols, so a long word costs n log n, not n^2. (The tokenizer
+memoizes words: pipeline.py, pipeline_fast.py.)
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping, Sequence
-
-MEMO_SIZE = 100_000  # words
 
 
 class BPE:
@@ -45,19 +43,12 @@ class BPE:
             raise ValueError(f"{source}: model.unk_token {unk_token!r} is not in model.vocab")
         self.unk_token, self.fuse_unk, self.byte_fallback = unk_token, fuse_unk, byte_fallback
         self.ignore_merges = ignore_merges
-        self.memo: dict[str, list[tuple[int, int, int]]] = {}
 
     def tokenize(self, word: str) -> list[tuple[int, int, int]]:
         """(id, start, end) of each token of `word` (character positions in it)."""
-        tokens = self.memo.get(word)
-        if tokens is None:
-            if self.ignore_merges and word in self.vocab:
-                tokens = [(self.vocab[word], 0, len(word))]
-            else:
-                tokens = [(self.vocab[s], start, end) for s, start, end in self.merge_word(self.symbols(word))]
-            if len(self.memo) < MEMO_SIZE:
-                self.memo[word] = tokens
-        return tokens
+        if self.ignore_merges and word in self.vocab:
+            return [(self.vocab[word], 0, len(word))]
+        return [(self.vocab[s], start, end) for s, start, end in self.merge_word(self.symbols(word))]
 
     def symbols(self, word: str) -> list[tuple[str, int, int]]:
         """The word's characters as (symbol, start, end); a character outside the vocabulary becomes its

@@ -17,6 +17,7 @@ decode, truncation and overflowing windows).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -27,8 +28,9 @@ from typing import Any
 from . import normalizers, pre_tokenizers
 from .bpe import BPE
 from .encoding import Encoding, Segment
+from .fast import Memo
 from .normalizers import Normalized
-from .pipeline_fast import ByteLevelWords, MetaspaceWords
+from .pipeline_fast import MEMO_SIZE, ByteLevelWords, MetaspaceWords, model_pieces
 from .precompiled import Precompiled
 from .templates import Template, read_template
 from .tokenizer import Tokenizer
@@ -298,6 +300,8 @@ class PipelineTokenizer(Tokenizer):
         self.vocab = vocab
         self.vocab_size = len(vocab)
         self._id_to_token = {i: t for t, i in vocab.items()}
+        # word -> the model's (id, token, start, end) of it
+        self._model_tokens = Memo(functools.partial(model_pieces, self.model, self._id_to_token), MEMO_SIZE)
         self._normalizer = spec.normalizer(spec.spec.get("normalizer"))
         self._pre_tokenizer = spec.pre_tokenizer(spec.spec.get("pre_tokenizer"))
         self._decoder = spec.decoder()
@@ -374,15 +378,9 @@ class PipelineTokenizer(Tokenizer):
         normalized = self._normalized(text, start)
         words = [normalized] if self._pre_tokenizer is None else self._pre_tokenizer(normalized)
         ids, tokens, offsets, word_ids = [], [], [], []
-        bpe, id_to_token = isinstance(self.model, BPE), self._id_to_token
         for w, word in enumerate(words):
             spans = word.spans
-            for piece in self.model.tokenize(word.text):
-                if bpe:  # (id, start, end)
-                    token_id, s, e = piece  # type: ignore[misc]
-                    token = id_to_token[token_id]
-                else:  # (id, token, start, end)
-                    token_id, token, s, e = piece  # type: ignore[misc]
+            for token_id, token, s, e in self._model_tokens[word.text]:
                 ids.append(token_id)
                 tokens.append(token)
                 offsets.append((spans[s][0], spans[e - 1][1]))

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 UNK_PENALTY = 10.0
-MEMO_SIZE = 100_000  # words
 
 
 class Unigram:
@@ -44,21 +43,16 @@ class Unigram:
                 if piece[:k] in self.prefixes:
                     break
                 self.prefixes[piece[:k]] = None
-        self.memo: dict[str, list[tuple[int, str, int, int]]] = {}
 
     def tokenize(self, word: str) -> list[tuple[int, str, int, int]]:
         """(id, token, start, end) of each token of `word` (character positions in it)."""
-        tokens = self.memo.get(word)
-        if tokens is None:
-            tokens = []
-            for start, end, unknown in self.viterbi(word):
-                text = word[start:end]
-                if unknown and text not in self.vocab:
-                    tokens += self.unknown(text, start, end)
-                else:
-                    tokens.append((self.vocab[text], text, start, end))
-            if len(self.memo) < MEMO_SIZE:
-                self.memo[word] = tokens
+        tokens = []
+        for start, end, unknown in self.viterbi(word):
+            text = word[start:end]
+            if unknown and text not in self.vocab:
+                tokens += self.unknown(text, start, end)
+            else:
+                tokens.append((self.vocab[text], text, start, end))
         return tokens
 
     def viterbi(self, word: str) -> list[tuple[int, int, bool]]:
