@@ -13,6 +13,7 @@ run becomes the <0xXX> pieces of its UTF-8 bytes when all of them are in the voc
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 UNK_PENALTY = 10.0
@@ -58,30 +59,27 @@ class Unigram:
     def viterbi(self, word: str) -> list[tuple[int, int, bool]]:
         """(start, end, unknown) of the best-scoring pieces of `word`, runs of unknown ones fused."""
         n, prefixes = len(word), self.prefixes
-        best: list[tuple[float, int, bool] | None] = [None] * (n + 1)  # (score, start, unknown) of the best path to e
-        best[0] = (0.0, 0, False)
+        best = [0.0] + [-math.inf] * n  # best[e]: the score of the best path to position e
+        back = [0] * (n + 1)  # back[e]: where the last piece of that path starts
+        is_unknown = [False] * (n + 1)  # is_unknown[e]: whether that piece is the unknown one
         for start in range(n):
-            so_far = best[start][0]  # type: ignore[index]
-            single = False
+            so_far = best[start]
             for end in range(start + 1, n + 1):
                 text = word[start:end]
                 if text not in prefixes:
                     break  # no piece starts with word[start:end]
                 score = prefixes[text]
-                if score is None:
-                    continue
-                single |= end == start + 1
-                if best[end] is None or so_far + score > best[end][0]:  # type: ignore[index]
-                    best[end] = (so_far + score, start, False)
-            if not single:
+                if score is not None and so_far + score > best[end]:
+                    best[end], back[end] = so_far + score, start
+            if word[start] not in self.scores:  # no piece of one character: the unknown piece
                 if self.unk_id is None:
                     raise ValueError(f"{word[start]!r} is in no piece of the vocabulary, which has no unknown piece")
-                if best[start + 1] is None or so_far + self.unk_score > best[start + 1][0]:  # type: ignore[index]
-                    best[start + 1] = (so_far + self.unk_score, start, True)
+                if so_far + self.unk_score > best[start + 1]:
+                    best[start + 1], back[start + 1], is_unknown[start + 1] = so_far + self.unk_score, start, True
         path: list[tuple[int, int, bool]] = []
         end = n
         while end > 0:
-            _, start, unknown = best[end]  # type: ignore[misc]
+            start, unknown = back[end], is_unknown[end]
             if unknown and path and path[-1][2]:
                 path[-1] = (start, path[-1][1], True)
             else:
