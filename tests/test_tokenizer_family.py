@@ -24,6 +24,7 @@ from test_tokenizer_parity import CORPUS, as_dict, generated_lines
 
 from numbert.tokenizer import Tokenizer, pipeline_fast, pre_tokenizers
 from numbert.tokenizer import pipeline as nt_pipeline
+from numbert.tokenizer.fast import Memo
 from numbert.tokenizer.pipeline import PipelineTokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -118,6 +119,38 @@ def test_the_fast_path_is_the_stages(ours, name):
         assert our_windows(fresh, line) == expected, line
         assert our_windows(ours[name], line) == expected, line
         assert our_windows(ours[name], line, "pair " + line) == our_windows(stages, line, "pair " + line), line
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_join_words_places_each_token_at_its_words_start(contiguous):
+    """pipeline_fast.join_words: a token's offsets are its word's start plus its place in the word, word ids
+    count the words, whether the words are contiguous and each word's tokens tile it (the running sum of
+    lengths) or not (an "é" cut into two tokens of one span, as byte-level BPE cuts a character's bytes)."""
+
+    def pieces(word: str) -> list[tuple[int, str, int, int]]:  # two characters a token; "é" as two tokens
+        out = []
+        for i in range(0, len(word), 2):
+            if word[i] == "é":
+                out += [
+                    (1, "é1", i, i + 1),
+                    (2, "é2", i, i + 1),
+                    *([(3, word[i + 1], i + 1, i + 2)] if word[i + 1 :] else []),
+                ]
+            else:
+                out.append((0, word[i : i + 2], i, min(i + 2, len(word))))
+        return out
+
+    memo = Memo(lambda word: pipeline_fast.word_tokens(pieces(word), len(word)))
+    for words in (["ab", "cde", " f"], ["ab", "éx", "yz"], ["é"], []):
+        starts = (
+            list(itertools.accumulate(map(len, words), initial=7))
+            if contiguous
+            else [3 + 10 * w for w in range(len(words) + 1)]
+        )
+        segment = pipeline_fast.join_words(words, starts, memo, contiguous)
+        expected = [(w, (starts[w] + s, starts[w] + e)) for w, word in enumerate(words) for _, _, s, e in pieces(word)]
+        assert list(zip(segment.words, segment.offsets)) == expected, words
+        assert segment.tokens == [t for word in words for _, t, _, _ in pieces(word)]
 
 
 def test_the_ascii_split_is_gpt2s_split_on_ascii():

@@ -61,11 +61,12 @@ def model_pieces(model: BPE | Unigram, id_to_token: dict[int, str], word: str) -
     return model.tokenize(word)
 
 
-def join_words(words: list[str], starts: list[int], memo: Memo) -> Segment:
-    """The tokens of consecutive words, word w at offset starts[w] of the original text (the words tile it)."""
+def join_words(words: list[str], starts: list[int], memo: Memo, contiguous: bool = True) -> Segment:
+    """The tokens of consecutive words, word w at offset starts[w] of the original text; `contiguous`: each
+    word starts where the one before ends."""
     found: list[WordTokens] = list(map(memo.__getitem__, words))
     lengths = list(map(_LENGTHS, found))
-    if None not in lengths:  # every word tiled by its tokens, so the tokens tile the text
+    if contiguous and None not in lengths:  # every word tiled by its tokens, so the tokens tile the text
         offsets = list(itertools.pairwise(itertools.accumulate(_flat(lengths), initial=starts[0])))
         word_ids = list(itertools.islice(itertools.accumulate(_flat(map(_FIRSTS, found)), initial=-1), 1, None))
     else:
@@ -103,6 +104,7 @@ class ByteLevelWords:
         if starts[-1] != start + len(text):  # the split's words always tile the text; else, word by word
             matches = list(split.finditer(text))
             words, starts = [m.group() for m in matches], [start + m.start() for m in matches]
+            return join_words(words, starts, self.memo, contiguous=False)
         return join_words(words, starts, self.memo)
 
 
