@@ -24,6 +24,7 @@ from test_tokenizer_parity import CORPUS, as_dict, generated_lines
 
 from numbert.tokenizer import Tokenizer, pipeline_fast, pre_tokenizers
 from numbert.tokenizer import pipeline as nt_pipeline
+from numbert.tokenizer.bpe import BPE
 from numbert.tokenizer.fast import Memo
 from numbert.tokenizer.pipeline import PipelineTokenizer
 
@@ -151,6 +152,36 @@ def test_join_words_places_each_token_at_its_words_start(contiguous):
         expected = [(w, (starts[w] + s, starts[w] + e)) for w, word in enumerate(words) for _, _, s, e in pieces(word)]
         assert list(zip(segment.words, segment.offsets)) == expected, words
         assert segment.tokens == [t for word in words for _, t, _, _ in pieces(word)]
+
+
+def test_bpe_merges_as_the_plain_rule():
+    """BPE.merge_word (a heap over a linked list) merges as the rule it implements: while some adjacent pair is
+    in the merges, merge the leftmost occurrence of the lowest-ranked one; on random words over a small
+    alphabet, with merges whose later pairs may rank below the pairs they are built from."""
+    rng = random.Random(0)
+    symbols = list("abcd")
+    merges: list[tuple[str, str]] = []
+    while len(merges) < 40:
+        left, right = rng.choice(symbols), rng.choice(symbols)
+        if (left, right) not in merges and len(left + right) <= 4:
+            merges.insert(rng.randrange(len(merges) + 1), (left, right))  # any rank, not the order of creation
+            symbols.append(left + right)
+    bpe = BPE({s: i for i, s in enumerate(dict.fromkeys(symbols))}, merges)
+    rank = {pair: r for r, pair in reversed(list(enumerate(merges)))}
+
+    def plain(word: str) -> list[str]:
+        pieces = list(word)
+        while pairs := [(rank[p], i) for i, p in enumerate(zip(pieces, pieces[1:])) if p in rank]:
+            _, i = min(pairs)
+            pieces[i : i + 2] = [pieces[i] + pieces[i + 1]]
+        return pieces
+
+    for word in ("".join(rng.choices("abcd", k=rng.randrange(1, 25))) for _ in range(3000)):
+        merged = bpe.merge_word(bpe.symbols(word))
+        assert [s for s, _, _ in merged] == plain(word), word
+        assert [(start, end) for _, start, end in merged] == list(
+            itertools.pairwise(itertools.accumulate(map(len, plain(word)), initial=0))
+        ), word
 
 
 def test_the_ascii_split_is_gpt2s_split_on_ascii():

@@ -73,31 +73,29 @@ class BPE:
 
     def merge_word(self, symbols: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
         """The merges applied to `symbols`, lowest rank first, leftmost first among equal ranks."""
-        if len(symbols) < 2:
+        n, rank_of = len(symbols), self.ranks.get
+        if n < 2:
             return symbols
         text = [s for s, _, _ in symbols]  # the symbol at each position; "" once merged into its left neighbour
-        nxt, prv = list(range(1, len(text) + 1)), list(range(-1, len(text) - 1))
-        queue = [
-            (rank, i) for i in range(len(text) - 1) if (rank := self.ranks.get((text[i], text[i + 1]))) is not None
-        ]
+        nxt, prv = list(range(1, n + 1)), list(range(-1, n - 1))  # the linked list of the symbols left
+        queue = [(rank, i) for i, rank in enumerate(map(rank_of, zip(text, text[1:]))) if rank is not None]
         heapq.heapify(queue)
         while queue:
             rank, i = heapq.heappop(queue)
-            j = nxt[i] if text[i] else len(text)
-            if j >= len(text) or self.ranks.get((text[i], text[j])) != rank:
+            j = nxt[i] if text[i] else n
+            if j >= n or rank_of((text[i], text[j])) != rank:
                 continue  # stale: one of the two was merged since
             text[i], text[j] = text[i] + text[j], ""
-            nxt[i] = nxt[j]
-            if nxt[i] < len(text):
-                prv[nxt[i]] = i
-            for left in (prv[i], i):  # the new pairs on either side of the merged symbol
-                right = nxt[left] if left >= 0 else len(text)
-                if left >= 0 and right < len(text) and (r := self.ranks.get((text[left], text[right]))) is not None:
-                    heapq.heappush(queue, (r, left))
-        ends = [symbols[k][2] for k in range(len(symbols))]
+            right = nxt[i] = nxt[j]
+            if right < n:  # the new pair on the merged symbol's right
+                prv[right] = i
+                if (r := rank_of((text[i], text[right]))) is not None:
+                    heapq.heappush(queue, (r, i))
+            left = prv[i]
+            if left >= 0 and (r := rank_of((text[left], text[i]))) is not None:  # and on its left
+                heapq.heappush(queue, (r, left))
         merged, i = [], 0
-        while i < len(text):
-            last = nxt[i] - 1
-            merged.append((text[i], symbols[i][1], ends[last]))
+        while i < n:  # each symbol left spans from its first position's start to its last one's end
+            merged.append((text[i], symbols[i][1], symbols[nxt[i] - 1][2]))
             i = nxt[i]
         return merged
