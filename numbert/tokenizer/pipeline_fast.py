@@ -10,8 +10,8 @@ offsets and word indices as pipeline.py's stages (tests/test_tokenizer_family.py
   text's spaces become "▁" and one regular expression cuts it into words, with no span per character. A
   text the normalizer changes goes through the stages.
 
-Both look each word up in a `Memo` (fast.py): word -> its token ids, tokens and bounds (start, end of each
-token in it, flat), computed once through the stages (ByteLevel's bytes, the model), so a text's tokens join
+Both look each word up in a `Memo` (fast.py): word -> its token ids, tokens and where each starts and
+ends in it, computed once through the stages (ByteLevel's bytes, the model), so a text's tokens join
 up by `map` and `chain`, without a Python step per token. Where the tokens of a word tile it (each starts
 where the one before ends, the first at 0, the last at the word's end; so every word of ASCII text), the
 memo also keeps their lengths, and when every word of a text tiles, its offsets are one running sum of
@@ -39,19 +39,20 @@ ASCII_SPLIT = re.compile(  # pre_tokenizers.gpt2_pattern() on ASCII text
     rf"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^{_SPACE}A-Za-z0-9]+|[{_SPACE}]+(?![^{_SPACE}])|[{_SPACE}]+"
 )
 
-# (ids, tokens, bounds, lengths, firsts) of one word: its tokens; start0, end0, start1, end1, ... of them in the
-# word; their lengths when they tile the word, else None; and 1, 0, 0, ...: which token starts the word
-WordTokens = tuple[tuple[int, ...], tuple[str, ...], tuple[int, ...], tuple[int, ...] | None, tuple[int, ...]]
+# (ids, tokens, starts, ends, lengths, firsts) of one word: its tokens, where each starts and ends in the word,
+# their lengths when they tile the word (else None), and 1, 0, 0, ...: which token starts the word
+Ints = tuple[int, ...]
+WordTokens = tuple[Ints, tuple[str, ...], Ints, Ints, Ints | None, Ints]
 
 
 def word_tokens(pieces: Sequence[tuple[int, str, int, int]], size: int) -> WordTokens:
     """The memo's entry of a word of `size` characters split into `pieces`: (id, token, start, end) in it."""
     if not pieces:
-        return (), (), (), None if size else (), ()
+        return (), (), (), (), None if size else (), ()
     ids, tokens, starts, ends = zip(*pieces)
     tiles = starts[0] == 0 and ends[-1] == size and starts[1:] == ends[:-1]
     lengths = tuple(map(operator.sub, ends, starts)) if tiles else None
-    return ids, tokens, tuple(_flat(zip(starts, ends))), lengths, (1,) + (0,) * (len(ids) - 1)
+    return ids, tokens, starts, ends, lengths, (1,) + (0,) * (len(ids) - 1)
 
 
 def model_pieces(model: BPE | Unigram, id_to_token: dict[int, str], word: str) -> list[tuple[int, str, int, int]]:
@@ -70,16 +71,15 @@ def join_words(words: list[str], starts: list[int], memo: Memo, contiguous: bool
         offsets = list(itertools.pairwise(itertools.accumulate(_flat(lengths), initial=starts[0])))
         word_ids = list(itertools.islice(itertools.accumulate(_flat(map(_FIRSTS, found)), initial=-1), 1, None))
     else:
-        bounds = _flat(map(_BOUNDS, found))  # of each token in its word, then in the text: + its word's start
-        at = _flat(map(itertools.repeat, starts, map(len, map(_BOUNDS, found))))
-        ends = map(operator.add, bounds, at)
-        offsets = list(zip(ends, ends))  # (start, end): two bounds at a time
+        at = list(_flat(map(itertools.repeat, starts, map(len, map(_IDS, found)))))  # each token's word's start
+        token_starts = map(operator.add, _flat(map(_STARTS, found)), at)
+        offsets = list(zip(token_starts, map(operator.add, _flat(map(_ENDS, found)), at)))
         word_ids = list(_flat(map(itertools.repeat, itertools.count(), map(len, map(_IDS, found)))))
     return Segment(list(_flat(map(_IDS, found))), list(_flat(map(_TOKENS, found))), offsets, word_ids)
 
 
 _flat = itertools.chain.from_iterable
-_IDS, _TOKENS, _BOUNDS, _LENGTHS, _FIRSTS = map(operator.itemgetter, range(5))
+_IDS, _TOKENS, _STARTS, _ENDS, _LENGTHS, _FIRSTS = map(operator.itemgetter, range(6))
 
 
 class ByteLevelWords:
