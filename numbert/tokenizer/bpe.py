@@ -44,11 +44,11 @@ class BPE:
         self.unk_token, self.fuse_unk, self.byte_fallback = unk_token, fuse_unk, byte_fallback
         self.ignore_merges = ignore_merges
 
-    def tokenize(self, word: str) -> list[tuple[int, int, int]]:
-        """(id, start, end) of each token of `word` (character positions in it)."""
+    def tokenize(self, word: str) -> list[tuple[int, str, int, int]]:
+        """(id, token, start, end) of each token of `word` (character positions in it)."""
         if self.ignore_merges and word in self.vocab:
-            return [(self.vocab[word], 0, len(word))]
-        return [(self.vocab[s], start, end) for s, start, end in self.merge_word(self.symbols(word))]
+            return [(self.vocab[word], word, 0, len(word))]
+        return [(self.vocab[s], s, start, end) for s, start, end in self.merge_word(self.symbols(word))]
 
     def symbols(self, word: str) -> list[tuple[str, int, int]]:
         """The word's characters as (symbol, start, end); a character outside the vocabulary becomes its

@@ -17,7 +17,6 @@ decode, truncation and overflowing windows).
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -30,7 +29,7 @@ from .bpe import BPE
 from .encoding import Encoding, Segment
 from .fast import Memo
 from .normalizers import Normalized
-from .pipeline_fast import MEMO_SIZE, ByteLevelWords, MetaspaceWords, model_pieces
+from .pipeline_fast import MEMO_SIZE, ByteLevelWords, MetaspaceWords
 from .precompiled import Precompiled
 from .templates import Template, read_template
 from .tokenizer import Tokenizer
@@ -301,7 +300,7 @@ class PipelineTokenizer(Tokenizer):
         self.vocab_size = len(vocab)
         self._id_to_token = {i: t for t, i in vocab.items()}
         # word -> the model's (id, token, start, end) of it
-        self._model_tokens = Memo(functools.partial(model_pieces, self.model, self._id_to_token), MEMO_SIZE)
+        self._model_tokens = Memo(self.model.tokenize, MEMO_SIZE)
         self._normalizer = spec.normalizer(spec.spec.get("normalizer"))
         self._pre_tokenizer = spec.pre_tokenizer(spec.spec.get("pre_tokenizer"))
         self._decoder = spec.decoder()
@@ -347,12 +346,12 @@ class PipelineTokenizer(Tokenizer):
             and isinstance(self.model, BPE)
             and pre == {**pre, "type": "ByteLevel", "add_prefix_space": False, "use_regex": True}
         ):
-            return ByteLevelWords(self.model, self._id_to_token)
+            return ByteLevelWords(self.model)
         if pre.get("type") == "Metaspace":
             replacement, scheme, split = spec.metaspace("pre_tokenizer", pre)
             if split:
                 model, stages = self.model, self._stages
-                return MetaspaceWords(self._normalizer, replacement, scheme, model, self._id_to_token, stages)
+                return MetaspaceWords(self._normalizer, replacement, scheme, model, stages)
         return None
 
     # -- text to tokens -----------------------------------------------------------------------------------

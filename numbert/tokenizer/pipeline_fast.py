@@ -55,13 +55,6 @@ def word_tokens(pieces: Sequence[tuple[int, str, int, int]], size: int) -> WordT
     return ids, tokens, starts, ends, lengths, (1,) + (0,) * (len(ids) - 1)
 
 
-def model_pieces(model: BPE | Unigram, id_to_token: dict[int, str], word: str) -> list[tuple[int, str, int, int]]:
-    """The model's tokens of one (pre-tokenized) word, as (id, token, start, end)."""
-    if isinstance(model, BPE):
-        return [(i, id_to_token[i], s, e) for i, s, e in model.tokenize(word)]
-    return model.tokenize(word)
-
-
 def join_words(words: list[str], starts: list[int], memo: Memo, contiguous: bool = True) -> Segment:
     """The tokens of consecutive words, word w at offset starts[w] of the original text; `contiguous`: each
     word starts where the one before ends."""
@@ -85,14 +78,12 @@ _IDS, _TOKENS, _STARTS, _ENDS, _LENGTHS, _FIRSTS = map(operator.itemgetter, rang
 class ByteLevelWords:
     """`_words` of GPT-2's pipeline: GPT-2's split, then each word's bytes through BPE."""
 
-    def __init__(self, model: BPE, id_to_token: dict[int, str]):
+    def __init__(self, model: BPE):
         def tokens_of(word: str) -> WordTokens:
             if word.isascii():  # a byte a character: the tokens' places in the bytes are theirs in the word
-                return word_tokens(
-                    model_pieces(model, id_to_token, word.translate(pre_tokenizers.ASCII_BYTE_CHARS)), len(word)
-                )
+                return word_tokens(model.tokenize(word.translate(pre_tokenizers.ASCII_BYTE_CHARS)), len(word))
             spelled = pre_tokenizers.as_bytes(Normalized.of(word))
-            pieces = model_pieces(model, id_to_token, spelled.text)
+            pieces = model.tokenize(spelled.text)
             return word_tokens([(i, t, *spelled.original(s, e)) for i, t, s, e in pieces], len(word))
 
         self.memo = Memo(tokens_of, MEMO_SIZE)
@@ -118,14 +109,13 @@ class MetaspaceWords:
         replacement: str,
         prepend_scheme: str,
         model: BPE | Unigram,
-        id_to_token: dict[int, str],
         stages: Callable[[str, int], Segment],
     ):
         self.normalizer, self.replacement, self.prepend_scheme = normalizer, replacement, prepend_scheme
         self.stages = stages
         # Metaspace's MergedWithNext split: each replacement starts a word
         self.split = re.compile(f"{re.escape(replacement)}[^{re.escape(replacement)}]*|[^{re.escape(replacement)}]+")
-        self.memo = Memo(lambda word: word_tokens(model_pieces(model, id_to_token, word), len(word)), MEMO_SIZE)
+        self.memo = Memo(lambda word: word_tokens(model.tokenize(word), len(word)), MEMO_SIZE)
 
     def __call__(self, text: str, start: int) -> Segment:
         if self.normalizer is not None:
