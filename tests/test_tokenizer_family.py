@@ -26,6 +26,7 @@ from numbert.tokenizer import Tokenizer, pipeline_fast, pre_tokenizers
 from numbert.tokenizer import pipeline as nt_pipeline
 from numbert.tokenizer.bpe import BPE
 from numbert.tokenizer.fast import Memo
+from numbert.tokenizer.normalizers import Unchanged
 from numbert.tokenizer.pipeline import PipelineTokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -152,6 +153,20 @@ def test_join_words_places_each_token_at_its_words_start(contiguous):
         expected = [(w, (starts[w] + s, starts[w] + e)) for w, word in enumerate(words) for _, _, s, e in pieces(word)]
         assert list(zip(segment.words, segment.offsets)) == expected, words
         assert segment.tokens == [t for word in words for _, t, _, _ in pieces(word)]
+
+
+def test_unchanged_spans_are_the_list_they_stand_for():
+    """normalizers.Unchanged (the spans of a text no normalizer changed, made when read) indexes, slices and
+    iterates as the list of (start + i, start + i + 1)."""
+    for start, size in ((0, 0), (0, 1), (5, 7)):
+        spans, listed = Unchanged(start, size), [(start + i, start + i + 1) for i in range(size)]
+        assert list(spans) == listed and len(spans) == size
+        assert [spans[i] for i in range(-size, size)] == [listed[i] for i in range(-size, size)]
+        for cut in (slice(None), slice(2, None), slice(1, -1), slice(None, None, 2), slice(-3, 100), slice(4, 1, -1)):
+            assert spans[cut] == listed[cut], cut
+        for i in (size, -size - 1):
+            with pytest.raises(IndexError):
+                spans[i]
 
 
 def test_bpe_merges_as_the_plain_rule():

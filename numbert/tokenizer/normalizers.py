@@ -17,7 +17,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, overload
 
 from .precompiled import Precompiled
 from .unicode_tables import NEW_LOWERCASE
@@ -83,7 +83,13 @@ class Unchanged(Sequence[tuple[int, int]]):
     def __len__(self) -> int:
         return self.size
 
-    def __getitem__(self, i):
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, int]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[int, int]]: ...
+
+    def __getitem__(self, i: int | slice) -> tuple[int, int] | list[tuple[int, int]]:
         if isinstance(i, slice):
             first, last, step = i.indices(self.size)
             starts = range(self.start + first, self.start + last, step)
