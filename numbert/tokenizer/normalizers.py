@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, overload
 
@@ -82,6 +82,9 @@ class Unchanged(Sequence[tuple[int, int]]):
 
     def __len__(self) -> int:
         return self.size
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return zip(range(self.start, self.start + self.size), range(self.start + 1, self.start + self.size + 1))
 
     @overload
     def __getitem__(self, i: int) -> tuple[int, int]: ...
