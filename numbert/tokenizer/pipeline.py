@@ -350,7 +350,7 @@ class PipelineTokenizer(Tokenizer):
         if pre.get("type") == "Metaspace":
             replacement, scheme, split = spec.metaspace("pre_tokenizer", pre)
             if split:
-                model, stages = self.model, self._stages
+                model, stages = self.model, self._split_and_model
                 return MetaspaceWords(self._normalizer, replacement, scheme, model, stages)
         return None
 
@@ -374,7 +374,10 @@ class PipelineTokenizer(Tokenizer):
 
     def _stages(self, text: str, start: int) -> Segment:
         """`_words` through each stage in turn."""
-        normalized = self._normalized(text, start)
+        return self._split_and_model(self._normalized(text, start))
+
+    def _split_and_model(self, normalized: Normalized) -> Segment:
+        """The stages after the normalizer: the pre-tokenizer's words, each split by the model."""
         words = [normalized] if self._pre_tokenizer is None else self._pre_tokenizer(normalized)
         ids, tokens, offsets, word_ids = [], [], [], []
         for w, word in enumerate(words):

@@ -101,7 +101,8 @@ class ByteLevelWords:
 
 class MetaspaceWords:
     """`_words` of a normalizer and a Metaspace pre-tokenizer (splitting), then the model, for the texts
-    the normalizer leaves as they are; `stages` (pipeline.py's `_words`) for the others."""
+    the normalizer leaves as they are; for the others, the normalized text goes on through `stages` (the
+    pre-tokenizer and the model, pipeline.py's `_split_and_model`)."""
 
     def __init__(
         self,
@@ -109,7 +110,7 @@ class MetaspaceWords:
         replacement: str,
         prepend_scheme: str,
         model: BPE | Unigram,
-        stages: Callable[[str, int], Segment],
+        stages: Callable[[Normalized], Segment],
     ):
         self.normalizer, self.replacement, self.prepend_scheme = normalizer, replacement, prepend_scheme
         self.stages = stages
@@ -119,9 +120,10 @@ class MetaspaceWords:
 
     def __call__(self, text: str, start: int) -> Segment:
         if self.normalizer is not None:
-            normalized = Normalized.of(text, start)
-            if self.normalizer(normalized) is not normalized:
-                return self.stages(text, start)
+            unchanged = Normalized.of(text, start)
+            normalized = self.normalizer(unchanged)
+            if normalized is not unchanged:  # normalized once: the stages go on from there
+                return self.stages(normalized)
         spelled = text.replace(" ", self.replacement)
         prepend = (
             spelled != ""
