@@ -361,7 +361,9 @@ def test_served_predict_matches_cross_encoder_predict(st, cross_encoder_dir, ser
     assert [[p["label"] for p in labels] for labels in answer] == [["LABEL_0"]] * len(PAIRS)
     np.testing.assert_allclose([labels[0]["score"] for labels in answer], theirs, atol=ATOL, rtol=0)
     one = post(served, "/predict", {"inputs": list(PAIRS[0]), "truncate": True}).json()  # two strings: a pair
-    assert one == answer[0]
+    # alone, the pair runs in another batch than among its batch-mates: the same score up to the last bits
+    assert [p["label"] for p in one] == [p["label"] for p in answer[0]]
+    np.testing.assert_allclose([p["score"] for p in one], [p["score"] for p in answer[0]], atol=1e-6, rtol=0)
     single = post(served, "/predict", {"inputs": PAIRS[0][0]}).json()  # one text
     assert single[0]["label"] == "LABEL_0" and 0 < single[0]["score"] < 1
 
