@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 import numbert
-from numbert.recipes import cosine
+from numbert.model.pooling import cosine
 
 SENTENCE = "After stealing money from the bank vault, the bank robber was seen fishing on the Mississippi river bank."
 

@@ -18,7 +18,7 @@ import argparse
 import numpy as np
 
 import numbert
-from numbert.recipes import STRATEGIES, layer_selection, word_vectors
+from numbert.model.pooling import STRATEGIES, layer_selection, word_vectors
 
 # Devlin et al. 2018, table 7: CoNLL-2003 NER dev F1, bert-base features fed to a BiLSTM.
 SHORT = {

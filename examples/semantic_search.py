@@ -18,7 +18,7 @@ import argparse
 import numpy as np
 
 import numbert
-from numbert.recipes import cosine_matrix
+from numbert.model.pooling import cosine_matrix
 
 CORPUS = [
     "A man is eating food.",

@@ -13,7 +13,7 @@ import argparse
 import numpy as np
 
 import numbert
-from numbert.recipes import cosine
+from numbert.model.pooling import cosine
 
 SENTENCE = "Here is the sentence I want embeddings for."
 MASKED = "The man worked as a [MASK]."
@@ -53,18 +53,16 @@ def main() -> None:
     print(" ".join(pair.tokens))
     print(" ".join(f"{t:>{len(tok)}}" for t, tok in zip(pair.token_type_ids, pair.tokens)))
 
-    step(
-        "3. hidden_states: the embedding layer's output, then one per encoder layer (numbert/model.py: Encoder.forward)"
-    )
+    step("3. hidden_states: the embedding layer's output, then one per encoder layer (Encoder.forward)")
     print(f"hidden_states {out.hidden_states.shape} = (layers + 1, tokens, hidden), {out.hidden_states.dtype}")
     pooled = out.pooler_output
     print(f"pooler_output {'absent (no pooler in this checkpoint)' if pooled is None else pooled.shape}")
 
-    step("4. token vectors by strategy (numbert/recipes.py: token_vectors)")
+    step("4. token vectors by strategy (numbert/model/pooling.py: token_vectors)")
     for strategy in ("last", "second_to_last", "sum_last_four", "concat_last_four"):
         print(f"{strategy:<18} {out.token_vectors(strategy).shape}")
 
-    step("5. one sentence vector (numbert/recipes.py: sentence_vectors)")
+    step("5. one sentence vector (numbert/model/pooling.py: sentence_vectors)")
     print(f"mean of the second-to-last layer: {out.sentence_vector('mean', layers=-2).shape}")
 
     step("6. three kinds of bank (word vectors, sum of the last four layers)")
@@ -89,7 +87,7 @@ def main() -> None:
     for n in model.nearest_tokens("bank", k=5):
         print(f"{n.token:<12} {n.similarity:.3f}")
 
-    step("9. BERT's top guesses for a masked word (numbert/heads.py: masked_lm_logits, Bert.fill_mask)")
+    step("9. BERT's top guesses for a masked word (numbert/model/heads.py: masked_lm_logits, Bert.fill_mask)")
     print(f"{MASKED}  ->  x = GELU(h W^T + b); x = LayerNorm(x); logits = x E^T + b, E the word embeddings")
     if "masked_lm" in model.heads.available():
         for guess in model.fill_mask(MASKED):

@@ -6,7 +6,7 @@
 
 `import numbert` loads neither NumPy nor the model code: each public name (and each submodule) is
 imported on first use (PEP 562), so numbert's own processes can set BLAS's environment before NumPy
-loads (numbert.blas). It sets nothing in your process.
+loads (numbert.model.blas). It sets nothing in your process.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .bert import Bert, load
-    from .blas import threads
-    from .config import BertConfig
-    from .model import Output
-    from .search import semantic_search
+    from .model.blas import threads
+    from .model.config import BertConfig
+    from .model.encoder import Output
+    from .pipeline.bert import Bert, load
+    from .pipeline.search import semantic_search
     from .tokenizer import Encoding, Tokenizer
 
 __all__ = [
@@ -41,19 +41,19 @@ __all__ = [
 ]
 
 _PUBLIC = {  # name -> the module that defines it, imported on first use
-    "Bert": "bert",
-    "load": "bert",
-    "threads": "blas",
-    "BertConfig": "config",
-    "Output": "model",
-    "semantic_search": "search",
+    "Bert": "pipeline.bert",
+    "load": "pipeline.bert",
+    "threads": "model.blas",
+    "BertConfig": "model.config",
+    "Output": "model.encoder",
+    "semantic_search": "pipeline.search",
     "Encoding": "tokenizer",
     "Tokenizer": "tokenizer",
 }
 
 
 def __getattr__(name: str) -> Any:
-    """A public name, or a submodule (numbert.recipes, ...), imported when first asked for."""
+    """A public name, or a submodule (numbert.model.pooling, ...), imported when first asked for."""
     if name in _PUBLIC:
         value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
     else:
@@ -85,7 +85,7 @@ __version__ = _version()
 
 @functools.lru_cache(maxsize=4)
 def _cached_model(name: str, revision: str | None, cache_dir: str | None) -> Bert:
-    from .bert import load
+    from .pipeline.bert import load
 
     return load(name, revision=revision, cache_dir=cache_dir)
 
@@ -103,8 +103,8 @@ def encode(
 
     Keyword arguments go to `Bert.__call__` (text_pair, output_attentions, max_length, truncation).
     """
-    from .bert import Bert
-    from .hub import default_model
+    from .checkpoint.hub import default_model
+    from .pipeline.bert import Bert
 
     if model is None:
         model = default_model()

@@ -5,11 +5,11 @@ import sys
 
 def command() -> int:
     """Run `numbert` in a process of its own: numbert's BLAS settings first, before NumPy loads
-    (numbert.blas), then the command line (numbert.cli.main)."""
-    from numbert.blas import configure_own_process
+    (numbert.model.blas), then the command line (numbert.cli.main)."""
+    from .model.blas import configure_own_process
 
     configure_own_process()
-    from numbert.cli import main
+    from .cli import main
 
     return main()
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import BertConfig
-from .crc32c import crc32c, masked
-from .heads import pre_training_shapes
-from .tensors import tensor_shapes
-from .tf_bundle import BLOCK_TRAILER_SIZE, TABLE_MAGIC, index_path, shard_path
+from .checkpoint.crc32c import crc32c, masked
+from .checkpoint.tf_bundle import BLOCK_TRAILER_SIZE, TABLE_MAGIC, index_path, shard_path
+from .model.config import BertConfig
+from .model.heads import pre_training_shapes
+from .model.tensors import tensor_shapes
 
 # The inputs of the committed transformers fixtures (tests/fixtures/model_outputs.npz, scripts/make_fixtures.py).
 SENTENCES = [

@@ -54,8 +54,8 @@ model.embed(corpus[:64], progress=False)  # warm
 start = time.perf_counter()
 model.embed(corpus, progress=False)
 embed = time.perf_counter() - start
-try:  # two worker processes: numbert.workers.embed since the pipeline layer, embed(workers=2) before it
-    from numbert.workers import embed as in_workers
+try:  # two worker processes: numbert.engines.workers.embed since the pipeline layer, embed(workers=2) before it
+    from numbert.engines.workers import embed as in_workers
     def two():
         return in_workers(model, corpus, 2, progress=False)
 except ImportError:

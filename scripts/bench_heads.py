@@ -47,9 +47,9 @@ from bench.harness import blas_info, cpu_name, markdown  # noqa: E402
 from transformers import BertConfig  # noqa: E402
 from transformers.models.bert.modeling_bert import BertOnlyMLMHead  # noqa: E402
 
-from numbert.heads import MaskedLM, masked_lm_logits, softmax  # noqa: E402
-from numbert.layers import Linear, Norm  # noqa: E402
-from numbert.tasks import top  # noqa: E402
+from numbert.model.heads import MaskedLM, masked_lm_logits, softmax  # noqa: E402
+from numbert.model.layers import Linear, Norm  # noqa: E402
+from numbert.pipeline.tasks import top  # noqa: E402
 
 HIDDEN, VOCAB, EPS = 768, 30522, 1e-12
 

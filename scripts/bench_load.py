@@ -53,10 +53,10 @@ if system == "transformers":
 else:
     import numpy as np
     import numbert, numbert.crc32c
-    from numbert.checkpoint import load_weights
-    from numbert.config import BertConfig, config_file
+    from numbert.checkpoint.weights import load_weights
+    from numbert.model.config import BertConfig, config_file
     if mode == "numpy-crc":
-        numbert.crc32c._hardware_crc32c = lambda: None
+        numbert.checkpoint.crc32c._hardware_crc32c = lambda: None
     base = rss_mb()
     t0 = time.perf_counter()
     if mode != "default":  # the weights alone, CRC checked or not: numbert.load has no switch for this
@@ -85,7 +85,7 @@ def write_checkpoints(root: Path, vocab: Path) -> dict[str, Path]:
     import numpy as np
     from safetensors.numpy import save_file
 
-    from numbert.config import BertConfig
+    from numbert.model.config import BertConfig
     from numbert.testing import random_weights, write_google_bert, write_random_bert
 
     config = BertConfig()

@@ -96,7 +96,7 @@ class MemorySampler(threading.Thread):
         self.running = True
 
     def run(self):
-        from numbert.workers import process_memory
+        from numbert.engines.workers import process_memory
 
         while self.running:
             for pid in [os.getpid(), *descendants(os.getpid())]:
@@ -219,13 +219,13 @@ def systems(system: str, bert, directory: Path, batch_size: int):
     if system == "numbert 1x2":
         return (lambda texts: bert.embed(texts, **options)), None
     if system == "numbert 1x2 as its command":  # its process set up as numbert's own (run_system's environment)
-        from numbert import row_threads
-        from numbert.blas import process_threads
+        from numbert.model import row_threads
+        from numbert.model.blas import process_threads
 
         row_threads.use(process_threads(os.environ))  # the row threads configure_own_process would choose
         return (lambda texts: bert.embed(texts, **options)), None
     if system.startswith("numbert"):
-        from numbert import workers
+        from numbert.engines import workers
 
         count = 2 if "2x1" in system else 1
         return (lambda texts: workers.embed(bert, texts, count, **options)), None
@@ -297,7 +297,7 @@ def systems(system: str, bert, directory: Path, batch_size: int):
 def padding_ratio(system: str, corpus: list[str], lengths: list[int], batch_size: int) -> float:
     """Tokens the system computes in its dense layers per real token, for the batches it runs."""
     if system.startswith("numbert"):
-        return 1.0  # numbert.packing: the layers run on the real tokens only
+        return 1.0  # numbert.model.packing: the layers run on the real tokens only
     if system.startswith("sentence-transformers"):  # it sorts by text length (characters), longest first
         order = sorted(range(len(corpus)), key=lambda i: -len(corpus[i]))
     else:  # transformers and ONNX Runtime: sorted by token count (by_length above)
@@ -324,7 +324,7 @@ def run_system(system: str, args) -> dict | None:
     env = dict(os.environ, **QUIET, **{v: str(threads) for v in THREAD_VARS})  # inherited by started processes
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SCRIPTS.parent), os.environ.get("PYTHONPATH")]))
     if system == "numbert 1x2 as its command":  # numbert's own processes' BLAS settings, before NumPy loads
-        from numbert.blas import process_environment
+        from numbert.model.blas import process_environment
 
         env = process_environment(env)
     command = [

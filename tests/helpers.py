@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from huggingface_hub.errors import EntryNotFoundError
 
-from numbert.config import BertConfig
+from numbert.model.config import BertConfig
 from numbert.testing import packaged_minilm
 from numbert.tokenizer.fast import FastTokenizer
 
@@ -58,7 +58,7 @@ def fake_hub(monkeypatch: pytest.MonkeyPatch, repo: dict[str, bytes], directory:
         return str(directory / filename)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
-    monkeypatch.setattr("numbert.hub._hub_unreachable", lambda repo_id, revision: None)  # the hub answers
+    monkeypatch.setattr("numbert.checkpoint.hub._hub_unreachable", lambda repo_id, revision: None)  # the hub answers
     return requested
 
 

@@ -1,4 +1,4 @@
-"""numbert.batch_encoder: the picklable texts -> vectors callable that engines map over partitions."""
+"""numbert.engines.batch_encoder: the picklable texts -> vectors callable that engines map over partitions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 
 import numbert
-from numbert.batch_encoder import BatchEncoder, _load
+from numbert.engines.batch_encoder import BatchEncoder, _load
 
 
 def test_a_batch_encoder_pickles_small_and_loads_the_model_once_per_process(minilm_dir):

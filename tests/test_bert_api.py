@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from numbert import planner
+from numbert.pipeline import planner
 
 SENTENCES = [
     "A man is eating food.",

@@ -56,7 +56,7 @@ def test_import_numbert_loads_no_numpy_and_sets_nothing():
         assert dict(os.environ) == before, "import numbert changed the environment"
         from numbert import Bert, Tokenizer  # the public names load on first use
         assert numbert.Bert is Bert and callable(numbert.load) and numbert.Tokenizer is Tokenizer
-        assert "numpy" in sys.modules and numbert.recipes.sentence_vectors
+        assert "numpy" in sys.modules and numbert.model.pooling.sentence_vectors
         assert dict(os.environ) == before
     """
     result = run_python(["-c", code])
@@ -87,7 +87,7 @@ def test_threads_without_threadpoolctl_names_the_extra(monkeypatch):
 
 
 def test_the_environment_of_numberts_own_processes():
-    from numbert import blas
+    from numbert.model import blas
 
     assert blas.process_environment({}) == {"OPENBLAS_THREAD_TIMEOUT": blas.THREAD_TIMEOUT}  # threads: BLAS's default
     env = blas.process_environment({"OPENBLAS_THREAD_TIMEOUT": "9"}, 1)

@@ -13,15 +13,9 @@ import pytest
 from helpers import SMALL
 from safetensors.numpy import save_file
 
-from numbert.checkpoint import (
-    HEAD_PREFIXES,
-    load_weights,
-    normalise_names,
-    read_safetensors,
-    read_torch_bin,
-)
-from numbert.config import BertConfig
-from numbert.tensors import tensor_shapes
+from numbert.checkpoint.weights import HEAD_PREFIXES, load_weights, normalise_names, read_safetensors, read_torch_bin
+from numbert.model.config import BertConfig
+from numbert.model.tensors import tensor_shapes
 from numbert.testing import random_weights
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from numbert.shards import read_shards
+from numbert.engines.shards import read_shards
 
 
 def command(*args) -> list[str]:

@@ -19,7 +19,7 @@ import pytest
 from test_checkpoint_errors import Call, real_bin, rewritten, tensor, write_bin
 from test_cli import COMMAND, one_error_line, run
 
-from numbert.config import BertConfig
+from numbert.model.config import BertConfig
 
 SMALL = BertConfig(
     vocab_size=30522,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from numbert.config import BertConfig
+from numbert.model.config import BertConfig
 
 
 def write_config(tmp_path, **overrides):
@@ -110,7 +110,7 @@ def test_json_nested_too_deep_or_with_too_long_a_number_names_the_path(tmp_path,
     ],
 )
 def test_head_fields_of_the_wrong_type_name_the_path(tmp_path, fields, words):
-    from numbert.heads import HeadConfig
+    from numbert.model.heads import HeadConfig
 
     path = write_config(tmp_path, **fields)
     with pytest.raises(ValueError, match=f"{path}: {words}"):

@@ -1,4 +1,4 @@
-"""numbert.dask on a real distributed.LocalCluster (2 worker processes, 1 thread each, 127.0.0.1)."""
+"""numbert.engines.dask on a real distributed.LocalCluster (2 worker processes, 1 thread each, 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 import numbert
-import numbert.batch_encoder
+import numbert.engines.batch_encoder
 
 distributed = pytest.importorskip("distributed")
 dask_bag = pytest.importorskip("dask.bag")
-ndask = pytest.importorskip("numbert.dask")
+ndask = pytest.importorskip("numbert.engines.dask")
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def test_a_bag_gives_the_single_process_vectors_row_for_row(client, minilm_dir, 
     partitions = [list(p) for p in bag.to_delayed() for p in [p.compute()]]
     assert np.array_equal(got, single_process(model, partitions, batch_size=16))
     assert np.allclose(got, model.embed(texts, progress=False), atol=2e-6)  # whole-corpus batches: same up to rounding
-    loads = client.run(lambda: numbert.batch_encoder._load.cache_info().misses)
+    loads = client.run(lambda: numbert.engines.batch_encoder._load.cache_info().misses)
     assert all(n <= 1 for n in loads.values()), loads  # once per worker, not once per task
 
 

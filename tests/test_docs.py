@@ -13,7 +13,7 @@ A block that prints nothing has no ```text block. Expected output is never typed
     python scripts/update_docs.py     # run every block, rewrite the ```text blocks from what it prints
 
 Function links. A Markdown link whose text is a name in backticks and whose target is a Python file,
-such as [`layer_norm`](../numbert/layers.py) or [`Encoder.encoder_layer`](numbert/model.py), must name
+such as [`layer_norm`](../numbert/model/layers.py) or [`Encoder.encoder_layer`](numbert/model/encoder.py), must name
 a function, class, method or module-level name that exists in that file. Every relative link must
 point at a file that exists.
 
@@ -275,9 +275,9 @@ def test_anchors_are_githubs():
 
 
 def test_defined_names_reads_the_module():
-    names = defined_names(ROOT / "numbert" / "layers.py")
+    names = defined_names(ROOT / "numbert" / "model" / "layers.py")
     assert {"layer_norm", "attention", "Linear", "Linear.weight", "ACTIVATIONS"} <= names
-    assert "Encoder.encoder_layer" in defined_names(ROOT / "numbert" / "model.py")
+    assert "Encoder.encoder_layer" in defined_names(ROOT / "numbert" / "model" / "encoder.py")
 
 
 # --- examples ------------------------------------------------------------------------------------------

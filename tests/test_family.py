@@ -18,8 +18,8 @@ import pytest
 from helpers import ServerProcess
 
 import numbert
-from numbert.heads import classifier_logits, masked_lm_logits, span_logits
-from numbert.readouts import SequenceLogits
+from numbert.model.heads import classifier_logits, masked_lm_logits, span_logits
+from numbert.pipeline.readouts import SequenceLogits
 
 FIXTURES = Path(__file__).parent / "fixtures" / "family"
 ATOL = 1e-5

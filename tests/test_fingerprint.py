@@ -13,10 +13,10 @@ from helpers import SMALL
 from safetensors.numpy import save_file
 
 import numbert
-from numbert.checkpoint import Checkpoint
+from numbert.checkpoint.fingerprint import model_fingerprint
+from numbert.checkpoint.weights import Checkpoint
 from numbert.cli import main
-from numbert.fingerprint import model_fingerprint
-from numbert.shards import read_shards
+from numbert.engines.shards import read_shards
 from numbert.testing import random_weights
 
 TF_DIR = Path(__file__).parent / "fixtures" / "tf_bert"

@@ -11,8 +11,8 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 import numbert
-from numbert.config import BertConfig
-from numbert.heads import HeadConfig, classifier_logits, masked_lm_logits, sigmoid, softmax, span_logits
+from numbert.model.config import BertConfig
+from numbert.model.heads import HeadConfig, classifier_logits, masked_lm_logits, sigmoid, softmax, span_logits
 from numbert.testing import write_google_bert, write_random_bert
 
 FIXTURE = Path(__file__).parent / "fixtures" / "heads_expected.json"

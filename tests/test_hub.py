@@ -20,9 +20,9 @@ import pytest
 from helpers import fake_hub
 from safetensors.numpy import save
 
-from numbert.checkpoint import load_weights
-from numbert.config import BertConfig
-from numbert.hub import model_dir
+from numbert.checkpoint.hub import model_dir
+from numbert.checkpoint.weights import load_weights
+from numbert.model.config import BertConfig
 from numbert.testing import random_weights
 
 SMALL = BertConfig(
@@ -97,7 +97,7 @@ def test_hf_home_is_honoured_in_a_fresh_process(tmp_path):
     env.pop("HF_HUB_CACHE", None)
     env.pop("HUGGINGFACE_HUB_CACHE", None)
     result = subprocess.run(
-        [sys.executable, "-c", "from numbert.hub import model_dir; print(model_dir('org/name'))"],
+        [sys.executable, "-c", "from numbert.checkpoint.hub import model_dir; print(model_dir('org/name'))"],
         env=env,
         cwd=tmp_path,
         capture_output=True,
@@ -258,17 +258,19 @@ def test_a_zip_bomb_is_refused_by_the_declared_sizes_before_anything_is_written(
 
 
 def test_the_limit_and_the_free_disk_bound_the_unpacked_size(tmp_path, archives, monkeypatch):
-    import numbert.hub
+    import numbert.checkpoint.hub
 
     archive = write_zip(tmp_path / "model.zip", model_files(), zipfile.ZIP_STORED)
-    monkeypatch.setattr(numbert.hub, "UNPACK_LIMIT", 1000)
-    with pytest.raises(ValueError, match=r"more than 1000 bytes, numbert's limit \(numbert.hub.UNPACK_LIMIT\)"):
+    monkeypatch.setattr(numbert.checkpoint.hub, "UNPACK_LIMIT", 1000)
+    with pytest.raises(
+        ValueError, match=r"more than 1000 bytes, numbert's limit \(numbert.checkpoint.hub.UNPACK_LIMIT\)"
+    ):
         model_dir(archive)
     assert left_in(archives) == []
     monkeypatch.undo()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    free = numbert.hub.DISK_RESERVE + 100
-    monkeypatch.setattr(numbert.hub.shutil, "disk_usage", lambda path: SimpleNamespace(free=free))
+    free = numbert.checkpoint.hub.DISK_RESERVE + 100
+    monkeypatch.setattr(numbert.checkpoint.hub.shutil, "disk_usage", lambda path: SimpleNamespace(free=free))
     with pytest.raises(ValueError, match=r"more than 100 bytes, the space free on the disk of .*/archives, less 1024"):
         model_dir(archive)
     assert left_in(archives) == []
@@ -276,7 +278,7 @@ def test_the_limit_and_the_free_disk_bound_the_unpacked_size(tmp_path, archives,
 
 def test_a_member_holding_more_than_it_declares_is_stopped_while_written(tmp_path):
     """zipfile and tarfile themselves read no more than a member declares; the copy checks it again."""
-    from numbert.hub import _Budget, _Member, _write_members
+    from numbert.checkpoint.hub import _Budget, _Member, _write_members
 
     archive = write_zip(tmp_path / "small.zip", {"x": b""})
     liar = _Member("config.json", 10, "file", lambda: io.BytesIO(bytes(5 << 20)), read_through=False)

@@ -16,7 +16,7 @@ import pytest
 
 import numbert
 from numbert.cli import encode, main
-from numbert.shards import read_shards
+from numbert.engines.shards import read_shards
 
 
 @pytest.fixture(autouse=True)

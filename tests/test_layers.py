@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from numbert import layers
-from numbert.layers import Linear, Norm
-from numbert.scratch import Scratch, scratch_array
+from numbert.model import layers
+from numbert.model.layers import Linear, Norm
+from numbert.model.scratch import Scratch, scratch_array
 
 f32 = np.float32
 

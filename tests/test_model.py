@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import numbert
-from numbert import layers
-from numbert.packing import Packing
+from numbert.model import layers
+from numbert.model.packing import Packing
 from numbert.testing import PAIR, SENTENCES
 
 FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"
@@ -135,7 +135,7 @@ def test_output_shapes_and_dtypes(bert_base):
 
 def test_every_output_is_float32(minilm):
     """No float64 on the hot path: every array the encoder and its blocks return is float32 (the
-    numbers themselves are checked against numbert.reference in tests/test_reference.py)."""
+    numbers themselves are checked against numbert.model.reference in tests/test_reference.py)."""
     out = minilm(["a batch of two", "sentences"], output_attentions=True)
     assert out.hidden_states.dtype == out.attentions.dtype == out.pooler_output.dtype == np.float32
     encoder = minilm.encoder

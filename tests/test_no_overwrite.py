@@ -12,7 +12,7 @@ import pytest
 from test_cli import run
 
 from numbert.cli import main
-from numbert.config import BertConfig
+from numbert.model.config import BertConfig
 from numbert.testing import write_random_bert
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,14 +1,14 @@
-"""numbert.packing: the layers run on the real tokens of a batch only, and attention per group of one length
+"""numbert.model.packing: the layers run on the real tokens of a batch only, and attention per group of one length
 gives the padded batch's numbers on every real token (with an additive score bias too)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from numbert import layers, reference
-from numbert.config import BertConfig
-from numbert.model import Encoder
-from numbert.packing import Packing, attention_by_group
+from numbert.model import layers, reference
+from numbert.model.config import BertConfig
+from numbert.model.encoder import Encoder
+from numbert.model.packing import Packing, attention_by_group
 from numbert.testing import random_weights
 
 TOLERANCE = 2e-6

@@ -1,5 +1,5 @@
-"""numbert.planner, numbert.recipe and numbert.readouts: rows, padding, the two planners, the frozen recipe,
-and the server's queue of (rows, readout) that drops a request whose client has gone."""
+"""numbert.pipeline.planner, .recipe and .readouts: rows, padding, the two planners, the frozen recipe, and the
+server's queue of (rows, readout) that drops a request whose client has gone."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import threading
 import numpy as np
 import pytest
 
-from numbert import planner, readouts
-from numbert.planner import pad, row_of
+from numbert.pipeline import planner, readouts
+from numbert.pipeline.planner import pad, row_of
 from numbert.serve.batching import Batcher
 from numbert.serve.metrics import Metrics
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from numbert.recipes import POOLINGS, pool
+from numbert.model.pooling import POOLINGS, pool
 
 
 @pytest.mark.parametrize("pooling", [p for p in POOLINGS if p != "pooler"])  # pooler: a layer on [CLS], no mask

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 import numbert
-from numbert import recipes, windows
-from numbert.config import BertConfig
-from numbert.layers import Norm, layer_norm
-from numbert.model import Encoder
+from numbert.model import windows
+from numbert.model.config import BertConfig
+from numbert.model.encoder import Encoder
+from numbert.model.layers import Norm, layer_norm
+from numbert.model.pooling import cosine_matrix
 from numbert.testing import BANK as SENTENCE
 from numbert.testing import random_weights
 from numbert.tokenizer import Tokenizer
@@ -268,7 +269,7 @@ def test_similarity(model):
     u, v = model.embed([a, b])
     assert model.similarity(a, b) == pytest.approx(cos(u, v), abs=1e-6)
     assert model.similarity(a, b) > model.similarity(a, "The stock market fell sharply today.")
-    assert recipes.cosine_matrix(np.stack([u, v]), np.stack([u, v])) == pytest.approx(
+    assert cosine_matrix(np.stack([u, v]), np.stack([u, v])) == pytest.approx(
         np.array([[1, cos(u, v)], [cos(u, v), 1]]), abs=1e-6
     )
 

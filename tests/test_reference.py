@@ -1,4 +1,4 @@
-"""The contract between the two encoders: the fast one (numbert.model) equals the plain one (numbert.reference).
+"""The contract between the two encoders: the fast one (model/encoder.py) equals the plain one (model/reference.py).
 
 Small random BERTs, so every case runs in well under a second: token counts on both sides of the
 GEMM switch (layers.FEW_ROWS) and the longest inputs, with and without padding, head sizes 32 and 64,
@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from numbert import layers, reference
-from numbert.config import BertConfig
-from numbert.model import Encoder
-from numbert.packing import Packing
-from numbert.scratch import Scratch
-from numbert.tensors import LAYER_NAMES
+from numbert.model import layers, reference
+from numbert.model.config import BertConfig
+from numbert.model.encoder import Encoder
+from numbert.model.packing import Packing
+from numbert.model.scratch import Scratch
+from numbert.model.tensors import LAYER_NAMES
 from numbert.testing import random_weights
 
 TOLERANCE = 2e-6
@@ -168,7 +168,7 @@ def test_layer_norm_leaves_its_argument_alone_unless_told_to_write_over_it():
     np.testing.assert_array_equal(z, y)
 
 
-RELATIVES = {  # BERT's relatives (numbert.config.FAMILY) as the fast path runs them: each option on
+RELATIVES = {  # BERT's relatives (numbert.model.config.FAMILY) as the fast path runs them: each option on
     "roberta": dict(pad_token_id=1, type_vocab_size=1, max_position_embeddings=514),  # positions past padding
     "distilbert": dict(type_vocab_size=0),  # no token types
     "electra": dict(embedding_size=64),  # embeddings of 64, projected to 128

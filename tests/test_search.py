@@ -13,8 +13,8 @@ import pytest
 
 import numbert
 from numbert.cli import main
-from numbert.quantize import PRECISIONS, quantize
-from numbert.search import dot_score
+from numbert.pipeline.quantize import PRECISIONS, quantize
+from numbert.pipeline.search import dot_score
 
 TEXTS = [
     "A man is eating food.",

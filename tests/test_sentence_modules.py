@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import numbert
-from numbert.sentence_config import read_sentence_config
+from numbert.checkpoint.sentence_config import read_sentence_config
 
 TEXTS = [
     "Here is the sentence I want embeddings for.",

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import numbert
-from numbert.sentence_config import SentenceConfig, read_sentence_config
+from numbert.checkpoint.sentence_config import SentenceConfig, read_sentence_config
 
 SENTENCES = [
     "A man is eating food.",

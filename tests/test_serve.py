@@ -20,7 +20,7 @@ import pytest
 from helpers import ServerProcess
 
 import numbert
-from numbert.planner import next_batch
+from numbert.pipeline.planner import next_batch
 from numbert.serve.batching import Item
 
 WORDS = [

@@ -24,7 +24,7 @@ from helpers import ServerProcess
 from safetensors.numpy import load_file, save_file
 
 import numbert
-from numbert.config import BertConfig
+from numbert.model.config import BertConfig
 from numbert.testing import write_random_bert
 
 KEYS = ("sk-numbert-test-key-given-on-the-command-line", "sk-numbert-test-key-read-from-the-key-file")

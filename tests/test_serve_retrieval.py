@@ -13,7 +13,7 @@ import openai
 import pytest
 from helpers import ServerProcess
 
-from numbert.quantize import quantize
+from numbert.pipeline.quantize import quantize
 from numbert.serve.embedder import Embedder
 from numbert.serve.protocol import ApiError
 from numbert.serve.settings import Settings

@@ -9,8 +9,8 @@ import pytest
 from helpers import assert_matches_reference, fake_hub
 
 import numbert
-from numbert.checkpoint import Checkpoint, load_weights, read_sharded
-from numbert.config import BertConfig
+from numbert.checkpoint.weights import Checkpoint, load_weights, read_sharded
+from numbert.model.config import BertConfig
 
 TEXTS = ["Here is the sentence I want embeddings for.", "hello, world!"]
 
@@ -166,7 +166,7 @@ def test_bad_index_is_refused_naming_it(tmp_path, content, words):
 
 def test_hub_download_fetches_one_sharded_format_only(tmp_path, monkeypatch):
     """A repo with sharded safetensors and sharded .bin: the safetensors index and its shards, nothing else."""
-    from numbert.hub import model_dir
+    from numbert.checkpoint.hub import model_dir
 
     st_index = {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
     bin_index = {"weight_map": {"a": "pytorch_model-00001-of-00001.bin"}}

@@ -1,4 +1,4 @@
-"""numbert.shards: sharded output, atomic shards, a rerun resumes, a changed job is an error, a directory or
+"""numbert.engines.shards: sharded output, atomic shards, a rerun resumes, a changed job is an error, a directory or
 manifest that is not this job's is refused untouched, and the vectors are the unsharded job's bit for bit."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import numbert
-from numbert.shards import (
+from numbert.engines.shards import (
     TEMPORARY,
     ShardError,
     create_temporary,
@@ -347,8 +347,8 @@ def test_empty_input_gives_an_empty_finished_job(tmp_path, model):
 
 JOB_SCRIPT = """
 import sys, numbert
-from numbert.shards import write_shards
-from numbert.workers import Pool
+from numbert.engines.shards import write_shards
+from numbert.engines.workers import Pool
 model_dir, source, out, workers = sys.argv[1:]
 model = numbert.load(model_dir)
 lines = open(source, encoding="utf-8").read().splitlines()

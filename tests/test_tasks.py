@@ -11,7 +11,7 @@ import pytest
 from test_cli import one_error_line, run
 
 import numbert
-from numbert.tasks import Answer, Entity, Label, Prediction, top
+from numbert.pipeline.tasks import Answer, Entity, Label, Prediction, top
 
 CONLL = {
     i: label for i, label in enumerate(["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"])

@@ -18,15 +18,10 @@ import pytest
 from helpers import assert_matches_reference, run_with_memory_limit
 
 import numbert
-from numbert.checkpoint import (
-    Checkpoint,
-    load_weights,
-    read_checkpoint,
-    read_tf_checkpoint,
-    transformers_name,
-)
-from numbert.config import BertConfig, config_file, google_release_lowercases
-from numbert.crc32c import crc32c, masked
+from numbert.checkpoint.crc32c import crc32c, masked
+from numbert.checkpoint.tf_bundle import CheckpointError, latest_checkpoint, read_bundle, read_index
+from numbert.checkpoint.weights import Checkpoint, load_weights, read_checkpoint, read_tf_checkpoint, transformers_name
+from numbert.model.config import BertConfig, config_file, google_release_lowercases
 from numbert.testing import (
     block_handles,
     field,
@@ -37,12 +32,6 @@ from numbert.testing import (
     write_google_bert,
     write_random_bert,
     write_tensor_bundle,
-)
-from numbert.tf_bundle import (
-    CheckpointError,
-    latest_checkpoint,
-    read_bundle,
-    read_index,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -74,12 +63,14 @@ def crc32c_bytewise(data: bytes) -> int:
 @pytest.fixture(params=["numpy", "google_crc32c"], autouse=True)
 def crc_implementation(request, monkeypatch):
     """Every test runs with both CRC-32C implementations: NumPy's own and the optional google_crc32c."""
-    import numbert.crc32c
+    import numbert.checkpoint.crc32c
 
     if request.param == "numpy":
-        monkeypatch.setattr(numbert.crc32c, "_hardware_crc32c", lambda: None)
+        monkeypatch.setattr(numbert.checkpoint.crc32c, "_hardware_crc32c", lambda: None)
     else:
-        assert numbert.crc32c._hardware_crc32c() is not None, "google-crc32c (a test dependency) is not installed"
+        assert numbert.checkpoint.crc32c._hardware_crc32c() is not None, (
+            "google-crc32c (a test dependency) is not installed"
+        )
     return request.param
 
 
@@ -104,7 +95,7 @@ def test_crc32c_chunked_matches_bitwise(n):
 
 def test_crc32c_large_input_matches_crc_of_concatenation():
     """20 MB runs the 65536 side-by-side registers and the combine; check against combining two halves."""
-    from numbert.crc32c import raw_crc, shift
+    from numbert.checkpoint.crc32c import raw_crc, shift
 
     data = np.random.default_rng(0).integers(0, 256, 20_000_003, dtype=np.uint8)
     a, b = data[:123_457], data[123_457:]
@@ -500,9 +491,11 @@ def test_keys_rebuilt_past_the_file_size_are_refused_without_building_them(tmp_p
     block = b"".join(entries) + (0).to_bytes(4, "little") + (1).to_bytes(4, "little")  # one restart point, at 0
     prefix = write_index(tmp_path, [block])
     assert (tmp_path / "model.ckpt.index").stat().st_size < 600_000
-    last_line = run_with_memory_limit(f"from numbert.tf_bundle import read_index; read_index({str(prefix)!r})")
+    last_line = run_with_memory_limit(
+        f"from numbert.checkpoint.tf_bundle import read_index; read_index({str(prefix)!r})"
+    )
     assert last_line.startswith(
-        f"numbert.tf_bundle.CheckpointError: {prefix}.index is corrupt: the keys of a block of {len(block)} "
+        f"numbert.checkpoint.tf_bundle.CheckpointError: {prefix}.index is corrupt: the keys of a block of {len(block)} "
         f"bytes would total more than 64 times that, after key 'aaaa"
     ), last_line
 

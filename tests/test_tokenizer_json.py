@@ -149,7 +149,7 @@ def test_settings_come_from_the_pipeline(saved):
 
 
 def test_hub_fetches_tokenizer_json_only_without_vocab_txt(tmp_path, monkeypatch, saved):
-    from numbert.hub import model_dir
+    from numbert.checkpoint.hub import model_dir
 
     repo = {"config.json": b"{}", "tokenizer.json": (saved["uncased"] / "tokenizer.json").read_bytes()}
     requested = fake_hub(monkeypatch, repo, tmp_path)

@@ -1,4 +1,4 @@
-"""numbert.workers: worker processes give the single-process vectors bit for bit, survive a killed worker."""
+"""numbert.engines.workers: worker processes give the single-process vectors bit for bit, survive a killed worker."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from test_sentence_modules import random_bert, st  # noqa: F401 - its fixtures, 
 from threadpoolctl import threadpool_limits
 
 import numbert
-from numbert import workers
-from numbert.blas import THREAD_VARIABLES
-from numbert.planner import Row, row_of, run
-from numbert.workers import Pool, WorkerDied, describe
+from numbert.engines import workers
+from numbert.engines.workers import Pool, WorkerDied, describe
+from numbert.model.blas import THREAD_VARIABLES
+from numbert.pipeline.planner import Row, row_of, run
 
 
 def corpus(n: int) -> list[str]:
@@ -173,7 +173,7 @@ def test_embed_with_workers_runs_long_texts_as_windows_too(model, one_thread):
 def test_embed_with_workers_needs_a_loaded_model_and_a_pool(model):
     with pytest.raises(ValueError, match="workers must be a positive integer, got 0"):
         workers.embed(model, ["a"], 0)
-    with pytest.raises(TypeError, match=r"workers takes a numbert.workers.Pool"):
+    with pytest.raises(TypeError, match=r"workers takes a numbert.engines.workers.Pool"):
         model.embed(["a"], workers=2)
     in_memory = numbert.Bert(model.encoder, model.tokenizer, model.sentence_config)
     with pytest.raises(ValueError, match="workers need a model loaded by numbert.load"):
@@ -203,7 +203,7 @@ def test_embed_with_workers_keeps_the_models_prompt_and_dense_layers(tmp_path, s
 
 PARENT = """
 import sys, numbert
-from numbert.workers import Pool
+from numbert.engines.workers import Pool
 model = numbert.load(sys.argv[1])
 with Pool(sys.argv[1], workers=1) as pool:
     print(pool.workers[0].pid, flush=True)

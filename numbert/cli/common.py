@@ -81,7 +81,7 @@ def layer_list(text: str) -> list[int]:
 
 
 def add_model(p: argparse.ArgumentParser) -> None:
-    from ..hub import default_model
+    from ..checkpoint.hub import default_model
 
     p.add_argument(
         "--model",
@@ -93,7 +93,7 @@ def add_model(p: argparse.ArgumentParser) -> None:
 
 
 def add_sentence_options(p: argparse.ArgumentParser) -> None:
-    from ..recipes import COMBINES, POOLINGS, STRATEGIES
+    from ..model.pooling import COMBINES, POOLINGS, STRATEGIES
 
     which = p.add_mutually_exclusive_group()
     which.add_argument(

@@ -6,12 +6,12 @@
 
 The input is read and embedded a chunk of lines at a time (files.py), so memory stays flat on a
 file of any length, and OUT appears only when every line succeeded. Sentence vectors can be computed
-in --workers processes (numbert.workers) or on a Dask cluster (--scheduler, --dask: numbert.dask), and
-written as resumable shards (--shard-lines: numbert.shards); every way embeds the same chunks of
+in --workers processes (numbert.engines.workers) or on a Dask cluster (--scheduler, --dask: numbert.engines.dask), and
+written as resumable shards (--shard-lines: numbert.engines.shards); every way embeds the same chunks of
 CHUNK_LINES lines, so the vectors are the same bits every way. --precision quantizes the vectors of a
-.npy / .npz (numbert.quantize) as embed(texts, precision=...) does with all the lines as its texts: int8
+.npy / .npz (numbert.pipeline.quantize) as embed(texts, precision=...) does with all the lines as its texts: int8
 and uint8 are scaled by the whole file's min and max, so the float vectors wait in a temporary file.
---sparse writes SPLADE vectors (numbert.sparse), a JSON line per input line, a chunk at a time.
+--sparse writes SPLADE vectors (numbert.pipeline.sparse), a JSON line per input line, a chunk at a time.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from typing import IO, Any
 
 import numpy as np
 
-from .. import blas
-from ..npy import NpyRows
-from ..quantize import CALIBRATED, DTYPES, PRECISIONS, quantize, width
-from ..recipe import Recipe
+from ..engines.npy import NpyRows
+from ..model import blas
+from ..pipeline.quantize import CALIBRATED, DTYPES, PRECISIONS, quantize, width
+from ..pipeline.recipe import Recipe
 from .common import (
     Failure,
     add_dimensions,
@@ -182,7 +182,7 @@ def output_format_of(output: str | None, format: str | None) -> str:
 
 
 def sentence_recipe(model, args: argparse.Namespace) -> Recipe:
-    """The sentence recipe these options ask for (numbert.recipe), checked before any work is done."""
+    """The sentence recipe these options ask for (numbert.pipeline.recipe), checked before any work is done."""
     return model.recipe(
         **sentence_options(args),
         max_length=args.max_length,
@@ -213,7 +213,7 @@ def embedder(model, args: argparse.Namespace, recipe: Recipe, bar: Any = None) -
 
     if args.scheduler or args.dask:
         with dask_client(args) as client:
-            from ..dask import BatchEncoder, map_chunks
+            from ..engines.dask import BatchEncoder, map_chunks
 
             model_path = Path(args.model)
             where = model_path.resolve() if model_path.exists() else args.model
@@ -224,7 +224,7 @@ def embedder(model, args: argparse.Namespace, recipe: Recipe, bar: Any = None) -
     if not args.workers:
         yield lambda chunks: (model.embed(texts, **here) for _, texts in chunks)
         return
-    from ..workers import Pool, WorkerDied, describe
+    from ..engines.workers import Pool, WorkerDied, describe
 
     def in_workers(chunks: Iterable[Chunk]) -> Iterator[np.ndarray]:
         for lines, texts in chunks:
@@ -328,7 +328,7 @@ def spooled(vectors: Iterable[np.ndarray], f: IO[bytes], dim: int) -> tuple[Iter
 def write_features(model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace, bar: Any) -> None:
     """One JSON line per input line in the layout of google-research/bert's extract_features.py."""
     layers = args.layers or [-1, -2, -3, -4]
-    from ..recipes import layer_selection
+    from ..model.pooling import layer_selection
 
     layer_selection(layers, None, model.config.num_hidden_layers)  # a bad layer fails before any work
     index = 0
@@ -389,8 +389,8 @@ def write_sparse_vectors(
 def write_shard_directory(model, lines: Iterator[str], args: argparse.Namespace) -> None:
     """Sentence vectors as shards of --shard-lines lines plus a manifest in the directory -o; a rerun resumes,
     saying how many shards it skipped. The chunks are those of `-o vectors.npy`, so are the vectors' bits."""
-    from ..fingerprint import model_fingerprint
-    from ..shards import write_shards
+    from ..checkpoint.fingerprint import model_fingerprint
+    from ..engines.shards import write_shards
 
     recipe = sentence_recipe(model, args)
     job = {

@@ -67,7 +67,7 @@ def named_model(text: str) -> tuple[str | None, str]:
 
 def served_models(args: argparse.Namespace) -> dict[str, str]:
     """Served name -> directory or hub id, the first --model first; a Failure when two share a name."""
-    from ..hub import default_model
+    from ..checkpoint.hub import default_model
     from ..serve.settings import its_name
 
     given = [named_model(text) for text in args.model or [default_model()]]

@@ -34,13 +34,13 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .. import row_threads
-from ..planner import Row
-from ..quantize import CALIBRATED
-from ..recipe import Recipe
-from ..recipes import cosine_matrix
-from ..reranking import ranking
-from ..sparse import prune
+from ..model import row_threads
+from ..model.pooling import cosine_matrix
+from ..pipeline.planner import Row
+from ..pipeline.quantize import CALIBRATED
+from ..pipeline.recipe import Recipe
+from ..pipeline.reranking import ranking
+from ..pipeline.sparse import prune
 from . import protocol
 from .auth import OPEN_PATHS, BearerAuth
 from .batching import Batcher

@@ -1,10 +1,10 @@
 """Dynamic batching: admitted requests wait in a queue, and one model thread runs them a token budget at a time.
 
 A request queues its rows (token ids, and token type ids for a pair) with the readout that turns a
-forward into its answers (numbert.readouts: sentence vectors, classifier logits, ...). Each step takes
+forward into its answers (numbert.pipeline.readouts: sentence vectors, classifier logits, ...). Each step takes
 the oldest waiting row and, among the rows waiting for the same readout, the neighbours by length that
-make the forward cheapest per real token (numbert.planner.next_batch), within `max_batch_tokens` padded
-tokens and `max_batch_size` rows; it runs one forward (numbert.planner.forward), reads each row's answer
+make the forward cheapest per real token (numbert.pipeline.planner.next_batch), within `max_batch_tokens` padded
+tokens and `max_batch_size` rows; it runs one forward (numbert.pipeline.planner.forward), reads each row's answer
 off it and hands each request its rows' answers; a request is answered when its last row is done.
 Taking the oldest row first means no request waits behind a stream of later ones; taking its neighbours
 by length keeps the padding small. A request whose client has gone (its future cancelled) is dropped
@@ -25,15 +25,15 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from ..model import Encoder, Output
-from ..planner import Row, forward, next_batch
+from ..model.encoder import Encoder, Output
+from ..pipeline.planner import Row, forward, next_batch
 from .metrics import Metrics
 
 log = logging.getLogger("numbert.serve")
 
 
 class Readout(Protocol):
-    """What a forward's rows become for one task (numbert.readouts): one answer per row."""
+    """What a forward's rows become for one task (numbert.pipeline.readouts): one answer per row."""
 
     def __call__(self, out: Output) -> list[np.ndarray]: ...
 

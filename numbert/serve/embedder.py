@@ -1,7 +1,7 @@
-"""The model as the server runs it: its recipe (numbert.recipe), the readout of each task, and request inputs
+"""The model as the server runs it: its recipe (numbert.pipeline.recipe), the readout of each task, and request inputs
 turned into rows of token ids with the server's length checks.
 
-A cross-encoder's inputs (/rerank, /v1/rerank, /predict) are pairs, tokenized as numbert.reranking tokenizes
+A cross-encoder's inputs (/rerank, /v1/rerank, /predict) are pairs, tokenized as numbert.pipeline.reranking tokenizes
 them (`[CLS] query [SEP] document [SEP]`, type ids 1 on the document, cut by longest_first to its pair limit),
 and scored by the classifier's logits (a readout of its own, so the queue never mixes them with vectors).
 
@@ -19,11 +19,12 @@ import re
 
 import numpy as np
 
-from .. import Tokenizer, load, reranking, sparse
-from ..planner import Row, forward, row_of
-from ..readouts import SentenceVectors, SequenceLogits, SparseVectors, TokenVectors
-from ..recipe import Recipe
-from ..tasks import SCORE_FUNCTIONS, score_function
+from .. import Tokenizer, load
+from ..pipeline import reranking, sparse
+from ..pipeline.planner import Row, forward, row_of
+from ..pipeline.readouts import SentenceVectors, SequenceLogits, SparseVectors, TokenVectors
+from ..pipeline.recipe import Recipe
+from ..pipeline.tasks import SCORE_FUNCTIONS, score_function
 from ..tokenizer import Encoding
 from .protocol import ApiError
 from .settings import Settings
@@ -126,7 +127,7 @@ class Embedder:
 
     @functools.cached_property
     def sparse(self) -> SparseVectors:
-        """The readout of /embed_sparse: each row's SPLADE vector (numbert.sparse); a 400 naming the missing
+        """The readout of /embed_sparse: each row's SPLADE vector (numbert.pipeline.sparse); a 400 naming the missing
         tensors when the model has no masked-LM head (the other routes keep working)."""
         try:
             return sparse.readout(self.model)
@@ -171,7 +172,7 @@ class Embedder:
         hint: str,
         side: str | None = None,
     ) -> list[Row]:
-        """A row per input, one text or a pair, as numbert.reranking tokenizes it: cut to pair_limit tokens by
+        """A row per input, one text or a pair, as numbert.pipeline.reranking tokenizes it: cut to pair_limit tokens by
         longest_first if `truncate` (on `side`, default the tokenizer's), else a 413 naming the first input
         too long (ending with `hint`)."""
         rows = []

@@ -64,7 +64,9 @@ class EmbeddingRequest:
     truncate: bool | None = None  # None: the server's --auto-truncate
     prompt_name: str | None = None  # TEI's /embed: the model's prompt to prepend (None: the server's prompt)
     model: str | None = None  # OpenAI's: the served model asked for
-    precision: str | None = None  # Infinity's embedding_type, as numbert.quantize names it (None: the server's)
+    precision: str | None = (
+        None  # Infinity's embedding_type, as numbert.pipeline.quantize names it (None: the server's)
+    )
     truncation_side: str | None = None  # TEI's truncation_direction: "right" or "left" (None: the tokenizer's)
 
 
@@ -177,7 +179,8 @@ def openai_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
 
 def embedding_type(obj: dict) -> str | None:
     """Infinity's "embedding_type" (OpenAI's schema has no such field): float, or the vectors quantized as
-    sentence-transformers' quantize_embeddings does (numbert.quantize), by its precision name; None if absent."""
+    sentence-transformers' quantize_embeddings does (numbert.pipeline.quantize), by its precision name; None if
+    absent."""
     names = "', '".join(EMBEDDING_TYPES)
     value = field(obj, "embedding_type", (str,), None, f"one of '{names}'")
     if value is None:

@@ -219,8 +219,8 @@ class Tokenizer:
     ) -> Tokenizer:
         """The tokenizer of a model directory or hub id: vocab.txt (else a BERT tokenizer.json), with
         the options of tokenizer_config.json and special_tokens_map.json when present."""
-        from ..config import google_release_lowercases
-        from ..hub import model_dir
+        from ..checkpoint.hub import model_dir
+        from ..model.config import google_release_lowercases
 
         directory = model_dir(name_or_path, weights=False, revision=revision, cache_dir=cache_dir)
         options: dict = {}

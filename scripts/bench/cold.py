@@ -67,7 +67,7 @@ def cold_start(model_dir: Path, args) -> dict:
                 "mean",
                 COLD_TEXT,
                 "-o",
-                f"{tmp}/numbert.npy",
+                f"{tmp}/numbert.engines.npy",
             ],
             "transformers": [
                 sys.executable,

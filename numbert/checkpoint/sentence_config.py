@@ -1,0 +1,321 @@
+"""What a sentence-transformers model directory says about turning token vectors into one sentence vector.
+
+A sentence-transformers model is a BERT checkpoint plus a pipeline described in `modules.json`:
+
+    [{"path": "",           "type": "sentence_transformers.models.Transformer"},   # BERT itself
+     {"path": "1_Pooling",  "type": "sentence_transformers.models.Pooling"},       # token vectors -> one vector
+     {"path": "2_Dense",    "type": "sentence_transformers.models.Dense"},         # optional: activation(W x + b)
+     {"path": "3_Normalize","type": "sentence_transformers.models.Normalize"}]     # L2 normalisation
+
+The Pooling module's `config.json` names its modes either by flags (`pooling_mode_mean_tokens`: true, ...)
+or, since sentence-transformers 5, by one `pooling_mode` string or list; several modes are
+concatenated. `sentence_bert_config.json` holds `max_seq_length` (inputs are cut to that many
+tokens, [CLS] and [SEP] included; sentence-transformers 6 saves it as tokenizer_config.json's
+`model_max_length` instead) and `do_lower_case` (lowercase the text before tokenizing).
+The pooling always runs over the LAST layer's token vectors. A Dense module (`config.json`:
+in_features, out_features, bias, activation_function; weights `linear.weight` (out, in) and
+`linear.bias` in its own model.safetensors or pytorch_model.bin) maps the pooled vector, before
+the Normalize. `config_sentence_transformers.json` may name prompts ({"query": "query: ", ...}),
+texts prepended to the input, and a `default_prompt_name` used when the caller names none; a directory
+saved by a CrossEncoder names there the `activation_fn` its scores go through
+("torch.nn.modules.activation.Sigmoid"; numbert.pipeline.reranking reads it).
+
+A directory saved by a SparseEncoder (SPLADE) lists an MLMTransformer (or, since sentence-transformers
+5.4, a Transformer whose sentence_bert_config.json says `"transformer_task": "fill-mask"`): BERT with its
+masked-LM head, followed by a SpladePooling module (`config.json`: pooling_strategy "max" or "sum",
+activation_function "relu" or "log1p_relu"); its config_sentence_transformers.json may name
+`max_active_dims`, the weights each sparse vector keeps (numbert.pipeline.sparse reads both).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..model.layers import gelu, relu
+from .weights import Checkpoint
+
+# sentence-transformers' pooling modes, in the order it concatenates flagged modes, and numbert's names.
+POOLING_MODES = {
+    "cls": "cls",
+    "max": "max",
+    "mean": "mean",
+    "mean_sqrt_len_tokens": "mean_sqrt_len",
+    "weightedmean": "weighted_mean",
+    "lasttoken": "sep",
+}
+POOLING_FLAGS = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+
+
+# torch activations a Dense module names (activation_function: "torch.nn.modules.activation.Tanh"), in NumPy.
+DENSE_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "Identity": lambda x: x,
+    "Tanh": np.tanh,
+    "ReLU": relu,
+    "GELU": gelu,
+    "Sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+}
+
+
+@dataclass(frozen=True, eq=False)
+class Dense:
+    """A sentence-transformers Dense module: activation(x W^T + b). (..., in) -> (..., out)"""
+
+    weight: np.ndarray  # (out, in)
+    bias: np.ndarray | None  # (out,)
+    activation: str  # a key of DENSE_ACTIVATIONS
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        y = x @ self.weight.T
+        if self.bias is not None:
+            y += self.bias
+        return DENSE_ACTIVATIONS[self.activation](y).astype(np.float32, copy=False)
+
+
+SPLADE_STRATEGIES = ("max", "sum")  # SpladePooling's pooling_strategy over the tokens
+SPLADE_ACTIVATIONS = ("relu", "log1p_relu")  # its activation_function, before the log(1 + x)
+
+
+@dataclass(frozen=True)
+class SpladePooling:
+    """A SparseEncoder's SpladePooling: per token log(1 + activation(MLM logits)), pooled over the tokens."""
+
+    strategy: str = "max"  # one of SPLADE_STRATEGIES
+    activation: str = "relu"  # one of SPLADE_ACTIVATIONS
+
+
+@dataclass(frozen=True)
+class SentenceConfig:
+    """The sentence-transformers recipe of a model directory, in numbert's terms."""
+
+    pooling: tuple[str, ...] = ("mean",)  # numbert pooling names, concatenated in this order
+    normalize: bool = False  # a Normalize module follows the pooling
+    max_seq_length: int | None = None  # tokens per input, [CLS] and [SEP] included
+    do_lower_case: bool = False  # lowercase texts before tokenizing
+    unsupported: tuple[str, ...] = ()  # modules numbert does not run (LayerNorm, ...), as "path (Type)"
+    dense: tuple[Dense, ...] = field(default=(), compare=False)  # applied in order to the pooled vector
+    prompts: Mapping[str, str] = field(default_factory=dict)  # prompt name -> text prepended to the input
+    default_prompt_name: str | None = None
+    activation_fn: str | None = None  # a CrossEncoder's score activation, as a dotted torch path
+    splade: SpladePooling | None = None  # a SparseEncoder's SpladePooling: the model's vectors are sparse
+    max_active_dims: int | None = None  # a SparseEncoder's weights kept per vector (None: all)
+
+    def prompt(self, prompt: str | None, prompt_name: str | None) -> str:
+        """The text to prepend: `prompt` itself, else the named prompt, else the default prompt, else none."""
+        if prompt is not None:
+            if prompt_name is not None:
+                raise ValueError("pass prompt= or prompt_name=, not both")
+            return prompt
+        name = self.default_prompt_name if prompt_name is None else prompt_name
+        if name is None:
+            return ""
+        if name not in self.prompts:
+            known = ", ".join(repr(n) for n in self.prompts) or "none"
+            raise ValueError(f"unknown prompt_name {name!r}; this model's prompts: {known}")
+        return self.prompts[name]
+
+
+def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
+    """The SentenceConfig of a sentence-transformers directory, or None for a plain BERT directory."""
+    directory = Path(directory)
+    modules = sentence_modules(directory)
+    if modules is None:
+        return None
+    pooling: tuple[str, ...] = ("mean",)
+    normalize, unsupported, dense, splade = False, [], [], None
+    for path, kind in modules:
+        if kind == "Pooling":
+            pooling_file = directory / path / "config.json"
+            pooling = _pooling_modes(pooling_file)
+            if not _flag(_read_json_if_any(pooling_file), pooling_file, "include_prompt", True):
+                unsupported.append(f"{path} (Pooling with include_prompt=false)")
+        elif kind == "Normalize":
+            normalize = True
+        elif kind == "Dense" and not normalize:
+            dense.append(_dense(directory / path))
+        elif kind == "SpladePooling":
+            splade = _splade_pooling(directory / path / "config.json")
+        elif kind not in ("Transformer", "MLMTransformer"):
+            unsupported.append(f"{path or '.'} ({kind or 'unknown type'})")
+    settings_file = directory / "sentence_bert_config.json"
+    settings = _read_object(settings_file) if settings_file.is_file() else {}
+    max_seq_length = _max_seq_length(directory, settings, settings_file)
+    prompting = _read_json_if_any(directory / "config_sentence_transformers.json")
+    prompts, default_prompt_name = prompting.get("prompts") or {}, prompting.get("default_prompt_name")
+    if not (isinstance(prompts, dict) and all(isinstance(v, str) for v in prompts.values())):
+        raise ValueError(f"{directory / 'config_sentence_transformers.json'}: prompts must map names to texts")
+    if default_prompt_name is not None and default_prompt_name not in prompts:
+        raise ValueError(
+            f"{directory / 'config_sentence_transformers.json'}: default_prompt_name "
+            f"{default_prompt_name!r} is not one of its prompts"
+        )
+    max_active_dims = prompting.get("max_active_dims")
+    if max_active_dims is not None and (
+        isinstance(max_active_dims, bool) or not isinstance(max_active_dims, int) or max_active_dims < 1
+    ):
+        raise ValueError(
+            f"{directory / 'config_sentence_transformers.json'}: max_active_dims must be a positive integer, "
+            f"got {max_active_dims!r}"
+        )
+    return SentenceConfig(
+        pooling,
+        normalize,
+        max_seq_length,
+        _flag(settings, settings_file, "do_lower_case", False),
+        tuple(unsupported),
+        tuple(dense),
+        prompts,
+        default_prompt_name,
+        _dotted_path(prompting.get("activation_fn"), directory / "config_sentence_transformers.json"),
+        splade,
+        max_active_dims,
+    )
+
+
+def _splade_pooling(config_file: Path) -> SpladePooling:
+    """A SpladePooling module's settings; a setting numbert does not run is refused, naming it."""
+    config = _read_json_if_any(config_file)
+    strategy, activation = config.get("pooling_strategy", "max"), config.get("activation_function", "relu")
+    if strategy not in SPLADE_STRATEGIES:
+        raise ValueError(
+            f"{config_file}: unsupported pooling_strategy {strategy!r}; numbert runs {', '.join(SPLADE_STRATEGIES)}"
+        )
+    if activation not in SPLADE_ACTIVATIONS:
+        raise ValueError(
+            f"{config_file}: unsupported activation_function {activation!r}; "
+            f"numbert runs {', '.join(SPLADE_ACTIVATIONS)}"
+        )
+    return SpladePooling(strategy, activation)
+
+
+def _max_seq_length(directory: Path, settings: dict, settings_file: Path) -> int | None:
+    """Tokens per input as sentence-transformers 6 decides them for its Transformer module: the
+    `model_max_length` of the tokenizer arguments in sentence_bert_config.json (`processor_kwargs`, formerly
+    `tokenizer_args`), else its `max_seq_length`, else tokenizer_config.json's `model_max_length` (where
+    sentence-transformers 6 saves max_seq_length); None when none is set. (It caps the last at the model's
+    positions, as the recipe caps them all.)"""
+    candidates = [
+        (f"{settings_file}: {field}.model_max_length", settings[field].get("model_max_length"))
+        for field in ("processor_kwargs", "tokenizer_args")
+        if isinstance(settings.get(field), dict)
+    ]
+    candidates.append((f"{settings_file}: max_seq_length", settings.get("max_seq_length")))
+    tokenizer_file = directory / "tokenizer_config.json"
+    candidates.append(
+        (f"{tokenizer_file}: model_max_length", _read_json_if_any(tokenizer_file).get("model_max_length"))
+    )
+    for name, value in candidates:
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+                raise ValueError(f"{name} must be an integer >= 2, got {value!r}")
+            return value
+    return None
+
+
+def _dotted_path(value, source: Path) -> str | None:
+    """An activation_fn as written (a dotted path such as "torch.nn.modules.activation.Sigmoid"), or None."""
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{source}: activation_fn must be a dotted path such as torch.nn.Sigmoid, got {value!r}")
+    return value
+
+
+def sentence_modules(directory: str | Path) -> list[tuple[str, str]] | None:
+    """(path, type) of each module modules.json lists, the type's last part ("Pooling", "Dense", ...);
+    None for a plain BERT directory (no modules.json)."""
+    modules_file = Path(directory) / "modules.json"
+    if not modules_file.is_file():
+        return None
+    modules = _read_json(modules_file)
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise ValueError(f"{modules_file}: expected a list of modules, each an object with 'path' and 'type'")
+    listed = []
+    for module in modules:
+        path = module.get("path", "")
+        if not isinstance(path, str):
+            raise ValueError(f"{modules_file}: a module's 'path' must be a string, got {path!r}")
+        listed.append((path, str(module.get("type", "")).rsplit(".", 1)[-1]))
+    return listed
+
+
+def _dense(directory: Path) -> Dense:
+    """A Dense module's layer: its config.json and its weights (linear.weight (out, in), linear.bias)."""
+    config = _read_object(directory / "config.json")
+    activation = str(config.get("activation_function", "torch.nn.modules.activation.Tanh")).rsplit(".", 1)[-1]
+    if activation not in DENSE_ACTIVATIONS:
+        raise ValueError(
+            f"{directory / 'config.json'}: unsupported activation_function "
+            f"{config.get('activation_function')!r}; numbert runs {', '.join(DENSE_ACTIVATIONS)}"
+        )
+    checkpoint = Checkpoint.find(directory)
+    weights, source = checkpoint.read(), checkpoint.path
+    shape = (config.get("out_features"), config.get("in_features"))
+    weight, bias = weights.get("linear.weight"), weights.get("linear.bias")
+    if weight is None or weight.shape != shape:
+        raise ValueError(
+            f"{source}: expected tensor 'linear.weight' of shape {shape}, "
+            f"found {None if weight is None else weight.shape}"
+        )
+    has_bias = _flag(config, directory / "config.json", "bias", True)
+    if has_bias and (bias is None or bias.shape != shape[:1]):
+        raise ValueError(f"{source}: expected tensor 'linear.bias' of shape {shape[:1]}")
+    as_float32 = lambda w: np.asarray(w, dtype=np.float32)
+    return Dense(as_float32(weight), as_float32(bias) if has_bias else None, activation)
+
+
+def _read_json_if_any(path: Path) -> dict:
+    """A JSON object file's contents, {} when there is no such file."""
+    return _read_object(path) if path.is_file() else {}
+
+
+def _pooling_modes(config_file: Path) -> tuple[str, ...]:
+    """The Pooling module's modes as numbert pooling names; sentence-transformers' default is mean."""
+    if not config_file.is_file():
+        return ("mean",)
+    config = _read_object(config_file)
+    modes = config.get("pooling_mode")
+    if modes is None:
+        modes = [mode for flag, mode in POOLING_FLAGS.items() if _flag(config, config_file, flag, False)] or ["mean"]
+    modes = [modes] if isinstance(modes, str) else modes
+    if not (isinstance(modes, list) and all(isinstance(m, str) for m in modes)):
+        raise ValueError(f"{config_file}: pooling_mode must be a string or a list of strings, got {modes!r}")
+    unknown = [m for m in modes if m not in POOLING_MODES]
+    if unknown:
+        raise ValueError(
+            f"{config_file}: unknown pooling mode {unknown[0]!r}; sentence-transformers defines "
+            f"{', '.join(POOLING_MODES)}"
+        )
+    return tuple(POOLING_MODES[m] for m in modes)
+
+
+def _flag(config: dict, path: Path, field: str, default: bool) -> bool:
+    """A true/false field of a module's JSON file (`default` when absent); anything else names the file and field."""
+    value = config.get(field, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"{path}: {field} must be true or false, got {value!r}")
+    return value
+
+
+def _read_object(path: Path) -> dict:
+    """A JSON file that must hold an object."""
+    value = _read_json(path)
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: expected a JSON object, got a {type(value).__name__}")
+    return value
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: cannot read it as JSON ({e})") from None

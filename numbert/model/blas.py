@@ -1,0 +1,82 @@
+"""BLAS and row threads: the settings numbert's own processes start with, and `threads(n)` for a user's process.
+
+OpenBLAS reads its environment once, when NumPy loads it. numbert's own processes (the `numbert`
+command, the server it runs, the worker processes it starts) set it before NumPy loads: idle BLAS
+threads go to sleep at once instead of spinning (OPENBLAS_THREAD_TIMEOUT, unless the environment sets
+it), and a worker gets its thread count. The thread count is never chosen by the machine's load: on
+some BLAS kernels one thread and two sum in another order, and a command's vectors must not change
+their last bits with what else runs; on a loaded machine set OPENBLAS_NUM_THREADS=1 (the README's
+Threads section and docs/performance.md have the figures). numbert's processes also share the element-wise
+phases among as many row threads (numbert.model.row_threads) as they have BLAS threads, which pays only while idle
+BLAS threads sleep. In a user's Python process numbert sets nothing unless asked: `numbert.threads(n)` limits
+the BLAS threads through threadpoolctl (`pip install 'numbert[threads]'`); `numbert.model.row_threads.use(n)`
+shares the element-wise work (with OPENBLAS_THREAD_TIMEOUT=4 set before NumPy loads). This module imports no
+third-party module, so it can run before NumPy loads.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from . import row_threads
+
+THREAD_VARIABLES = (  # a thread count for every BLAS (and OpenMP) NumPy may be built on
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+THREAD_TIMEOUT = "4"  # idle OpenBLAS threads sleep after 2^4 cycles (OpenBLAS's least; its default 2^28 is ~0.1 s)
+
+
+def process_environment(environ: Mapping[str, str], threads: int | None = None) -> dict[str, str]:
+    """`environ` with numbert's BLAS settings for a process of its own: OPENBLAS_THREAD_TIMEOUT unless
+    `environ` has one, and `threads` in every thread variable if given (else BLAS's default, one per core)."""
+    env = dict(environ)
+    env.setdefault("OPENBLAS_THREAD_TIMEOUT", THREAD_TIMEOUT)
+    if threads is not None:
+        env.update({name: str(threads) for name in THREAD_VARIABLES})
+    return env
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def configure_own_process(threads: int | None = None) -> None:
+    """Put `process_environment` into os.environ and use as many row threads as BLAS threads when idle BLAS
+    threads sleep (a timeout of at most numbert's; spinning ones leave the row threads no core, measured):
+    called first thing by numbert's own processes, before NumPy loads (later it changes only the processes
+    this one starts)."""
+    os.environ.update(process_environment(os.environ, threads))
+    timeout = os.environ["OPENBLAS_THREAD_TIMEOUT"].strip()
+    sleeping = timeout.isdigit() and int(timeout) <= int(THREAD_TIMEOUT)
+    row_threads.use(process_threads(os.environ) if sleeping else 1)
+
+
+def process_threads(environ: Mapping[str, str]) -> int:
+    """The BLAS threads a process of `environ` runs: the first thread variable holding a positive integer (as
+    OpenBLAS reads OPENBLAS_NUM_THREADS before OMP_NUM_THREADS), else one per core."""
+    for name in THREAD_VARIABLES:
+        value = environ.get(name, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return cores()
+
+
+def threads(n: int) -> Any:
+    """Limit the BLAS threads of this process to `n` (one per Python thread that runs a model is the rule),
+    through threadpoolctl. Returns threadpoolctl's limiter: `with numbert.threads(1): ...` restores the
+    previous limits at the end of the block; a plain call keeps them until changed."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"threads must be an integer >= 1, got {n!r}")
+    try:
+        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+    except ImportError:
+        raise ImportError("numbert.threads needs threadpoolctl: pip install 'numbert[threads]'") from None
+    return threadpool_limits(limits=n, user_api="blas")

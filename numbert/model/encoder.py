@@ -1,0 +1,309 @@
+"""The BERT encoder: embeddings, a stack of attention + feed-forward layers, and the pooler.
+
+Section 3 of the BERT paper (Devlin et al., 2018) over the fast blocks of numbert/model/layers.py:
+`embeddings` sums the token, position and segment embeddings; each `encoder_layer` is multi-head
+self-attention followed by a position-wise feed-forward network, both wrapped in a residual
+connection and LayerNorm; `pool` is the dense + tanh over [CLS] used for sentence-level tasks.
+numbert/model/reference.py is the same pass written plainly; tests/test_reference.py proves the two equal.
+BERT's relatives (numbert.model.config.FAMILY) run this same encoder with the options their config sets: positions
+past the padding index, no token types, a projected embedding, a relative-position bias on the attention
+scores (docs/family.md).
+Token ids in, an `Output` out: text is numbert/pipeline/bert.py's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from .config import BertConfig
+from .layers import (
+    ACTIVATIONS,
+    Linear,
+    Norm,
+    feed_forward,
+    layer_norm,
+    linear,
+    positions_past_padding,
+    relative_position_buckets,
+)
+from .packing import Packing, attention_by_group
+from .pooling import Layers, Word, sentence_vectors, token_vectors, word_vectors
+from .scratch import Scratch, scratch_array
+from .tensors import EMBEDDING_NAMES, LAYER_NAMES, POOLER_NAME, PROJECTION_NAME, RELATIVE_ATTENTION_NAME
+
+
+class EncoderLayer(NamedTuple):
+    """The weights of one transformer layer (their checkpoint names: tensors.LAYER_NAMES)."""
+
+    query: Linear
+    key: Linear
+    value: Linear
+    attention_output: Linear  # W_O, after the heads are concatenated
+    attention_norm: Norm
+    up: Linear  # the feed-forward network: hidden -> intermediate,
+    down: Linear  # and back: intermediate -> hidden
+    feed_forward_norm: Norm
+
+
+@dataclass
+class Output:
+    """Everything one forward pass computes. Arrays are float32; `[batch]` is absent for one input.
+
+    hidden_states: (layers + 1, [batch,] seq, hidden); index 0 is the embedding layer's output,
+        index i the output of layer i, as transformers' `hidden_states` (zeros at right padding).
+    pooler_output: ([batch,] hidden), tanh(W h_[CLS] + b) over the last layer, or None if the
+        checkpoint has no pooler (one saved from BertForMaskedLM, say).
+    attentions: (layers, [batch,] heads, seq, seq), the softmax probabilities (zeros where the query or
+        key is right padding), or None.
+    """
+
+    input_ids: np.ndarray
+    token_type_ids: np.ndarray
+    attention_mask: np.ndarray
+    hidden_states: np.ndarray
+    pooler_output: np.ndarray | None
+    attentions: np.ndarray | None = None
+    tokens: list | None = None  # list[str], or one list per batch row (padding shows as [PAD])
+    encodings: list | None = None  # the tokenizer's Encoding per input (offsets, word ids)
+
+    @property
+    def batched(self) -> bool:
+        """True if the arrays have a batch axis (the model ran a list of inputs), False for one input."""
+        return self.input_ids.ndim == 2
+
+    @property
+    def last_hidden_state(self) -> np.ndarray:
+        """([batch,] seq, hidden)"""
+        return self.hidden_states[-1]
+
+    # --- recipes: thin wrappers over numbert.model.pooling, where each recipe is defined ------------------
+
+    def token_vectors(self, layers: Layers = "sum_last_four", combine: str | None = None) -> np.ndarray:
+        """One vector per token. ([batch,] seq, dim); padding positions are zero.
+
+        `layers` is a strategy ("embeddings", "last", "second_to_last", "sum_last_four",
+        "concat_last_four", "sum_all"), a layer index, or a list of indices combined by
+        `combine` ("sum", "mean" or "concat").
+        """
+        return token_vectors(self.hidden_states, layers, combine, self.attention_mask)
+
+    def word_vectors(
+        self, layers: Layers = "sum_last_four", combine: str | None = None, merge: str = "mean"
+    ) -> list[Word] | list[list[Word]]:
+        """The token vectors merged back into words ("mean", "sum", "first" or "last" of the pieces).
+
+        One list of `Word(text, span, vector, tokens, segment)` per input, [CLS]/[SEP]/padding left out.
+        The output does not keep the input text, so `Word.text` is spelled from the pieces (lowercase for
+        an uncased model); `Bert.word_vectors(text)` cuts it from the text instead.
+        """
+        if self.encodings is None:
+            raise ValueError("word vectors need the tokenizer's word ids: call the model on text, not on ids")
+        vectors = self.token_vectors(layers, combine)
+        if not self.batched:
+            return word_vectors(vectors, self.encodings[0], merge=merge)
+        return [word_vectors(v, e, merge=merge) for v, e in zip(vectors, self.encodings)]
+
+    def sentence_vector(
+        self, pooling: str | Sequence[str] = "mean", layers: Layers = -2, combine: str | None = None
+    ) -> np.ndarray:
+        """One vector per input: `pooling` ("mean", "max", "mean_max", "cls", "sep", "pooler",
+        "mean_sqrt_len", "weighted_mean") of the token vectors of `layers`; padding never counts.
+        The default, the mean of the second-to-last layer, is bert-as-service's. ([batch,] dim)
+        """
+        hidden, mask, pooled = self.hidden_states, self.attention_mask, self.pooler_output
+        if not self.batched:  # one input: add the batch axis and take it away again
+            hidden, mask, pooled = hidden[:, None], mask[None], None if pooled is None else pooled[None]
+        vectors = sentence_vectors(hidden, mask, pooling, layers, combine, pooled)
+        return vectors if self.batched else vectors[0]
+
+
+class Encoder:
+    """BERT's encoder: token ids in, hidden states out, on a config and the checkpoint's tensors by name."""
+
+    def __init__(self, config: BertConfig, weights: dict[str, np.ndarray]):
+        self.config = config
+        self.weights = weights  # the checkpoint's tensors, by bare BertModel name
+        table = lambda name: weights[name + ".weight"]
+        pair = lambda kind, name: kind(weights[name + ".weight"], weights[name + ".bias"])
+        self.word_embeddings = table(EMBEDDING_NAMES["word"])  # (vocab, hidden)
+        self.position_embeddings = table(EMBEDDING_NAMES["position"])  # (max_positions, hidden)
+        # (type_vocab, hidden); None for DistilBERT and MPNet, which have no token types
+        self.token_type_embeddings = table(EMBEDDING_NAMES["segment"]) if config.type_vocab_size else None
+        self.embedding_norm = pair(Norm, EMBEDDING_NAMES["norm"])
+        # ELECTRA: (hidden, embedding_size), the embeddings projected up to hidden_size; None where they are that wide
+        self.embedding_projection = pair(Linear, PROJECTION_NAME) if PROJECTION_NAME + ".weight" in weights else None
+        # MPNet: (buckets, heads), a learned bias per relative distance bucket and head; None for the others
+        self.relative_attention_bias = table(RELATIVE_ATTENTION_NAME) if config.relative.relative_attention else None
+        self.layers = [
+            EncoderLayer(
+                **{
+                    field: pair(Norm if field.endswith("norm") else Linear, f"encoder.layer.{i}.{name}")
+                    for field, name in LAYER_NAMES.items()
+                }
+            )
+            for i in range(config.num_hidden_layers)
+        ]
+        self.pooler = pair(Linear, POOLER_NAME) if POOLER_NAME + ".weight" in weights else None
+        self.activation = ACTIVATIONS[config.hidden_act]
+
+    def embeddings(
+        self, input_ids: np.ndarray, token_type_ids: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Token + position + segment embeddings, then LayerNorm, into `out` if given.
+        (batch, seq) -> (batch, seq, hidden). Reference: `reference.embeddings`.
+
+        The relatives: positions past the padding index (RoBERTa, XLM-R, MPNet), no segments (DistilBERT,
+        MPNet), and the normalised embeddings projected to hidden (ELECTRA, when embedding_size is smaller)."""
+        c, seq = self.config, input_ids.shape[1]
+        x = self.word_embeddings[input_ids]
+        if c.relative.positions_past_padding:
+            x += self.position_embeddings[positions_past_padding(input_ids, c.pad_token_id)]
+        else:
+            x += self.position_embeddings[:seq]
+        if self.token_type_embeddings is not None:
+            x += self.token_type_embeddings[token_type_ids]
+        if self.embedding_projection is None:
+            return layer_norm(x, self.embedding_norm, c.layer_norm_eps, out=x if out is None else out)
+        return linear(layer_norm(x, self.embedding_norm, c.layer_norm_eps, out=x), self.embedding_projection, out)
+
+    def position_bias(self, seq: int) -> np.ndarray | None:
+        """MPNet's relative position bias, the same for every layer and row: each head's learned value for the
+        bucket of each key's distance from the query. (heads, seq, seq); None for the others.
+        Reference: `reference.position_bias`."""
+        if self.relative_attention_bias is None:
+            return None
+        buckets = relative_position_buckets(seq)  # (seq, seq); transformers always uses 32 buckets here
+        return np.ascontiguousarray(self.relative_attention_bias[buckets].transpose(2, 0, 1))
+
+    def encoder_layer(
+        self,
+        x: np.ndarray,
+        packing: Packing,
+        layer: EncoderLayer,
+        output_probs: bool = False,
+        *,
+        out: np.ndarray | None = None,
+        probs_out: np.ndarray | None = None,
+        score_bias: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """One transformer layer on a batch's real tokens, packed (numbert/model/packing.py):
+        x: (tokens, hidden) -> (tokens, hidden), and the attention probabilities (batch, heads, seq, seq)
+        if output_probs, else None; written into `out` and `probs_out` (zeros) if given, else new arrays.
+        score_bias: (heads, seq, seq) added to the attention scores (MPNet's
+        `position_bias`), or None. Reference: `reference.encoder_layer`, on the padded batch."""
+        eps, heads = self.config.layer_norm_eps, self.config.num_attention_heads
+        tokens, hidden = x.shape
+        # Multi-head self-attention, then Add & Norm: the products on every token, attention per group.
+        q, k, v = (linear(x, p, scratch_array(tokens, hidden)) for p in (layer.query, layer.key, layer.value))
+        context = scratch_array(tokens, hidden)
+        probs = attention_by_group(q, k, v, packing, heads, score_bias, output_probs, out=context, probs_out=probs_out)
+        h = linear(context, layer.attention_output, scratch_array(tokens, hidden))
+        h += x
+        layer_norm(h, layer.attention_norm, eps, out=h)
+        # Position-wise feed-forward network, then Add & Norm.
+        f = feed_forward(h, layer.up, layer.down, self.activation, scratch_array(tokens, hidden))
+        f += h
+        return layer_norm(f, layer.feed_forward_norm, eps, out=out), probs
+
+    def pooler_output(self, last_hidden_state: np.ndarray) -> np.ndarray | None:
+        """The pooler: tanh(W h_[CLS] + b). ([batch,] seq, hidden) -> ([batch,] hidden); None without a pooler."""
+        return None if self.pooler is None else np.tanh(linear(last_hidden_state[..., 0, :], self.pooler))
+
+    def forward(
+        self, input_ids, token_type_ids=None, attention_mask=None, *, output_attentions: bool = False
+    ) -> Output:
+        """Run the encoder on token ids of shape (seq,) or (batch, seq).
+
+        token_type_ids default to 0 (one segment), attention_mask to 1 (no padding).
+        The padding of a right-padded batch holds zeros in hidden_states and attentions.
+        Reference: `reference.forward`; faster by running the layers on the real tokens only (Packing),
+        by writing into hidden_states and attentions, and by reusing each layer's temporaries (Scratch).
+        """
+        ids, types, mask, single = self._check_inputs(input_ids, token_type_ids, attention_mask)
+        c = self.config
+        batch, seq = ids.shape
+        hidden_states = np.zeros((c.num_hidden_layers + 1, batch, seq, c.hidden_size), np.float32)
+        attentions = (
+            np.zeros((c.num_hidden_layers, batch, c.num_attention_heads, seq, seq), np.float32)
+            if output_attentions
+            else None
+        )
+        packing = Packing(mask)  # the layers run on the real tokens only
+        score_bias = self.position_bias(seq)  # MPNet's, computed once for every layer; None for the others
+        self.embeddings(ids, types, out=hidden_states[0])
+        x = packing.pack(hidden_states[0])  # (tokens, hidden)
+        hidden_states[0][mask == 0] = 0  # padding holds zeros in every layer
+        scratch = Scratch()  # each layer's temporaries, reused by the next
+        for i, layer in enumerate(self.layers):
+            with scratch:  # without padding each layer writes straight into hidden_states
+                x, _ = self.encoder_layer(
+                    x,
+                    packing,
+                    layer,
+                    output_attentions,
+                    out=packing.pack(hidden_states[i + 1]) if packing.whole else None,
+                    probs_out=None if attentions is None else attentions[i],
+                    score_bias=score_bias,
+                )
+                packing.unpack(x, out=hidden_states[i + 1])
+        if single:
+            hidden_states = hidden_states[:, 0]
+            attentions = None if attentions is None else attentions[:, 0]
+            ids, types, mask = ids[0], types[0], mask[0]
+        return Output(ids, types, mask, hidden_states, self.pooler_output(hidden_states[-1]), attentions)
+
+    def empty_output(self, output_attentions: bool = False) -> Output:
+        """The Output of a batch of no inputs: arrays with a batch (and seq) of 0."""
+        c = self.config
+        ids = np.zeros((0, 0), np.int64)
+        return Output(
+            ids,
+            ids.copy(),
+            ids.copy(),
+            np.zeros((c.num_hidden_layers + 1, 0, 0, c.hidden_size), np.float32),
+            None if self.pooler is None else np.zeros((0, c.hidden_size), np.float32),
+            np.zeros((c.num_hidden_layers, 0, c.num_attention_heads, 0, 0), np.float32) if output_attentions else None,
+            tokens=[],
+            encodings=[],
+        )
+
+    def _check_inputs(self, input_ids, token_type_ids, attention_mask):
+        """Validate the id arrays at the public boundary; return them as (batch, seq) int64 arrays."""
+        c = self.config
+        ids = _int_array("input_ids", input_ids)
+        single = ids.ndim == 1
+        ids = ids.reshape(1, -1) if single else ids
+        types = np.zeros_like(ids) if token_type_ids is None else _int_array("token_type_ids", token_type_ids)
+        mask = np.ones_like(ids) if attention_mask is None else _int_array("attention_mask", attention_mask)
+        types, mask = (a.reshape(1, -1) if single else a for a in (types, mask))
+        for name, a in (("token_type_ids", types), ("attention_mask", mask)):
+            if a.shape != ids.shape:
+                raise ValueError(f"{name} has shape {a.shape}, input_ids has shape {ids.shape}; they must match")
+        if ids.shape[1] == 0 or ids.shape[0] == 0:
+            raise ValueError(f"input_ids is empty (shape {ids.shape})")
+        if ids.shape[1] > c.max_tokens:
+            raise ValueError(
+                f"the input is {ids.shape[1]} tokens long; this model has "
+                f"{c.max_tokens} positions (truncate it or use long='window')"
+            )
+        checked = [("input_ids", ids, c.vocab_size)]
+        if self.token_type_embeddings is not None:  # a model without segments (DistilBERT, MPNet) ignores them
+            checked.append(("token_type_ids", types, c.type_vocab_size))
+        for name, a, limit in checked:
+            if a.min() < 0 or a.max() >= limit:
+                raise ValueError(f"{name} must lie in [0, {limit}); found values {a.min()}..{a.max()}")
+        return ids, types, mask, single
+
+
+def _int_array(name: str, a) -> np.ndarray:
+    """An integer array of 1 or 2 dimensions, or a TypeError / ValueError naming `name`."""
+    arr = np.asarray(a)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
+        raise TypeError(f"{name} must be an array of integers, got dtype {arr.dtype}")
+    if arr.ndim not in (1, 2):
+        raise ValueError(f"{name} must have shape (seq,) or (batch, seq), got {arr.shape}")
+    return arr.astype(np.int64, copy=False)

@@ -1,0 +1,129 @@
+"""Packing: the real tokens of a padded batch in one (tokens, hidden) array, so no layer works on padding.
+
+A batch of sentences of different lengths is right-padded to its longest (numbert.pipeline.planner), but only
+attention mixes tokens: the QKV, output, up and down products, LayerNorm, GELU and the bias adds treat
+each token on its own. So the encoder runs them on the real tokens alone, packed row after row into one
+(tokens, hidden) array, and runs attention per group of sequences of one length, each group a
+contiguous (rows, length, hidden) block of the packed array with no padding and no mask:
+
+    packing = Packing(attention_mask)           # (batch, seq) of 1/0, right-padded
+    x = packing.pack(padded)                    # (batch, seq, hidden) -> (tokens, hidden)
+    packing.unpack(x, out=padded)               # and back, padding left as it was in `out`
+    context = attention_by_group(q, k, v, packing, heads, out=...)
+
+The rows are packed shortest first, so each length's rows lie together. A mask that is not right-padded
+(padding on the left or in the middle) packs every position as one group with the mask as a bias, the
+padded computation as before. Reference: `reference.forward` runs on the padded batch; they agree on
+the real tokens (tests/test_reference.py).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .layers import attention, attention_mask_bias, heads_layout, split_heads
+
+
+class Group(NamedTuple):
+    """Sequences attended together: `rows` of the batch, each `length` tokens, packed one after the other
+    from `start`; mask_bias (rows, 1, 1, length) where they hold padding, else None."""
+
+    rows: np.ndarray  # (n,) batch row indices
+    length: int
+    start: int
+    mask_bias: np.ndarray | None
+
+    @property
+    def tokens(self) -> slice:
+        """The group's place in the packed (tokens, ...) arrays: n * length tokens."""
+        return slice(self.start, self.start + len(self.rows) * self.length)
+
+
+class Packing:
+    """Where each real token of a (batch, seq) attention mask goes in the packed (tokens, ...) arrays."""
+
+    def __init__(self, attention_mask: np.ndarray):
+        batch, seq = attention_mask.shape
+        self.shape = (batch, seq)
+        lengths = attention_mask.astype(bool).sum(axis=1)
+        positions = np.arange(seq)
+        if np.array_equal(attention_mask != 0, positions < lengths[:, None]):  # right-padded: pack the real tokens
+            order = np.argsort(lengths, kind="stable")
+            kept = positions < lengths[order, None]  # (batch, seq), in packing order
+            self.index = (order[:, None] * seq + positions)[kept]  # (tokens,) flat (batch * seq) positions
+            ends = np.cumsum(lengths[order]) - lengths[order]  # each packed row's start
+            self.groups = [
+                Group(order[lengths[order] == n], int(n), int(ends[lengths[order] == n][0]), None)
+                for n in np.unique(lengths)
+                if n > 0
+            ]
+        else:  # padding elsewhere: every position, in one group, masked as the padded batch is
+            self.index = np.arange(batch * seq)
+            self.groups = [Group(np.arange(batch), seq, 0, attention_mask_bias(attention_mask))]
+        self.real_tokens = int(lengths.sum())
+
+    @property
+    def tokens(self) -> int:
+        """How many tokens the packed arrays hold."""
+        return len(self.index)
+
+    @property
+    def padding_ratio(self) -> float:
+        """Tokens computed per real token in the dense layers: 1.0 when packed, batch * seq / real if not."""
+        return self.tokens / max(1, self.real_tokens)
+
+    @property
+    def whole(self) -> bool:
+        """True if the packed array is the padded batch in its own order (no padding): pack can be a view."""
+        return self.tokens == self.shape[0] * self.shape[1] and len(self.groups) == 1
+
+    def pack(self, padded: np.ndarray) -> np.ndarray:
+        """(batch, seq, ...) -> (tokens, ...): the real tokens, a view of `padded` when it has no padding."""
+        flat = padded.reshape(-1, *padded.shape[2:])
+        return flat if self.whole else flat[self.index]
+
+    def unpack(self, packed: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """(tokens, ...) -> `out` (batch, seq, ...): the real tokens written back; padding is left as it was."""
+        flat = out.reshape(-1, *out.shape[2:])  # a view: `out` is contiguous
+        if not (self.whole and np.may_share_memory(flat, packed)):  # else `out` holds them already
+            flat[self.index] = packed
+        return out
+
+
+def attention_by_group(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    packing: Packing,
+    heads: int,
+    score_bias: np.ndarray | None = None,
+    output_probs: bool = False,
+    *,
+    out: np.ndarray,
+    probs_out: np.ndarray | None = None,
+) -> np.ndarray | None:
+    """Scaled dot-product attention (`layers.attention`) over the packed tokens, one group at a time.
+
+    q, k, v and out: (tokens, hidden), packed by `packing`; the context is written into `out`.
+    score_bias: (heads, seq, seq) added to every sequence's scores (a relative-position bias), cut to
+    each group's length, or None. Returns the probabilities (batch, heads, seq, seq), zero where a
+    query or key is padding, written into `probs_out` if given (it must hold zeros), if output_probs.
+    """
+    batch, seq = packing.shape
+    hidden = q.shape[-1]
+    if output_probs and probs_out is None:
+        probs_out = np.zeros((batch, heads, seq, seq), np.float32)
+    for group in packing.groups:
+        n, length, part = len(group.rows), group.length, group.tokens
+        q_g, k_g, v_g = (split_heads(a[part].reshape(n, length, hidden), heads) for a in (q, k, v))
+        bias = group.mask_bias
+        if score_bias is not None:
+            cut = score_bias[:, :length, :length]
+            bias = cut if bias is None else bias + cut
+        context = heads_layout(out[part].reshape(n, length, heads, hidden // heads))
+        _, probs = attention(q_g, k_g, v_g, bias, output_probs, out=context)
+        if probs_out is not None and probs is not None:
+            probs_out[group.rows, :, :length, :length] = probs
+    return probs_out

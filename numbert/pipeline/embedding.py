@@ -1,0 +1,190 @@
+"""Text in, vectors out: the sentence vectors of many texts by a recipe, and the words of a text with theirs.
+
+These are methods of numbert.Bert (model.embed(texts), model.encode, model.similarity, model.word_vectors).
+`embed` is the whole pipeline in a few lines: the model plans the texts into batches of rows
+(numbert.pipeline.planner), each batch runs through the encoder here or in worker processes (a Runner such as
+numbert.engines.workers.Pool, handed the planned rows), the recipe (numbert.pipeline.recipe) pools each row, and the
+vectors, back in input order, are finished together (normalized, cut to `dimensions`, quantized to `precision`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from ..model import pooling
+from ..tokenizer import Encoding
+from ..tokenizer.tokenizer import alias
+from . import planner
+from .planner import Row, row_of, text_list
+from .recipe import Recipe, check_long
+
+if TYPE_CHECKING:
+    from .bert import Bert
+
+
+class Runner(Protocol):
+    """Runs planned batches of rows somewhere else (numbert.engines.workers.Pool): each batch's pooled vectors,
+    in order."""
+
+    def map(
+        self, recipe: Recipe, batches: Iterable[tuple[list[int], list[Row]]], window_batch: int
+    ) -> Iterator[tuple[Sequence[int], np.ndarray]]: ...
+
+
+def embed(
+    model: Bert,
+    texts: str | Sequence[str],
+    *,
+    batch_size: int = 32,
+    recipe: Recipe | None = None,
+    progress: bool | Any | None = None,
+    workers: Runner | None = None,
+    normalize_embeddings: bool | None = None,
+    show_progress_bar: bool | None = None,
+    convert_to_numpy: bool = True,
+    **choices,
+) -> np.ndarray | list[np.ndarray]:
+    """Sentence vectors of many texts: (n, dim) float32 in the input order, (dim,) for one string.
+
+    The recipe is `recipe`, else `model.recipe(**choices)`: pooling, layers, combine, normalize,
+    max_length, long, stride, prompt, prompt_name, dimensions (or truncate_dim), precision, ranges,
+    calibration_embeddings (numbert.pipeline.recipe.build). precision="int8", "uint8", "binary" or "ubinary" gives
+    quantize_embeddings' arrays (numbert.pipeline.quantize); int8 and uint8 without ranges are scaled by the min and
+    max of this call's vectors, as SentenceTransformer.encode(precision=...) does. Its defaults
+    are, for a sentence-transformers directory, its own recipe (its pooling of the last layer, its
+    Dense layers and Normalize, max_seq_length and lowercasing, its default prompt), so the vectors
+    are SentenceTransformer.encode's; for a plain BERT the mean of the second-to-last layer,
+    bert-as-service's default. Batching, truncation and long texts as in `batches`. A progress bar
+    (tqdm, on stderr) shows once the job has run 2 s; progress=True shows it at once, progress=False
+    never; or pass a tqdm bar of your own, which each batch advances (one bar over several calls).
+    workers: a numbert.engines.workers.Pool, which runs the planned batches in its processes: the same
+    vectors, bit for bit, as this process gives with the BLAS threads of one worker. It pays for a
+    corpus, on more than one core: on 2 cores of an AMD EPYC (all-MiniLM-L6-v2, docs/performance.md)
+    2 workers of one BLAS thread embed 1.2x as fast as one process of 2 BLAS threads, and keep their
+    pace on a machine other programs load, where 2 BLAS threads may take 2x longer. Starting a pool
+    takes about 1 s (6 s on a heavily loaded machine), so for one call it pays past a few thousand
+    texts; keep one Pool for many calls. `numbert encode --file` uses workers from 5,000 lines.
+
+    sentence-transformers' names work too: `normalize_embeddings=True` is normalize=True (False
+    leaves the model's own recipe, as there: a Normalize module still normalizes),
+    `show_progress_bar` is `progress`, and `convert_to_numpy=False` gives a list of (dim,) arrays.
+    """
+    if normalize_embeddings is not None:
+        if "normalize" in choices:
+            raise TypeError("got both normalize and sentence-transformers' normalize_embeddings; pass one")
+        choices["normalize"] = True if normalize_embeddings else None
+    if isinstance(workers, int):
+        raise TypeError(
+            "workers takes a numbert.engines.workers.Pool (the engine lives above the model): "
+            "numbert.engines.workers.embed(model, texts, workers=N) starts one for a call"
+        )
+    if recipe is None:
+        recipe = model.recipe(**choices)
+    elif choices:
+        raise TypeError(f"pass recipe= or its choices ({', '.join(choices)}), not both")
+    progress = alias(progress, show_progress_bar, "progress", "show_progress_bar")
+    single = isinstance(texts, str)
+    texts = text_list([texts] if single else texts)
+    vectors = np.empty((len(texts), recipe.width), np.float32)
+    planned = model.plan(texts, None, recipe, batch_size)
+    with progress_bar(progress, len(texts)) as bar:
+        for positions, pooled in run_planned(model, planned, recipe, batch_size, workers):
+            vectors[positions] = pooled
+            bar.update(len(positions))
+    vectors = recipe.finish(vectors)
+    if single:
+        return vectors[0]
+    return vectors if convert_to_numpy else list(vectors)
+
+
+def run_planned(
+    model: Bert,
+    planned: Iterable[tuple[list[int], list[Encoding]]],
+    recipe: Recipe,
+    batch_size: int,
+    workers: Runner | None = None,
+) -> Iterator[tuple[list[int], np.ndarray]]:
+    """(positions, their pooled vectors before `recipe.finish`) of each planned batch: run here, or by
+    `workers` (a Runner), which receive the batches' rows and run them as this process would."""
+    if workers is None:
+        for positions, encodings in planned:
+            out = planner.run(
+                model.encoder, [row_of(e) for e in encodings], recipe.max_length, recipe.stride, batch_size
+            )
+            yield positions, recipe.sentence_vectors(out)
+        return
+    batches = ((positions, [row_of(e) for e in encodings]) for positions, encodings in planned)
+    for done, pooled in workers.map(recipe, batches, batch_size):
+        yield list(done), pooled
+
+
+def encode(
+    model: Bert,
+    sentences: str | Sequence[str],
+    batch_size: int = 32,
+    show_progress_bar: bool | None = None,
+    convert_to_numpy: bool = True,
+    normalize_embeddings: bool = False,
+    **options,
+) -> np.ndarray | list[np.ndarray]:
+    """Sentence vectors, as `SentenceTransformer.encode` is called: `embed` under its names.
+
+    Not to be confused with the module function `numbert.encode(text)`, which returns the whole
+    Output (hidden states, pooler output) of one forward pass. Other keyword arguments go to `embed`.
+    """
+    return model.embed(
+        sentences,
+        batch_size=batch_size,
+        show_progress_bar=show_progress_bar,
+        convert_to_numpy=convert_to_numpy,
+        normalize_embeddings=normalize_embeddings,
+        **options,
+    )
+
+
+# --- words and similarity ------------------------------------------------------------------------
+
+
+def word_vectors(
+    model: Bert,
+    text: str,
+    *,
+    layers: str | int | Sequence[int] = "sum_last_four",
+    combine: str | None = None,
+    merge: str = "mean",
+    long: str = "truncate",
+    stride: int = 128,
+) -> list[pooling.Word]:
+    """The words of `text`, each with its character span and the merged vector of its pieces.
+
+    >>> [(w.text, w.span) for w in model.word_vectors("Embeddings, please")]
+    [('Embeddings', (0, 10)), (',', (10, 11)), ('please', (12, 18))]
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"word_vectors takes one text (str), not {type(text).__name__}")
+    check_long(long)
+    out = model.windowed(text, stride=stride) if long == "window" else model(text)
+    assert out.encodings is not None  # a call on text keeps its encodings
+    return pooling.word_vectors(out.token_vectors(layers, combine), out.encodings[0], (text,), merge)
+
+
+def similarity(model: Bert, a: str, b: str, **options) -> float:
+    """The cosine similarity of two texts' sentence vectors (options as for embed)."""
+    if not isinstance(a, str) or not isinstance(b, str):
+        raise TypeError(f"similarity takes two texts (str), not {type(a).__name__} and {type(b).__name__}")
+    u, v = model.embed([a, b], **options)
+    return float(pooling.cosine(u, v))
+
+
+def progress_bar(progress: bool | Any | None, total: int) -> contextlib.AbstractContextManager:
+    """A tqdm bar over `total` texts (shown after 2 s; progress=True at once, False never), or the caller's own
+    bar (`progress` is a tqdm bar: it is advanced, not closed)."""
+    if progress is None or isinstance(progress, bool):
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, unit="text", disable=progress is False, delay=0 if progress else 2)
+    return contextlib.nullcontext(progress)

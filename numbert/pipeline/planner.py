@@ -1,0 +1,232 @@
+"""The batch planner: texts become rows of token ids, rows become padded batches, batches run through the encoder.
+
+    rows     one input's token ids, [CLS] ... [SEP] (and its token type ids for a pair)
+    plan     which rows share a forward: inputs of like length together, so a batch pads little
+    run      one forward over a planned batch, right-padded to its longest row; a single row longer
+             than the model runs as overlapping windows (numbert.model.windows)
+
+Two planners, one for each way work arrives:
+
+- `by_length` plans a corpus known in advance (embed, the command line, workers): rows longest first,
+  a fixed number per batch. `plan_texts` tokenizes LOOK_AHEAD batches' worth of texts at a time and
+  plans each block, so memory does not grow with the corpus.
+- `next_batch` plans a queue that fills as requests arrive (the server): the oldest waiting row with
+  the neighbours by length that make its forward cheapest per real token, within a token budget.
+
+A vector depends on its batch-mates in its last bits (BLAS sums in an order that depends on the padded
+shape), so every engine that must give the same bits runs the same plan: worker processes receive the
+planned rows of each batch, never texts to plan again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import NamedTuple, Protocol, TypeVar
+
+import numpy as np
+
+from ..model.encoder import Encoder, Output
+from ..model.windows import average_windows, window_spans
+from ..tokenizer import Encoding, Tokenizer
+
+LOOK_AHEAD = 8  # batches: plan_texts tokenizes this many batches' worth of texts at a time
+FORWARD_OVERHEAD = 32  # a forward's fixed cost, in padded tokens (all-MiniLM-L6-v2 on 2 cores: about 24)
+
+
+class Row(NamedTuple):
+    """One input as the encoder reads it."""
+
+    ids: np.ndarray  # (seq,) int32 token ids, [CLS] ... [SEP]
+    type_ids: np.ndarray | None = None  # (seq,) int32 segment ids of a pair; None: all 0 (one text)
+
+
+def row_of(encoding: Encoding) -> Row:
+    """The Row of a tokenizer Encoding (type ids kept only when a second segment has them)."""
+    type_ids = np.asarray(encoding.type_ids, np.int32)
+    return Row(np.asarray(encoding.ids, np.int32), type_ids if type_ids.any() else None)
+
+
+class Batch(NamedTuple):
+    """Rows right-padded to the longest: (batch, width) int64 arrays, as Encoder.forward takes them."""
+
+    input_ids: np.ndarray
+    token_type_ids: np.ndarray
+    attention_mask: np.ndarray
+
+
+def pad(rows: Sequence[Row], pad_id: int, width: int | None = None) -> Batch:
+    """Rows right-padded with `pad_id` to `width` (default: the longest row); padding has mask 0."""
+    width = max((len(r.ids) for r in rows), default=0) if width is None else width
+    ids = np.full((len(rows), width), pad_id, np.int64)
+    type_ids = np.zeros((len(rows), width), np.int64)
+    mask = np.zeros((len(rows), width), np.int64)
+    for i, row in enumerate(rows):
+        n = len(row.ids)
+        ids[i, :n] = row.ids
+        if row.type_ids is not None:
+            type_ids[i, :n] = row.type_ids
+        mask[i, :n] = 1
+    return Batch(ids, type_ids, mask)
+
+
+# --- running a planned batch -----------------------------------------------------------------------------
+
+
+def forward(encoder: Encoder, rows: Sequence[Row], *, output_attentions: bool = False) -> Output:
+    """One forward over rows of different lengths, right-padded to the longest. Output arrays (batch, ...)"""
+    batch = pad(rows, encoder.config.pad_token_id)
+    return encoder.forward(*batch, output_attentions=output_attentions)
+
+
+def run(encoder: Encoder, rows: Sequence[Row], limit: int, stride: int, window_batch: int) -> Output:
+    """A planned batch's Output: one forward, or for a single row over `limit` tokens its windows, stitched
+    (an Output without a batch axis, as `run_windows` gives)."""
+    if len(rows) == 1 and len(rows[0].ids) > limit:
+        return run_windows(encoder, rows[0], limit, stride, window_batch)
+    return forward(encoder, rows)
+
+
+def run_windows(encoder: Encoder, row: Row, size: int, stride: int, batch_size: int) -> Output:
+    """Run an untruncated single text ([CLS] content [SEP]) as windows of `size` tokens, [CLS] and [SEP]
+    included, `batch_size` windows at a time, and stitch them into one Output (no batch axis)."""
+    cls, content, sep = row.ids[0], row.ids[1:-1], row.ids[-1]
+    spans = window_spans(len(content), size - 2, stride)
+
+    def window_states() -> Iterator[tuple[int, np.ndarray]]:  # (start, (layers + 1, window length, hidden))
+        for b in range(0, len(spans), batch_size):
+            batch = spans[b : b + batch_size]
+            windows = [Row(np.concatenate([[cls], content[s:e], [sep]]).astype(np.int32)) for s, e in batch]
+            hidden_states = forward(encoder, windows).hidden_states
+            for r, (s, e) in enumerate(batch):
+                yield s, hidden_states[:, r, : e - s + 2]
+
+    hidden_states = average_windows(window_states(), len(content))  # (layers + 1, seq, hidden)
+    ids = row.ids.astype(np.int64)
+    return Output(ids, np.zeros_like(ids), np.ones_like(ids), hidden_states, encoder.pooler_output(hidden_states[-1]))
+
+
+# --- planning a corpus: fixed-size batches of like length ----------------------------------------------
+
+
+def by_length(lengths: Sequence[int], limit: int, batch_size: int) -> list[list[int]]:
+    """The positions of each batch, in the order they run: the inputs of up to `limit` tokens longest
+    first (ties in input order), `batch_size` at a time, then each longer input alone (as windows)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])  # stable: ties keep input order
+    fitting = [i for i in order if lengths[i] <= limit]
+    return [fitting[start : start + batch_size] for start in range(0, len(fitting), batch_size)] + [
+        [i] for i in order if lengths[i] > limit
+    ]
+
+
+def plan_texts(
+    tokenizer: Tokenizer,
+    texts: Sequence[str],
+    pairs: Sequence[str | None],
+    *,
+    batch_size: int,
+    limit: int,
+    window: bool,
+    side: str | None = None,
+    prepare: Callable[[str], str] = str,
+) -> Iterator[tuple[list[int], list[Encoding]]]:
+    """(positions in `texts`, their encodings) of each batch, in the order they run.
+
+    The texts are taken longest first by characters, LOOK_AHEAD batches' worth at a time, each turned
+    into the tokenizer's text by `prepare` (a prompt, lowercasing) and tokenized, cut to `limit` tokens on
+    `side` ("right": the end, "left": the start; None: the tokenizer's truncation_side) unless `window` (then
+    a longer single text runs alone as windows; a longer pair is an error), and planned `by_length`.
+    """
+    by_chars = sorted(range(len(texts)), key=lambda i: -len(texts[i]) - len(pairs[i] or ""))  # stable
+    for block in range(0, len(texts), LOOK_AHEAD * batch_size):
+        chosen = sorted(by_chars[block : block + LOOK_AHEAD * batch_size])  # in input order: ties keep it
+        encodings = []
+        for i in chosen:
+            pair = pairs[i]
+            encoding = tokenizer.encode(
+                prepare(texts[i]),
+                None if pair is None else prepare(pair),
+                max_length=None if window else limit,
+                truncation=not window,
+                truncation_side=side,
+            )
+            if pair is not None and len(encoding) > limit:
+                raise ValueError(
+                    f"input {i} is a pair of {len(encoding)} tokens; long='window' runs single "
+                    f"texts only (max_length is {limit})"
+                )
+            encodings.append(encoding)
+        for batch in by_length([len(e) for e in encodings], limit, batch_size):
+            yield [chosen[j] for j in batch], [encodings[j] for j in batch]
+
+
+# --- planning a queue: the oldest row first, within a token budget ----------------------------------------
+
+
+class Waiting(Protocol):
+    """A row waiting in a queue: its arrival order and its length in tokens."""
+
+    @property
+    def arrival(self) -> int: ...
+
+    @property
+    def length(self) -> int: ...
+
+
+W = TypeVar("W", bound=Waiting)
+
+
+def next_batch(waiting: Sequence[W], max_tokens: int, max_rows: int) -> list[W]:
+    """The oldest waiting row with the neighbours by length that make its forward cheapest per real token.
+
+    The waiting rows are sorted longest first (as `by_length` sorts a corpus) and a batch is a run of
+    them, padded to its first (longest) row: a forward costs FORWARD_OVERHEAD + rows x width. Of the
+    runs holding the oldest row, within max_rows and max_tokens (rows x width), the one with the least
+    cost per real token goes: rows of like length, as many as keep the padding worth it.
+    """
+    order = sorted(waiting, key=lambda item: (-item.length, item.arrival))
+    lengths = [item.length for item in order]
+    k = min(range(len(order)), key=lambda i: order[i].arrival)
+    best, best_cost = (k, k + 1), float("inf")
+    for a in range(max(0, k - max_rows + 1), k + 1):
+        width, real = lengths[a], sum(lengths[a:k])
+        for b in range(k + 1, min(len(order), a + max_rows) + 1):
+            real += lengths[b - 1]
+            if (b - a) * width > max_tokens:
+                break
+            cost = (FORWARD_OVERHEAD + (b - a) * width) / real
+            if cost < best_cost:
+                best, best_cost = (a, b), cost
+    return order[best[0] : best[1]]
+
+
+# --- what comes in ---------------------------------------------------------------------------------------
+
+
+def text_list(texts, none_ok: bool = False, name: str = "texts") -> list[str]:
+    """The texts as a list of str, or a TypeError naming what came instead: the first item that is
+    not a str, bytes, or an unordered container (a set or dict, whose order the answers could not keep)."""
+    if isinstance(texts, (bytes, bytearray)):
+        raise TypeError(
+            f"{name} must be a str or a list of str, not {type(texts).__name__}; decode it first "
+            f"(e.g. {name}.decode('utf-8'))"
+        )
+    if isinstance(texts, (AbstractSet, Mapping)):
+        raise TypeError(
+            f"{name} is a {type(texts).__name__}, which has no order to give the results in; "
+            f"pass a list (e.g. sorted({name}))"
+        )
+    if isinstance(texts, str) or not isinstance(texts, Iterable):
+        raise TypeError(f"{name} must be a str or a list of str, not {type(texts).__name__}")
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str) and not (none_ok and t is None):
+            raise TypeError(f"{name}[{i}] is a {type(t).__name__}, not a str")
+    return texts
+
+
+def positive(name: str, value) -> int:
+    """`value` if it is a positive integer, else a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value

@@ -1,0 +1,161 @@
+"""Readouts: what one forward's rows become for each task, the head it needs and the output it reads.
+
+    readout                      reads                   through                   one answer per row
+    SentenceVectors(recipe)      hidden states, mask     pooling, Dense layers     (width,)
+    TokenVectors()               last hidden state       nothing                   (seq, hidden)
+    SequenceLogits(classifier)   pooler output ([CLS])   classifier                (labels,)
+    TokenLogits(classifier)      last hidden state       classifier on each token  (seq, labels)
+    SpanLogits(qa_outputs)       last hidden state       qa_outputs                (seq, 2): start, end
+    MaskedLMLogits(head, config) last hidden state       cls.predictions           (seq, vocab)
+    SparseVectors(head, ...)     last hidden state       cls.predictions, SPLADE   (vocab,)
+
+Each is built from its head (numbert.model.heads.Heads builds and checks it), so a checkpoint without the
+head fails when the readout is made, before any forward.
+
+A readout is the task half of a planned batch: numbert.pipeline.planner runs the rows (a text, or a pair with its
+token type ids) through the encoder, the readout turns the Output into each row's answer (token-level
+answers cut to the row's own length, padding dropped). The server's queue groups rows by readout, so
+one forward serves one task; the text tasks of numbert.pipeline.tasks (classify, ner, qa, fill_mask) read the
+same logits and turn them into labels, entities, answers and words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..checkpoint.sentence_config import SpladePooling
+from ..model.config import BertConfig
+from ..model.encoder import Output
+from ..model.heads import (
+    MaskedLM,
+    SequenceClassifier,
+    classifier_logits,
+    masked_lm_logits,
+    sequence_logits,
+    splade_weights,
+)
+from ..model.layers import Linear
+from .recipe import Recipe
+
+BLOCK_TOKENS = 256  # tokens whose vocabulary scores SparseVectors holds at once: 256 x 30522 x 4 bytes = 31 MB
+
+
+def row_lengths(out: Output) -> list[int]:
+    """Each row's real tokens (its attention mask's sum); a windowed Output (no batch axis) is one row."""
+    mask = out.attention_mask if out.batched else out.attention_mask[None]
+    return [int(n) for n in mask.sum(axis=-1)]
+
+
+def per_token(out: Output, values: np.ndarray) -> list[np.ndarray]:
+    """(batch, seq, k) values of a batch -> each row's (length, k), its padding cut off."""
+    values = values if out.batched else values[None]
+    return [v[:n] for v, n in zip(values, row_lengths(out))]
+
+
+@dataclass(frozen=True, eq=False)
+class SentenceVectors:
+    """A sentence vector per row: the recipe's pooling and Dense layers, before its `finish`. (width,)"""
+
+    recipe: Recipe
+    name = "embed"
+
+    def __call__(self, out: Output) -> list[np.ndarray]:
+        vectors = self.recipe.sentence_vectors(out)
+        return list(vectors if out.batched else vectors[None])
+
+
+@dataclass(frozen=True, eq=False)
+class TokenVectors:
+    """Every real token's vector of the last layer, unpooled (text-embeddings-inference's /embed_all). (seq, hidden)"""
+
+    name = "embed_all"
+
+    def __call__(self, out: Output) -> list[np.ndarray]:
+        return per_token(out, out.last_hidden_state)
+
+
+@dataclass(frozen=True, eq=False)
+class SequenceLogits:
+    """A sequence classifier's logits per row (a text or a pair), on the pooler output (BERT) or the first
+    token's last hidden state (its relatives). (labels,)"""
+
+    classifier: SequenceClassifier  # Heads.sequence_classifier
+    name = "classify"
+
+    def __call__(self, out: Output) -> list[np.ndarray]:
+        pooled = out.pooler_output if out.batched or out.pooler_output is None else out.pooler_output[None]
+        first = out.last_hidden_state[..., 0, :]
+        return list(sequence_logits(first if out.batched else first[None], pooled, self.classifier))
+
+
+@dataclass(frozen=True, eq=False)
+class TokenLogits:
+    """A token classifier's logits for each real token of each row. (length, labels)"""
+
+    classifier: Linear  # Heads.token_classifier: (labels, hidden)
+    name = "token_classify"
+
+    def __call__(self, out: Output) -> list[np.ndarray]:
+        return per_token(out, classifier_logits(out.last_hidden_state, self.classifier))
+
+
+@dataclass(frozen=True, eq=False)
+class SpanLogits:
+    """The QA head's start and end logits for each real token of each row. (length, 2)"""
+
+    qa_outputs: Linear  # Heads.question_answering: (2, hidden)
+    name = "qa"
+
+    def __call__(self, out: Output) -> list[np.ndarray]:
+        return per_token(out, classifier_logits(out.last_hidden_state, self.qa_outputs))
+
+
+@dataclass(frozen=True, eq=False)
+class MaskedLMLogits:
+    """The masked-LM head's scores over the vocabulary for each real token of each row. (length, vocab)
+
+    vocab x 4 bytes per token (122 kB for BERT's 30522): meant for short rows or few of them."""
+
+    head: MaskedLM  # Heads.masked_lm
+    config: BertConfig  # its LayerNorm epsilon
+    name = "masked_lm"
+
+    def __call__(self, out: Output) -> list[np.ndarray]:
+        c = self.config
+        return [masked_lm_logits(h, self.head, c.layer_norm_eps) for h in per_token(out, out.last_hidden_state)]
+
+
+@dataclass(frozen=True, eq=False)
+class SparseVectors:
+    """A SPLADE vector per row over the vocabulary, dense (most weights 0): the masked-LM logits of each real
+    token through log(1 + relu), pooled over the row's tokens (max, or sum), as SparseEncoder's SpladePooling.
+    (vocab,)
+
+    The real tokens of all rows are scored BLOCK_TOKENS at a time, so a batch never holds batch x seq x vocab
+    floats: a block's rows (or pieces of them) are pooled into their vectors before the next block is scored.
+    log(1 + relu(x)) never decreases as x grows, so the max of the weights is the weight of the max logit:
+    with max pooling the logits are pooled and the activation runs once per row, not once per token."""
+
+    head: MaskedLM  # Heads.masked_lm
+    config: BertConfig  # its LayerNorm epsilon
+    pooling: SpladePooling = SpladePooling()
+    name = "embed_sparse"
+
+    def __call__(self, out: Output) -> list[np.ndarray]:
+        c, by_max = self.config, self.pooling.strategy == "max"
+        pool = np.maximum if by_max else np.add
+        rows = per_token(out, out.last_hidden_state)
+        tokens = np.concatenate(rows)  # (real tokens, hidden)
+        row_of_token = np.repeat(np.arange(len(rows)), [len(r) for r in rows])  # (real tokens,)
+        vectors = np.zeros((len(rows), len(self.head.bias)), np.float32)  # max: relu comes with the 0s
+        for start in range(0, len(tokens), BLOCK_TOKENS):
+            scores = masked_lm_logits(tokens[start : start + BLOCK_TOKENS], self.head, c.layer_norm_eps)
+            if not by_max:
+                scores = splade_weights(scores, self.pooling.activation)  # (block, vocab)
+            owners = row_of_token[start : start + BLOCK_TOKENS]
+            firsts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])  # where each row's piece begins
+            here = owners[firsts]
+            vectors[here] = pool(vectors[here], pool.reduceat(scores, firsts, axis=0))
+        return list(splade_weights(vectors, self.pooling.activation) if by_max else vectors)

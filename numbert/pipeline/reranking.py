@@ -1,0 +1,242 @@
+"""Cross-encoder reranking: a query and documents in, the documents best first.
+
+A cross-encoder is a BertForSequenceClassification checkpoint that reads a query and a document
+together, `[CLS] query [SEP] document [SEP]` (the document's tokens with token type 1), and scores the
+pair with its classifier on the pooler output (ms-marco-MiniLM, bge-reranker-base-style BERT
+rerankers). As sentence-transformers' CrossEncoder does:
+
+    predict(model, pairs)             CrossEncoder.predict: (n,) scores for one label, (n, labels) for several
+    rerank(model, query, documents)   CrossEncoder.rank: [{"corpus_id", "score"(, "text")}], best first
+
+Scores are the logits through the model's activation: the one its directory names (a CrossEncoder's
+config_sentence_transformers.json `activation_fn`, else config.json's `sentence_transformers.activation_fn`
+or the older `sbert_ce_default_activation_function`), else sigmoid for one label and the logits themselves
+for several. A pair longer than the model reads is cut as CrossEncoder's tokenizer call cuts it
+(truncation "longest_first": the longer segment loses tokens first) to its sentence_bert_config
+max_seq_length, else the tokenizer's model_max_length, at most the model's positions; or, numbert's own
+option (long="window"), a long document is scored by its best window. Ties keep the documents' order,
+as CrossEncoder.rank's stable sort does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..model.heads import sigmoid, softmax
+from . import planner
+from .planner import row_of, text_list
+from .readouts import SequenceLogits
+from .recipe import check_long
+
+if TYPE_CHECKING:
+    from .bert import Bert
+
+Activation = Callable[[np.ndarray], np.ndarray]
+ACTIVATIONS: dict[str, Activation] = {"sigmoid": sigmoid, "identity": lambda logits: logits, "tanh": np.tanh}
+TORCH_ACTIVATIONS = {"Sigmoid": "sigmoid", "Identity": "identity", "Tanh": "tanh"}  # torch.nn classes by name
+
+
+def pair_limit(model: Bert, max_length: int | None = None) -> int:
+    """Tokens per pair, [CLS] and both [SEP]s included: `max_length`, else CrossEncoder's (sentence_bert_config's
+    max_seq_length, else the tokenizer's model_max_length), at most the model's positions."""
+    positions = model.config.max_tokens
+    if max_length is not None:
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or not 4 <= max_length <= positions:
+            raise ValueError(f"max_length must be an integer between 4 and {positions}, got {max_length!r}")
+        return max_length
+    st = model.sentence_config
+    limit = st.max_seq_length if st is not None and st.max_seq_length else model.require_tokenizer().model_max_length
+    return min(limit or positions, positions)
+
+
+def default_activation(model: Bert) -> str:
+    """The name of the activation CrossEncoder applies to this model's logits (a key of ACTIVATIONS).
+
+    A dotted path outside torch is ignored, as CrossEncoder ignores it without trust_remote_code."""
+    st = model.sentence_config
+    for path in (None if st is None else st.activation_fn, model.heads.head_config.activation_fn):
+        if path is not None and path.startswith("torch."):
+            name = path.rsplit(".", 1)[-1]
+            if name not in TORCH_ACTIVATIONS:
+                raise ValueError(
+                    f"{model.name}: its activation_fn {path} is not one numbert runs "
+                    f"({', '.join(TORCH_ACTIVATIONS)}); pass activation_fn= yourself"
+                )
+            return TORCH_ACTIVATIONS[name]
+    return "sigmoid" if len(model.heads.labels) == 1 else "identity"
+
+
+def activation_of(model: Bert, activation_fn: str | Activation | None) -> Activation:
+    """The function scores go through: `activation_fn` (a name of ACTIVATIONS, or a function of the logits
+    array), else the model's default."""
+    if callable(activation_fn):
+        return activation_fn
+    name = default_activation(model) if activation_fn is None else activation_fn
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation_fn {name!r}; use one of {', '.join(ACTIVATIONS)} or a function")
+    return ACTIVATIONS[name]
+
+
+def segment(model: Bert) -> Callable[[str], str]:
+    """How a query or a document is handed to the tokenizer: lowercased if the model's sentence_bert_config
+    says do_lower_case, and "" as " " (no tokens either way), so that an empty document keeps its segment
+    ([CLS] query [SEP] [SEP]) as in CrossEncoder's batch call, where Tokenizer.encode would drop it."""
+    lower = model.sentence_config is not None and model.sentence_config.do_lower_case
+    return lambda text: (text.lower() if lower else text) or " "
+
+
+def logits(model: Bert, pairs: Sequence[tuple[str, str]], *, batch_size: int, limit: int) -> np.ndarray:
+    """The classifier's logits of each pair cut to `limit` tokens, planned by length as embed plans texts.
+    (n, labels) float32"""
+    readout = SequenceLogits(model.heads.sequence_classifier)
+    out = np.empty((len(pairs), len(model.heads.labels)), np.float32)
+    planned = planner.plan_texts(
+        model.require_tokenizer(),
+        [a for a, _ in pairs],
+        [b for _, b in pairs],
+        batch_size=batch_size,
+        limit=limit,
+        window=False,
+        prepare=segment(model),
+    )
+    for positions, encodings in planned:
+        out[positions] = np.stack(readout(planner.forward(model.encoder, [row_of(e) for e in encodings])))
+    return out
+
+
+def best_window_logits(
+    model: Bert, pairs: Sequence[tuple[str, str]], *, batch_size: int, limit: int, stride: int
+) -> np.ndarray:
+    """Each pair's highest logit over the windows of its document: `[CLS] query [SEP] window [SEP]` of `limit`
+    tokens, the query whole in each, the document's windows overlapping by `stride` tokens (the tokenizer's
+    truncation="only_second" with its overflowing windows). One label only. (n, 1) float32"""
+    tokenizer, prepare = model.require_tokenizer(), segment(model)
+    readout = SequenceLogits(model.heads.sequence_classifier)
+    windows = []  # (pair index, encoding)
+    for i, (query, document) in enumerate(pairs):
+        first = tokenizer.encode(
+            prepare(query),
+            prepare(document),
+            max_length=limit,
+            truncation="only_second",
+            stride=stride,
+            return_overflowing_tokens=True,
+        )
+        windows += [(i, e) for e in [first, *first.overflowing]]
+    best = np.full((len(pairs), 1), -np.inf, np.float32)
+    for batch in planner.by_length([len(e) for _, e in windows], limit, batch_size):
+        rows = [row_of(windows[w][1]) for w in batch]
+        for w, row_logits in zip(batch, readout(planner.forward(model.encoder, rows))):
+            i = windows[w][0]
+            best[i] = np.maximum(best[i], row_logits)
+    return best
+
+
+def pair_list(pairs: Any) -> list[tuple[str, str]]:
+    """The pairs as (str, str) tuples, or a TypeError naming the first that is not."""
+    for i, pair in enumerate(pairs):
+        if isinstance(pair, str) or not isinstance(pair, Sequence) or len(pair) != 2:
+            raise TypeError(f"pairs[{i}] must be a (query, document) pair of str, not {pair!r:.60}")
+        text_list(pair, name=f"pairs[{i}]")
+    return [(a, b) for a, b in pairs]
+
+
+def predict(
+    model: Bert,
+    pairs: Sequence[tuple[str, str]] | tuple[str, str],
+    batch_size: int = 32,
+    activation_fn: str | Activation | None = None,
+    apply_softmax: bool = False,
+    *,
+    max_length: int | None = None,
+    long: str = "truncate",
+    stride: int | None = None,
+) -> np.ndarray:
+    """The scores of (query, document) pairs, as CrossEncoder.predict: (n,) float32 for a model with one
+    label, (n, labels) for several; one pair (a tuple or list of two str) gives its score alone.
+
+    activation_fn: "sigmoid", "identity" (the logits), "tanh", or a function of the (n, labels) logits;
+    default: the model's (see the module's docstring). apply_softmax: with several labels, a softmax over
+    them after the activation. max_length: tokens per pair (default: as CrossEncoder reads the model).
+    long="window" (numbert's own, one label only): a document too long for max_length is scored by its
+    best window, windows overlapping by `stride` tokens (default: a quarter of max_length), the query
+    whole in each; the best window is the one of the highest logit, the best score under any increasing
+    activation (all of ACTIVATIONS).
+    """
+    single = isinstance(pairs, (list, tuple)) and bool(pairs) and isinstance(pairs[0], str)
+    checked = pair_list([pairs] if single else pairs)
+    activation = activation_of(model, activation_fn)
+    batch_size, limit = planner.positive("batch_size", batch_size), pair_limit(model, max_length)
+    check_long(long)
+    if long == "window":
+        labels = len(model.heads.sequence_classifier.out.weight)
+        if labels != 1:
+            raise ValueError(
+                f"long='window' scores a document by its best window, for one label; {model.name} has {labels}"
+            )
+        stride = limit // 4 if stride is None else stride
+        raw = best_window_logits(model, checked, batch_size=batch_size, limit=limit, stride=stride)
+    else:
+        raw = logits(model, checked, batch_size=batch_size, limit=limit)
+    scores = activation(raw)
+    if scores.shape[1] == 1:
+        scores = scores[:, 0]
+    elif apply_softmax:
+        scores = softmax(scores)
+    return scores[0] if single else scores
+
+
+def ranking(scores: np.ndarray, top_k: int | None = None) -> list[int]:
+    """The indices of `scores` (n,), best first, ties in index order (a stable sort); the first top_k."""
+    return [int(i) for i in np.argsort(-scores, kind="stable")[:top_k]]
+
+
+def rerank(
+    model: Bert,
+    query: str,
+    documents: Sequence[str],
+    top_k: int | None = None,
+    raw_scores: bool = False,
+    batch_size: int = 32,
+    return_documents: bool = False,
+    *,
+    activation_fn: str | Activation | None = None,
+    max_length: int | None = None,
+    long: str = "truncate",
+    stride: int | None = None,
+) -> list[dict[str, Any]]:
+    """The documents best first for `query`, as CrossEncoder.rank: [{"corpus_id": index in `documents`,
+    "score": float}], with "text" (the document) if return_documents; the top_k best, or all.
+
+    Scores as `predict` gives them (long="window": a long document scored by its best window);
+    raw_scores=True: the logits themselves (activation_fn="identity").
+    The model must have one label (a relevance score), as CrossEncoder.rank requires.
+    """
+    if not isinstance(query, str):
+        raise TypeError(f"query must be a str, not {type(query).__name__}")
+    if not query.strip():
+        raise ValueError("query is empty")
+    documents = text_list(documents, name="documents")
+    if not documents:
+        raise ValueError("documents is empty: rerank needs at least one document")
+    if top_k is not None:
+        top_k = planner.positive("top_k", top_k)
+    if raw_scores:
+        if activation_fn is not None:
+            raise ValueError("pass raw_scores=True or activation_fn=, not both")
+        activation_fn = "identity"
+    labels = len(model.heads.sequence_classifier.out.weight)
+    if labels != 1:
+        raise ValueError(
+            f"rerank needs a cross-encoder with one label (a relevance score); {model.name} has {labels}: "
+            f"use predict(pairs) for their scores"
+        )
+    pairs = [(query, d) for d in documents]
+    scores = predict(model, pairs, batch_size, activation_fn, max_length=max_length, long=long, stride=stride)
+    return [
+        {"corpus_id": i, "score": float(scores[i]), **({"text": documents[i]} if return_documents else {})}
+        for i in ranking(scores, top_k)
+    ]

@@ -1,0 +1,115 @@
+"""Sparse vectors (SPLADE): a text as weights over the vocabulary, for inverted-index and hybrid search.
+
+SPLADE (Formal et al., 2021) reads the masked-LM head's scores of every token of a text: a token's logit
+for vocabulary entry j says how much j belongs there. Each logit goes through log(1 + relu(x)), and the
+text's weight for j is the maximum over its tokens (SPLADE v2's max pooling; sum in the first SPLADE):
+
+    w_j = max over real tokens t of log(1 + relu(logits[t, j]))          (vocab,), almost all 0
+
+This is sentence-transformers' SparseEncoder with an MLMTransformer (or a fill-mask Transformer) and
+SpladePooling, and `embed_sparse` gives SparseEncoder.encode's vectors: the same active ids, the same
+weights to float32 rounding. A directory saved by a SparseEncoder names its pooling, activation and
+max_active_dims (numbert.checkpoint.sentence_config); any other checkpoint with a masked-LM head (bert-base-uncased)
+runs as SparseEncoder runs it: max pooling of log(1 + relu), every weight kept.
+
+`top_k` (SparseEncoder's max_active_dims) keeps each vector's k largest weights; among exactly equal
+weights at the cut the lower ids are kept (torch.topk leaves that order unspecified). A vector comes as
+its ids, ascending as in SparseEncoder's sparse tensor, and their weights; `token_weights` names them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from ..checkpoint.sentence_config import SpladePooling
+from . import planner
+from .planner import row_of, text_list
+from .readouts import SparseVectors
+
+if TYPE_CHECKING:
+    from .bert import Bert
+
+
+class SparseVector(NamedTuple):
+    """One text's sparse vector: the vocabulary ids of its non-zero weights, ascending, and the weights."""
+
+    ids: np.ndarray  # (active,) int32, ascending
+    weights: np.ndarray  # (active,) float32, > 0
+
+
+def readout(model: Bert) -> SparseVectors:
+    """The SPLADE readout of this model: its masked-LM head (a ValueError naming the missing tensors if it has
+    none) with its SpladePooling, or, for a checkpoint that names none, SparseEncoder's default (max, relu)."""
+    st = model.sentence_config
+    if st is not None and st.unsupported:
+        raise ValueError(
+            f"{model.name}: this sentence-transformers model has modules numbert does not run "
+            f"({', '.join(st.unsupported)}), so its sparse vectors cannot be computed"
+        )
+    pooling = st.splade if st is not None and st.splade is not None else SpladePooling()
+    return SparseVectors(model.heads.masked_lm, model.config, pooling)
+
+
+def prune(weights: np.ndarray, top_k: int | None = None) -> SparseVector:
+    """A dense SPLADE vector (vocab,) as a SparseVector of its non-zero weights, the top_k largest if given
+    (ties at the cut: the lower ids), as select_max_active_dims and to_sparse() leave it."""
+    ids = np.flatnonzero(weights)
+    if top_k is not None and len(ids) > top_k:
+        best = np.argsort(-weights[ids], kind="stable")[:top_k]  # ids ascending, so ties keep the lower
+        ids = np.sort(ids[best])
+    return SparseVector(ids.astype(np.int32), weights[ids])
+
+
+def embed_sparse(
+    model: Bert,
+    texts: str | Sequence[str],
+    top_k: int | None = None,
+    *,
+    batch_size: int = 32,
+    max_length: int | None = None,
+    prompt: str | None = None,
+    prompt_name: str | None = None,
+    truncation_side: str | None = None,
+) -> list[SparseVector] | SparseVector:
+    """The SPLADE vectors of texts, as SparseEncoder.encode gives them: a SparseVector (ids ascending, weights)
+    per text in input order, or one for a single string.
+
+    top_k: the weights each vector keeps (SparseEncoder's max_active_dims; default: the directory's
+    max_active_dims, else all). Texts are cut to max_length tokens (default: the model's max_seq_length, else
+    its positions; at their start with truncation_side="left", default the tokenizer's), with the model's
+    lowercasing and prompt (prompt=, prompt_name=) as `embed` prepares them; planned by length as `embed`
+    plans them. An empty list or a text that is not a str is a clear error.
+    """
+    single = isinstance(texts, str)
+    texts = text_list([texts] if single else texts)
+    if not texts:
+        raise ValueError("texts is empty: embed_sparse needs at least one text")
+    st = model.sentence_config
+    top_k = st.max_active_dims if top_k is None and st is not None else top_k
+    top_k = None if top_k is None else planner.positive("top_k", top_k)
+    read = readout(model)
+    shape = model.recipe(  # the text: its length, prompt and lowercasing
+        pooling="mean", max_length=max_length, prompt=prompt, prompt_name=prompt_name, truncation_side=truncation_side
+    )
+    vectors: list[SparseVector] = [SparseVector(np.empty(0, np.int32), np.empty(0, np.float32))] * len(texts)
+    for positions, encodings in model.plan(texts, None, shape, batch_size):
+        dense = read(planner.forward(model.encoder, [row_of(e) for e in encodings]))
+        for i, weights in zip(positions, dense):
+            vectors[i] = prune(weights, top_k)
+    return vectors[0] if single else vectors
+
+
+def dot(a: SparseVector, b: SparseVector) -> float:
+    """The dot product of two sparse vectors (SparseEncoder's default similarity): over the ids they share."""
+    _, i, j = np.intersect1d(a.ids, b.ids, assume_unique=True, return_indices=True)
+    return float(a.weights[i] @ b.weights[j])
+
+
+def token_weights(model: Bert, vector: SparseVector) -> dict[str, float]:
+    """A sparse vector as {token: weight}, the largest weight first (ties: the lower id first)."""
+    order = np.argsort(-vector.weights, kind="stable")
+    tokens = model.require_tokenizer().convert_ids_to_tokens(vector.ids[order].tolist())
+    return dict(zip(tokens, vector.weights[order].tolist()))
