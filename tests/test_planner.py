@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from numbert.pipeline import planner, readouts
-from numbert.pipeline.planner import pad, row_of
+from numbert.pipeline.planner import row_of
 from numbert.serve.batching import Batcher
 from numbert.serve.metrics import Metrics
+from numbert.tokenizer.encoding import pad
 
 
 def test_rows_of_a_pair_keep_their_token_type_ids_and_pad_in_one_place(model):

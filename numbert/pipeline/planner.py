@@ -29,6 +29,7 @@ import numpy as np
 from ..model.encoder import Encoder, Output
 from ..model.windows import average_windows, window_spans
 from ..tokenizer import Encoding, Tokenizer
+from ..tokenizer.encoding import pad
 
 LOOK_AHEAD = 8  # batches: plan_texts tokenizes this many batches' worth of texts at a time
 FORWARD_OVERHEAD = 32  # a forward's fixed cost, in padded tokens (all-MiniLM-L6-v2 on 2 cores: about 24)
@@ -47,36 +48,15 @@ def row_of(encoding: Encoding) -> Row:
     return Row(np.asarray(encoding.ids, np.int32), type_ids if type_ids.any() else None)
 
 
-class Batch(NamedTuple):
-    """Rows right-padded to the longest: (batch, width) int64 arrays, as Encoder.forward takes them."""
-
-    input_ids: np.ndarray
-    token_type_ids: np.ndarray
-    attention_mask: np.ndarray
-
-
-def pad(rows: Sequence[Row], pad_id: int, width: int | None = None) -> Batch:
-    """Rows right-padded with `pad_id` to `width` (default: the longest row); padding has mask 0."""
-    width = max((len(r.ids) for r in rows), default=0) if width is None else width
-    ids = np.full((len(rows), width), pad_id, np.int64)
-    type_ids = np.zeros((len(rows), width), np.int64)
-    mask = np.zeros((len(rows), width), np.int64)
-    for i, row in enumerate(rows):
-        n = len(row.ids)
-        ids[i, :n] = row.ids
-        if row.type_ids is not None:
-            type_ids[i, :n] = row.type_ids
-        mask[i, :n] = 1
-    return Batch(ids, type_ids, mask)
-
-
 # --- running a planned batch -----------------------------------------------------------------------------
 
 
 def forward(encoder: Encoder, rows: Sequence[Row], *, output_attentions: bool = False) -> Output:
     """One forward over rows of different lengths, right-padded to the longest. Output arrays (batch, ...)"""
     batch = pad(rows, encoder.config.pad_token_id)
-    return encoder.forward(*batch, output_attentions=output_attentions)
+    return encoder.forward(
+        batch.input_ids, batch.token_type_ids, batch.attention_mask, output_attentions=output_attentions
+    )
 
 
 def run(encoder: Encoder, rows: Sequence[Row], limit: int, stride: int, window_batch: int) -> Output:

@@ -4,7 +4,9 @@ tokens of one text before [CLS]/[SEP] are added."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -27,14 +29,39 @@ class Encoding:
         return len(self.ids)
 
 
+class Padded(Protocol):
+    """One input's token ids and type ids (None: all 0): an `Encoding`, or the planner's `Row`."""
+
+    @property
+    def ids(self) -> Sequence[int] | np.ndarray: ...
+
+    @property
+    def type_ids(self) -> Sequence[int] | np.ndarray | None: ...
+
+
 @dataclass
 class Batch:
-    """Encodings padded into rectangular int64 arrays, ready for the model."""
+    """Inputs right-padded into rectangular int64 arrays, as `Encoder.forward` takes them."""
 
     input_ids: np.ndarray  # (batch, seq), padded with pad_token_id
     token_type_ids: np.ndarray  # (batch, seq)
     attention_mask: np.ndarray  # (batch, seq), 1 for real tokens
-    encodings: list[Encoding]  # unpadded, one per input, in input order
+    encodings: list[Encoding] = field(default_factory=list)  # the tokenizer's: unpadded, one per input, in order
+
+
+def pad(rows: Sequence[Padded], pad_id: int, width: int | None = None) -> Batch:
+    """`rows` right-padded with `pad_id` to `width` (default: the longest); padding has mask 0 and type id 0."""
+    width = max((len(r.ids) for r in rows), default=0) if width is None else width
+    input_ids = np.full((len(rows), width), pad_id, np.int64)
+    token_type_ids = np.zeros((len(rows), width), np.int64)
+    attention_mask = np.zeros((len(rows), width), np.int64)
+    for i, row in enumerate(rows):
+        n = len(row.ids)
+        input_ids[i, :n] = row.ids
+        if row.type_ids is not None:
+            token_type_ids[i, :n] = row.type_ids
+        attention_mask[i, :n] = 1
+    return Batch(input_ids, token_type_ids, attention_mask)
 
 
 @dataclass(slots=True)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .encoding import NO_TOKENS, Batch, Encoding, Segment
+from .encoding import NO_TOKENS, Batch, Encoding, Segment, pad
 from .fast import FastTokenizer
 from .truncation import check_side, truncated_lengths, truncation_strategy, window_pairs, windows
 
@@ -569,16 +569,9 @@ class Tokenizer:
 
     def pad(self, encodings: Sequence[Encoding], width: int | None = None) -> Batch:
         """Encodings right-padded with [PAD] to `width` (default: the longest) as (batch, seq) int64 arrays."""
-        width = max((len(e) for e in encodings), default=0) if width is None else width
-        input_ids = np.full((len(encodings), width), self.pad_token_id, dtype=np.int64)
-        token_type_ids = np.zeros((len(encodings), width), dtype=np.int64)
-        attention_mask = np.zeros((len(encodings), width), dtype=np.int64)
-        for row, enc in enumerate(encodings):
-            n = len(enc)
-            input_ids[row, :n] = enc.ids
-            token_type_ids[row, :n] = enc.type_ids
-            attention_mask[row, :n] = 1
-        return Batch(input_ids, token_type_ids, attention_mask, list(encodings))
+        batch = pad(encodings, self.pad_token_id, width)
+        batch.encodings = list(encodings)
+        return batch
 
     # -- ids back to text ----------------------------------------------------------------------------
 
