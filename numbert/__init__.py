@@ -1,7 +1,8 @@
 """numbert: BERT, the whole encoder, in NumPy.
 
 >>> import numbert
->>> out = numbert.encode("Here is the sentence I want embeddings for.")
+>>> numbert.encode("Here is the sentence I want embeddings for.").shape    # the sentence vector: (hidden,)
+>>> out = numbert.forward("Here is the sentence I want embeddings for.")   # the whole forward pass
 >>> out.hidden_states.shape        # (layers + 1, seq, hidden)
 
 `import numbert` loads neither NumPy nor the model code: each public name (and each submodule) is
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from .model.blas import threads
     from .model.config import BertConfig
     from .model.encoder import Output
@@ -35,6 +38,7 @@ __all__ = [
     "Tokenizer",
     "__version__",
     "encode",
+    "forward",
     "load",
     "semantic_search",
     "threads",
@@ -90,24 +94,48 @@ def _cached_model(name: str, revision: str | None, cache_dir: str | None) -> Ber
     return load(name, revision=revision, cache_dir=cache_dir)
 
 
+def _model(model: str | os.PathLike | Bert | None, revision: str | None, cache_dir: str | os.PathLike | None) -> Bert:
+    """`model` itself if loaded, else loaded once and cached by name (default: $NUMBERT_MODEL, else
+    bert-base-uncased)."""
+    from .checkpoint.hub import default_model
+    from .pipeline.bert import Bert
+
+    if isinstance(model, Bert):
+        return model
+    name = default_model() if model is None else os.fspath(model)
+    return _cached_model(name, revision, None if cache_dir is None else os.fspath(cache_dir))
+
+
 def encode(
     text: str | list[str],
     model: str | os.PathLike | Bert | None = None,
     *,
     revision: str | None = None,
     cache_dir: str | os.PathLike | None = None,
-    **kwargs,
-) -> Output:
-    """Tokenize and run `text` through `model` (default: $NUMBERT_MODEL, else bert-base-uncased),
-    loading the model once and caching it by name.
+    **options,
+) -> np.ndarray:
+    """The sentence vector of `text` by the model's own recipe, as `numbert encode TEXT` prints it and
+    SentenceTransformer.encode gives it: (dim,) float32 for one str, (n, dim) for a list. The model (default:
+    $NUMBERT_MODEL, else bert-base-uncased) is loaded once and cached by name.
 
-    Keyword arguments go to `Bert.__call__` (text_pair, output_attentions, max_length, truncation).
+    Keyword arguments go to `Bert.embed` (pooling, layers, normalize, max_length, prompt, dimensions, ...).
+    The whole forward, every hidden state, is `numbert.forward(text)`.
     """
-    from .checkpoint.hub import default_model
-    from .pipeline.bert import Bert
+    return _model(model, revision, cache_dir).embed(text, **options)  # type: ignore[return-value]
 
-    if model is None:
-        model = default_model()
-    if not isinstance(model, Bert):
-        model = _cached_model(os.fspath(model), revision, None if cache_dir is None else os.fspath(cache_dir))
-    return model(text, **kwargs)
+
+def forward(
+    text: str | list[str],
+    model: str | os.PathLike | Bert | None = None,
+    *,
+    revision: str | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    **options,
+) -> Output:
+    """Tokenize `text` and run it through the model: the whole forward pass, an Output with the hidden states of
+    the embedding layer and of every layer, the pooler output and the tokens. The model is loaded once and
+    cached by name, as for `encode`.
+
+    Keyword arguments go to `Bert.__call__` (text_pair, output_attentions, max_length, truncation, long).
+    """
+    return _model(model, revision, cache_dir)(text, **options)

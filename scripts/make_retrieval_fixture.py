@@ -30,7 +30,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from helpers import minilm_or_exit  # noqa: E402
 from test_rerank import DOCUMENTS, PAIRS, QUERY  # noqa: E402
 
-from numbert.pipeline.quantize import CALIBRATED, PRECISIONS  # noqa: E402
+from numbert.pipeline.quantization import CALIBRATED, PRECISIONS  # noqa: E402
 from numbert.tokenizer import Tokenizer  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"

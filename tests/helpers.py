@@ -163,3 +163,13 @@ class ServerProcess:
         """The number of requests the server says it answered before it stopped."""
         found = [re.search(r"stopped after answering (\d+) requests", line) for line in self.lines]
         return int([m for m in found if m][-1].group(1))
+
+
+def served_model(model: str | os.PathLike, **settings):
+    """numbert.serve's ServedModel of `model`, opened (loaded, its recipe built) without a server around it."""
+    from numbert.serve.models import ServedModel
+    from numbert.serve.settings import Settings
+
+    served = ServedModel("model", str(model))
+    served.open(Settings(model=str(model), **settings))
+    return served

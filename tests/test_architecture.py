@@ -1,35 +1,45 @@
-"""docs/architecture.md's layers, held: a module imports only from its own layer or the layers below it
-(core <- io <- pipeline <- engines), even inside a function; engines use no underscore-prefixed name of
-another module; the Bert class stays a thin bundle."""
+"""docs/architecture.md's house, held: the layers are folders and a module imports only from its own layer or the
+layers below it (core <- io <- pipeline <- engines), even inside a function or under TYPE_CHECKING; no two modules
+import each other, however far round; no module uses another module's underscore-prefixed names or state; the
+engines (serve/, cli/, engines/) reach the pipeline through its public face only; the Bert class stays a thin face."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "numbert"
-LAYERS = {
+LAYERS = {  # the first part of a module's path below numbert/ -> its layer
     "core": ["model"],
     "io": ["tokenizer", "checkpoint"],
     "pipeline": ["pipeline", "__init__"],
     "engines": ["engines", "serve", "cli", "plot", "testing", "__main__"],
 }
 RANK = {top: rank for rank, names in enumerate(LAYERS.values()) for top in names}
-ENGINES = LAYERS["engines"]
+ENGINES = ("engines", "serve", "cli")
+# what an engine may import from below the engines: the public faces, the io that names files, BLAS's settings
+FACES = {"__init__", "pipeline", "checkpoint.hub", "checkpoint.fingerprint", "model.blas", "tokenizer"}
+ROOT_MODULES_AT_MOST = 6  # modules directly under numbert/ besides __init__ and __main__
+SERVE_IMPORTS_AT_MOST = 5  # numbert modules outside serve/ that serve/ imports
 
 
 def module_name(path: Path) -> str:
-    """numbert/serve/app.py -> serve.app; numbert/__init__.py -> __init__."""
+    """numbert/serve/app.py -> serve.app; numbert/pipeline/__init__.py -> pipeline; numbert/__init__.py -> __init__."""
     parts = path.relative_to(PACKAGE).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" and len(parts) > 1 else parts)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts = parts[:-1]
+    return ".".join(parts)
 
 
-def imported(path: Path) -> list[tuple[str, list[str], int]]:
-    """(numbert module, the names taken from it, line) of every import in the file, at any depth."""
-    package = module_name(path).split(".")[:-1] if path.name != "__init__.py" else module_name(path).split(".")
-    if module_name(path) == "__init__":
-        package = []
-    found = []
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imported(path: Path) -> Iterator[tuple[str, list[str], int]]:
+    """(numbert module, the names taken from it, line) of every import in the file, at any depth; `from x import y`
+    where x.y is a module counts as an import of x.y."""
+    mine = module_name(path)
+    package = mine.split(".") if path.name == "__init__.py" and mine != "__init__" else mine.split(".")[:-1]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
             if node.level:
@@ -40,48 +50,130 @@ def imported(path: Path) -> list[tuple[str, list[str], int]]:
             else:
                 continue
             names = [a.name for a in node.names]
-            if not target:  # `from . import x` / `from numbert import x`: each x is a module or a name of __init__
-                found += [(n if n in RANK else "__init__", [n], node.lineno) for n in names]
-            else:
-                found.append((target, names, node.lineno))
+            modules = [n for n in names if (f"{target}.{n}" if target else n) in MODULES]
+            for n in modules:
+                yield (f"{target}.{n}" if target else n), [], node.lineno
+            rest = [n for n in names if n not in modules]
+            if rest:
+                yield target or "__init__", rest, node.lineno
         elif isinstance(node, ast.Import):
-            found += [
-                (a.name.removeprefix("numbert."), [], node.lineno) for a in node.names if a.name.startswith("numbert.")
-            ]
-    return found
+            for a in node.names:
+                if a.name.startswith("numbert."):
+                    yield a.name.removeprefix("numbert."), [], node.lineno
 
 
-def test_every_module_has_a_layer():
-    tops = {module_name(p).split(".")[0] for p in PACKAGE.rglob("*.py")}
-    assert tops <= set(RANK), f"modules without a layer in docs/architecture.md: {sorted(tops - set(RANK))}"
+def layer_of(module: str) -> int:
+    return RANK[module.split(".")[0]]
+
+
+def test_the_root_holds_the_public_face_and_few_modules():
+    root = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__"))
+    assert len(root) <= ROOT_MODULES_AT_MOST, root
+    assert set(module.split(".")[0] for module in MODULES) <= set(RANK), "a folder without a layer"
 
 
 def test_modules_import_only_their_layer_and_below():
     wrong = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        mine = module_name(path).split(".")[0]
+    for mine, path in sorted(MODULES.items()):
         for target, _, line in imported(path):
-            if RANK[target.split(".")[0]] > RANK[mine]:
+            if layer_of(target) > layer_of(mine):
                 wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line} ({mine}) imports {target}")
     assert not wrong, "\n".join(wrong)
 
 
-def test_engines_use_no_private_name_of_another_module():
+# being taken apart by the tokenizer's rebuild (issue 33): remove each entry as its circle goes
+KNOWN_CIRCLES = [
+    ["tokenizer.blocks", "tokenizer.fast"],
+    ["tokenizer.pipeline", "tokenizer.templates", "tokenizer.tokenizer"],
+]
+KNOWN_PRIVATE_READS = ["numbert/tokenizer/blocks.py:152 reads self.fast._words"]
+
+
+def test_no_import_circles():
+    graph = {mine: {t for t, _, _ in imported(path) if t != mine} for mine, path in MODULES.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph.get(module, ()):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == module:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    circles = [c for c in circles if c not in KNOWN_CIRCLES]
+    assert not circles, f"modules that import each other: {circles}"
+
+
+def private_attributes(path: Path) -> set[str]:
+    """The underscore-prefixed names a module defines: its functions and classes, and self._x it assigns or defines."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            names.add(node.attr)
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def test_no_module_uses_another_modules_private_names_or_state():
+    own = {mine: private_attributes(path) for mine, path in MODULES.items()}
+    theirs = set().union(*own.values())
     wrong = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        mine = module_name(path)
-        if mine.split(".")[0] not in ENGINES:
-            continue
+    for mine, path in sorted(MODULES.items()):
         for target, names, line in imported(path):
             if target != mine and any(n.startswith("_") and not n.startswith("__") for n in names):
                 wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {names} from {target}")
-        text = path.read_text(encoding="utf-8")
-        for private in ("._sentence_recipe", "._dense_layers", "._prompt(", "._max_length", "._text_list"):
-            assert private not in text, f"{path} reaches into {private}"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in theirs - own[mine]
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            ):
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} reads {ast.unparse(node)}")
+    wrong = [w for w in wrong if w not in KNOWN_PRIVATE_READS]
     assert not wrong, "\n".join(wrong)
 
 
-def test_bert_is_a_thin_bundle():
+def test_engines_reach_the_pipeline_through_its_face():
+    wrong = []
+    for mine, path in sorted(MODULES.items()):
+        if mine.split(".")[0] not in ENGINES:
+            continue
+        for target, _, line in imported(path):
+            if layer_of(target) < RANK["engines"] and target not in FACES:
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line} ({mine}) imports {target}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_server_parses_calls_the_pipeline_and_renders():
+    outside = {t for m, p in MODULES.items() if m.startswith("serve") for t, _, _ in imported(p)}
+    outside = {t for t in outside if not t.startswith("serve")}
+    assert len(outside) <= SERVE_IMPORTS_AT_MOST, sorted(outside)
+    text = "\n".join(p.read_text(encoding="utf-8") for m, p in MODULES.items() if m.startswith("serve"))
+    for inside in (".encoder", ".tokenizer", ".heads", "planner", "next_batch", "plan_texts", "BOUNDARY"):
+        assert inside not in text, f"serve/ reaches into the pipeline: {inside}"
+
+
+def test_bert_is_a_thin_face():
     tree = ast.parse((PACKAGE / "pipeline" / "bert.py").read_text(encoding="utf-8"))
     bert = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Bert")
-    assert bert.end_lineno - bert.lineno + 1 <= 250  # type: ignore[operator]
+    assert bert.end_lineno - bert.lineno + 1 <= 60  # type: ignore[operator]
+    assert not [n for n in bert.body if isinstance(n, ast.FunctionDef)], "Bert binds the tasks; the Pipeline runs"

@@ -170,7 +170,7 @@ def test_numbert_model_is_honoured_by_load_encode_and_the_command(tmp_path, mini
     code = """if True:
         import numbert
         model = numbert.load()
-        print(model.config.hidden_size, numbert.encode("hello").hidden_states.shape[-1])
+        print(model.config.hidden_size, numbert.forward("hello").hidden_states.shape[-1])
     """
     env = environment(tmp_path, f"http://127.0.0.1:{closed_port()}", NUMBERT_MODEL=str(minilm_dir))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)

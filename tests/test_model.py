@@ -119,7 +119,7 @@ def test_forward_reusing_memory_equals_the_layers_run_one_by_one(minilm, texts):
 
 
 def test_output_shapes_and_dtypes(bert_base):
-    out = numbert.encode("Here is the sentence I want embeddings for.", model=bert_base, output_attentions=True)
+    out = numbert.forward("Here is the sentence I want embeddings for.", model=bert_base, output_attentions=True)
     assert out.tokens[0] == "[CLS]" and out.tokens[-1] == "[SEP]"
     seq = len(out.tokens)
     assert out.input_ids.shape == out.token_type_ids.shape == out.attention_mask.shape == (seq,)
@@ -189,12 +189,17 @@ def test_bad_forward_inputs_are_named(minilm, kwargs, error, match):
         minilm.forward(**kwargs)
 
 
-def test_encode_caches_the_model_by_name(minilm_dir):
+def test_encode_and_forward_cache_the_model_by_name(minilm_dir):
     numbert._cached_model.cache_clear()
-    a = numbert.encode("dog", model=minilm_dir)
-    b = numbert.encode(["dog", "cat"], model=str(minilm_dir))
+    a = numbert.forward("dog", model=minilm_dir)
+    b = numbert.forward(["dog", "cat"], model=str(minilm_dir))
     assert numbert._cached_model.cache_info().misses == 1
     np.testing.assert_allclose(a.hidden_states, b.hidden_states[:, 0, :3], atol=1e-5)
+    vector, vectors = numbert.encode("dog", model=minilm_dir), numbert.encode(["dog", "cat"], model=minilm_dir)
+    assert numbert._cached_model.cache_info().misses == 1 and vector.shape == (384,) and vectors.shape == (2, 384)
+    np.testing.assert_allclose(vector, vectors[0], atol=1e-6)
+    np.testing.assert_array_equal(vector, numbert.load(minilm_dir).embed("dog"))
+    assert len(repr(b)) < 2000 and "hidden_states=(7, 2, 3, 384)" in repr(b)
 
 
 @pytest.mark.parity

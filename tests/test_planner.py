@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from numbert.pipeline import planner, readouts
+from numbert.pipeline.batcher import Batcher
 from numbert.pipeline.planner import row_of
-from numbert.serve.batching import Batcher
 from numbert.serve.metrics import Metrics
 from numbert.tokenizer.encoding import pad
 
@@ -79,7 +79,7 @@ def test_the_queue_drops_a_request_whose_client_has_gone_before_its_forward(mode
     gate = threading.Event()
 
     async def serve() -> list:
-        batcher = Batcher(model.encoder, 16384, 32, Metrics())
+        batcher = Batcher(model.forward_rows, 16384, 32, Metrics())
         batcher.start(gate.wait)  # the model thread waits here while the requests queue
         gone = batcher.submit([row, row, row], readout)
         kept = batcher.submit([row], readout)
@@ -108,7 +108,7 @@ def test_the_queue_runs_one_readout_per_forward_and_pairs_with_their_type_ids(mo
     gate = threading.Event()
 
     async def serve():
-        batcher = Batcher(model.encoder, 16384, 32, Metrics())
+        batcher = Batcher(model.forward_rows, 16384, 32, Metrics())
         batcher.start(gate.wait)
         first = batcher.submit([pair, pair], a)
         second = batcher.submit([pair], b)

@@ -13,7 +13,7 @@ import pytest
 
 import numbert
 from numbert.cli import main
-from numbert.pipeline.quantize import PRECISIONS, quantize
+from numbert.pipeline.quantization import PRECISIONS, quantize
 from numbert.pipeline.search import dot_score
 
 TEXTS = [

@@ -12,6 +12,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers import served_model
 
 import numbert
 from numbert.checkpoint.sentence_config import read_sentence_config
@@ -197,11 +198,9 @@ def test_served_vectors_take_the_dense_layers_and_prompts(tmp_path, st, torch, r
 
 
 def test_a_served_prompt_name_needs_a_model_with_prompts(random_bert):
-    from numbert.serve.embedder import Embedder
     from numbert.serve.protocol import ApiError
-    from numbert.serve.settings import Settings
 
-    plain = Embedder(Settings(model=str(random_bert)))  # a BERT saved by transformers: no prompts
+    plain = served_model(random_bert)  # a BERT saved by transformers: no prompts
     assert plain.request_recipe(None, None, None).prompt == ""
     with pytest.raises(ApiError, match="this model has none") as refused:
         plain.request_recipe("query", None, None)

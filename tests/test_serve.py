@@ -17,11 +17,11 @@ import httpx
 import numpy as np
 import openai
 import pytest
-from helpers import ServerProcess
+from helpers import ServerProcess, served_model
 
 import numbert
+from numbert.pipeline.batcher import Item
 from numbert.pipeline.planner import next_batch
-from numbert.serve.batching import Item
 
 WORDS = [
     "the",
@@ -419,7 +419,7 @@ def test_too_many_too_long_and_too_big(server, model):
     assert "10000 inputs" in error_of(r, 413, "input")
     huge = "word " * 200_000  # 1 MB, 200,002 tokens: refused after its first 820 words (16 x 256 chars, to a space)
     r = httpx.post(server.url + "/v1/embeddings", json={"input": ["ok", huge]}, timeout=60)
-    assert "at least 822 tokens" in error_of(r, 413, "input[1]")
+    assert "is at least 257 tokens long" in error_of(r, 413, "input[1]")
     r = httpx.post(server.url + "/embed", json={"inputs": [huge], "truncate": True}, timeout=60)
     assert_close(r.json(), model.embed([huge], progress=False))  # cut to max_seq_length, as embed cuts it
     r = httpx.post(server.url + "/v1/embeddings", json={"input": [[101] * 300]})
@@ -435,24 +435,27 @@ def test_too_many_too_long_and_too_big(server, model):
     still_serving(server, model)
 
 
-def test_a_long_text_is_judged_by_its_head_when_that_decides(minilm_dir):
-    from numbert.serve import Settings
-    from numbert.serve.embedder import Embedder
-    from numbert.serve.protocol import ApiError
+def test_a_long_text_is_judged_by_the_tokens_that_decide(minilm_dir):
+    """A server's rows: a text within max_length tokens as embed tokenizes it, a longer one cut as embed cuts it
+    (truncate) or refused naming the input, its count read only as far as the limit (the tokenizer tokenizes only
+    what decides it)."""
+    from numbert.pipeline import InputTooLong
 
-    e = Embedder(Settings(model=str(minilm_dir)))  # max_length 256: heads of 4096+ characters
+    model = numbert.load(minilm_dir)
+    recipe = model.recipe()  # max_length 256
     texts = [" ".join(mixed_texts(2000, seed=3)), "a\x1cb " * 2000, "a " * 100 + "\n" * 5000 + "a " * 200, "a " * 200]
     for text in texts:
-        want = e.tokenizer.encode(text.lower(), max_length=None, truncation=False).ids
+        want = model.tokenizer.encode(text.lower(), max_length=None, truncation=False).ids
         cut = want if len(want) <= 256 else want[:255] + want[-1:]  # as embed cuts it
-        assert list(e.texts_to_rows([text], True, "input")[0].ids) == cut
+        assert list(model.rows([text], recipe, truncate=True)[0].ids) == cut
         if len(want) <= 256:
-            assert list(e.texts_to_rows([text], False, "input")[0].ids) == want
+            assert list(model.rows([text], recipe, truncate=False)[0].ids) == want
         else:
-            with pytest.raises(ApiError, match=r"'input\[0\]' is (at least )?\d+ tokens long"):
-                e.texts_to_rows([text], False, "input")
-    with pytest.raises(ApiError, match="is 302 tokens long"):  # its head (4096+ characters) has only 102
-        e.texts_to_rows(["a " * 100 + " " * 100_000 + "a " * 200], False, "input")  # a long run of spaces: fast
+            with pytest.raises(InputTooLong, match=r"input 0 is at least 257 tokens long") as refused:
+                model.rows([text], recipe, truncate=False)
+            assert (refused.value.index, refused.value.limit) == (0, 256)
+    with pytest.raises(InputTooLong, match="at least 257"):  # a long run of spaces: fast
+        model.rows(["a " * 100 + " " * 100_000 + "a " * 200], recipe, truncate=False)
 
 
 def test_not_ready_until_loaded_and_a_failed_load_says_why(tmp_path):
@@ -493,42 +496,41 @@ def test_next_batch_runs_the_oldest_input_with_neighbours_by_length():
     assert arrivals(items([8] * 40), 10_000, 32) == list(range(32))  # like lengths: a full batch
 
 
-def test_a_huge_input_is_counted_a_piece_at_a_time_and_tokenize_is_bounded(minilm_dir, monkeypatch):
+def test_a_huge_input_is_refused_or_cut_by_its_first_tokens_and_tokenize_is_bounded(minilm_dir, server, model):
     """1.9 MB of "!" (1.9 million tokens) once cost /v1/embeddings a whole tokenization to count it (672 MB)
-    and /tokenize a 148 MB answer; now only pieces of 16 x max_length characters are tokenized until the
-    count decides, and /tokenize answers at most max_length tokens an input, max_batch_tokens a request."""
-    from numbert.serve import Settings
-    from numbert.serve.embedder import Embedder, offsets_before_collapsing
+    and /tokenize a 148 MB answer; now the tokenizer reads only the tokens that decide (numbert.tokenizer), and
+    /tokenize answers at most max_length tokens an input, max_batch_tokens a request."""
+    from numbert.pipeline import InputTooLong, TooManyTokens
+    from numbert.serve.app import tokenize_answer
     from numbert.serve.protocol import ApiError
 
-    e = Embedder(Settings(model=str(minilm_dir)))  # max_length 256
-    seen: list[int] = []
-    encode = e.tokenizer.encode
-    monkeypatch.setattr(e.tokenizer, "encode", lambda text, *a, **k: seen.append(len(text)) or encode(text, *a, **k))
+    pipeline = numbert.load(minilm_dir)
+    recipe = pipeline.recipe()  # max_length 256
     hostile = "!" * 1_900_000
-    with pytest.raises(ApiError, match=r"'input\[0\]' is at least \d+ tokens long.*--auto-truncate") as refused:
-        e.texts_to_rows([hostile], False, "input", hint=", or start the server with --auto-truncate")
-    assert refused.value.status == 413 and max(seen) <= 16 * 256 + 1 and sum(seen) < 20_000
-    seen.clear()
-    (row,) = e.texts_to_rows([hostile], True, "inputs")
-    assert list(row.ids) == encode("!" * 300, max_length=256, truncation=True).ids and sum(seen) < 20_000
+    with pytest.raises(InputTooLong, match=r"input 0 is at least 257 tokens long"):
+        pipeline.rows([hostile], recipe, truncate=False)
+    (row,) = pipeline.rows([hostile], recipe, truncate=True)
+    assert list(row.ids) == pipeline.tokenizer.encode("!" * 300, max_length=256, truncation=True).ids
     text = "A   river\n\n\n bank,  [MASK] " + "word " * 2000 + "中文" * 3000  # spaces, a special token, CJK
     for truncate in (True, False):
-        want = encode(text, max_length=256 if truncate else None, truncation=truncate).ids
+        want = pipeline.tokenizer.encode(text, max_length=256 if truncate else None, truncation=truncate).ids
         if len(want) <= 256:
-            assert list(e.texts_to_rows([text], truncate, "input")[0].ids) == want
+            assert list(pipeline.rows([text], recipe, truncate=truncate)[0].ids) == want
         else:
-            with pytest.raises(ApiError, match="is at least"):
-                e.texts_to_rows([text], truncate, "input")
-    with pytest.raises(ApiError, match=r"'inputs\[1\]' is at least \d+ tokens long") as refused:
-        e.tokenize_inputs(["fine", hostile], True, 16384)
-    assert refused.value.status == 413
-    with pytest.raises(ApiError, match=r"up to 'inputs\[64\]' are 4160 tokens; /tokenize answers at most 4096"):
-        e.tokenize_inputs(["word " * 62] * 100, True, 4096)
+            with pytest.raises(InputTooLong, match="is at least"):
+                pipeline.rows([text], recipe, truncate=truncate)
+    with pytest.raises(InputTooLong, match=r"input 1 is at least \d+ tokens long"):
+        pipeline.tokenize(["fine", hostile], recipe, special=True, max_tokens=16384)
+    with pytest.raises(TooManyTokens, match=r"up to input 64 are 4160 tokens; at most 4096"):
+        pipeline.tokenize(["word " * 62] * 100, recipe, special=True, max_tokens=4096)
     spaced = "A   river\n\n\n bank,\t\t[MASK]  x"
-    (encoding,) = e.tokenize_inputs([spaced], False, 4096)
+    (encoding,) = pipeline.tokenize([spaced], recipe, special=False, max_tokens=4096)
     assert [spaced[a:b] for a, b in encoding.offsets] == ["A", "river", "bank", ",", "[MASK]", "x"]
-    assert offsets_before_collapsing("a b", [(0, 1), (2, 3)]) == [(0, 1), (2, 3)]
+    r = httpx.post(server.url + "/tokenize", json={"inputs": ["fine", hostile]}, timeout=60)
+    assert "at least" in error_of(r, 413, "inputs[1]")
+    with pytest.raises(ApiError, match=r"up to 'inputs\[64\]' are 4160 tokens; /tokenize answers at most 4096"):
+        tokenize_answer(served_model(minilm_dir), json.dumps({"inputs": ["word " * 62] * 100}).encode(), 100, 4096)
+    still_serving(server, model)
 
 
 def test_a_request_whose_client_disconnects_is_dropped_before_its_forward(minilm_dir):

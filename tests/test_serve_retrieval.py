@@ -11,12 +11,10 @@ import httpx
 import numpy as np
 import openai
 import pytest
-from helpers import ServerProcess
+from helpers import ServerProcess, served_model
 
-from numbert.pipeline.quantize import quantize
-from numbert.serve.embedder import Embedder
+from numbert.pipeline.quantization import quantize
 from numbert.serve.protocol import ApiError
-from numbert.serve.settings import Settings
 
 TEXTS = [
     "A man is eating food.",
@@ -86,7 +84,7 @@ def test_dimensions_with_embedding_type_and_the_openai_client(server, minilm):
 
 
 def test_dimensions_of_vectors_not_normalized_are_cut_only(minilm_dir, floats):
-    embedder = Embedder(Settings(str(minilm_dir), recipe={"normalize": False}))
+    embedder = served_model(minilm_dir, recipe={"normalize": False})
     recipe = embedder.request_recipe(None, None, 64)
     np.testing.assert_array_equal(recipe.finish(floats * 3), floats[:, :64] * 3)
 
@@ -95,7 +93,7 @@ def test_a_served_recipe_with_ranges_quantizes_by_them(minilm_dir, floats):
     """Settings' recipe may carry int8 ranges: requests at that precision use them (one input is enough),
     float requests drop them, and dimensions other than their width are refused naming the field."""
     ranges = np.stack([floats.min(0), floats.max(0)]) * np.float32(0.5)
-    embedder = Embedder(Settings(str(minilm_dir), recipe={"precision": "int8", "ranges": ranges.tolist()}))
+    embedder = served_model(minilm_dir, recipe={"precision": "int8", "ranges": ranges.tolist()})
     served = embedder.request_recipe(None, None, None)
     np.testing.assert_array_equal(served.finish(floats[:1]), quantize(floats[:1], "int8", ranges))
     assert embedder.request_recipe(None, None, None, "float32").finish(floats).dtype == np.float32

@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from helpers import served_model
 from test_cli import run
 
 import numbert
@@ -285,12 +286,10 @@ def test_server_refuses_dense_vectors_of_a_splade_model(server):
 
 
 def test_a_served_model_without_the_masked_lm_head_answers_400_naming_it(minilm_dir):
-    from numbert.serve.embedder import Embedder
     from numbert.serve.protocol import ApiError
-    from numbert.serve.settings import Settings
 
     with pytest.raises(ApiError) as e:
-        Embedder(Settings(model=str(minilm_dir))).sparse  # noqa: B018 (the readout /embed_sparse queues for)
+        served_model(minilm_dir).sparse  # noqa: B018 (the readout /embed_sparse queues for)
     assert (
         e.value.status == 400 and "'cls.predictions.bias'" in e.value.message and "BertForMaskedLM" in e.value.message
     )

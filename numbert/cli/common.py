@@ -93,7 +93,7 @@ def add_model(p: argparse.ArgumentParser) -> None:
 
 
 def add_sentence_options(p: argparse.ArgumentParser) -> None:
-    from ..model.pooling import COMBINES, POOLINGS, STRATEGIES
+    from ..pipeline import COMBINES, POOLINGS, STRATEGIES
 
     which = p.add_mutually_exclusive_group()
     which.add_argument(

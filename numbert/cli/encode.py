@@ -9,7 +9,7 @@ file of any length, and OUT appears only when every line succeeded. Sentence vec
 in --workers processes (numbert.engines.workers) or on a Dask cluster (--scheduler, --dask: numbert.engines.dask), and
 written as resumable shards (--shard-lines: numbert.engines.shards); every way embeds the same chunks of
 CHUNK_LINES lines, so the vectors are the same bits every way. --precision quantizes the vectors of a
-.npy / .npz (numbert.pipeline.quantize) as embed(texts, precision=...) does with all the lines as its texts: int8
+.npy / .npz (numbert.pipeline.quantization) as embed(texts, precision=...) does with all the lines as its texts: int8
 and uint8 are scaled by the whole file's min and max, so the float vectors wait in a temporary file.
 --sparse writes SPLADE vectors (numbert.pipeline.sparse), a JSON line per input line, a chunk at a time.
 """
@@ -33,8 +33,7 @@ import numpy as np
 
 from ..engines.npy import NpyRows
 from ..model import blas
-from ..pipeline.quantize import CALIBRATED, DTYPES, PRECISIONS, quantize, width
-from ..pipeline.recipe import Recipe
+from ..pipeline import CALIBRATED, DTYPES, PRECISIONS, Recipe, quantize, width
 from .common import (
     Failure,
     add_dimensions,
@@ -328,9 +327,7 @@ def spooled(vectors: Iterable[np.ndarray], f: IO[bytes], dim: int) -> tuple[Iter
 def write_features(model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace, bar: Any) -> None:
     """One JSON line per input line in the layout of google-research/bert's extract_features.py."""
     layers = args.layers or [-1, -2, -3, -4]
-    from ..model.pooling import layer_selection
-
-    layer_selection(layers, None, model.config.num_hidden_layers)  # a bad layer fails before any work
+    model.recipe(pooling="mean", layers=layers)  # a bad layer fails before any work
     index = 0
     for chunk in chunks:
         pairs = [PAIR.match(line) for line in chunk]

@@ -15,7 +15,7 @@ import json
 
 import numpy as np
 
-from ..pipeline.search import semantic_search
+from ..pipeline import semantic_search
 from .common import (
     Failure,
     add_dimensions,

@@ -166,7 +166,7 @@ def add_input(p: argparse.ArgumentParser, what: str) -> None:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     """Register `numbert fill-mask`, `classify`, `ner` and `qa`."""
-    from ..pipeline.tasks import AGGREGATIONS, MAX_MASKS, SCORE_FUNCTIONS
+    from ..pipeline import AGGREGATIONS, MAX_MASKS, SCORE_FUNCTIONS
 
     p = commands.add_parser(
         "fill-mask",

@@ -41,11 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..model import row_threads
-from ..model.blas import process_environment, process_threads
-from ..pipeline.bert import Bert, load
-from ..pipeline.planner import Row, run
-from ..pipeline.recipe import Recipe
+from ..model.blas import configure_own_process, process_environment
+from ..pipeline import Bert, Recipe, Row, load
 
 Planned = tuple[Sequence[int], list[Row]]  # a planned batch: (the inputs it holds, their rows)
 PARENT_CHECK_SECONDS = 0.2  # how often a worker looks whether its parent is still alive
@@ -204,7 +201,7 @@ class Pool:
     ) -> Iterator[tuple[Sequence[int], np.ndarray]]:
         """Run each planned batch (inputs, rows); yield (inputs, their pooled vectors before recipe.finish), in order.
 
-        A worker runs `numbert.pipeline.planner.run(encoder, rows, recipe.max_length, recipe.stride, window_batch)` and
+        A worker runs `Pipeline.run(rows, recipe.max_length, recipe.stride, window_batch)` and
         the recipe's `sentence_vectors`, as one process would. At most 2 x workers batches are read ahead of
         the one to yield next, so a stream of batches runs in bounded memory. An error in a batch is raised
         again here; after an error, or if the caller stops iterating early, the pool is closed.
@@ -333,7 +330,7 @@ def serve(receive_end: Connection, send_end: Connection) -> None:
     """
     _, model_name, load_options = receive_end.recv()
     try:
-        encoder = load(model_name, **load_options).encoder
+        pipeline = load(model_name, **load_options)
         send_end.send(("ready", None, None))
     except Exception as e:  # noqa: BLE001 - any failure to load is the parent's error to raise
         send_end.send(("error", None, picklable(e)))
@@ -346,7 +343,7 @@ def serve(receive_end: Connection, send_end: Connection) -> None:
         number, rows = message
         try:
             assert recipe is not None, "a batch came before its recipe"
-            out = run(encoder, rows, recipe.max_length, recipe.stride, window_batch)
+            out = pipeline.run(rows, recipe.max_length, recipe.stride, window_batch)
             send_end.send(("ok", number, recipe.sentence_vectors(out)))
         except Exception as e:  # noqa: BLE001
             send_end.send(("error", number, picklable(e)))
@@ -379,8 +376,8 @@ def exit_with_parent(parent: int) -> None:
 
 def main(argv: list[str]) -> None:
     """A worker process's entry point: serve on the two pipe file descriptors the parent passed, while the
-    parent (its process id the third argument) lives; as many row threads as its BLAS threads."""
-    row_threads.use(process_threads(os.environ))
+    parent (its process id the third argument) lives; BLAS and row threads as the parent set them."""
+    configure_own_process()
     exit_with_parent(int(argv[2]))
     with Connection(int(argv[0]), writable=False) as receive, Connection(int(argv[1]), readable=False) as send:
         try:

@@ -80,3 +80,9 @@ def threads(n: int) -> Any:
     except ImportError:
         raise ImportError("numbert.threads needs threadpoolctl: pip install 'numbert[threads]'") from None
     return threadpool_limits(limits=n, user_api="blas")
+
+
+def own_process_threads(n: int) -> None:
+    """A process of numbert's own, NumPy loaded: `n` BLAS threads (threadpoolctl) and as many row threads."""
+    threads(n)
+    row_threads.use(n)

@@ -49,7 +49,7 @@ class EncoderLayer(NamedTuple):
     feed_forward_norm: Norm
 
 
-@dataclass
+@dataclass(repr=False)
 class Output:
     """Everything one forward pass computes. Arrays are float32; `[batch]` is absent for one input.
 
@@ -69,6 +69,18 @@ class Output:
     attentions: np.ndarray | None = None
     tokens: list | None = None  # list[str], or one list per batch row (padding shows as [PAD])
     encodings: list | None = None  # the tokenizer's Encoding per input (offsets, word ids)
+
+    def __repr__(self) -> str:
+        """The shapes, not the numbers (an Output holds every layer's hidden states), and the first tokens."""
+        shape = lambda array: None if array is None else tuple(array.shape)
+        tokens = self.tokens
+        if tokens and isinstance(tokens[0], list):  # a batch: its first row
+            tokens = tokens[0]
+        shown = None if tokens is None else [str(t)[:20] for t in tokens[:8]] + (["..."] if len(tokens) > 8 else [])
+        return (
+            f"Output(hidden_states={shape(self.hidden_states)}, pooler_output={shape(self.pooler_output)}, "
+            f"attentions={shape(self.attentions)}, input_ids={shape(self.input_ids)}, tokens={shown})"
+        )
 
     @property
     def batched(self) -> bool:

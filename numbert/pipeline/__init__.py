@@ -1,0 +1,64 @@
+"""The pipeline layer: text -> rows of token ids -> planned batches -> forwards -> answers.
+
+    pipeline.py    Pipeline: the tokenizer, encoder, heads and sentence config of a model, and the path of text
+                   through them (text-embeddings-inference's Infer); bert.py: Bert, the Pipeline with every task
+                   as a method, what numbert.load gives
+    recipe.py      Recipe: how a text becomes one sentence vector (pooling, layers, Dense, normalize, ...)
+    planner.py     rows, and the two batch planners: a corpus by length, a live queue by token budget
+    batcher.py     Batcher: a live queue of requests' rows and the one thread that runs their forwards
+    readouts.py    what one forward's rows become for each task
+    embedding.py, sparse.py, reranking.py, tasks.py, vocabulary.py: the tasks, each a function of the Pipeline
+    quantization.py, search.py: vectors for an index, and search over them
+
+This module is the layer's public face: the engines above it (numbert.cli, numbert.serve, numbert.engines) import
+what they use from here, never from the modules behind it.
+"""
+
+from ..model.pooling import COMBINES, POOLINGS, STRATEGIES
+from .batcher import Batcher
+from .bert import Bert, load
+from .embedding import Runner
+from .pipeline import InputTooLong, InvalidTokenId, Pipeline, TooManyTokens
+from .planner import Row, positive
+from .quantization import CALIBRATED, DTYPES, PRECISIONS, quantize, width
+from .readouts import SentenceVectors, SequenceLogits, SparseVectors, TokenVectors
+from .recipe import Recipe
+from .reranking import activation_of, ranking
+from .search import semantic_search
+from .sparse import SparseVector, prune
+from .tasks import AGGREGATIONS, MAX_MASKS, SCORE_FUNCTIONS, label_scores
+
+__all__ = [
+    "AGGREGATIONS",
+    "CALIBRATED",
+    "COMBINES",
+    "DTYPES",
+    "MAX_MASKS",
+    "POOLINGS",
+    "PRECISIONS",
+    "SCORE_FUNCTIONS",
+    "STRATEGIES",
+    "Batcher",
+    "Bert",
+    "InputTooLong",
+    "InvalidTokenId",
+    "Pipeline",
+    "Recipe",
+    "Row",
+    "Runner",
+    "SentenceVectors",
+    "SequenceLogits",
+    "SparseVector",
+    "SparseVectors",
+    "TokenVectors",
+    "TooManyTokens",
+    "activation_of",
+    "label_scores",
+    "load",
+    "positive",
+    "prune",
+    "quantize",
+    "ranking",
+    "semantic_search",
+    "width",
+]

@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..model import pooling
 from ..tokenizer import Encoding
 from ..tokenizer.tokenizer import alias
-from . import planner
+from .pipeline import Pipeline
 from .planner import Row, row_of, text_list
 from .recipe import Recipe, check_long
-
-if TYPE_CHECKING:
-    from .bert import Bert
 
 
 class Runner(Protocol):
@@ -36,7 +33,7 @@ class Runner(Protocol):
 
 
 def embed(
-    model: Bert,
+    model: Pipeline,
     texts: str | Sequence[str],
     *,
     batch_size: int = 32,
@@ -46,6 +43,9 @@ def embed(
     normalize_embeddings: bool | None = None,
     show_progress_bar: bool | None = None,
     convert_to_numpy: bool = True,
+    convert_to_tensor: bool = False,
+    device: str | None = None,
+    output_value: str | None = "sentence_embedding",
     **choices,
 ) -> np.ndarray | list[np.ndarray]:
     """Sentence vectors of many texts: (n, dim) float32 in the input order, (dim,) for one string.
@@ -53,7 +53,7 @@ def embed(
     The recipe is `recipe`, else `model.recipe(**choices)`: pooling, layers, combine, normalize,
     max_length, long, stride, prompt, prompt_name, dimensions (or truncate_dim), precision, ranges,
     calibration_embeddings (numbert.pipeline.recipe.build). precision="int8", "uint8", "binary" or "ubinary" gives
-    quantize_embeddings' arrays (numbert.pipeline.quantize); int8 and uint8 without ranges are scaled by the min and
+    quantize_embeddings' arrays (numbert.pipeline.quantization); int8 and uint8 without ranges are scaled by the min and
     max of this call's vectors, as SentenceTransformer.encode(precision=...) does. Its defaults
     are, for a sentence-transformers directory, its own recipe (its pooling of the last layer, its
     Dense layers and Normalize, max_seq_length and lowercasing, its default prompt), so the vectors
@@ -71,8 +71,11 @@ def embed(
 
     sentence-transformers' names work too: `normalize_embeddings=True` is normalize=True (False
     leaves the model's own recipe, as there: a Normalize module still normalizes),
-    `show_progress_bar` is `progress`, and `convert_to_numpy=False` gives a list of (dim,) arrays.
+    `show_progress_bar` is `progress`, and `convert_to_numpy=False` gives a list of (dim,) arrays;
+    convert_to_tensor=True, a device other than the CPU and output_value other than sentence_embedding are
+    refused with what to do instead (numbert has no torch and runs on the CPU).
     """
+    sentence_transformers_only(convert_to_tensor, device, output_value)
     if normalize_embeddings is not None:
         if "normalize" in choices:
             raise TypeError("got both normalize and sentence-transformers' normalize_embeddings; pass one")
@@ -101,8 +104,25 @@ def embed(
     return vectors if convert_to_numpy else list(vectors)
 
 
+def sentence_transformers_only(convert_to_tensor: bool, device: str | None, output_value: str | None) -> None:
+    """A TypeError or ValueError for SentenceTransformer.encode's options that numbert cannot honour, saying what
+    to do instead."""
+    if convert_to_tensor:
+        raise TypeError(
+            "convert_to_tensor=True: numbert has no torch and returns NumPy arrays; "
+            "torch.from_numpy(vectors) makes a tensor of them"
+        )
+    if device not in (None, "cpu"):
+        raise ValueError(f"device={device!r}: numbert runs on the CPU (device='cpu' or None)")
+    if output_value not in (None, "sentence_embedding"):
+        raise ValueError(
+            f"output_value={output_value!r}: embed gives sentence vectors; a text's token vectors are "
+            f"model(text).last_hidden_state, its words' model.word_vectors(text)"
+        )
+
+
 def run_planned(
-    model: Bert,
+    model: Pipeline,
     planned: Iterable[tuple[list[int], list[Encoding]]],
     recipe: Recipe,
     batch_size: int,
@@ -112,9 +132,7 @@ def run_planned(
     `workers` (a Runner), which receive the batches' rows and run them as this process would."""
     if workers is None:
         for positions, encodings in planned:
-            out = planner.run(
-                model.encoder, [row_of(e) for e in encodings], recipe.max_length, recipe.stride, batch_size
-            )
+            out = model.run([row_of(e) for e in encodings], recipe.max_length, recipe.stride, batch_size)
             yield positions, recipe.sentence_vectors(out)
         return
     batches = ((positions, [row_of(e) for e in encodings]) for positions, encodings in planned)
@@ -123,7 +141,7 @@ def run_planned(
 
 
 def encode(
-    model: Bert,
+    model: Pipeline,
     sentences: str | Sequence[str],
     batch_size: int = 32,
     show_progress_bar: bool | None = None,
@@ -136,7 +154,8 @@ def encode(
     Not to be confused with the module function `numbert.encode(text)`, which returns the whole
     Output (hidden states, pooler output) of one forward pass. Other keyword arguments go to `embed`.
     """
-    return model.embed(
+    return embed(
+        model,
         sentences,
         batch_size=batch_size,
         show_progress_bar=show_progress_bar,
@@ -150,7 +169,7 @@ def encode(
 
 
 def word_vectors(
-    model: Bert,
+    model: Pipeline,
     text: str,
     *,
     layers: str | int | Sequence[int] = "sum_last_four",
@@ -172,12 +191,21 @@ def word_vectors(
     return pooling.word_vectors(out.token_vectors(layers, combine), out.encodings[0], (text,), merge)
 
 
-def similarity(model: Bert, a: str, b: str, **options) -> float:
-    """The cosine similarity of two texts' sentence vectors (options as for embed)."""
-    if not isinstance(a, str) or not isinstance(b, str):
-        raise TypeError(f"similarity takes two texts (str), not {type(a).__name__} and {type(b).__name__}")
-    u, v = model.embed([a, b], **options)
-    return float(pooling.cosine(u, v))
+def similarity(model: Pipeline, a: str | np.ndarray, b: str | np.ndarray, **options) -> float | np.ndarray:
+    """Cosine similarities, as SentenceTransformer.similarity: of two arrays of embeddings ((n, dim) and
+    (m, dim), or one vector each) the (n, m) float32 matrix; of two texts, the float of their sentence vectors
+    (embedded with `options`, as for embed)."""
+    if isinstance(a, str) and isinstance(b, str):
+        u, v = embed(model, [a, b], **options)
+        return float(pooling.cosine(u, v))
+    if isinstance(a, str) or isinstance(b, str):
+        raise TypeError("similarity takes two texts (str) or two arrays of embeddings, not one of each")
+    if options:
+        raise TypeError(f"similarity of embeddings takes no options ({', '.join(options)}): they are embedded already")
+    u, v = np.atleast_2d(np.asarray(a, np.float32)), np.atleast_2d(np.asarray(b, np.float32))
+    if u.ndim != 2 or v.ndim != 2 or u.shape[1] != v.shape[1]:
+        raise ValueError(f"similarity takes embeddings of one width, (n, dim) and (m, dim), not {u.shape}, {v.shape}")
+    return pooling.cosine_matrix(u, v)
 
 
 def progress_bar(progress: bool | Any | None, total: int) -> contextlib.AbstractContextManager:

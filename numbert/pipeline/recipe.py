@@ -16,6 +16,7 @@ describes itself as JSON (`describe()`, for a job's manifest).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -27,7 +28,7 @@ from ..model.encoder import Output
 from ..model.pooling import Layers, normalize, sentence_vectors
 from ..model.windows import window_spans
 from ..tokenizer.truncation import check_side
-from . import quantize
+from . import quantization
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class Recipe:
     dense: sentence-transformers Dense modules, applied in order to the pooled vector.
     prompt: text prepended to every input; lowercase: the input is lowercased first (do_lower_case).
     dimensions: keep the first `dimensions` values (Matryoshka); renormalized when `normalize`.
-    precision: float32, or quantized for an index (numbert.pipeline.quantize): int8 and uint8 scaled by `ranges`
+    precision: float32, or quantized for an index (numbert.pipeline.quantization): int8 and uint8 scaled by `ranges`
         ((2, dim): each dimension's minimum and maximum), else by the min and max of the vectors finished
         together (embed: the whole call's); binary and ubinary pack the signs eight to a byte.
     """
@@ -68,7 +69,7 @@ class Recipe:
     @property
     def dim(self) -> int:
         """The width of the vectors `finish` returns (bytes of bits for binary and ubinary)."""
-        return quantize.width(self.width if self.dimensions is None else self.dimensions, self.precision)
+        return quantization.width(self.width if self.dimensions is None else self.dimensions, self.precision)
 
     def prepare(self, text: str) -> str:
         """The text as the tokenizer sees it: the prompt prepended, lowercased if the model says do_lower_case."""
@@ -91,7 +92,7 @@ class Recipe:
             vectors = vectors[..., : self.dimensions]
             if self.normalize:
                 vectors = normalize(vectors)
-        return quantize.quantize(vectors, self.precision, self.ranges)
+        return quantization.quantize(vectors, self.precision, self.ranges)
 
     def with_output(
         self, *, normalize: bool | None = None, dimensions: int | None = None, precision: str | None = None
@@ -101,7 +102,7 @@ class Recipe:
         if dimensions is not None:
             check_dimensions(dimensions, self.width)
         if precision is not None:
-            quantize.check_precision(precision)
+            quantization.check_precision(precision)
         return dataclasses.replace(
             self,
             normalize=self.normalize if normalize is None else normalize,
@@ -192,7 +193,7 @@ def build(
         dimensions = truncate_dim
     elif dimensions is not None:
         check_dimensions(dimensions, width)
-    quantize.check_precision(precision)
+    quantization.check_precision(precision)
     ranges = output_ranges(precision, ranges, calibration_embeddings, width if dimensions is None else dimensions)
     max_length = tokens_per_input(config, st, max_length)
     check_long(long)
@@ -218,6 +219,9 @@ def build(
     )
 
 
+CHOICES = tuple(inspect.signature(build).parameters)[3:]  # the keyword arguments a recipe is built with
+
+
 def output_ranges(
     precision: str, ranges: np.ndarray | None, calibration_embeddings: np.ndarray | None, dim: int
 ) -> np.ndarray | None:
@@ -231,8 +235,8 @@ def output_ranges(
             raise ValueError(
                 f"calibration_embeddings must be (rows, {dim}) vectors, got shape {calibration_embeddings.shape}"
             )
-        ranges = quantize.calibration_ranges(calibration_embeddings)
-    return None if ranges is None else quantize.check_ranges(ranges, precision, dim)
+        ranges = quantization.calibration_ranges(calibration_embeddings)
+    return None if ranges is None else quantization.check_ranges(ranges, precision, dim)
 
 
 def pooled_width(

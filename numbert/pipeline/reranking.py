@@ -21,38 +21,22 @@ as CrossEncoder.rank's stable sort does.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..model.heads import sigmoid, softmax
 from . import planner
+from .pipeline import Pipeline
 from .planner import row_of, text_list
-from .readouts import SequenceLogits
 from .recipe import check_long
-
-if TYPE_CHECKING:
-    from .bert import Bert
 
 Activation = Callable[[np.ndarray], np.ndarray]
 ACTIVATIONS: dict[str, Activation] = {"sigmoid": sigmoid, "identity": lambda logits: logits, "tanh": np.tanh}
 TORCH_ACTIVATIONS = {"Sigmoid": "sigmoid", "Identity": "identity", "Tanh": "tanh"}  # torch.nn classes by name
 
 
-def pair_limit(model: Bert, max_length: int | None = None) -> int:
-    """Tokens per pair, [CLS] and both [SEP]s included: `max_length`, else CrossEncoder's (sentence_bert_config's
-    max_seq_length, else the tokenizer's model_max_length), at most the model's positions."""
-    positions = model.config.max_tokens
-    if max_length is not None:
-        if isinstance(max_length, bool) or not isinstance(max_length, int) or not 4 <= max_length <= positions:
-            raise ValueError(f"max_length must be an integer between 4 and {positions}, got {max_length!r}")
-        return max_length
-    st = model.sentence_config
-    limit = st.max_seq_length if st is not None and st.max_seq_length else model.require_tokenizer().model_max_length
-    return min(limit or positions, positions)
-
-
-def default_activation(model: Bert) -> str:
+def default_activation(model: Pipeline) -> str:
     """The name of the activation CrossEncoder applies to this model's logits (a key of ACTIVATIONS).
 
     A dotted path outside torch is ignored, as CrossEncoder ignores it without trust_remote_code."""
@@ -66,10 +50,10 @@ def default_activation(model: Bert) -> str:
                     f"({', '.join(TORCH_ACTIVATIONS)}); pass activation_fn= yourself"
                 )
             return TORCH_ACTIVATIONS[name]
-    return "sigmoid" if len(model.heads.labels) == 1 else "identity"
+    return "sigmoid" if len(model.labels) == 1 else "identity"
 
 
-def activation_of(model: Bert, activation_fn: str | Activation | None) -> Activation:
+def activation_of(model: Pipeline, activation_fn: str | Activation | None) -> Activation:
     """The function scores go through: `activation_fn` (a name of ACTIVATIONS, or a function of the logits
     array), else the model's default."""
     if callable(activation_fn):
@@ -80,19 +64,11 @@ def activation_of(model: Bert, activation_fn: str | Activation | None) -> Activa
     return ACTIVATIONS[name]
 
 
-def segment(model: Bert) -> Callable[[str], str]:
-    """How a query or a document is handed to the tokenizer: lowercased if the model's sentence_bert_config
-    says do_lower_case, and "" as " " (no tokens either way), so that an empty document keeps its segment
-    ([CLS] query [SEP] [SEP]) as in CrossEncoder's batch call, where Tokenizer.encode would drop it."""
-    lower = model.sentence_config is not None and model.sentence_config.do_lower_case
-    return lambda text: (text.lower() if lower else text) or " "
-
-
-def logits(model: Bert, pairs: Sequence[tuple[str, str]], *, batch_size: int, limit: int) -> np.ndarray:
+def logits(model: Pipeline, pairs: Sequence[tuple[str, str]], *, batch_size: int, limit: int) -> np.ndarray:
     """The classifier's logits of each pair cut to `limit` tokens, planned by length as embed plans texts.
     (n, labels) float32"""
-    readout = SequenceLogits(model.heads.sequence_classifier)
-    out = np.empty((len(pairs), len(model.heads.labels)), np.float32)
+    readout = model.sequence_logits()
+    out = np.empty((len(pairs), len(model.labels)), np.float32)
     planned = planner.plan_texts(
         model.require_tokenizer(),
         [a for a, _ in pairs],
@@ -100,21 +76,21 @@ def logits(model: Bert, pairs: Sequence[tuple[str, str]], *, batch_size: int, li
         batch_size=batch_size,
         limit=limit,
         window=False,
-        prepare=segment(model),
+        prepare=model.segment,
     )
     for positions, encodings in planned:
-        out[positions] = np.stack(readout(planner.forward(model.encoder, [row_of(e) for e in encodings])))
+        out[positions] = np.stack(readout(model.forward_rows([row_of(e) for e in encodings])))
     return out
 
 
 def best_window_logits(
-    model: Bert, pairs: Sequence[tuple[str, str]], *, batch_size: int, limit: int, stride: int
+    model: Pipeline, pairs: Sequence[tuple[str, str]], *, batch_size: int, limit: int, stride: int
 ) -> np.ndarray:
     """Each pair's highest logit over the windows of its document: `[CLS] query [SEP] window [SEP]` of `limit`
     tokens, the query whole in each, the document's windows overlapping by `stride` tokens (the tokenizer's
     truncation="only_second" with its overflowing windows). One label only. (n, 1) float32"""
-    tokenizer, prepare = model.require_tokenizer(), segment(model)
-    readout = SequenceLogits(model.heads.sequence_classifier)
+    tokenizer, prepare = model.require_tokenizer(), model.segment
+    readout = model.sequence_logits()
     windows = []  # (pair index, encoding)
     for i, (query, document) in enumerate(pairs):
         first = tokenizer.encode(
@@ -129,7 +105,7 @@ def best_window_logits(
     best = np.full((len(pairs), 1), -np.inf, np.float32)
     for batch in planner.by_length([len(e) for _, e in windows], limit, batch_size):
         rows = [row_of(windows[w][1]) for w in batch]
-        for w, row_logits in zip(batch, readout(planner.forward(model.encoder, rows))):
+        for w, row_logits in zip(batch, readout(model.forward_rows(rows))):
             i = windows[w][0]
             best[i] = np.maximum(best[i], row_logits)
     return best
@@ -145,7 +121,7 @@ def pair_list(pairs: Any) -> list[tuple[str, str]]:
 
 
 def predict(
-    model: Bert,
+    model: Pipeline,
     pairs: Sequence[tuple[str, str]] | tuple[str, str],
     batch_size: int = 32,
     activation_fn: str | Activation | None = None,
@@ -169,7 +145,7 @@ def predict(
     single = isinstance(pairs, (list, tuple)) and bool(pairs) and isinstance(pairs[0], str)
     checked = pair_list([pairs] if single else pairs)
     activation = activation_of(model, activation_fn)
-    batch_size, limit = planner.positive("batch_size", batch_size), pair_limit(model, max_length)
+    batch_size, limit = planner.positive("batch_size", batch_size), model.pair_limit(max_length)
     check_long(long)
     if long == "window":
         labels = len(model.heads.sequence_classifier.out.weight)
@@ -195,7 +171,7 @@ def ranking(scores: np.ndarray, top_k: int | None = None) -> list[int]:
 
 
 def rerank(
-    model: Bert,
+    model: Pipeline,
     query: str,
     documents: Sequence[str],
     top_k: int | None = None,

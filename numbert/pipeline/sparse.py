@@ -20,17 +20,13 @@ its ids, ascending as in SparseEncoder's sparse tensor, and their weights; `toke
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
-from ..checkpoint.sentence_config import SpladePooling
 from . import planner
+from .pipeline import Pipeline
 from .planner import row_of, text_list
-from .readouts import SparseVectors
-
-if TYPE_CHECKING:
-    from .bert import Bert
 
 
 class SparseVector(NamedTuple):
@@ -38,19 +34,6 @@ class SparseVector(NamedTuple):
 
     ids: np.ndarray  # (active,) int32, ascending
     weights: np.ndarray  # (active,) float32, > 0
-
-
-def readout(model: Bert) -> SparseVectors:
-    """The SPLADE readout of this model: its masked-LM head (a ValueError naming the missing tensors if it has
-    none) with its SpladePooling, or, for a checkpoint that names none, SparseEncoder's default (max, relu)."""
-    st = model.sentence_config
-    if st is not None and st.unsupported:
-        raise ValueError(
-            f"{model.name}: this sentence-transformers model has modules numbert does not run "
-            f"({', '.join(st.unsupported)}), so its sparse vectors cannot be computed"
-        )
-    pooling = st.splade if st is not None and st.splade is not None else SpladePooling()
-    return SparseVectors(model.heads.masked_lm, model.config, pooling)
 
 
 def prune(weights: np.ndarray, top_k: int | None = None) -> SparseVector:
@@ -64,7 +47,7 @@ def prune(weights: np.ndarray, top_k: int | None = None) -> SparseVector:
 
 
 def embed_sparse(
-    model: Bert,
+    model: Pipeline,
     texts: str | Sequence[str],
     top_k: int | None = None,
     *,
@@ -90,13 +73,13 @@ def embed_sparse(
     st = model.sentence_config
     top_k = st.max_active_dims if top_k is None and st is not None else top_k
     top_k = None if top_k is None else planner.positive("top_k", top_k)
-    read = readout(model)
+    read = model.sparse_vectors()
     shape = model.recipe(  # the text: its length, prompt and lowercasing
         pooling="mean", max_length=max_length, prompt=prompt, prompt_name=prompt_name, truncation_side=truncation_side
     )
     vectors: list[SparseVector] = [SparseVector(np.empty(0, np.int32), np.empty(0, np.float32))] * len(texts)
     for positions, encodings in model.plan(texts, None, shape, batch_size):
-        dense = read(planner.forward(model.encoder, [row_of(e) for e in encodings]))
+        dense = read(model.forward_rows([row_of(e) for e in encodings]))
         for i, weights in zip(positions, dense):
             vectors[i] = prune(weights, top_k)
     return vectors[0] if single else vectors
@@ -108,7 +91,7 @@ def dot(a: SparseVector, b: SparseVector) -> float:
     return float(a.weights[i] @ b.weights[j])
 
 
-def token_weights(model: Bert, vector: SparseVector) -> dict[str, float]:
+def token_weights(model: Pipeline, vector: SparseVector) -> dict[str, float]:
     """A sparse vector as {token: weight}, the largest weight first (ties: the lower id first)."""
     order = np.argsort(-vector.weights, kind="stable")
     tokens = model.require_tokenizer().convert_ids_to_tokens(vector.ids[order].tolist())

@@ -16,18 +16,16 @@ text, as transformers' pipelines do:
 from __future__ import annotations
 
 import collections
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from ..model.heads import classifier_logits, masked_lm_logits, sigmoid, softmax
-from .planner import by_length, forward, row_of, text_list
-from .readouts import SequenceLogits, SpanLogits, TokenLogits
-
-if TYPE_CHECKING:
-    from .. import Bert
-    from ..tokenizer import Encoding, Tokenizer
+from ..tokenizer import Encoding, Tokenizer
+from .pipeline import Pipeline
+from .planner import by_length, row_of, text_list
+from .readouts import SpanLogits, TokenLogits
 
 MAX_MASKS = 10  # fill_mask's default limit: each [MASK] is predicted on its own, which means little beyond a few
 AGGREGATIONS = ("none", "simple", "first", "average", "max")
@@ -79,7 +77,7 @@ class Answer(NamedTuple):
 
 
 def fill_mask(
-    model: Bert, text: str, top_k: int = 5, *, max_masks: int = MAX_MASKS
+    model: Pipeline, text: str, top_k: int = 5, *, max_masks: int = MAX_MASKS
 ) -> list[Prediction] | list[list[Prediction]]:
     """The top_k tokens for the [MASK] in `text`, best first; one such list per [MASK] if there are several.
 
@@ -87,7 +85,7 @@ def fill_mask(
     `sequence` of a guess keeps [CLS], [SEP] and the other [MASK]s when the text has several.
     """
     head = model.heads.masked_lm
-    tokenizer = _tokenizer(model)
+    tokenizer = model.require_tokenizer()
     top_k = _count("top_k", top_k)
     encoding = _encode_whole(model, "fill_mask", text)
     masks = [i for i, id_ in enumerate(encoding.ids) if id_ == tokenizer.mask_token_id]
@@ -130,7 +128,7 @@ def _filled(tokenizer: Tokenizer, ids: list[int], mask: int, token_id: int, scor
     )
 
 
-def is_next(model: Bert, a: str, b: str) -> float:
+def is_next(model: Pipeline, a: str, b: str) -> float:
     """The probability that `b` follows `a`, by BERT's next-sentence head (class 0 of cls.seq_relationship)."""
     head = model.heads.next_sentence
     encoding = _encode_whole(model, "is_next", a, b)
@@ -144,7 +142,7 @@ def is_next(model: Bert, a: str, b: str) -> float:
 
 
 def classify(
-    model: Bert,
+    model: Pipeline,
     text: str | Sequence[str],
     text_pair: str | Sequence[str] | None = None,
     *,
@@ -159,9 +157,8 @@ def classify(
     multi_label_classification: sigmoid, regression: none), else sigmoid for one label and softmax
     for several. Texts longer than the model's positions are truncated.
     """
-    readout = SequenceLogits(model.heads.sequence_classifier)
-    labels = model.heads.labels
-    function = score_function(function, model.heads.head_config.problem_type, len(labels))
+    readout = model.sequence_logits()
+    labels, scored = model.labels, label_scores(model, function)
     if top_k is not None:
         top_k = _count("top_k", top_k)
     single = isinstance(text, str)
@@ -173,13 +170,20 @@ def classify(
         pairs = [text_pair] if isinstance(text_pair, str) else text_list(text_pair, none_ok=True, name="text_pair")
     results: list = [None] * len(texts)
     for positions, out in model.batches(texts, pairs, batch_size=batch_size):
-        scores = SCORE_FUNCTIONS[function](np.array(readout(out)))  # (batch, labels)
+        scores = scored(np.array(readout(out)))  # (batch, labels)
         for i, row in zip(positions, scores):
             ranked = sorted(
                 (Label(label, float(s)) for label, s in zip(labels, row)), key=lambda x: x.score, reverse=True
             )
             results[i] = ranked[:top_k]
     return results[0] if single else results
+
+
+def label_scores(model: Pipeline, function: str | None = None) -> Callable[[np.ndarray], np.ndarray]:
+    """What turns a classifier's logits (n, labels) into its scores: `function` ("softmax", "sigmoid" or "none"),
+    else the model's choice (score_function)."""
+    problem_type = model.heads.head_config.problem_type
+    return SCORE_FUNCTIONS[score_function(function, problem_type, len(model.labels))]
 
 
 def score_function(function: str | None, problem_type: str | None, n_labels: int) -> str:
@@ -211,7 +215,7 @@ class _Token(NamedTuple):
 
 
 def ner(
-    model: Bert,
+    model: Pipeline,
     text: str | Sequence[str],
     *,
     aggregation: str = "simple",
@@ -228,8 +232,8 @@ def ner(
     model's positions is truncated, or with `stride` run as windows overlapping by `stride` tokens.
     """
     readout = TokenLogits(model.heads.token_classifier)
-    labels = model.heads.labels
-    tokenizer = _tokenizer(model)
+    labels = model.labels
+    tokenizer = model.require_tokenizer()
     if aggregation not in AGGREGATIONS:
         raise ValueError(f"unknown aggregation {aggregation!r}; use one of {', '.join(AGGREGATIONS)}")
     if stride is not None and aggregation == "none":
@@ -246,7 +250,7 @@ def ner(
         windows += [(i, e) for e in [first, *first.overflowing]]
     found: list[list[Entity]] = [[] for _ in windows]  # each window's entities
     for batch in by_length([len(e) for _, e in windows], limit, _count("batch_size", batch_size)):
-        logits = readout(forward(model.encoder, [row_of(windows[w][1]) for w in batch]))  # (length, labels) each
+        logits = readout(model.forward_rows([row_of(windows[w][1]) for w in batch]))  # (length, labels) each
         for w, row_logits in zip(batch, logits):
             i, encoding = windows[w]
             tokens = pre_entities(tokenizer, texts[i], encoding, softmax(row_logits))
@@ -368,7 +372,7 @@ def merge_overlapping(entities: list[Entity]) -> list[Entity]:
 
 
 def qa(
-    model: Bert,
+    model: Pipeline,
     question: str,
     context: str,
     *,
@@ -390,7 +394,7 @@ def qa(
     Windows run batch_size at a time, so a context of any length needs bounded memory.
     """
     readout = SpanLogits(model.heads.question_answering)
-    tokenizer = _tokenizer(model)
+    tokenizer = model.require_tokenizer()
     for name, value in (("question", question), ("context", context)):
         if not isinstance(value, str):
             raise TypeError(f"{name} must be a str, not {type(value).__name__}")
@@ -429,7 +433,7 @@ def qa(
     windows = [first, *first.overflowing]
     logits: list[np.ndarray] = []  # (length, 2) start and end logits per window
     for b in range(0, len(windows), _count("batch_size", batch_size)):
-        logits += readout(forward(model.encoder, [row_of(e) for e in windows[b : b + batch_size]]))
+        logits += readout(model.forward_rows([row_of(e) for e in windows[b : b + batch_size]]))
     answers, null_score = [], 1.0
     for encoding, span in zip(windows, logits):
         p_start, p_end = answer_probabilities(encoding, span[:, 0], span[:, 1], tokenizer)
@@ -479,24 +483,18 @@ def char_span(encoding: Encoding, start: int, end: int, align_to_words: bool) ->
 # Checks shared by the tasks
 
 
-def _tokenizer(model: Bert) -> Tokenizer:
-    if model.tokenizer is None:
-        raise ValueError(f"model {model.name!r} has no vocab.txt, so it cannot read text")
-    return model.tokenizer
-
-
-def _positions(model: Bert) -> int:
+def _positions(model: Pipeline) -> int:
     """Tokens per input the model reads: its positions, or the tokenizer's model_max_length if smaller."""
     positions = model.config.max_tokens
-    return min(positions, _tokenizer(model).model_max_length or positions)
+    return min(positions, model.require_tokenizer().model_max_length or positions)
 
 
-def _encode_whole(model: Bert, task: str, *texts: str) -> Encoding:
+def _encode_whole(model: Pipeline, task: str, *texts: str) -> Encoding:
     """One text or a pair, encoded without truncation; a clear error if not str or too long for the model."""
     for value in texts:
         if not isinstance(value, str):
             raise TypeError(f"{task} takes text as a str, not {type(value).__name__}")
-    encoding = _tokenizer(model).encode(*texts, truncation=False)
+    encoding = model.require_tokenizer().encode(*texts, truncation=False)
     if len(encoding) > _positions(model):
         raise ValueError(
             f"the text is {len(encoding)} tokens long; this model reads at most {_positions(model)} "

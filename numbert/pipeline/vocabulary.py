@@ -7,17 +7,14 @@ look at the input embedding matrix alone: no position, no segment, no LayerNorm,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..model import pooling
-
-if TYPE_CHECKING:
-    from .bert import Bert
+from .pipeline import Pipeline
 
 
-def token_embedding(model: Bert, token: str | int | Sequence[str | int]) -> np.ndarray:
+def token_embedding(model: Pipeline, token: str | int | Sequence[str | int]) -> np.ndarray:
     """Rows of the word-embedding matrix: no position, no segment, no LayerNorm.
 
     A token is a vocabulary entry ("bank", "##ing") or its id; a word the tokenizer splits into
@@ -31,7 +28,7 @@ def token_embedding(model: Bert, token: str | int | Sequence[str | int]) -> np.n
     raise TypeError(f"token must be a str, an int id or a list of them, not {type(token).__name__}")
 
 
-def nearest_tokens(model: Bert, query: str | int | np.ndarray, k: int = 10) -> list[pooling.Neighbor]:
+def nearest_tokens(model: Pipeline, query: str | int | np.ndarray, k: int = 10) -> list[pooling.Neighbor]:
     """The k vocabulary entries whose token embeddings are closest by cosine, best first.
 
     `query` is a token (itself left out of the answer), an id, or a vector of hidden_size.
@@ -52,7 +49,7 @@ def nearest_tokens(model: Bert, query: str | int | np.ndarray, k: int = 10) -> l
     ]
 
 
-def token_id(model: Bert, token: str | int) -> int:
+def token_id(model: Pipeline, token: str | int) -> int:
     """The id of a vocabulary entry, or a ValueError saying how the tokenizer splits it."""
     if not isinstance(token, str):
         if isinstance(token, bool) or not isinstance(token, (int, np.integer)):

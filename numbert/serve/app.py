@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -34,17 +34,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..model import row_threads
-from ..model.pooling import cosine_matrix
-from ..pipeline.planner import Row
-from ..pipeline.quantize import CALIBRATED
-from ..pipeline.recipe import Recipe
-from ..pipeline.reranking import ranking
-from ..pipeline.sparse import prune
+from ..model.blas import own_process_threads
+from ..pipeline import CALIBRATED, Batcher, InputTooLong, InvalidTokenId, Recipe, TooManyTokens, prune, ranking
 from . import protocol
 from .auth import OPEN_PATHS, BearerAuth
-from .batching import Batcher
-from .embedder import Embedder
 from .metrics import Metrics
 from .models import Models, ServedModel
 from .protocol import ApiError, EmbeddingRequest, ScoringRequest
@@ -58,7 +51,6 @@ TRUNCATE_HINTS = {  # how a client may have a long input cut, by the name of the
     "texts": ", or send truncate=true (or start the server with --auto-truncate)",  # TEI's /rerank
     "parameters": ", or send parameters.truncate=true (or start the server with --auto-truncate)",  # /similarity
 }
-SMALL = 2048  # bytes of a request body, or numbers in an answer, handled on the event loop itself
 SETTINGS_VARIABLE = "NUMBERT_SERVE_SETTINGS"  # how `--workers N` hands the settings to its worker processes
 METRICS_VARIABLE = "NUMBERT_SERVE_METRICS"  # ... and the directory where the workers publish their counters
 PUBLISH_EVERY = 1.0  # seconds: how stale another worker's counters can be in /metrics
@@ -153,7 +145,7 @@ class Server:
 
     async def health(self, request: Request) -> Response:
         """Ready once every model is loaded; else loading, or the error of the models that failed."""
-        if all(m.embedder is not None for m in self.models):
+        if all(m.loaded for m in self.models):
             return json_response({"status": "ready"})
         error = self.models.load_error
         return json_response({"status": "error" if error else "loading", "error": error}, 503)
@@ -246,35 +238,33 @@ class Server:
         """
         body = await self.read_body(http)
         with self.phase("tokenize"):
-            request, served, recipe, rows = await self.run(
-                len(body), self.embedding_rows, routed(http), body, parse, name
-            )
+            request, served, recipe, rows = await self.run(http, self.embedding_rows, routed(http), body, parse, name)
         del body
-        embedder, batcher = served.ready()
-        if embedder.sparse_only:
+        _, batcher = served.ready()
+        if served.sparse_only:
             raise ApiError(
                 400,
                 "this model is a SparseEncoder (SPLADE): its vectors are sparse, over the vocabulary; "
                 "ask /embed_sparse",
                 code="model_is_sparse",
             )
-        answers = await self.queue(http, batcher, rows, embedder.embedding)
+        answers = await self.queue(http, batcher, rows, served.embedding)
         tokens = sum(len(row.ids) for row in rows)
         with self.phase("render"):
             vectors = recipe.finish(np.stack(answers)) if answers else np.empty((0, recipe.dim), np.float32)
-            answer = await self.run(vectors.size, self.render, request, served.name, vectors, tokens)
+            answer = await self.run(http, self.render, request, served.name, vectors, tokens)
         return answer, len(rows), tokens
 
     async def similarity_answer(self, http: Request) -> tuple[bytes, int, int]:
         """The answer to /similarity: the source sentence and the sentences embedded as one request to /embed
         (queued with other work), then the cosine of the source's vector with each sentence's."""
         body = await self.read_body(http)
-        served, recipe, rows = await self.run(len(body), self.similarity_rows, routed(http), body)
+        served, recipe, rows = await self.run(http, self.similarity_rows, routed(http), body)
         del body
-        embedder, batcher = served.ready()
-        answers = await self.until_answered(http, batcher.submit(rows, embedder.embedding))
+        pipeline, batcher = served.ready()
+        answers = await self.until_answered(http, batcher.submit(rows, served.embedding))
         vectors = recipe.finish(np.stack(answers))
-        similarities = cosine_matrix(vectors[:1], vectors[1:])[0]  # (sentences,)
+        similarities = pipeline.similarity(vectors[:1], vectors[1:])[0]  # (sentences,)
         return protocol.similarity_response(similarities), len(rows), sum(len(row.ids) for row in rows)
 
     def similarity_rows(self, route: str | None, body: bytes) -> tuple[ServedModel, Recipe, list]:
@@ -282,15 +272,11 @@ class Server:
         prompt_name) and its texts as rows of token ids, the source sentence first; a 413 names the text too long."""
         request = protocol.similarity_request(body, self.settings.max_client_batch_size)
         served = self.models.pick(route)
-        e, _ = served.ready()
-        recipe = e.request_recipe(request.prompt_name, None, None, "float32")
+        pipeline, _ = served.ready()
+        recipe = served.request_recipe(request.prompt_name, None, None, "float32")
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
-        hint = TRUNCATE_HINTS["parameters"]
-        side = request.truncation_side or recipe.truncation_side
-        rows = [
-            Row(np.array(e.bounded(recipe.prepare(text), where, truncate=truncate, hint=hint, side=side).ids, np.int32))
-            for text, where in zip(request.texts, request.names)
-        ]
+        with refused(request.names, TRUNCATE_HINTS["parameters"]):
+            rows = pipeline.rows(request.texts, recipe, truncate=truncate, side=request.truncation_side)
         return served, recipe, rows
 
     async def embed_all_answer(self, http: Request) -> tuple[bytes, int, int]:
@@ -298,7 +284,7 @@ class Server:
         max_batch_tokens tokens a request (413 beyond), so an answer stays bounded (a vector a token)."""
         body = await self.read_body(http)
         parse = protocol.tei_tokens_request
-        _, served, _, rows = await self.run(len(body), self.embedding_rows, routed(http), body, parse, "inputs")
+        _, served, _, rows = await self.run(http, self.embedding_rows, routed(http), body, parse, "inputs")
         del body
         tokens, limit = sum(len(row.ids) for row in rows), self.settings.max_batch_tokens
         if tokens > limit:
@@ -309,9 +295,9 @@ class Server:
                 param="inputs",
                 code="input_too_long",
             )
-        embedder, batcher = served.ready()
-        vectors = await self.queue(http, batcher, rows, embedder.token_vectors)
-        answer = await self.run(tokens * embedder.recipe.width, protocol.embed_all_response, vectors)
+        _, batcher = served.ready()
+        vectors = await self.queue(http, batcher, rows, served.token_vectors)
+        answer = await self.run(http, protocol.embed_all_response, vectors)
         return answer, len(rows), tokens
 
     async def sparse_answer(self, http: Request) -> tuple[bytes, int, int]:
@@ -319,27 +305,27 @@ class Server:
         max_active_dims largest, if it names it), with the number of inputs and tokens it read."""
         body = await self.read_body(http)
         parse = protocol.tei_tokens_request
-        _, served, _, rows = await self.run(len(body), self.embedding_rows, routed(http), body, parse, "inputs")
+        _, served, _, rows = await self.run(http, self.embedding_rows, routed(http), body, parse, "inputs")
         del body
-        embedder, batcher = served.ready()
-        readout = embedder.sparse  # a 400 naming the tensors for a model without the masked-LM head
+        pipeline, batcher = served.ready()
+        readout = served.sparse  # a 400 naming the tensors for a model without the masked-LM head
         answers = await self.queue(http, batcher, rows, readout)
-        vectors = [prune(weights, embedder.max_active_dims) for weights in answers]
-        answer = await self.run(sum(len(v.ids) for v in vectors), protocol.sparse_response, vectors)
+        vectors = [prune(weights, pipeline.max_active_dims) for weights in answers]
+        answer = await self.run(http, protocol.sparse_response, vectors)
         return answer, len(rows), sum(len(row.ids) for row in rows)
 
     async def tokenize_answer(self, http: Request) -> tuple[bytes, int, int]:
         """The answer to /tokenize (no inputs embedded)."""
         body, s = await self.read_body(http), self.settings
-        embedder, _ = self.models.pick(routed(http)).ready()
-        answer = await self.run(len(body), tokenize_answer, embedder, body, s.max_client_batch_size, s.max_batch_tokens)
+        served = self.models.pick(routed(http))
+        answer = await self.run(http, tokenize_answer, served, body, s.max_client_batch_size, s.max_batch_tokens)
         return answer, 0, 0
 
     async def decode_answer(self, http: Request) -> tuple[bytes, int, int]:
         """The answer to /decode: each list of ids as text."""
         body = await self.read_body(http)
-        embedder, _ = self.models.pick(routed(http)).ready()
-        answer = await self.run(len(body), decode_answer, embedder, body, self.settings.max_client_batch_size)
+        served = self.models.pick(routed(http))
+        answer = await self.run(http, decode_answer, served, body, self.settings.max_client_batch_size)
         return answer, 0, 0
 
     async def info_answer(self, http: Request) -> tuple[bytes, int, int]:
@@ -352,13 +338,13 @@ class Server:
         input (a pair, or one text) queued as a row for the classifier's logits."""
         body = await self.read_body(http)
         with self.phase("tokenize"):
-            request, served, score, rows = await self.run(len(body), self.scoring_rows, routed(http), body, parse)
+            request, served, score, rows = await self.run(http, self.scoring_rows, routed(http), body, parse)
         del body
-        embedder, batcher = served.ready()
-        logits = await self.queue(http, batcher, rows, embedder.scores)
+        _, batcher = served.ready()
+        logits = await self.queue(http, batcher, rows, served.scores)
         tokens = sum(len(row.ids) for row in rows)
         with self.phase("render"):
-            answer = await self.run(len(rows), self.render_scores, served, request, score, np.stack(logits), tokens)
+            answer = await self.run(http, self.render_scores, served, request, score, np.stack(logits), tokens)
         return answer, len(rows), tokens
 
     def scoring_rows(
@@ -368,11 +354,12 @@ class Server:
         unable to answer it refused here, before anything is tokenized); and its inputs as rows of token ids."""
         request = parse(body, self.settings.max_client_batch_size)
         served = self.models.pick(route, request.model)
-        e, _ = served.ready()
-        score = e.label_scores(request.raw_scores) if request.kind == "predict" else e.relevance(request.raw_scores)
+        pipeline, _ = served.ready()
+        raw = request.raw_scores
+        score = served.label_scores(raw) if request.kind == "predict" else served.relevance(raw)
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
-        hint = TRUNCATE_HINTS.get(request.source, "")
-        rows = e.pairs_to_rows(request.firsts, request.seconds, request.names, truncate, hint, request.truncation_side)
+        with refused(request.names, TRUNCATE_HINTS.get(request.source, ""), pairs=True):
+            rows = pipeline.pair_rows(request.firsts, request.seconds, truncate=truncate, side=request.truncation_side)
         return request, served, score, rows
 
     def render_scores(
@@ -382,8 +369,8 @@ class Server:
         for a rerank."""
         scores = score(logits)
         if request.kind == "predict":
-            e, _ = served.ready()
-            return protocol.predict_response(scores, e.model.heads.labels, request.single)
+            pipeline, _ = served.ready()
+            return protocol.predict_response(scores, pipeline.labels, request.single)
         relevance = scores[:, 0]
         return protocol.rerank_response(request, relevance, ranking(relevance, request.top_n), served.name, tokens)
 
@@ -401,11 +388,21 @@ class Server:
         """A span around a phase of the request when traced (--otlp-endpoint), else nothing."""
         return NOT_TRACED if self.tracing is None else self.tracing.phase(name)
 
-    async def run(self, size: int, work: Callable, *args):
-        """work(*args) in a thread, or right here on the event loop when `size` is SMALL."""
-        if size <= SMALL:
-            return work(*args)
-        return await anyio.to_thread.run_sync(work, *args, limiter=self.threads)
+    async def run(self, http: Request, work: Callable, *args):
+        """work(*args) (parsing, tokenizing, rendering) in a thread, never on the event loop, within the request's
+        deadline (--request-timeout: a 504 when it passes; the thread's work is bounded on its own)."""
+        deadline = getattr(http.state, "deadline", None)
+        if deadline is None:
+            return await anyio.to_thread.run_sync(work, *args, limiter=self.threads)
+        try:
+            with anyio.fail_after(max(0.0, deadline - time.monotonic())):
+                return await anyio.to_thread.run_sync(work, *args, limiter=self.threads, abandon_on_cancel=True)
+        except TimeoutError:
+            raise ApiError(
+                504,
+                f"the request was not answered within {self.settings.request_timeout} s (--request-timeout)",
+                code="timeout",
+            ) from None
 
     def embedding_rows(
         self, route: str | None, body: bytes, parse: Callable, name: str
@@ -413,8 +410,8 @@ class Server:
         """The request, checked, the model it is for, the recipe it asks for, and its inputs as rows of token ids."""
         request = parse(body, self.settings.max_client_batch_size)
         served = self.models.pick(route, request.model)
-        e, _ = served.ready()
-        recipe = e.request_recipe(request.prompt_name, request.normalize, request.dimensions, request.precision)
+        pipeline, _ = served.ready()
+        recipe = served.request_recipe(request.prompt_name, request.normalize, request.dimensions, request.precision)
         if recipe.precision in CALIBRATED and recipe.ranges is None and len(request.inputs) < 2:
             raise ApiError(
                 422,
@@ -423,11 +420,12 @@ class Server:
                 param="embedding_type",
             )
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
-        if request.ids:
-            rows = e.ids_to_rows(request.inputs, name)
-        else:
-            hint, side = TRUNCATE_HINTS[name], request.truncation_side
-            rows = e.texts_to_rows(request.inputs, truncate, name, recipe, hint, side)
+        names = [f"{name}[{i}]" for i in range(len(request.inputs))]
+        with refused(names, TRUNCATE_HINTS[name]):
+            if request.ids:
+                rows = pipeline.id_rows(request.inputs, recipe.max_length)
+            else:
+                rows = pipeline.rows(request.inputs, recipe, truncate=truncate, side=request.truncation_side)
         request.inputs = []  # the token ids stand for them from here on
         return request, served, recipe, rows
 
@@ -468,18 +466,59 @@ def routed(http: Request) -> str | None:
     return http.path_params.get("model")
 
 
-def tokenize_answer(e: Embedder, body: bytes, max_inputs: int, max_tokens: int) -> bytes:
+def tokenize_answer(served: ServedModel, body: bytes, max_inputs: int, max_tokens: int) -> bytes:
     """/tokenize: each input's tokens with ids and character offsets, at most max_length tokens an input and
     `max_tokens` a request (413 beyond), so an answer stays small."""
     texts, special = protocol.tokenize_request(body, max_inputs)
-    texts = [t.lower() for t in texts] if e.recipe.lowercase else texts
-    return protocol.tokenize_response(e.tokenize_inputs(texts, special, max_tokens), texts)
+    pipeline = served.opened()
+    with refused([f"inputs[{i}]" for i in range(len(texts))], ""):
+        try:
+            encodings = pipeline.tokenize(texts, served.recipe, special=special, max_tokens=max_tokens)
+        except TooManyTokens as e:
+            raise ApiError(
+                413,
+                f"the inputs up to 'inputs[{e.index}]' are {e.tokens} tokens; /tokenize answers at most {e.limit} "
+                f"tokens a request (--max-batch-tokens): send fewer inputs at a time",
+                param="inputs",
+                code="input_too_long",
+            ) from None
+    return protocol.tokenize_response(encodings, texts)
 
 
-def decode_answer(e: Embedder, body: bytes, max_inputs: int) -> bytes:
+def decode_answer(served: ServedModel, body: bytes, max_inputs: int) -> bytes:
     """/decode: each list of token ids as text."""
     ids, skip_special_tokens = protocol.decode_request(body, max_inputs)
-    return json.dumps(e.decode(ids, skip_special_tokens), ensure_ascii=False).encode()
+    pipeline = served.opened()
+    with refused([f"ids[{i}]" for i in range(len(ids))], ""):
+        texts = pipeline.decode(ids, skip_special_tokens)
+    return json.dumps(texts, ensure_ascii=False).encode()
+
+
+@contextlib.contextmanager
+def refused(names: list[str], hint: str, pairs: bool = False) -> Iterator[None]:
+    """The pipeline's refusal of an input (too long, a token id outside the vocabulary) as the ApiError naming
+    it in the request: `names[i]` is where input i is; `hint` ends a 413 (how the client may have it cut)."""
+    try:
+        yield
+    except InputTooLong as e:
+        where = names[e.index]
+        count = str(e.tokens) if e.exact else f"at least {e.tokens}"
+        says = f"makes an input of {count} tokens" if pairs else f"is {count} tokens long"
+        special = "[CLS] and [SEP]s included" if pairs else "special tokens included"
+        raise ApiError(
+            413,
+            f"'{where}' {says}; this model takes at most {e.limit} ({special}). Shorten it{hint}",
+            param=where,
+            code="input_too_long",
+        ) from None
+    except InvalidTokenId as e:
+        where = f"{names[e.index]}[{e.position}]"
+        raise ApiError(
+            422,
+            f"'{where}' is {e.value}, not a token id of this model's vocabulary [0, {e.vocab_size})",
+            param=where,
+            code="invalid_token_id",
+        ) from None
 
 
 def json_response(value, status: int = 200) -> Response:
@@ -580,6 +619,7 @@ def tracing(endpoint: str, model: str):
 def log_to_stderr(log_format: str = "text") -> None:
     """The server's own log lines (ready, stopped, and the access lines with --log-format json) on stderr,
     beside uvicorn's, as text or as JSON objects (numbert.serve.logs)."""
+    log = logging.getLogger("numbert")  # the server's, and its model threads' (numbert.pipeline.batcher)
     if not log.handlers:
         handler = logging.StreamHandler()
         if log_format == "json":
@@ -598,8 +638,5 @@ def app_from_environment() -> Starlette:
     settings = Settings.from_json(os.environ[SETTINGS_VARIABLE])
     log_to_stderr(settings.log_format)
     if settings.blas_threads is not None:
-        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
-
-        threadpool_limits(settings.blas_threads)
-        row_threads.use(settings.blas_threads)
+        own_process_threads(settings.blas_threads)
     return create_app(settings)

@@ -33,10 +33,12 @@ def run(settings: Settings, host: str = "127.0.0.1", port: int = 8000, workers: 
         raise ImportError(
             f"numbert serve needs the [serve] extra ({e.name} is missing): pip install 'numbert[serve]'"
         ) from None
-    from .embedder import Embedder
+    from .models import ServedModel
 
     for name, model in settings.models.items():  # loads each model (memory-mapped): fails early and clearly
-        if settings.max_batch_tokens < (limit := Embedder(settings, model).max_length):
+        served = ServedModel(name, model)
+        served.open(settings)
+        if settings.max_batch_tokens < (limit := served.recipe.max_length):
             raise ValueError(
                 f"--max-batch-tokens ({settings.max_batch_tokens}) must hold one input of the model {name}'s "
                 f"maximum length ({limit})"

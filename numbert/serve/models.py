@@ -8,18 +8,22 @@ model. With one model served, any `model` field is answered by it (as a single-m
 with several, a name not served is a 404 listing the served ones. Each model has its own Batcher, so the
 queue never mixes models and one thread runs each model's forwards; the weights are memory-mapped, so
 `--workers N` processes share their pages.
+
+A ServedModel is the model's pipeline (numbert.pipeline: tokenizer, encoder, heads, recipe) with the server's
+recipe and readouts, and the request-level refusals in the server's words (ApiError): a recipe choice the
+model cannot take, a task its heads cannot do.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
 import anyio
 
 from .. import __version__
-from .batching import Batcher
-from .embedder import Embedder
+from ..pipeline import Batcher, Bert, Recipe, SequenceLogits, SparseVectors, activation_of, label_scores, load
 from .metrics import Metrics
 from .protocol import ApiError
 from .settings import Settings
@@ -28,59 +32,175 @@ log = logging.getLogger("numbert.serve")
 
 
 class ServedModel:
-    """One model of the server: its served name, its Embedder and Batcher once loaded, or why it failed."""
+    """One model of the server: its served name, its pipeline, recipe and Batcher once loaded, or why it failed."""
 
     def __init__(self, name: str, path: str):
         self.name, self.path = name, path
-        self.embedder: Embedder | None = None
+        self.pipeline: Bert | None = None
         self.batcher: Batcher | None = None
         self.load_error: str | None = None
+
+    def open(self, settings: Settings) -> None:
+        """Load the model and build the server's recipe (checked before the server answers anything)."""
+        pipeline = load(self.path)
+        pipeline.require_tokenizer()
+        # a SparseEncoder (SPLADE) model answers /embed_sparse only: its recipe just prepares texts
+        self.sparse_only = pipeline.is_sparse_encoder and settings.recipe.get("pooling") is None
+        self.choices = dict(settings.recipe) | ({"pooling": "mean"} if self.sparse_only else {})  # None: the model's
+        self.recipe = pipeline.recipe(**self.choices)
+        self.embedding = pipeline.sentence_vectors(self.recipe)  # the readout every embedding request queues for
+        self.token_vectors = pipeline.token_vectors()  # /embed_all's readout
+        self.pipeline = pipeline
 
     async def load(self, settings: Settings, metrics: Metrics) -> None:
         """Load the model in a thread, then start its model thread; a failure is kept (and logged) for /health."""
         try:
-            embedder = await anyio.to_thread.run_sync(Embedder, settings, self.path)
+            await anyio.to_thread.run_sync(self.open, settings)
         except Exception as e:  # noqa: BLE001 (/health says why; the model's routes answer 503)
+            self.pipeline = None
             self.load_error = f"cannot load the model {self.name}: {e}"
             log.error("%s", self.load_error)
             return
-        self.batcher = Batcher(embedder.model.encoder, settings.max_batch_tokens, settings.max_batch_size, metrics)
-        self.batcher.start(embedder.warm_up)
-        self.embedder = embedder
+        assert self.pipeline is not None
+        batcher = Batcher(self.pipeline.forward_rows, settings.max_batch_tokens, settings.max_batch_size, metrics)
+        batcher.start(self.pipeline.warm_up)
+        self.batcher = batcher
         log.info(
             "numbert serve: %s ready (%d-dimensional vectors, inputs up to %d tokens)",
             self.name,
-            embedder.dim,
-            embedder.max_length,
+            self.recipe.dim,
+            self.recipe.max_length,
         )
 
-    def ready(self) -> tuple[Embedder, Batcher]:
-        """Its Embedder and Batcher, or a 503: still loading (retry), or failed to load (and why)."""
-        if self.embedder is None or self.batcher is None:
+    @property
+    def loaded(self) -> bool:
+        return self.batcher is not None
+
+    def ready(self) -> tuple[Bert, Batcher]:
+        """Its pipeline and Batcher, or a 503: still loading (retry), or failed to load (and why)."""
+        if self.pipeline is None or self.batcher is None:
             raise ApiError(
                 503,
                 self.load_error or f"the model {self.name} is loading; retry in a moment",
                 code="model_not_ready",
                 headers={"Retry-After": "1"},
             )
-        return self.embedder, self.batcher
+        return self.pipeline, self.batcher
+
+    def opened(self) -> Bert:
+        """Its pipeline, or a 503 as `ready` gives it."""
+        if self.pipeline is None:
+            self.ready()
+        assert self.pipeline is not None
+        return self.pipeline
 
     def stop(self) -> None:
         """Let the model thread finish its queue, then end (blocks)."""
         if self.batcher is not None:
             self.batcher.stop()
 
+    # --- a request's choices and tasks, refused in the server's words --------------------------------
+
+    def request_recipe(
+        self, prompt_name: str | None, normalize: bool | None, dimensions: int | None, precision: str | None = None
+    ) -> Recipe:
+        """The server's recipe with a request's choices: the model's prompt `prompt_name` (a 422 if it has
+        no such prompt), normalization, dimensions and precision (None keeps the server's). int8 and uint8 are
+        scaled by the served recipe's ranges if it has them (at its precision and width), else by the min and
+        max of the request's own vectors, as quantize_embeddings scales them without ranges."""
+        pipeline = self.opened()
+        recipe = self.recipe
+        if prompt_name is not None:
+            if pipeline.sentence_config is None:
+                raise ApiError(
+                    422,
+                    "'prompt_name' names one of a sentence-transformers model's prompts; this model has none",
+                    param="prompt_name",
+                )
+            try:
+                recipe = pipeline.recipe(**{**self.choices, "prompt": None, "prompt_name": prompt_name})
+            except ValueError as e:
+                raise ApiError(422, f"'prompt_name': {e}", param="prompt_name") from None
+        if dimensions is not None and dimensions > recipe.width:
+            raise ApiError(
+                400, f"'dimensions' is {dimensions}; this model's vectors have {recipe.width}", param="dimensions"
+            )
+        if recipe.ranges is not None and dimensions not in (None, recipe.ranges.shape[1]):
+            raise ApiError(
+                400,
+                f"'dimensions' is {dimensions}; this server quantizes vectors of {recipe.ranges.shape[1]} dimensions "
+                f"by its calibration ranges",
+                param="dimensions",
+            )
+        return recipe.with_output(normalize=normalize, dimensions=dimensions, precision=precision)
+
+    @functools.cached_property
+    def scores(self) -> SequenceLogits:
+        """The readout of /rerank, /v1/rerank and /predict: the classifier's logits per row; a 400 naming the
+        missing tensors when the model has no sequence classifier (the embedding routes keep working)."""
+        pipeline = self.opened()
+        try:
+            return pipeline.sequence_logits()
+        except ValueError as e:
+            raise ApiError(400, f"this model cannot score inputs: {e}", code="model_not_a_classifier") from None
+
+    @functools.cached_property
+    def sparse(self) -> SparseVectors:
+        """The readout of /embed_sparse: each row's SPLADE vector; a 400 naming the missing tensors when the model
+        has no masked-LM head (the other routes keep working)."""
+        pipeline = self.opened()
+        try:
+            return pipeline.sparse_vectors()
+        except ValueError as e:
+            raise ApiError(400, f"this model cannot give sparse vectors: {e}", code="model_has_no_mlm_head") from None
+
+    def relevance(self, raw_scores: bool):
+        """The function a reranker's logits go through (the model's activation, or none with raw_scores); a
+        400 unless the classifier has one label, as CrossEncoder.rank requires."""
+        pipeline = self.opened()
+        labels = len(self.scores.classifier.out.weight)
+        if labels != 1:
+            raise ApiError(
+                400,
+                f"reranking needs a cross-encoder with one label (a relevance score); this model's classifier "
+                f"has {labels}: use /predict",
+                code="model_not_a_reranker",
+            )
+        try:
+            return activation_of(pipeline, "identity" if raw_scores else None)
+        except ValueError as e:
+            raise ApiError(400, str(e), code="model_not_a_reranker") from None
+
+    def label_scores(self, raw_scores: bool):
+        """/predict's scores of the logits: `numbert classify`'s function (from config.json's problem_type, else
+        sigmoid for one label and softmax for several), none with raw_scores; a 400 without a classifier."""
+        pipeline = self.opened()
+        self.scores  # noqa: B018 (a 400 without a sequence classifier)
+        return label_scores(pipeline, "none" if raw_scores else None)
+
+    def model_type(self) -> dict:
+        """text-embeddings-inference's model_type: {"reranker" | "classifier": {"id2label", "label2id"}} for a
+        model with a sequence classifier (a reranker has one label), else {"embedding": {"pooling"}}."""
+        pipeline = self.opened()
+        try:
+            self.scores  # noqa: B018 (the readout, made once: a 400 without a sequence classifier)
+        except ApiError:
+            return {"embedding": {"pooling": "+".join(self.recipe.pooling)}}
+        labels = pipeline.labels
+        kind = "reranker" if len(labels) == 1 else "classifier"
+        return {kind: {"id2label": dict(enumerate(labels)), "label2id": {n: i for i, n in enumerate(labels)}}}
+
     def info(self, settings: Settings, threads: int) -> dict:
         """text-embeddings-inference's GET /info for this model (its Info schema); `threads`: those that parse and
         tokenize requests."""
-        embedder, _ = self.ready()
+        pipeline = self.opened()
         return {
             "model_id": self.name,
-            "model_sha": snapshot_sha(embedder.model.directory),
+            "model_sha": snapshot_sha(pipeline.directory),
             "model_dtype": "float32",
-            "model_type": embedder.model_type(),
+            "model_type": self.model_type(),
             "max_concurrent_requests": settings.max_concurrent_requests,
-            "max_input_length": embedder.max_length,
+            "max_input_length": self.recipe.max_length,
             "max_batch_tokens": settings.max_batch_tokens,
             "max_batch_requests": settings.max_batch_size,
             "max_client_batch_size": settings.max_client_batch_size,

@@ -65,7 +65,7 @@ class EmbeddingRequest:
     prompt_name: str | None = None  # TEI's /embed: the model's prompt to prepend (None: the server's prompt)
     model: str | None = None  # OpenAI's: the served model asked for
     precision: str | None = (
-        None  # Infinity's embedding_type, as numbert.pipeline.quantize names it (None: the server's)
+        None  # Infinity's embedding_type, as numbert.pipeline.quantization names it (None: the server's)
     )
     truncation_side: str | None = None  # TEI's truncation_direction: "right" or "left" (None: the tokenizer's)
 
@@ -179,7 +179,7 @@ def openai_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
 
 def embedding_type(obj: dict) -> str | None:
     """Infinity's "embedding_type" (OpenAI's schema has no such field): float, or the vectors quantized as
-    sentence-transformers' quantize_embeddings does (numbert.pipeline.quantize), by its precision name; None if
+    sentence-transformers' quantize_embeddings does (numbert.pipeline.quantization), by its precision name; None if
     absent."""
     names = "', '".join(EMBEDDING_TYPES)
     value = field(obj, "embedding_type", (str,), None, f"one of '{names}'")

@@ -4,7 +4,7 @@ A request queues its rows (token ids, and token type ids for a pair) with the re
 forward into its answers (numbert.pipeline.readouts: sentence vectors, classifier logits, ...). Each step takes
 the oldest waiting row and, among the rows waiting for the same readout, the neighbours by length that
 make the forward cheapest per real token (numbert.pipeline.planner.next_batch), within `max_batch_tokens` padded
-tokens and `max_batch_size` rows; it runs one forward (numbert.pipeline.planner.forward), reads each row's answer
+tokens and `max_batch_size` rows; it runs one forward (Pipeline.forward_rows), reads each row's answer
 off it and hands each request its rows' answers; a request is answered when its last row is done.
 Taking the oldest row first means no request waits behind a stream of later ones; taking its neighbours
 by length keeps the padding small. A request whose client has gone (its future cancelled) is dropped
@@ -25,11 +25,20 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from ..model.encoder import Encoder, Output
-from ..pipeline.planner import Row, forward, next_batch
-from .metrics import Metrics
+from ..model.encoder import Output
+from .planner import Row, next_batch
 
-log = logging.getLogger("numbert.serve")
+log = logging.getLogger(__name__)
+
+
+class Counters(Protocol):
+    """What a Batcher reports as it goes (numbert.serve.metrics.Metrics counts it for /metrics)."""
+
+    def queued(self, inputs: int) -> None: ...
+
+    def dropped(self, inputs: int) -> None: ...
+
+    def ran_batch(self, inputs: int, padded_tokens: int) -> None: ...
 
 
 class Readout(Protocol):
@@ -77,8 +86,14 @@ class Batcher:
     `stop` lets the thread finish everything queued, then end.
     """
 
-    def __init__(self, encoder: Encoder, max_batch_tokens: int, max_batch_size: int, metrics: Metrics):
-        self.encoder = encoder
+    def __init__(
+        self,
+        forward: Callable[[list[Row]], Output],
+        max_batch_tokens: int,
+        max_batch_size: int,
+        metrics: Counters,
+    ):
+        self.forward = forward  # rows -> one forward's Output (Pipeline.forward_rows)
         self.max_batch_tokens, self.max_batch_size = max_batch_tokens, max_batch_size
         self.metrics = metrics
         self.inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
@@ -138,7 +153,7 @@ class Batcher:
         width = max(item.length for item in batch)
         start = time.time_ns()
         try:
-            answers = readout(forward(self.encoder, [item.job.rows[item.position] for item in batch]))
+            answers = readout(self.forward([item.job.rows[item.position] for item in batch]))
         except Exception as e:  # a bug, not a bad request (those are refused before they queue): answer 500
             log.exception("the forward pass failed on a batch of %d x %d tokens", len(batch), width)
             for item in batch:

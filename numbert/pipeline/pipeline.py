@@ -1,0 +1,463 @@
+"""The pipeline: one object that owns a model's tokenizer, encoder, heads and sentence config, and runs
+text through them: text -> rows of token ids -> planned batches -> forwards -> answers.
+
+    pipeline = Pipeline.from_pretrained("./all-MiniLM-L6-v2")
+    out = pipeline("a text")                                 # the whole forward: an Output (hidden states)
+    rows = pipeline.rows(texts, pipeline.recipe(), truncate=True)   # rows as a server queues them
+    answers = pipeline.sentence_vectors(recipe)(pipeline.forward_rows(rows))   # a readout of one forward
+
+It is text-embeddings-inference's `Infer`: every engine (the command line, the server, worker processes,
+Dask, shards) calls it, or the task functions of this layer that take it (numbert.pipeline.embedding,
+.reranking, .sparse, .tasks, .vocabulary), and nothing beneath it. What users load, numbert.Bert, is this
+object with those tasks as methods.
+
+Inputs too long for the model, and token ids outside its vocabulary, are refused here with the input's index
+(InputTooLong, InvalidTokenId), so each engine can name the input in its own words (a server's 413 names the
+request's field). Counting and cutting a long text is the tokenizer's: it tokenizes only as much of a text
+as decides the answer.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Self
+
+import numpy as np
+
+from ..checkpoint.hub import VOCAB_FILES, default_model, model_checkpoint
+from ..checkpoint.sentence_config import SentenceConfig, SpladePooling, read_sentence_config
+from ..checkpoint.weights import load_weights
+from ..model import pooling
+from ..model.config import BertConfig, config_file
+from ..model.encoder import Encoder, Output
+from ..model.heads import HeadConfig, Heads
+from ..tokenizer import Encoding, Tokenizer
+from ..tokenizer.tokenizer import SLOW_TOKENIZER_FILES, alias
+from . import planner, recipe
+from .planner import Row, row_of, text_list
+from .readouts import SentenceVectors, SequenceLogits, SparseVectors, TokenVectors
+from .recipe import Recipe
+
+
+class InputTooLong(ValueError):
+    """Input `index` holds more tokens than `limit` (`tokens` of them, or at least that many if not `exact`)."""
+
+    def __init__(self, index: int, tokens: int, limit: int, exact: bool = True):
+        self.index, self.tokens, self.limit, self.exact = index, tokens, limit, exact
+        count = str(tokens) if exact else f"at least {tokens}"
+        super().__init__(f"input {index} is {count} tokens long; the model takes at most {limit}")
+
+
+class TooManyTokens(ValueError):
+    """The inputs up to input `index` hold `tokens` tokens in all, more than the `limit` of one call."""
+
+    def __init__(self, index: int, tokens: int, limit: int):
+        self.index, self.tokens, self.limit = index, tokens, limit
+        super().__init__(f"the inputs up to input {index} are {tokens} tokens; at most {limit} are taken at once")
+
+
+class InvalidTokenId(ValueError):
+    """Token `position` of input `index` is `value`, not an id of the vocabulary [0, `vocab_size`)."""
+
+    def __init__(self, index: int, position: int, value: int, vocab_size: int):
+        self.index, self.position, self.value, self.vocab_size = index, position, value, vocab_size
+        super().__init__(f"token {position} of input {index} is {value}, not an id of the vocabulary [0, {vocab_size})")
+
+
+class Pipeline:
+    """A BERT encoder with its tokenizer, the task heads its checkpoint carries and, for a sentence-transformers
+    model, its sentence recipe; and the path of text through them."""
+
+    def __init__(
+        self,
+        encoder: Encoder,
+        tokenizer: Tokenizer | None = None,
+        sentence_config: SentenceConfig | None = None,
+        name: str | None = None,
+        head_config: HeadConfig | None = None,
+        directory: Path | None = None,
+    ):
+        self.encoder = encoder
+        self.tokenizer = tokenizer
+        self.sentence_config = sentence_config  # a sentence-transformers directory's recipe, else None
+        self.name = name
+        # the checkpoint's task heads (masked LM, next sentence, classifier, QA), built when a task first needs one
+        self.heads = Heads(encoder.weights, encoder.config, head_config, source=name or "model")
+        self.directory = directory  # where from_pretrained found it (a TF checkpoint: its prefix): workers load it
+
+    @property
+    def config(self) -> BertConfig:
+        return self.encoder.config
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str | os.PathLike | None = None,
+        *,
+        revision: str | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        check_finite: bool = False,
+    ) -> Self:
+        """Load config, tokenizer and weights from a local directory or a Hugging Face hub id (default:
+        $NUMBERT_MODEL, else bert-base-uncased). check_finite: refuse weights holding NaN or infinity,
+        naming the tensor (reads every page of the weights: ~0.1 s for bert-base)."""
+        name_or_path = default_model() if name_or_path is None else name_or_path
+        checkpoint = model_checkpoint(name_or_path, revision=revision, cache_dir=cache_dir)
+        directory = checkpoint.directory
+        config = BertConfig.from_json(config_file(directory))  # config.json, or Google's bert_config.json
+        weights = load_weights(checkpoint, config, check_finite=check_finite)
+        has_vocab = any((directory / f).is_file() for f in (*VOCAB_FILES, *SLOW_TOKENIZER_FILES))  # (slow: refused)
+        tokenizer = Tokenizer.from_pretrained(directory) if has_vocab else None
+        if tokenizer is not None:  # a vocabulary that does not fit the embedding table is refused here, named
+            tokenizer.check_embedding_rows(config.vocab_size, str(checkpoint.location))
+        return cls(
+            Encoder(config, weights),
+            tokenizer,
+            read_sentence_config(directory),
+            name=str(name_or_path),
+            head_config=HeadConfig.from_json(config_file(directory)),
+            directory=checkpoint.location,
+        )
+
+    def require_tokenizer(self) -> Tokenizer:
+        """The tokenizer, or a ValueError saying the model has none."""
+        if self.tokenizer is None:
+            raise ValueError(
+                f"model {self.name!r} has no vocab.txt (nor tokenizer.json), so it can only run on token ids (forward)"
+            )
+        return self.tokenizer
+
+    def recipe(self, **choices) -> Recipe:
+        """This model's sentence recipe with the given choices (pooling, layers, combine, normalize, prompt,
+        prompt_name, max_length, dimensions, long, stride, truncation_side, precision, ranges), checked: see
+        numbert.pipeline.recipe.build. truncation_side defaults to the tokenizer's (tokenizer_config.json's)."""
+        unknown = [name for name in choices if name not in recipe.CHOICES]
+        if unknown:
+            choices_list = ", ".join(recipe.CHOICES)
+            raise TypeError(f"{unknown[0]!r} is not an option of a sentence recipe; the options are {choices_list}")
+        if choices.get("truncation_side") is None:
+            choices["truncation_side"] = "right" if self.tokenizer is None else self.tokenizer.truncation_side
+        return recipe.build(self.config, self.sentence_config, self.encoder.pooler is not None, **choices)
+
+    @functools.cached_property
+    def unit_word_embeddings(self) -> np.ndarray:
+        """The word-embedding rows scaled to unit length, computed once. (vocab, hidden)"""
+        return pooling.normalize(self.encoder.word_embeddings)
+
+    # --- ids in, hidden states out -------------------------------------------------------------------
+
+    def forward(
+        self, input_ids, token_type_ids=None, attention_mask=None, *, output_attentions: bool = False
+    ) -> Output:
+        """Run the encoder on token ids of shape (seq,) or (batch, seq): `Encoder.forward`."""
+        return self.encoder.forward(input_ids, token_type_ids, attention_mask, output_attentions=output_attentions)
+
+    def forward_rows(self, rows: Sequence[Row], *, output_attentions: bool = False) -> Output:
+        """One forward over rows of different lengths, right-padded to the longest. Output arrays (batch, ...)"""
+        return planner.forward(self.encoder, rows, output_attentions=output_attentions)
+
+    def run(self, rows: Sequence[Row], limit: int, stride: int, window_batch: int) -> Output:
+        """A planned batch's Output: one forward, or for a single row over `limit` tokens its windows, stitched
+        (an Output without a batch axis)."""
+        return planner.run(self.encoder, rows, limit, stride, window_batch)
+
+    # --- text in, hidden states out ------------------------------------------------------------------
+
+    def __call__(
+        self,
+        text: str | list[str],
+        text_pair: str | list[str] | None = None,
+        *,
+        output_attentions: bool = False,
+        max_length: int | None = None,
+        truncation: bool | str = True,
+        long: str = "truncate",
+        stride: int = 128,
+        output_hidden_states: bool = True,
+    ) -> Output:
+        """Tokenize `text` (one string or a list; optionally with a second segment) and run the encoder.
+
+        Inputs are cut to `max_length` (default: the model's positions, 512 for BERT) unless
+        `truncation=False`, in which case a longer input raises a ValueError. A single text may
+        instead run as overlapping windows (`long="window"`, see `windowed`), so every token gets vectors.
+        An empty list gives an Output with a batch of 0. `output_hidden_states` is accepted as in
+        transformers; the hidden states are always in the Output.
+        """
+        tokenizer = self.require_tokenizer()
+        limit = self.config.max_tokens
+        if max_length is not None and not 1 <= max_length <= limit:
+            raise ValueError(f"max_length must be between 1 and {limit}, got {max_length}")
+        recipe.check_long(long)
+        if not isinstance(text, str):
+            text = text_list(text, name="text")
+            if text_pair is not None:
+                text_pair = text_list(text_pair, name="text_pair")
+        elif text_pair is not None and not isinstance(text_pair, str):
+            raise TypeError(f"text is one str, so text_pair must be one str too, not {type(text_pair).__name__}")
+        if long == "window":
+            if not isinstance(text, str) or text_pair is not None or output_attentions:
+                raise ValueError(
+                    "long='window' runs one text without a pair or attentions; "
+                    "for many texts use model.embed(texts, long='window')"
+                )
+            return self.windowed(text, stride=stride, max_length=max_length)
+        cut_at = (max_length or limit) if truncation else None
+        if isinstance(text, str):
+            assert text_pair is None or isinstance(text_pair, str)  # checked above
+            enc = tokenizer.encode(text, text_pair, max_length=cut_at, truncation=truncation)
+            out = self.forward(np.array(enc.ids), np.array(enc.type_ids), output_attentions=output_attentions)
+            out.tokens, out.encodings = enc.tokens, [enc]
+            return out
+        if not text:
+            return self.encoder.empty_output(output_attentions)
+        encodings = tokenizer.encode_batch(text, text_pair, max_length=cut_at, truncation=truncation).encodings
+        return self.forward_encodings(encodings, output_attentions=output_attentions)
+
+    def forward_encodings(self, encodings: Sequence[Encoding], *, output_attentions: bool = False) -> Output:
+        """Run tokenizer Encodings of different lengths as one batch, right-padded to the longest."""
+        tokenizer = self.require_tokenizer()
+        out = self.forward_rows([row_of(e) for e in encodings], output_attentions=output_attentions)
+        return with_tokens(out, encodings, tokenizer.pad_token)
+
+    def windowed(self, text: str, *, stride: int = 128, max_length: int | None = None, batch_size: int = 32) -> Output:
+        """Run a text of any length as overlapping windows and stitch them into one Output.
+
+        Windows of max_length tokens (default: the model's positions, or a sentence-transformers
+        max_seq_length), [CLS] and [SEP] included, share `stride` tokens with their neighbour; each
+        token's hidden states are the average over the windows that contain it, so every token of a
+        long document gets a vector. seq may exceed 512; pooler_output pools the averaged [CLS].
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"windowed takes one text (str), not {type(text).__name__}")
+        encoding = self.require_tokenizer().encode(text, max_length=None, truncation=False)
+        limit = recipe.tokens_per_input(self.config, self.sentence_config, max_length)
+        out = planner.run_windows(self.encoder, row_of(encoding), limit, stride, batch_size)
+        return with_tokens(out, [encoding], "")
+
+    def batches(
+        self,
+        texts: Sequence[str],
+        text_pair: Sequence[str | None] | None = None,
+        *,
+        batch_size: int = 32,
+        max_length: int | None = None,
+        long: str = "truncate",
+        stride: int = 128,
+        truncation_side: str | None = None,
+        pairs: Sequence[str | None] | None = None,
+    ) -> Iterator[tuple[list[int], Output]]:
+        """Run many texts, yielding (positions in `texts`, Output) batch by batch, longest texts first.
+
+        Planned by numbert.pipeline.planner: texts are taken longest first by character count and tokenized
+        LOOK_AHEAD batches at a time; within those, sorted by token count and batched with their
+        neighbours, so a batch is padded only to its own longest text, and memory does not grow with
+        the number of texts. Inputs longer than max_length tokens (default: a sentence-transformers
+        max_seq_length, else the model's positions) are cut (long="truncate"; only the tokens kept are
+        tokenized; at their start with truncation_side="left", default the tokenizer's), or, with
+        long="window", run alone as windows, their Output then having no batch
+        axis. A sentence-transformers model with do_lower_case sees lowercased text, as in
+        sentence-transformers. `pairs` is an older name of `text_pair`.
+        """
+        text_pair = alias(text_pair, pairs, "text_pair", "pairs")
+        shape = self.recipe(  # lengths, lowercasing
+            pooling="mean", max_length=max_length, long=long, stride=stride, truncation_side=truncation_side
+        )
+        lower = str.lower if shape.lowercase else str
+        pad = self.require_tokenizer().pad_token
+        for positions, encodings in self.plan(texts, text_pair, shape, batch_size, prepare=lower):
+            out = self.run([row_of(e) for e in encodings], shape.max_length, stride, batch_size)
+            yield positions, with_tokens(out, encodings, pad)
+
+    def plan(
+        self,
+        texts: Sequence[str],
+        text_pair: Sequence[str | None] | None,
+        recipe: Recipe,
+        batch_size: int,
+        *,
+        prepare: Any = None,
+    ) -> Iterator[tuple[list[int], list[Encoding]]]:
+        """(positions, encodings) of each batch in the order they run (numbert.pipeline.planner.plan_texts), the
+        texts turned into the tokenizer's text by `prepare` (default: the recipe's prompt and lowercasing)."""
+        texts = text_list(texts)
+        pair_list = [None] * len(texts) if text_pair is None else text_list(text_pair, none_ok=True, name="text_pair")
+        if len(pair_list) != len(texts):
+            raise ValueError(f"got {len(texts)} texts but {len(pair_list)} pairs")
+        return planner.plan_texts(
+            self.require_tokenizer(),
+            texts,
+            pair_list,
+            batch_size=planner.positive("batch_size", batch_size),
+            limit=recipe.max_length,
+            window=recipe.long == "window",
+            side=recipe.truncation_side,
+            prepare=recipe.prepare if prepare is None else prepare,
+        )
+
+    # --- inputs as a server takes them: rows within the model's length, each refused by its index ------------
+
+    def bounded(
+        self, index: int, text: str, pair: str | None, limit: int, *, truncate: bool, side: str, special: bool = True
+    ) -> Encoding:
+        """A prepared text's (or pair's) tokens, at most `limit` with the special tokens counted: cut there (on
+        `side`) if `truncate`, else InputTooLong(index). The tokenizer reads only as much of a long text as
+        decides that: `limit` tokens, or one more to learn that the text is too long."""
+        tokenizer = self.require_tokenizer()
+        extra = 0 if special else tokenizer.num_special_tokens(pair is not None)
+        cut = limit - extra + (0 if truncate else 1)
+        encoding = tokenizer.encode(
+            text, pair, add_special_tokens=special, max_length=cut, truncation=True, truncation_side=side
+        )
+        if len(encoding) + extra > limit:
+            raise InputTooLong(index, len(encoding) + extra, limit, exact=False)
+        return encoding
+
+    def rows(self, texts: Sequence[str], recipe: Recipe, *, truncate: bool, side: str | None = None) -> list[Row]:
+        """A row per text as `recipe` prepares it (its prompt, lowercasing), within its max_length: cut (on `side`,
+        default the recipe's) if `truncate`, else InputTooLong naming the first text too long."""
+        side = side or recipe.truncation_side
+        return [
+            row_of(self.bounded(i, recipe.prepare(text), None, recipe.max_length, truncate=truncate, side=side))
+            for i, text in enumerate(texts)
+        ]
+
+    def pair_rows(
+        self, firsts: Sequence[str], seconds: Sequence[str | None], *, truncate: bool, side: str | None = None
+    ) -> list[Row]:
+        """A row per input of a cross-encoder, one text or a (query, document) pair, as numbert.pipeline.reranking
+        tokenizes it: within pair_limit tokens, cut by longest_first (on `side`, default the tokenizer's) if
+        `truncate`, else InputTooLong naming the first input too long."""
+        limit, prepare = self.pair_limit(), self.segment
+        side = side or self.require_tokenizer().truncation_side
+        return [
+            row_of(self.bounded(i, prepare(a), None if b is None else prepare(b), limit, truncate=truncate, side=side))
+            for i, (a, b) in enumerate(zip(firsts, seconds))
+        ]
+
+    def id_rows(self, inputs: Sequence[Sequence[int]], limit: int) -> list[Row]:
+        """Token-id inputs used as given ([CLS] and [SEP] included, as tokenize gives them): InvalidTokenId for
+        an id outside the vocabulary, InputTooLong for an input over `limit` (ids are never cut)."""
+        rows = []
+        for i, ids in enumerate(inputs):
+            if len(ids) > limit:
+                raise InputTooLong(i, len(ids), limit)
+            self.check_ids(i, ids)
+            rows.append(Row(np.array(ids, np.int32)))
+        return rows
+
+    def check_ids(self, index: int, ids: Sequence[int]) -> None:
+        """InvalidTokenId for the first id of input `index` outside the vocabulary."""
+        vocab_size = self.config.vocab_size
+        j = next((j for j, t in enumerate(ids) if not 0 <= t < vocab_size), None)
+        if j is not None:
+            raise InvalidTokenId(index, j, ids[j], vocab_size)
+
+    def tokenize(self, texts: Sequence[str], recipe: Recipe, *, special: bool, max_tokens: int) -> list[Encoding]:
+        """Each text's tokens (lowercased first if the recipe says so, no prompt), offsets into the text: at most
+        the recipe's max_length tokens an input (InputTooLong beyond), `max_tokens` in all (TooManyTokens naming the
+        input that passes it, with the running total)."""
+        encodings, total = [], 0
+        for i, text in enumerate(texts):
+            prepared = text.lower() if recipe.lowercase else text
+            encoding = self.bounded(i, prepared, None, recipe.max_length, truncate=False, side="right", special=special)
+            total += len(encoding)
+            if total > max_tokens:
+                raise TooManyTokens(i, total, max_tokens)
+            encodings.append(encoding)
+        return encodings
+
+    def decode(self, inputs: Sequence[Sequence[int]], skip_special_tokens: bool) -> list[str]:
+        """Each list of token ids as text (the tokenizer's decoder); InvalidTokenId for an id outside the vocabulary."""
+        for i, ids in enumerate(inputs):
+            self.check_ids(i, ids)
+        tokenizer = self.require_tokenizer()
+        return [tokenizer.decode(ids, skip_special_tokens=skip_special_tokens) for ids in inputs]
+
+    # --- a cross-encoder's inputs ---------------------------------------------------------------------
+
+    def pair_limit(self, max_length: int | None = None) -> int:
+        """Tokens per pair, [CLS] and both [SEP]s included: `max_length`, else CrossEncoder's (sentence_bert_config's
+        max_seq_length, else the tokenizer's model_max_length), at most the model's positions."""
+        positions = self.config.max_tokens
+        if max_length is not None:
+            if isinstance(max_length, bool) or not isinstance(max_length, int) or not 4 <= max_length <= positions:
+                raise ValueError(f"max_length must be an integer between 4 and {positions}, got {max_length!r}")
+            return max_length
+        st = self.sentence_config
+        limit = st.max_seq_length if st is not None and st.max_seq_length else self.require_tokenizer().model_max_length
+        return min(limit or positions, positions)
+
+    def segment(self, text: str) -> str:
+        """How a query or a document is handed to the tokenizer: lowercased if the model's sentence_bert_config
+        says do_lower_case, and "" as " " (no tokens either way), so that an empty document keeps its segment
+        ([CLS] query [SEP] [SEP]) as in CrossEncoder's batch call, where Tokenizer.encode would drop it."""
+        st = self.sentence_config
+        lower = st is not None and st.do_lower_case
+        return (text.lower() if lower else text) or " "
+
+    # --- readouts: what a forward's rows become, each refused when the model lacks its head -----------------
+
+    def sentence_vectors(self, recipe: Recipe) -> SentenceVectors:
+        """A sentence vector per row by `recipe`, before its `finish`."""
+        return SentenceVectors(recipe)
+
+    def token_vectors(self) -> TokenVectors:
+        """Every real token's vector of the last layer."""
+        return TokenVectors()
+
+    def sequence_logits(self) -> SequenceLogits:
+        """The sequence classifier's logits per row; a ValueError naming the missing tensors without one."""
+        return SequenceLogits(self.heads.sequence_classifier)
+
+    def sparse_vectors(self) -> SparseVectors:
+        """The SPLADE vector per row: the masked-LM head (a ValueError naming the missing tensors without one)
+        with the directory's SpladePooling, or, for a checkpoint that names none, SparseEncoder's default."""
+        st = self.sentence_config
+        if st is not None and st.unsupported:
+            raise ValueError(
+                f"{self.name}: this sentence-transformers model has modules numbert does not run "
+                f"({', '.join(st.unsupported)}), so its sparse vectors cannot be computed"
+            )
+        splade = st.splade if st is not None and st.splade is not None else SpladePooling()
+        return SparseVectors(self.heads.masked_lm, self.config, splade)
+
+    @property
+    def labels(self) -> list[str]:
+        """The classifier's labels (config.json's id2label, in id order)."""
+        return self.heads.labels
+
+    @property
+    def is_sparse_encoder(self) -> bool:
+        """A SparseEncoder (SPLADE) directory: its vectors are sparse, over the vocabulary."""
+        return self.sentence_config is not None and self.sentence_config.splade is not None
+
+    @property
+    def max_active_dims(self) -> int | None:
+        """The weights a sparse vector keeps: the SparseEncoder directory's max_active_dims, else None (all)."""
+        return None if self.sentence_config is None else self.sentence_config.max_active_dims
+
+    def warm_up(self) -> None:
+        """One forward of the shortest input ([CLS] [SEP]), so that a first request finds the weights' pages in."""
+        ids = np.array(self.require_tokenizer().encode("").ids, np.int32)
+        self.forward_rows([Row(ids)])
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (
+            f"{type(self).__name__}({self.name!r}, layers={c.num_hidden_layers}, hidden={c.hidden_size}, "
+            f"heads={c.num_attention_heads}, vocab={c.vocab_size})"
+        )
+
+
+def with_tokens(out: Output, encodings: Sequence[Encoding], pad_token: str) -> Output:
+    """`out` with the tokens and encodings of its inputs (a batch's rows padded with `pad_token`)."""
+    if out.batched:
+        width = out.input_ids.shape[1]
+        out.tokens = [e.tokens + [pad_token] * (width - len(e)) for e in encodings]
+    else:
+        out.tokens = list(encodings[0].tokens)
+    out.encodings = list(encodings)
+    return out
