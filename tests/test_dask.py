@@ -11,7 +11,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 import numbert
-import numbert.engines.batch_encoder
+import numbert.engines.batch_embedder
 
 distributed = pytest.importorskip("distributed")
 dask_bag = pytest.importorskip("dask.bag")
@@ -56,7 +56,7 @@ def test_a_bag_gives_the_single_process_vectors_row_for_row(client, minilm_dir, 
     partitions = [list(p) for p in bag.to_delayed() for p in [p.compute()]]
     assert np.array_equal(got, single_process(model, partitions, batch_size=16))
     assert np.allclose(got, model.embed(texts, progress=False), atol=2e-6)  # whole-corpus batches: same up to rounding
-    loads = client.run(lambda: numbert.engines.batch_encoder._load.cache_info().misses)
+    loads = client.run(lambda: numbert.engines.batch_embedder._load.cache_info().misses)
     assert all(n <= 1 for n in loads.values()), loads  # once per worker, not once per task
 
 
@@ -94,7 +94,7 @@ def test_bad_input_fails_before_the_cluster_runs(minilm_dir):
 def test_map_chunks_streams_in_order(client, minilm_dir, model):
     texts = corpus(90)
     chunks = [(range(i, i + 15), texts[i : i + 15]) for i in range(0, 90, 15)]
-    got = list(ndask.map_chunks(client, ndask.BatchEncoder(minilm_dir), iter(chunks), ahead=3))
+    got = list(ndask.map_chunks(client, ndask.BatchEmbedder(minilm_dir), iter(chunks), ahead=3))
     assert np.array_equal(np.concatenate(got), single_process(model, [t for _, t in chunks]))
 
 
@@ -106,7 +106,7 @@ def test_a_killed_worker_loses_no_line(client, minilm_dir, model):
     deadline = time.monotonic() + 120
     while not (
         busy := [
-            address for address, keys in client.processing().items() if any("BatchEncoder" in str(key) for key in keys)
+            address for address, keys in client.processing().items() if any("BatchEmbedder" in str(key) for key in keys)
         ]
     ):
         assert time.monotonic() < deadline and not all(b.done() for b in blocks), "no worker left to kill"

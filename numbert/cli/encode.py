@@ -212,11 +212,11 @@ def embedder(model, args: argparse.Namespace, recipe: Recipe, bar: Any = None) -
 
     if args.scheduler or args.dask:
         with dask_client(args) as client:
-            from ..engines.dask import BatchEncoder, map_chunks
+            from ..engines.dask import BatchEmbedder, map_chunks
 
             model_path = Path(args.model)
             where = model_path.resolve() if model_path.exists() else args.model
-            encoder = BatchEncoder(where, recipe=recipe, batch_size=args.batch_size)
+            encoder = BatchEmbedder(where, recipe=recipe, batch_size=args.batch_size)
             yield lambda chunks: advancing(map_chunks(client, encoder, chunks))
         return
     here = {"recipe": recipe, "batch_size": args.batch_size, "progress": False if bar is None else bar}

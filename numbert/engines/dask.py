@@ -8,7 +8,7 @@
     vectors = numbert.engines.dask.embed(texts, "/shared/all-MiniLM-L6-v2")     # a dask array, one block per partition
     vectors.to_zarr(...)  /  vectors.compute()
 
-Each Dask worker process loads the model once, on its first task, and keeps it (a `BatchEncoder`
+Each Dask worker process loads the model once, on its first task, and keeps it (a `BatchEmbedder`
 holds only the model's name and options; the loaded model is cached per process), so
 partitions cost a forward pass each, not a load. The model must be a directory or hub name every
 worker can reach. Dask's nannies already start workers with OMP/MKL/OPENBLAS_NUM_THREADS=1, so a
@@ -16,7 +16,7 @@ worker per core is the right layout (`dask worker --nworkers N --nthreads 1`). V
 are `Bert.embed` of that partition's texts, bit-identical to running the same partition in one
 process; when a worker dies, Dask runs its partitions again elsewhere.
 
-`numbert.engines.batch_encoder.BatchEncoder` is a plain picklable callable (texts -> (n, dim) float32) that
+`numbert.engines.batch_embedder.BatchEmbedder` is a plain picklable callable (texts -> (n, dim) float32) that
 needs no Dask, so the same object plugs into other engines' batch maps (Ray Data's map_batches,
 Spark's mapInPandas): see docs/cluster.md.
 """
@@ -36,19 +36,19 @@ try:
 except ImportError as e:  # pragma: no cover - only without the extra
     raise ImportError("numbert.engines.dask needs Dask: pip install 'numbert[dask]'") from e
 
-from .batch_encoder import BatchEncoder
+from .batch_embedder import BatchEmbedder
 
-__all__ = ["BatchEncoder", "embed", "map_chunks", "read_lines", "read_parquet_column"]
+__all__ = ["BatchEmbedder", "embed", "map_chunks", "read_lines", "read_parquet_column"]
 
 
-def embed(texts, model: str | os.PathLike | BatchEncoder, **options) -> da.Array:
+def embed(texts, model: str | os.PathLike | BatchEmbedder, **options) -> da.Array:
     """Sentence vectors of a Dask bag of texts or a Dask Series of texts (a DataFrame column).
 
     Returns a dask array (rows, dim) float32 with one block per input partition, rows in input
     order; the block lengths are unknown until computed (`.compute_chunk_sizes()`). The model is
     loaded here once to check the options and learn the width, then once per worker.
     """
-    encoder = model if isinstance(model, BatchEncoder) else BatchEncoder(model, **options)
+    encoder = model if isinstance(model, BatchEmbedder) else BatchEmbedder(model, **options)
     if isinstance(texts, db.Bag) or (hasattr(texts, "to_delayed") and getattr(texts, "ndim", None) == 1):
         partitions = texts.to_delayed()  # a bag's or a DataFrame column's partitions
     else:
@@ -74,7 +74,7 @@ def read_parquet_column(urlpath: str, column: str, **options):
 
 
 def map_chunks(
-    client, encoder: BatchEncoder, chunks: Iterable[tuple[Sequence[int], Sequence[str]]], ahead: int | None = None
+    client, encoder: BatchEmbedder, chunks: Iterable[tuple[Sequence[int], Sequence[str]]], ahead: int | None = None
 ) -> Iterator[np.ndarray]:
     """Embed (lines, texts) chunks on a cluster, yielding their vectors in order, `ahead` chunks in flight
     (default: 2 per worker thread), so a stream of any length is embedded in bounded memory.

@@ -1,4 +1,4 @@
-"""numbert.engines.batch_encoder: the picklable texts -> vectors callable that engines map over partitions."""
+"""numbert.engines.batch_embedder: the picklable texts -> vectors callable that engines map over partitions."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import pickle
 import numpy as np
 
 import numbert
-from numbert.engines.batch_encoder import BatchEncoder, _load
+from numbert.engines.batch_embedder import BatchEmbedder, _load
 
 
-def test_a_batch_encoder_pickles_small_and_loads_the_model_once_per_process(minilm_dir):
-    encode = BatchEncoder(minilm_dir, pooling="cls", normalize=True)
+def test_a_batch_embedder_pickles_small_and_loads_the_model_once_per_process(minilm_dir):
+    encode = BatchEmbedder(minilm_dir, pooling="cls", normalize=True)
     shipped = pickle.dumps(encode)
     assert len(shipped) < 1000  # the name and options, not the weights
     texts = ["A man is eating food.", "A man is eating a meal.", ""]

@@ -1,10 +1,10 @@
-"""A picklable batch encoder: texts -> sentence vectors, the model loaded once per process.
+"""A picklable batch embedder: texts -> sentence vectors, the model loaded once per process.
 
-    encode = BatchEncoder("/models/all-MiniLM-L6-v2", normalize=True)
+    encode = BatchEmbedder("/models/all-MiniLM-L6-v2", normalize=True)
     encode(["a text", "another"])          # (2, 384) float32; the first call in a process loads the model
 
 It pickles as (model, revision, options), so an engine can ship it with every task for nothing; in
-each process the first call loads the model and later calls, whatever their BatchEncoder object,
+each process the first call loads the model and later calls, whatever their BatchEmbedder object,
 reuse it. This is the piece numbert.engines.dask maps over partitions, and what Ray Data's map_batches or
 Spark's mapInPandas call (docs/cluster.md). It imports nothing beyond numbert.
 """
@@ -34,7 +34,7 @@ def _load(model: str, revision: str | None):
     return load(model, revision=revision)
 
 
-class BatchEncoder:
+class BatchEmbedder:
     """texts -> their sentence vectors (n, dim) float32, with the model loaded once per process.
 
     Keyword arguments are Bert.embed's: a `recipe` (numbert.pipeline.recipe.Recipe, pickled along), or the choices
@@ -54,9 +54,9 @@ class BatchEncoder:
         return self([]).shape[1]
 
     def __repr__(self) -> str:
-        return f"BatchEncoder({self.model!r}, {self.options})"
+        return f"BatchEmbedder({self.model!r}, {self.options})"
 
-    def __dask_tokenize__(self):  # Dask: the same encoder on the same partition is the same task
+    def __dask_tokenize__(self):  # Dask: the same embedder on the same partition is the same task
         recipe = self.options.get("recipe")
         options = {**self.options, "recipe": None if recipe is None else recipe.describe()}
         return self.model, self.revision, sorted(options.items(), key=str)
