@@ -1,7 +1,7 @@
 """A picklable batch embedder: texts -> sentence vectors, the model loaded once per process.
 
-    encode = BatchEmbedder("/models/all-MiniLM-L6-v2", normalize=True)
-    encode(["a text", "another"])          # (2, 384) float32; the first call in a process loads the model
+    embed = BatchEmbedder("/models/all-MiniLM-L6-v2", normalize=True)
+    embed(["a text", "another"])           # (2, 384) float32; the first call in a process loads the model
 
 It pickles as (model, revision, options), so an engine can ship it with every task for nothing; in
 each process the first call loads the model and later calls, whatever their BatchEmbedder object,
