@@ -18,7 +18,7 @@ import pytest
 from helpers import ServerProcess
 
 import numbert
-from numbert.model.heads import classifier_logits, masked_lm_logits, span_logits
+from numbert.model.heads import classifier_logits, masked_lm_logits
 from numbert.pipeline.readouts import SequenceLogits
 
 FIXTURES = Path(__file__).parent / "fixtures" / "family"
@@ -129,7 +129,8 @@ def numbert_outputs(model: numbert.Bert, model_type: str, task: str) -> dict[str
     elif task == "ForTokenClassification":
         found["logits"] = classifier_logits(last, model.heads.token_classifier)
     elif task == "ForQuestionAnswering":
-        found["start_logits"], found["end_logits"] = span_logits(last, model.heads.question_answering)
+        logits = classifier_logits(last, model.heads.question_answering)  # (..., seq, 2): start, end
+        found["start_logits"], found["end_logits"] = logits[..., 0], logits[..., 1]
     return found
 
 

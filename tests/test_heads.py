@@ -12,7 +12,7 @@ from safetensors.numpy import load_file, save_file
 
 import numbert
 from numbert.model.config import BertConfig
-from numbert.model.heads import HeadConfig, classifier_logits, masked_lm_logits, sigmoid, softmax, span_logits
+from numbert.model.heads import HeadConfig, classifier_logits, masked_lm_logits, sigmoid, softmax
 from numbert.testing import write_google_bert, write_random_bert
 
 FIXTURE = Path(__file__).parent / "fixtures" / "heads_expected.json"
@@ -106,12 +106,13 @@ def test_token_classifier_logits_match_bert_for_token_classification(head_checkp
 
 
 @pytest.mark.parity
-def test_span_logits_match_bert_for_question_answering(head_checkpoint, torch):
+def test_qa_logits_match_bert_for_question_answering(head_checkpoint, torch):
     directory, reference = head_checkpoint("BertForQuestionAnswering")
     model = numbert.load(directory)
     out = model("Where do I live?", "My name is Wolfgang and I live in Berlin.")
     expected = torch_logits(torch, reference, out.encodings[0])
-    start, end = span_logits(out.last_hidden_state, model.heads.question_answering)
+    logits = classifier_logits(out.last_hidden_state, model.heads.question_answering)  # (seq, 2): start, end
+    start, end = logits[:, 0], logits[:, 1]
     np.testing.assert_allclose(start, expected.start_logits[0].numpy(), atol=ATOL, rtol=0)
     np.testing.assert_allclose(end, expected.end_logits[0].numpy(), atol=ATOL, rtol=0)
 

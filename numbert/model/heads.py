@@ -153,15 +153,6 @@ def sequence_logits(first_token: np.ndarray, pooled: np.ndarray | None, head: Se
     return classifier_logits(HEAD_ACTIVATIONS[head.activation](linear(first_token, head.dense)), head.out)
 
 
-def span_logits(last_hidden_state: np.ndarray, head: Linear) -> tuple[np.ndarray, np.ndarray]:
-    """The QA head: the logits of the answer starting and ending at each token.
-
-    (..., seq, hidden) -> start (..., seq), end (..., seq)
-    """
-    logits = linear(last_hidden_state, head)
-    return logits[..., 0], logits[..., 1]
-
-
 # ---------------------------------------------------------------------------------------------
 # What config.json says about the heads
 
