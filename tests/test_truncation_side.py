@@ -204,7 +204,7 @@ def client(minilm_dir):
 
 def test_served_embed_cuts_on_the_left_when_asked(client, minilm):
     """/embed, /embed_sparse's sibling /embed_all and /similarity take truncation_direction per request. A text
-    far longer than 16 x max_length characters is cut from its end (Embedder.decisive_suffix): the same
+    far longer than its max_length tokens is cut from its end, the tokenizer reading only its last tokens: the same
     vectors as the whole text cut on the left."""
     texts = [LONG * 3, *TEXTS]
     expected = minilm.embed(texts, max_length=32, truncation_side="left", normalize=True)
