@@ -35,12 +35,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..model.blas import own_process_threads
-from ..pipeline import CALIBRATED, Batcher, InputTooLong, InvalidTokenId, Recipe, TooManyTokens, prune, ranking
+from ..pipeline import CALIBRATED, Batcher, InputTooLong, InvalidTokenId, Recipe, Row, TooManyTokens, prune, ranking
 from . import protocol
 from .auth import OPEN_PATHS, BearerAuth
 from .metrics import Metrics
 from .models import Models, ServedModel
-from .protocol import ApiError, EmbeddingRequest, ScoringRequest
+from .protocol import ApiError, EmbeddingRequest, ScoringRequest, SimilarityRequest
 from .settings import Settings
 
 log = logging.getLogger("numbert.serve")
@@ -238,8 +238,9 @@ class Server:
         """
         body = await self.read_body(http)
         with self.phase("tokenize"):
-            request, served, recipe, rows = await self.run(http, self.embedding_rows, routed(http), body, parse, name)
-        del body
+            request, served, recipe = await self.run(http, self.embedding_request, routed(http), body, parse)
+            del body
+            rows = await self.run(http, self.embedding_rows, served, request, recipe, name, model=served)
         _, batcher = served.ready()
         if served.sparse_only:
             raise ApiError(
@@ -251,41 +252,43 @@ class Server:
         answers = await self.queue(http, batcher, rows, served.embedding)
         tokens = sum(len(row.ids) for row in rows)
         with self.phase("render"):
-            vectors = recipe.finish(np.stack(answers)) if answers else np.empty((0, recipe.dim), np.float32)
-            answer = await self.run(http, self.render, request, served.name, vectors, tokens)
+            answer = await self.run(http, self.render, request, served.name, recipe, answers, tokens)
         return answer, len(rows), tokens
 
     async def similarity_answer(self, http: Request) -> tuple[bytes, int, int]:
         """The answer to /similarity: the source sentence and the sentences embedded as one request to /embed
         (queued with other work), then the cosine of the source's vector with each sentence's."""
         body = await self.read_body(http)
-        served, recipe, rows = await self.run(http, self.similarity_rows, routed(http), body)
+        request, served, recipe = await self.run(http, self.similarity_request, routed(http), body)
         del body
-        pipeline, batcher = served.ready()
+        rows = await self.run(http, self.similarity_rows, served, request, recipe, model=served)
+        _, batcher = served.ready()
         answers = await self.until_answered(http, batcher.submit(rows, served.embedding))
-        vectors = recipe.finish(np.stack(answers))
-        similarities = pipeline.similarity(vectors[:1], vectors[1:])[0]  # (sentences,)
-        return protocol.similarity_response(similarities), len(rows), sum(len(row.ids) for row in rows)
+        answer = await self.run(http, similarity_answer, served, recipe, answers)
+        return answer, len(rows), sum(len(row.ids) for row in rows)
 
-    def similarity_rows(self, route: str | None, body: bytes) -> tuple[ServedModel, Recipe, list]:
-        """The model a /similarity request is for, the recipe it asks for (the server's in float32, with its
-        prompt_name) and its texts as rows of token ids, the source sentence first; a 413 names the text too long."""
+    def similarity_request(self, route: str | None, body: bytes) -> tuple[SimilarityRequest, ServedModel, Recipe]:
+        """A /similarity request, checked, the model it is for and the recipe it asks for (the server's in float32,
+        with its prompt_name)."""
         request = protocol.similarity_request(body, self.settings.max_client_batch_size)
         served = self.models.pick(route)
-        pipeline, _ = served.ready()
-        recipe = served.request_recipe(request.prompt_name, None, None, "float32")
+        return request, served, served.request_recipe(request.prompt_name, None, None, "float32")
+
+    def similarity_rows(self, served: ServedModel, request: SimilarityRequest, recipe: Recipe) -> list[Row]:
+        """A /similarity request's texts as rows of token ids, the source sentence first; a 413 names the text too
+        long."""
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
         with refused(request.names, TRUNCATE_HINTS["parameters"]):
-            rows = pipeline.rows(request.texts, recipe, truncate=truncate, side=request.truncation_side)
-        return served, recipe, rows
+            return served.opened().rows(request.texts, recipe, truncate=truncate, side=request.truncation_side)
 
     async def embed_all_answer(self, http: Request) -> tuple[bytes, int, int]:
         """The answer to /embed_all: every token's vector of the last layer, as the rows of /embed run them; at most
         max_batch_tokens tokens a request (413 beyond), so an answer stays bounded (a vector a token)."""
         body = await self.read_body(http)
         parse = protocol.tei_tokens_request
-        _, served, _, rows = await self.run(http, self.embedding_rows, routed(http), body, parse, "inputs")
+        request, served, recipe = await self.run(http, self.embedding_request, routed(http), body, parse)
         del body
+        rows = await self.run(http, self.embedding_rows, served, request, recipe, "inputs", model=served)
         tokens, limit = sum(len(row.ids) for row in rows), self.settings.max_batch_tokens
         if tokens > limit:
             raise ApiError(
@@ -305,8 +308,9 @@ class Server:
         max_active_dims largest, if it names it), with the number of inputs and tokens it read."""
         body = await self.read_body(http)
         parse = protocol.tei_tokens_request
-        _, served, _, rows = await self.run(http, self.embedding_rows, routed(http), body, parse, "inputs")
+        request, served, recipe = await self.run(http, self.embedding_request, routed(http), body, parse)
         del body
+        rows = await self.run(http, self.embedding_rows, served, request, recipe, "inputs", model=served)
         pipeline, batcher = served.ready()
         readout = served.sparse  # a 400 naming the tensors for a model without the masked-LM head
         answers = await self.queue(http, batcher, rows, readout)
@@ -318,14 +322,16 @@ class Server:
         """The answer to /tokenize (no inputs embedded)."""
         body, s = await self.read_body(http), self.settings
         served = self.models.pick(routed(http))
-        answer = await self.run(http, tokenize_answer, served, body, s.max_client_batch_size, s.max_batch_tokens)
+        answer = await self.run(
+            http, tokenize_answer, served, body, s.max_client_batch_size, s.max_batch_tokens, model=served
+        )
         return answer, 0, 0
 
     async def decode_answer(self, http: Request) -> tuple[bytes, int, int]:
         """The answer to /decode: each list of ids as text."""
         body = await self.read_body(http)
         served = self.models.pick(routed(http))
-        answer = await self.run(http, decode_answer, served, body, self.settings.max_client_batch_size)
+        answer = await self.run(http, decode_answer, served, body, self.settings.max_client_batch_size, model=served)
         return answer, 0, 0
 
     async def info_answer(self, http: Request) -> tuple[bytes, int, int]:
@@ -338,8 +344,9 @@ class Server:
         input (a pair, or one text) queued as a row for the classifier's logits."""
         body = await self.read_body(http)
         with self.phase("tokenize"):
-            request, served, score, rows = await self.run(http, self.scoring_rows, routed(http), body, parse)
-        del body
+            request, served, score = await self.run(http, self.scoring_request, routed(http), body, parse)
+            del body
+            rows = await self.run(http, self.scoring_rows, served, request, model=served)
         _, batcher = served.ready()
         logits = await self.queue(http, batcher, rows, served.scores)
         tokens = sum(len(row.ids) for row in rows)
@@ -347,20 +354,23 @@ class Server:
             answer = await self.run(http, self.render_scores, served, request, score, np.stack(logits), tokens)
         return answer, len(rows), tokens
 
-    def scoring_rows(
+    def scoring_request(
         self, route: str | None, body: bytes, parse: Callable
-    ) -> tuple[ScoringRequest, ServedModel, Callable, list]:
+    ) -> tuple[ScoringRequest, ServedModel, Callable]:
         """The request, checked; the model it is for; the function of the logits it is answered with (a model
-        unable to answer it refused here, before anything is tokenized); and its inputs as rows of token ids."""
+        unable to answer it refused here, before anything is tokenized)."""
         request = parse(body, self.settings.max_client_batch_size)
         served = self.models.pick(route, request.model)
-        pipeline, _ = served.ready()
         raw = request.raw_scores
         score = served.label_scores(raw) if request.kind == "predict" else served.relevance(raw)
+        return request, served, score
+
+    def scoring_rows(self, served: ServedModel, request: ScoringRequest) -> list[Row]:
+        """A scoring request's inputs (pairs, or single texts) as rows of token ids; a 413 names the one too long."""
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
+        pipeline = served.opened()
         with refused(request.names, TRUNCATE_HINTS.get(request.source, ""), pairs=True):
-            rows = pipeline.pair_rows(request.firsts, request.seconds, truncate=truncate, side=request.truncation_side)
-        return request, served, score, rows
+            return pipeline.pair_rows(request.firsts, request.seconds, truncate=truncate, side=request.truncation_side)
 
     def render_scores(
         self, served: ServedModel, request: ScoringRequest, score: Callable, logits: np.ndarray, tokens: int
@@ -388,15 +398,17 @@ class Server:
         """A span around a phase of the request when traced (--otlp-endpoint), else nothing."""
         return NOT_TRACED if self.tracing is None else self.tracing.phase(name)
 
-    async def run(self, http: Request, work: Callable, *args):
+    async def run(self, http: Request, work: Callable, *args, model: ServedModel | None = None):
         """work(*args) (parsing, tokenizing, rendering) in a thread, never on the event loop, within the request's
-        deadline (--request-timeout: a 504 when it passes; the thread's work is bounded on its own)."""
+        deadline (--request-timeout: a 504 when it passes; the thread's work is bounded on its own). A `model`'s
+        work runs in its own threads, so that one model's slow tokenizer never holds another model's requests."""
+        limiter = self.threads if model is None else model.threads
         deadline = getattr(http.state, "deadline", None)
         if deadline is None:
-            return await anyio.to_thread.run_sync(work, *args, limiter=self.threads)
+            return await anyio.to_thread.run_sync(work, *args, limiter=limiter)
         try:
             with anyio.fail_after(max(0.0, deadline - time.monotonic())):
-                return await anyio.to_thread.run_sync(work, *args, limiter=self.threads, abandon_on_cancel=True)
+                return await anyio.to_thread.run_sync(work, *args, limiter=limiter, abandon_on_cancel=True)
         except TimeoutError:
             raise ApiError(
                 504,
@@ -404,13 +416,12 @@ class Server:
                 code="timeout",
             ) from None
 
-    def embedding_rows(
-        self, route: str | None, body: bytes, parse: Callable, name: str
-    ) -> tuple[EmbeddingRequest, ServedModel, Recipe, list]:
-        """The request, checked, the model it is for, the recipe it asks for, and its inputs as rows of token ids."""
+    def embedding_request(
+        self, route: str | None, body: bytes, parse: Callable
+    ) -> tuple[EmbeddingRequest, ServedModel, Recipe]:
+        """The request, checked, the model it is for and the recipe it asks for."""
         request = parse(body, self.settings.max_client_batch_size)
         served = self.models.pick(route, request.model)
-        pipeline, _ = served.ready()
         recipe = served.request_recipe(request.prompt_name, request.normalize, request.dimensions, request.precision)
         if recipe.precision in CALIBRATED and recipe.ranges is None and len(request.inputs) < 2:
             raise ApiError(
@@ -419,6 +430,12 @@ class Server:
                 f"request's vectors, as quantize_embeddings does without ranges: send at least 2 inputs",
                 param="embedding_type",
             )
+        return request, served, recipe
+
+    def embedding_rows(self, served: ServedModel, request: EmbeddingRequest, recipe: Recipe, name: str) -> list[Row]:
+        """The request's inputs (texts, or token ids) as rows of token ids, the texts emptied (the rows stand for
+        them from here on); a 413 names the input too long, a 422 the token id outside the vocabulary."""
+        pipeline = served.opened()
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
         names = [f"{name}[{i}]" for i in range(len(request.inputs))]
         with refused(names, TRUNCATE_HINTS[name]):
@@ -426,8 +443,8 @@ class Server:
                 rows = pipeline.id_rows(request.inputs, recipe.max_length)
             else:
                 rows = pipeline.rows(request.inputs, recipe, truncate=truncate, side=request.truncation_side)
-        request.inputs = []  # the token ids stand for them from here on
-        return request, served, recipe, rows
+        request.inputs = []
+        return rows
 
     async def until_answered(self, http: Request, answer: asyncio.Future):
         """The answer, awaited while watching the client and the request's deadline (--request-timeout): if the client
@@ -454,8 +471,10 @@ class Server:
             )
         return answer.result()
 
-    def render(self, request: EmbeddingRequest, model: str, vectors: np.ndarray, tokens: int) -> bytes:
-        """The finished vectors as OpenAI's (naming the served `model`) or text-embeddings-inference's JSON."""
+    def render(self, request: EmbeddingRequest, model: str, recipe: Recipe, answers: list, tokens: int) -> bytes:
+        """The rows' vectors finished by the recipe, as OpenAI's (naming the served `model`) or text-embeddings-
+        inference's JSON."""
+        vectors = recipe.finish(np.stack(answers)) if answers else np.empty((0, recipe.dim), np.float32)
         if request.normalize is None:  # OpenAI
             return protocol.openai_response(vectors, request.encoding_format, model, tokens)
         return protocol.tei_response(vectors)
@@ -483,6 +502,14 @@ def tokenize_answer(served: ServedModel, body: bytes, max_inputs: int, max_token
                 code="input_too_long",
             ) from None
     return protocol.tokenize_response(encodings, texts)
+
+
+def similarity_answer(served: ServedModel, recipe: Recipe, answers: list) -> bytes:
+    """/similarity: the cosine of the source sentence's vector (the first) with each other sentence's."""
+    vectors = recipe.finish(np.stack(answers))
+    similarities = served.opened().similarity(vectors[:1], vectors[1:])  # (1, sentences): of arrays, an array
+    assert isinstance(similarities, np.ndarray)
+    return protocol.similarity_response(similarities[0])
 
 
 def decode_answer(served: ServedModel, body: bytes, max_inputs: int) -> bytes:

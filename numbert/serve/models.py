@@ -36,6 +36,7 @@ class ServedModel:
 
     def __init__(self, name: str, path: str):
         self.name, self.path = name, path
+        self.threads = anyio.CapacityLimiter(2)  # tokenizing this model's requests, apart from the other models'
         self.pipeline: Bert | None = None
         self.batcher: Batcher | None = None
         self.load_error: str | None = None
