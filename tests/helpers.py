@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from huggingface_hub.errors import EntryNotFoundError
 
+from numbert.checkpoint.hub import model_name
 from numbert.model.config import BertConfig
 from numbert.testing import packaged_minilm
 from numbert.tokenizer.fast import FastTokenizer
@@ -123,7 +124,7 @@ class ServerProcess:
     """`python -m numbert serve` on 127.0.0.1 and a free port; its log lines are kept as they come."""
 
     def __init__(self, model_dir: Path, *options: str, timeout: float = 60):
-        self.model_name = Path(model_dir).resolve().name  # served under its directory's name, never a path
+        self.model_name = model_name(model_dir)  # its directory's name or model card's, never a path
         env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
         command = [sys.executable, "-m", "numbert", "serve", "--model", str(model_dir), "--port", "0", *options]
         self.proc = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)

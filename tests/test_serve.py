@@ -105,7 +105,7 @@ def test_openai_client_both_encoding_formats(server, model):
     default = client.embeddings.create(model="all-MiniLM-L6-v2", input=texts)  # the client asks for base64
     assert [d.index for d in default.data] == list(range(len(texts)))
     assert_close([d.embedding for d in default.data], want)
-    assert default.model == server.model_name  # the served name: --model by default
+    assert default.model == server.model_name == "all-MiniLM-L6-v2"  # the packaged model/ directory, by its card
     tokens = sum(len(model.tokenizer.encode(t, max_length=256)) for t in texts)
     assert default.usage.prompt_tokens == default.usage.total_tokens == tokens
     floats = client.embeddings.create(model="m", input=texts, encoding_format="float")

@@ -638,7 +638,8 @@ def tracing(endpoint: str, model: str):
         from .tracing import Tracing
     except ImportError as e:
         raise ImportError(
-            f"--otlp-endpoint needs the [otel] extra ({e.name} is missing): pip install 'numbert[otel]'"
+            f"--otlp-endpoint needs the [otel] extra ({e.name} is missing): pip install '.[otel]' in numbert's "
+            "checkout (or pip install '/path/to/numbert[otel]')"
         ) from None
     return Tracing(endpoint, model)
 

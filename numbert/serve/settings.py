@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+
+from ..checkpoint.hub import model_name
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class Settings:
     """
 
     model: str
-    served_model_name: str | None = None  # the first model's name in /v1/models and answers (default: its_name)
+    served_model_name: str | None = None  # the first model's name in /v1/models and answers (default: model_name)
     more_models: dict[str, str] = field(default_factory=dict)  # served name -> directory or hub id
     recipe: dict = field(default_factory=dict)  # keyword arguments of Bert.recipe
     auto_truncate: bool = False  # cut inputs over max_length instead of answering 413
@@ -56,7 +57,7 @@ class Settings:
     @property
     def name(self) -> str:
         """The first (default) model's served name."""
-        return self.served_model_name or its_name(self.model)
+        return self.served_model_name or model_name(self.model)
 
     @property
     def models(self) -> dict[str, str]:
@@ -70,9 +71,3 @@ class Settings:
     def from_json(cls, text: str) -> Settings:
         return cls(**json.loads(text))
 
-
-def its_name(model: str) -> str:
-    """The name a model is served under when none is given: a local directory's last component (never a
-    path, which would tell clients about the server's disk), else the hub id as given."""
-    path = Path(model)
-    return path.resolve().name if path.is_dir() else model
