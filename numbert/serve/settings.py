@@ -70,4 +70,3 @@ class Settings:
     @classmethod
     def from_json(cls, text: str) -> Settings:
         return cls(**json.loads(text))
-
