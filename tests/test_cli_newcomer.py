@@ -197,6 +197,10 @@ def test_a_model_is_named_by_its_directory_its_card_or_its_hub_id(tmp_path, mini
     snapshot = tmp_path / "hub" / "models--org--name" / "snapshots" / ("0" * 40)
     snapshot.mkdir(parents=True)
     assert model_name(snapshot) == "org/name"
+    (tmp_path / "uncased_L-12_H-768_A-12.tar.gz").write_bytes(b"")
+    assert model_name(tmp_path / "uncased_L-12_H-768_A-12.tar.gz") == "uncased_L-12_H-768_A-12"
+    (tmp_path / "my-bert" / "bert_model.ckpt.index").write_bytes(b"")
+    assert model_name(tmp_path / "my-bert" / "bert_model.ckpt") == "my-bert"  # never a path
 
 
 def test_the_server_serves_the_packaged_model_by_its_name(minilm_dir):

@@ -84,13 +84,19 @@ MODEL_CARD_TITLE = re.compile(r"^# ([\w./-]+)\s*$", re.MULTILINE)  # "# all-Mini
 
 def model_name(name_or_path: str | os.PathLike) -> str:
     """What to call a model when no name is given (the server's model id, what the command line shows): a hub id
-    as given; a local directory by its last component (never its path, which would tell clients about the disk)
+    as given; an archive by its file name less the suffix, a TensorFlow checkpoint prefix by its directory; a
+    local directory by its last component (never its path, which would tell clients about the disk)
     unless that names no model: a hub cache snapshot (.../models--org--name/snapshots/<commit>) is the hub id
     org/name, and a generic folder (GENERIC_DIRECTORIES, such as the packaged all-MiniLM-L6-v2's `model/`) is
     named by its model card, README.md: its `model_name:`, else a one-word first title (`# all-MiniLM-L6-v2`).
     config.json's `_name_or_path` is not used: it names where the weights came from, for a fine-tuned
     model its base (nreimers/MiniLM-L6-H384-uncased for all-MiniLM-L6-v2)."""
     path = Path(name_or_path).expanduser()
+    prefix = prefix_of(path)
+    if prefix is not None:  # a TensorFlow checkpoint prefix: its directory's name
+        return model_name(prefix.parent)
+    if path.is_file() and path.name.endswith(ARCHIVES):  # an archive: its name without the suffix
+        return next(path.name.removesuffix(suffix) for suffix in ARCHIVES if path.name.endswith(suffix))
     if not path.is_dir():
         return os.fspath(name_or_path)
     path = path.resolve()
