@@ -168,15 +168,6 @@ def test_no_doc_or_message_installs_an_extra_from_an_index():
     assert not found, found
 
 
-def test_a_missing_extra_says_how_to_install_it_from_the_checkout(monkeypatch):
-    from numbert.model import blas
-
-    monkeypatch.setitem(sys.modules, "threadpoolctl", None)  # as if not installed
-    with pytest.raises(ImportError) as refused:
-        blas.threads(1)
-    assert "pip install threadpoolctl" in str(refused.value) and "pip install '.[threads]'" in str(refused.value)
-
-
 # --- the packaged model has its name -----------------------------------------------------------------------
 
 
