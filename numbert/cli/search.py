@@ -3,9 +3,11 @@
     numbert encode --file corpus.txt -o vectors.npy
     numbert search "Who painted the Mona Lisa?" --index vectors.npy --texts corpus.txt --top-k 3
 
-The index is memory-mapped and scanned a chunk at a time (numbert.semantic_search), so it need not fit in
-memory; the query is embedded by the recipe the same options give `numbert encode` (--pooling, --dimensions,
---prompt...), and only the hits' lines of --texts are kept.
+The index is read and scanned a chunk at a time (numbert.semantic_search over an engines.npy.NpyIndex), so it
+need not fit in memory; its header and size are checked first, and a file truncated or written to during the
+search is an error (replace an index by renaming a new file over it, never rewrite it in place). Rows whose
+score is not finite (NaN) are no hits. The query is embedded by the recipe the same options give `numbert
+encode` (--pooling, --dimensions, --prompt...), and only the hits' lines of --texts are kept.
 """
 
 from __future__ import annotations
@@ -13,8 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
-import numpy as np
-
+from ..engines.npy import NpyIndex
 from ..pipeline import semantic_search
 from .common import (
     Failure,
@@ -31,9 +32,16 @@ from .encode import sentence_recipe
 from .files import decoded_lines
 
 
+CHUNK_BYTES = 64 << 20  # the index is read (and scored) this many bytes of rows at a time
+
+
 def search(args: argparse.Namespace) -> None:
     """Print the --top-k lines of --texts whose vectors in --index score best against QUERY's (cosine)."""
-    index = open_index(args.index)
+    with open_index(args.index) as index:
+        search_index(args, index)
+
+
+def search_index(args: argparse.Namespace, index: NpyIndex) -> None:
     model = load_model(args.model)
     recipe = sentence_recipe(model, args)
     if recipe.dim != index.shape[1]:
@@ -42,7 +50,12 @@ def search(args: argparse.Namespace) -> None:
             f"search with the options the index was encoded with (--dimensions, --pooling, --model)"
         )
     query = model.embed([args.query], recipe=recipe, progress=False)
-    hits = semantic_search(query, index, top_k=args.top_k)[0]
+    chunk = max(1, CHUNK_BYTES // (4 * index.shape[1]))
+    try:
+        hits = semantic_search(query, index, top_k=args.top_k, corpus_chunk_size=chunk)[0]
+        index.check_unchanged()
+    except ValueError as e:  # the file truncated or rewritten while it was read
+        raise Failure(str(e)) from None
     texts = lines_at(args.texts, {hit["corpus_id"] for hit in hits}, len(index))
     if args.json:
         print(json.dumps([{**hit, "text": texts[hit["corpus_id"]]} for hit in hits], ensure_ascii=False))
@@ -51,18 +64,15 @@ def search(args: argparse.Namespace) -> None:
         print(f"{hit['score']:.4f}\t{hit['corpus_id']}\t{texts[hit['corpus_id']]}")
 
 
-def open_index(path: str) -> np.ndarray:
-    """The .npy at `path`, memory-mapped: (rows, dim) float32, else a Failure saying what it holds."""
+def open_index(path: str) -> NpyIndex:
+    """The .npy at `path`, read a chunk at a time: (rows, dim) float32 (either byte order), else a Failure
+    saying what it holds."""
     try:
-        index = np.load(path, mmap_mode="r")
-    except (OSError, ValueError) as e:
-        raise Failure(f"cannot read the index {path}: {e}") from None
-    if index.ndim != 2 or index.dtype != np.float32:
-        raise Failure(
-            f"{path} holds {index.dtype} of shape {index.shape}; numbert search scores (rows, dim) float32 "
-            f"vectors, as `numbert encode -o {path}` writes them without --precision"
-        )
-    return index
+        return NpyIndex(path)
+    except OSError as e:
+        raise Failure(f"cannot read the index {path}: {e.strerror}") from None
+    except ValueError as e:
+        raise Failure(str(e)) from None
 
 
 def lines_at(path: str, wanted: set[int], rows: int) -> dict[int, str]:
@@ -88,7 +98,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "search",
         help="the lines of a corpus nearest to a query, by their vectors",
         description="Embed QUERY and print the --top-k lines of --texts whose vectors in --index (a float32 "
-        ".npy that `numbert encode --file TEXTS -o INDEX` wrote, memory-mapped) are nearest by cosine: "
+        ".npy that `numbert encode --file TEXTS -o INDEX` wrote, read a chunk at a time) are nearest by cosine: "
         "score, line number (from 0) and line, best first.",
     )
     p.add_argument("query", type=utf8_text, metavar="QUERY")
