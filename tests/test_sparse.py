@@ -300,3 +300,44 @@ def test_a_served_model_without_the_masked_lm_head_answers_400_naming_it(minilm_
     assert (
         e.value.status == 400 and "'cls.predictions.bias'" in e.value.message and "BertForMaskedLM" in e.value.message
     )
+
+
+def all_active_splade(directory: Path, vocab_path: Path) -> Path:
+    """A SPLADE head crafted so every weight is active: its masked-LM bias lifts every vocabulary score to ~10."""
+    from safetensors.numpy import load_file, save_file
+
+    write_random_splade(directory, vocab_path, small_config())
+    weights = load_file(directory / "model.safetensors")
+    weights["cls.predictions.bias"] = np.full_like(weights["cls.predictions.bias"], 10.0)
+    save_file(weights, directory / "model.safetensors")
+    return directory
+
+
+def peak_rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("VmHWM:")[1].split()[0]) / 1024
+
+
+def test_an_embed_sparse_answer_is_bounded_by_max_sparse_weights(tmp_path, vocab_path):
+    """Issue 35: 256 inputs of "hi" (a 1.5 KB body) to a head whose weights are all active answered 270 MB
+    (30,522 weights an input) at a 938 MB peak in 14 s. The answer's non-zero weights are capped by
+    --max-sparse-weights: 413 naming the flag, in seconds, the server serving on."""
+    from helpers import ServerProcess
+
+    directory = all_active_splade(tmp_path / "all-active", vocab_path)
+    server = ServerProcess(directory, "--max-sparse-weights", "100000")
+    try:
+        body = {"inputs": ["hi"] * 256}
+        refused = httpx.post(server.url + "/embed_sparse", json=body, timeout=30)
+        assert refused.status_code == 413, refused.text
+        error = refused.json()["error"]
+        assert error["param"] == "inputs" and "7,813,632 non-zero weights" in error["message"]
+        assert "at most 100,000 a request (--max-sparse-weights)" in error["message"]
+        three = httpx.post(server.url + "/embed_sparse", json={"inputs": ["hi", "a", "b"]}, timeout=30)
+        assert three.status_code == 200 and [len(v) for v in three.json()] == [30522] * 3  # every weight, as TEI
+        four = httpx.post(server.url + "/embed_sparse", json={"inputs": ["hi"] * 4}, timeout=30)
+        assert four.status_code == 413  # 122,088 weights
+        assert httpx.get(server.url + "/health").status_code == 200
+        assert peak_rss_mb(server.proc.pid) < 1024
+    finally:
+        assert server.stop() == 0, "".join(server.lines)

@@ -31,7 +31,6 @@ from .common import (
 from .encode import sentence_recipe
 from .files import decoded_lines
 
-
 CHUNK_BYTES = 64 << 20  # the index is read (and scored) this many bytes of rows at a time
 
 

@@ -84,7 +84,7 @@ class NpyIndex:
         if step != 1:
             raise IndexError("an NpyIndex reads contiguous rows only")
         block = np.empty((max(0, stop - start), self.shape[1]), self.dtype)
-        view, done = memoryview(block).cast("B"), 0
+        view, done = block.data.cast("B"), 0
         position = self.offset + start * self.shape[1] * self.dtype.itemsize
         while done < len(view):
             got = os.preadv(self.file.fileno(), [view[done:]], position + done)

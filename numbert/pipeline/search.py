@@ -21,7 +21,7 @@ the chunk sizes can change a score's last bit, here as in sentence-transformers.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypedDict
+from typing import Protocol, TypedDict
 
 import numpy as np
 
@@ -29,6 +29,21 @@ from ..model.pooling import cosine_matrix, normalize
 
 f32 = np.float32
 Scores = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (queries, dim), (rows, dim) -> (queries, rows)
+
+
+class Corpus(Protocol):
+    """What semantic_search reads corpus vectors through: an array, a memory-mapped .npy, or any object with a
+    shape, a dtype and row slices (numbert.engines.npy.NpyIndex reads a .npy so)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def dtype(self) -> np.dtype: ...
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, rows: slice, /) -> np.ndarray: ...
 
 
 class Hit(TypedDict):
@@ -45,7 +60,7 @@ def dot_score(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def semantic_search(
     query_vectors: np.ndarray,
-    corpus_vectors: np.ndarray,
+    corpus_vectors: Corpus,
     top_k: int = 10,
     query_chunk_size: int = 100,
     corpus_chunk_size: int = 500_000,
@@ -99,13 +114,13 @@ def best_hits(
 
 
 def check_search(
-    queries: np.ndarray, corpus: np.ndarray, top_k: int, query_chunk_size: int, corpus_chunk_size: int
+    queries: np.ndarray, corpus: Corpus, top_k: int, query_chunk_size: int, corpus_chunk_size: int
 ) -> None:
     """A ValueError naming the argument: matrices of different widths or dtypes, not floats, or sizes below 1."""
-    if queries.ndim != 2 or np.ndim(corpus) != 2:
+    if queries.ndim != 2 or len(corpus.shape) != 2:
         raise ValueError(
             f"query_vectors must be (queries, dim) or (dim,) and corpus_vectors (rows, dim), "
-            f"got shapes {queries.shape} and {np.shape(corpus)}"
+            f"got shapes {queries.shape} and {corpus.shape}"
         )
     if queries.shape[1] != corpus.shape[1]:
         raise ValueError(

@@ -315,6 +315,16 @@ class Server:
         readout = served.sparse  # a 400 naming the tensors for a model without the masked-LM head
         answers = await self.queue(http, batcher, rows, readout)
         vectors = [prune(weights, pipeline.max_active_dims) for weights in answers]
+        del answers
+        weights, limit = sum(len(v.ids) for v in vectors), self.settings.max_sparse_weights
+        if weights > limit:  # an input may weigh every vocabulary entry: the answer is bounded here, not by the body
+            raise ApiError(
+                413,
+                f"the answer would hold {weights:,} non-zero weights; /embed_sparse answers at most {limit:,} a "
+                f"request (--max-sparse-weights): send fewer inputs at a time",
+                param="inputs",
+                code="answer_too_large",
+            )
         answer = await self.run(http, protocol.sparse_response, vectors)
         return answer, len(rows), sum(len(row.ids) for row in rows)
 
