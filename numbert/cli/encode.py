@@ -120,6 +120,13 @@ def check_encode_options(args: argparse.Namespace) -> None:
     if args.output in (None, "-") and args.format in BINARY and sys.stdout.isatty():
         raise Failure(f"refusing to write binary .{args.format} data to a terminal; use -o OUT or a redirect")
     parallel = [name for name in ("workers", "scheduler", "dask") if getattr(args, name)]
+    if args.workers:
+        from ..engines.workers import check_workers
+
+        try:
+            check_workers(args.workers, "--workers")
+        except ValueError as e:
+            raise Failure(str(e)) from None
     if len(parallel) > 1 and parallel != ["workers", "dask"]:
         raise Failure(f"--{parallel[0]} and --{parallel[1]} are two ways to run the job: choose one")
     if parallel and args.format == "features":

@@ -111,6 +111,12 @@ def serve(args: argparse.Namespace) -> None:
         prompt=args.prompt,
         prompt_name=args.prompt_name,
     )
+    from ..engines.workers import check_workers
+
+    try:
+        check_workers(args.workers, "--workers")
+    except ValueError as e:
+        raise Failure(str(e)) from None
     (name, model), *more = served_models(args).items()
     settings = Settings(
         model=model,
