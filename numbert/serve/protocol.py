@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,7 +81,41 @@ def json_object(body: bytes) -> dict:
         raise ApiError(400, f"the request body is not valid JSON: {e}", code="invalid_json") from None
     if not isinstance(value, dict):
         raise ApiError(422, f"the request body must be a JSON object, not {json_type(value)}")
+    if SURROGATE_ESCAPE.search(body):  # only a \uD800-\uDFFF escape can put a surrogate in a parsed string
+        refuse_lone_surrogates(value)
     return value
+
+
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def refuse_lone_surrogates(value: dict) -> None:
+    """A 400 naming the first string (or key) holding a lone surrogate: JSON allows the escape (`"\\ud800"`),
+    Unicode does not, and UTF-8 cannot encode it (a tokenizer or an answer would fail on it later). A pair of
+    escapes that makes one character (an emoji) was joined by the parser and is no surrogate any more."""
+    stack: list[tuple[str, Any]] = [("", value)]  # (path, value), walked without recursion
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            found = SURROGATE.search(item)
+            if found:
+                raise ApiError(
+                    400,
+                    f"{path} holds a lone surrogate (U+{ord(found.group()):04X} at character {found.start()}), "
+                    f"which is not a Unicode character: send UTF-8 text, or a surrogate pair for a character "
+                    f"beyond U+FFFF",
+                    param=path,
+                    code="invalid_text",
+                )
+        elif isinstance(item, dict):
+            for key, inner in reversed(item.items()):
+                name = f"{path}.{key}" if path else key
+                if SURROGATE.search(key):
+                    raise ApiError(400, f"a key of {path or 'the body'} holds a lone surrogate", param=path or None)
+                stack.append((name, inner))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", inner) for i, inner in reversed(list(enumerate(item))))
 
 
 def json_type(value) -> str:
