@@ -20,7 +20,7 @@ import jsonschema
 import numpy as np
 import openai
 import pytest
-from helpers import ServerProcess
+from helpers import ServerProcess, bounded
 from safetensors.numpy import load_file, save_file
 
 import numbert
@@ -365,6 +365,27 @@ def test_models_and_keys_from_the_command_line(tmp_path, monkeypatch):
         from numbert.cli import build_parser
 
         serve(build_parser().parse_args(["serve", "--model", "one/model", "--protect-health"]))
+
+
+def test_a_key_file_saved_with_a_byte_order_mark_serves_the_key_without_it(tmp_path):
+    """Issue 35: a key file a Windows editor saved (UTF-8 with a BOM) kept U+FEFF in its first key, which then
+    failed closed: every request answered 401. The mark is dropped; a key holding one elsewhere (or any other
+    character no Bearer token carries) is refused at start, naming the line, never the key."""
+    from numbert.cli.common import Failure
+    from numbert.cli.serve import api_keys
+    from numbert.serve.auth import BearerAuth, read_keys
+
+    with bounded(seconds=5, memory=1e6):
+        (tmp_path / "keys.txt").write_bytes(b"\xef\xbb\xbfsk-first-key\r\nsk-second-key\r\n")
+        keys = read_keys(tmp_path / "keys.txt")
+        assert keys == ["sk-first-key", "sk-second-key"]
+        assert BearerAuth(None, keys).allowed(b"sk-first-key")  # type: ignore[arg-type]
+        (tmp_path / "odd.txt").write_text("sk-good\nsk-\ufeffhidden\n", encoding="utf-8")
+        with pytest.raises(ValueError, match=r"odd.txt, line 2: an API key must be printable ASCII.*U\+FEFF") as odd:
+            read_keys(tmp_path / "odd.txt")
+        assert "hidden" not in str(odd.value)
+        with pytest.raises(Failure, match="--api-key: an API key must be printable ASCII"):
+            api_keys(argparse.Namespace(api_key=["\u200bsk-zero-width"], api_key_file=None))
 
 
 # --- the request timeout (last: it keeps the model thread busy for a moment) ----------------------------------
