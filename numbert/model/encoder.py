@@ -188,7 +188,7 @@ class Encoder:
         Reference: `reference.position_bias`."""
         if self.relative_attention_bias is None:
             return None
-        buckets = relative_position_buckets(seq)  # (seq, seq); transformers always uses 32 buckets here
+        buckets = relative_position_buckets(seq)  # (seq, seq); transformers always uses 32 (RELATIVE_BUCKETS) here
         return np.ascontiguousarray(self.relative_attention_bias[buckets].transpose(2, 0, 1))
 
     def encoder_layer(
