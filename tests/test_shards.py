@@ -245,6 +245,24 @@ def test_a_rerun_deletes_its_own_temporaries_and_nothing_else(tmp_path, model):
     assert all(TEMPORARY.fullmatch(name) for name in ours)
 
 
+def test_a_job_killed_in_its_first_manifest_write_is_cleaned_up_by_the_rerun(tmp_path, model):
+    """No manifest.json yet, but its temporary whole: it holds this job's manifest (JSON: tuples as lists), so it
+    is numbert's and goes; one of another job stays."""
+    job = {"model": "minilm", "layers": (-1, -2)}
+    first = {"format": "numbert-shards/1", "job": job, "shard_lines": 5, "chunk_lines": 2048, "shards": []}
+    (tmp_path / ".lock").write_bytes(b"")
+    (tmp_path / ".manifest.json.0a0b0c0d.tmp").write_text(json.dumps(first))
+    (tmp_path / ".manifest.json.0e0f0a0b.tmp").write_text(json.dumps({**first, "job": {"model": "other"}}))
+    write_shards(tmp_path, corpus(6), embedder(model), job, shard_lines=5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".lock",
+        ".manifest.json.0e0f0a0b.tmp",
+        "manifest.json",
+        "part-00000.npy",
+        "part-00001.npy",
+    ]
+
+
 def test_a_planted_lock_link_is_refused_and_its_target_never_made(tmp_path, model):
     """Issue 35: `encode -o DIR/ --shard-lines 2` with DIR/.lock a symbolic link created the file it points to,
     outside DIR. The lock is opened with O_NOFOLLOW: a link there (or a FIFO) is a ShardError, nothing made."""

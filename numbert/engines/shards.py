@@ -492,7 +492,8 @@ def holds_manifest(path: Path, manifest: dict) -> bool:
         except ValueError:  # half written: not provably ours
             return False
     keys = ("format", "job", "shard_lines", "chunk_lines")
-    return isinstance(written, dict) and all(written.get(key) == manifest.get(key) for key in keys)
+    ours = json.loads(json.dumps({key: manifest.get(key) for key in keys}))  # tuples as lists, as they were read
+    return isinstance(written, dict) and all(written.get(key) == ours[key] for key in keys)
 
 
 def sync_directory(directory: Path) -> None:
