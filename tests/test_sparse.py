@@ -142,17 +142,19 @@ def test_token_blocks_span_rows(splade, monkeypatch):
 def test_top_k_keeps_the_largest_weights_and_of_equal_ones_the_lower_ids():
     weights = np.zeros(10, np.float32)
     weights[[1, 3, 4, 8, 9]] = [0.5, 0.9, 0.5, 0.5, 0.2]
-    pruned = numbert.pipeline.sparse.prune(weights, top_k=3)  # torch.topk leaves the choice among the 0.5s unspecified
+    pruned = numbert.pipeline.readouts.prune(
+        weights, top_k=3
+    )  # torch.topk leaves the choice among the 0.5s unspecified
     assert pruned.ids.tolist() == [1, 3, 4] and pruned.weights.tolist() == [0.5, 0.8999999761581421, 0.5]
-    assert numbert.pipeline.sparse.prune(weights).ids.tolist() == [1, 3, 4, 8, 9]
-    assert numbert.pipeline.sparse.dot(pruned, numbert.pipeline.sparse.prune(weights)) == pytest.approx(
+    assert numbert.pipeline.readouts.prune(weights).ids.tolist() == [1, 3, 4, 8, 9]
+    assert numbert.pipeline.sparse.dot(pruned, numbert.pipeline.readouts.prune(weights)) == pytest.approx(
         0.25 + 0.81 + 0.25
     )
 
 
 def test_one_text_and_token_weights(splade):
     vector = splade.embed_sparse("The capital of France is Paris.", top_k=5)
-    assert isinstance(vector, numbert.pipeline.sparse.SparseVector) and list(vector.ids) == sorted(vector.ids)
+    assert isinstance(vector, numbert.pipeline.readouts.SparseVector) and list(vector.ids) == sorted(vector.ids)
     named = splade.sparse_tokens(vector)
     assert list(named.values()) == sorted(vector.weights.tolist(), reverse=True)
     assert set(named) == set(splade.tokenizer.convert_ids_to_tokens(vector.ids.tolist()))

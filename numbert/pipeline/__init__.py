@@ -21,11 +21,10 @@ from .embedding import Runner
 from .pipeline import InputTooLong, InvalidTokenId, Pipeline, TooManyTokens
 from .planner import Row, positive
 from .quantization import CALIBRATED, DTYPES, PRECISIONS, quantize, width
-from .readouts import SentenceVectors, SequenceLogits, SparseVectors, TokenVectors
+from .readouts import SentenceVectors, SequenceLogits, SparseVector, SparseVectors, TokenVectors, prune
 from .recipe import Recipe
 from .reranking import activation_of, ranking
 from .search import semantic_search
-from .sparse import SparseVector, prune
 from .tasks import AGGREGATIONS, MAX_MASKS, SCORE_FUNCTIONS, label_scores
 
 __all__ = [

@@ -412,9 +412,10 @@ class Pipeline:
         """The sequence classifier's logits per row; a ValueError naming the missing tensors without one."""
         return SequenceLogits(self.heads.sequence_classifier)
 
-    def sparse_vectors(self) -> SparseVectors:
-        """The SPLADE vector per row: the masked-LM head (a ValueError naming the missing tensors without one)
-        with the directory's SpladePooling, or, for a checkpoint that names none, SparseEncoder's default."""
+    def sparse_vectors(self, top_k: int | None = None) -> SparseVectors:
+        """The SPLADE vector per row, its `top_k` largest weights (None: every non-zero one): the masked-LM head
+        (a ValueError naming the missing tensors without one) with the directory's SpladePooling, or, for a
+        checkpoint that names none, SparseEncoder's default."""
         st = self.sentence_config
         if st is not None and st.unsupported:
             raise ValueError(
@@ -422,7 +423,7 @@ class Pipeline:
                 f"({', '.join(st.unsupported)}), so its sparse vectors cannot be computed"
             )
         splade = st.splade if st is not None and st.splade is not None else SpladePooling()
-        return SparseVectors(self.heads.masked_lm, self.config, splade)
+        return SparseVectors(self.heads.masked_lm, self.config, splade, top_k)
 
     @property
     def labels(self) -> list[str]:

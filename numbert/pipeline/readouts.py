@@ -7,7 +7,7 @@
     TokenLogits(classifier)      last hidden state       classifier on each token  (seq, labels)
     SpanLogits(qa_outputs)       last hidden state       qa_outputs                (seq, 2): start, end
     MaskedLMLogits(head, config) last hidden state       cls.predictions           (seq, vocab)
-    SparseVectors(head, ...)     last hidden state       cls.predictions, SPLADE   (vocab,)
+    SparseVectors(head, ...)     last hidden state       cls.predictions, SPLADE   SparseVector: ids, weights
 
 Each is built from its head (numbert.model.heads.Heads builds and checks it), so a checkpoint without the
 head fails when the readout is made, before any forward.
@@ -22,6 +22,7 @@ same logits and turn them into labels, entities, answers and words.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -127,9 +128,26 @@ class MaskedLMLogits:
         return [masked_lm_logits(h, self.head, c.layer_norm_eps) for h in per_token(out, out.last_hidden_state)]
 
 
+class SparseVector(NamedTuple):
+    """One text's sparse vector: the vocabulary ids of its non-zero weights, ascending, and the weights."""
+
+    ids: np.ndarray  # (active,) int32, ascending
+    weights: np.ndarray  # (active,) float32, > 0
+
+
+def prune(weights: np.ndarray, top_k: int | None = None) -> SparseVector:
+    """A dense SPLADE vector (vocab,) as a SparseVector of its non-zero weights, the top_k largest if given
+    (ties at the cut: the lower ids), as select_max_active_dims and to_sparse() leave it."""
+    ids = np.flatnonzero(weights)
+    if top_k is not None and len(ids) > top_k:
+        best = np.argsort(-weights[ids], kind="stable")[:top_k]  # ids ascending, so ties keep the lower
+        ids = np.sort(ids[best])
+    return SparseVector(ids.astype(np.int32), weights[ids])
+
+
 @dataclass(frozen=True, eq=False)
 class SparseVectors:
-    """A SPLADE vector per row over the vocabulary, dense (most weights 0): the masked-LM logits of each real
+    """A SPLADE vector per row over the vocabulary, as its non-zero weights (`prune`): the masked-LM logits of each real
     token through log(1 + relu), pooled over the row's tokens (max, or sum), as SparseEncoder's SpladePooling.
     (vocab,)
 
@@ -141,9 +159,10 @@ class SparseVectors:
     head: MaskedLM  # Heads.masked_lm
     config: BertConfig  # its LayerNorm epsilon
     pooling: SpladePooling = SpladePooling()
+    top_k: int | None = None  # the weights each vector keeps (`prune`); None: every non-zero one
     name = "embed_sparse"
 
-    def __call__(self, out: Output) -> list[np.ndarray]:
+    def __call__(self, out: Output) -> list[SparseVector]:
         c, by_max = self.config, self.pooling.strategy == "max"
         pool = np.maximum if by_max else np.add
         rows = per_token(out, out.last_hidden_state)
@@ -158,4 +177,5 @@ class SparseVectors:
             firsts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])  # where each row's piece begins
             here = owners[firsts]
             vectors[here] = pool(vectors[here], pool.reduceat(scores, firsts, axis=0))
-        return list(splade_weights(vectors, self.pooling.activation) if by_max else vectors)
+        weights = splade_weights(vectors, self.pooling.activation) if by_max else vectors
+        return [prune(row, self.top_k) for row in weights]

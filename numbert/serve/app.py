@@ -35,7 +35,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..model.blas import own_process_threads
-from ..pipeline import CALIBRATED, Batcher, InputTooLong, InvalidTokenId, Recipe, Row, TooManyTokens, prune, ranking
+from ..pipeline import CALIBRATED, Batcher, InputTooLong, InvalidTokenId, Recipe, Row, TooManyTokens, ranking
 from . import protocol
 from .auth import OPEN_PATHS, BearerAuth
 from .metrics import Metrics
@@ -311,11 +311,9 @@ class Server:
         request, served, recipe = await self.run(http, self.embedding_request, routed(http), body, parse)
         del body
         rows = await self.run(http, self.embedding_rows, served, request, recipe, "inputs", model=served)
-        pipeline, batcher = served.ready()
+        _, batcher = served.ready()
         readout = served.sparse  # a 400 naming the tensors for a model without the masked-LM head
-        answers = await self.queue(http, batcher, rows, readout)
-        vectors = [prune(weights, pipeline.max_active_dims) for weights in answers]
-        del answers
+        vectors = await self.queue(http, batcher, rows, readout)  # each input's non-zero weights (max_active_dims)
         weights, limit = sum(len(v.ids) for v in vectors), self.settings.max_sparse_weights
         if weights > limit:  # an input may weigh every vocabulary entry: the answer is bounded here, not by the body
             raise ApiError(

@@ -151,7 +151,7 @@ class ServedModel:
         has no masked-LM head (the other routes keep working)."""
         pipeline = self.opened()
         try:
-            return pipeline.sparse_vectors()
+            return pipeline.sparse_vectors(pipeline.max_active_dims)
         except ValueError as e:
             raise ApiError(400, f"this model cannot give sparse vectors: {e}", code="model_has_no_mlm_head") from None
 
