@@ -23,7 +23,17 @@ from pathlib import Path
 import anyio
 
 from .. import __version__
-from ..pipeline import Batcher, Bert, Recipe, SequenceLogits, SparseVectors, activation_of, label_scores, load
+from ..pipeline import (
+    Batcher,
+    Bert,
+    LexicalWeights,
+    Recipe,
+    SequenceLogits,
+    SparseVectors,
+    activation_of,
+    label_scores,
+    load,
+)
 from .metrics import Metrics
 from .protocol import ApiError
 from .settings import Settings
@@ -146,9 +156,9 @@ class ServedModel:
             raise ApiError(400, f"this model cannot score inputs: {e}", code="model_not_a_classifier") from None
 
     @functools.cached_property
-    def sparse(self) -> SparseVectors:
-        """The readout of /embed_sparse: each row's SPLADE vector; a 400 naming the missing tensors when the model
-        has no masked-LM head (the other routes keep working)."""
+    def sparse(self) -> SparseVectors | LexicalWeights:
+        """The readout of /embed_sparse: each row's SPLADE vector (BGE-M3: its lexical weights); a 400 naming the
+        missing tensors when the model has no masked-LM head (the other routes keep working)."""
         pipeline = self.opened()
         try:
             return pipeline.sparse_vectors(pipeline.max_active_dims)
