@@ -126,8 +126,8 @@ class Pipeline:
         weights = load_weights(checkpoint, config, check_finite=check_finite)
         colbert, m3 = read_colbert_config(directory), read_m3_heads(directory, config.hidden_size)
         has_vocab = any((directory / f).is_file() for f in (*VOCAB_FILES, *SLOW_TOKENIZER_FILES))  # (slow: refused)
-        markers = [] if colbert is None else [m for m in (colbert.query_marker, colbert.document_marker) if m]
-        tokenizer = load_tokenizer(directory, markers) if has_vocab else None
+        pylate = colbert is not None and colbert.library == "PyLate"
+        tokenizer = load_tokenizer(directory, pylate) if has_vocab else None
         if tokenizer is not None:  # a vocabulary that does not fit the embedding table is refused here, named
             tokenizer.check_embedding_rows(config.vocab_size, str(checkpoint.location))
         sentence_config = read_sentence_config(directory)
@@ -593,18 +593,19 @@ class Pipeline:
         )
 
 
-def load_tokenizer(directory: Path, markers: Sequence[str]) -> Tokenizer:
+def load_tokenizer(directory: Path, pylate: bool) -> Tokenizer:
     """The directory's tokenizer. PyLate saves its markers ("[Q] ", "[D] ") in tokenizer.json as added tokens that
-    are not special; numbert inserts their ids itself, and, as sentence-transformers does when it loads a PyLate
-    checkpoint, registers them as special tokens (matched whole in raw text)."""
+    are not special, which numbert's tokenizer does not match; numbert inserts their ids itself, and, as
+    sentence-transformers does when it loads a PyLate checkpoint, registers them as special tokens (matched whole in
+    the raw text, where transformers would match them in the lowercased text too)."""
     path = directory / "tokenizer.json"
-    if not markers or (directory / "vocab.txt").is_file() or not path.is_file():
+    if not pylate or (directory / "vocab.txt").is_file() or not path.is_file():
         return Tokenizer.from_pretrained(directory)
     from ..tokenizer.pipeline import TokenizerJson
 
     spec = TokenizerJson(path)
     for token in spec.spec.get("added_tokens") or []:
-        if isinstance(token, dict) and token.get("content") in markers:
+        if isinstance(token, dict) and token.get("special") is False:
             token["special"], token["normalized"] = True, False
     options: dict = {}
     for name in ("tokenizer_config.json", "special_tokens_map.json"):
