@@ -49,7 +49,7 @@ PYLATE_SETTINGS = {"query_length": 12, "document_length": 20, "embedding_size": 
 
 
 def variant_directory(root: Path, variant: str) -> Path:
-    """The committed PyLate checkpoint with the variant's settings written into its config_sentence_transformers.json."""
+    """The committed PyLate checkpoint, the variant's settings written into config_sentence_transformers.json."""
     directory = root / f"colbert-{variant}"
     shutil.copytree(PYLATE_DIR, directory)
     settings_file = directory / "config_sentence_transformers.json"
