@@ -164,6 +164,11 @@ class Pipeline:
             choices["truncation_side"] = "right" if self.tokenizer is None else self.tokenizer.truncation_side
         return recipe.build(self.config, self.sentence_config, self.encoder.pooler is not None, **choices)
 
+    @property
+    def parameter_count(self) -> int:
+        """How many numbers the encoder's weights hold."""
+        return sum(int(w.size) for w in self.encoder.weights.values())
+
     @functools.cached_property
     def unit_word_embeddings(self) -> np.ndarray:
         """The word-embedding rows scaled to unit length, computed once. (vocab, hidden)"""

@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import numpy as np
@@ -34,6 +35,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from .. import __version__
 from ..model.blas import own_process_threads
 from ..pipeline import CALIBRATED, Batcher, InputTooLong, InvalidTokenId, Recipe, Row, TooManyTokens, ranking
 from . import protocol
@@ -154,13 +156,116 @@ class Server:
         metrics = self.metrics if self.shared_metrics is None else self.metrics.merged(self.shared_metrics)
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
+    # --- numbert's multi-vector route: /embed_multi -------------------------------------------------------
+
+    async def embed_multi(self, request: Request) -> Response:
+        return await self.handle(request, "/embed_multi", self.multi_answer)
+
+    async def multi_answer(self, http: Request) -> tuple[bytes, int, int]:
+        """The answer to /embed_multi: each input's token vectors, as a query's or a document's, through the queue;
+        at most max_batch_tokens tokens a request ([MASK] expansion included; 413 beyond), so an answer stays
+        bounded (a vector a token), as /embed_all's."""
+        body = await self.read_body(http)
+        with self.phase("tokenize"):
+            request, served, readout, rows = await self.run(http, self.multi_rows, routed(http), body)
+        del body
+        tokens, limit = sum(len(row.ids) for row in rows), self.settings.max_batch_tokens
+        if tokens > limit:
+            raise ApiError(
+                413,
+                f"the inputs are {tokens} tokens; /embed_multi answers at most {limit} tokens a request "
+                f"(--max-batch-tokens), a vector each: send fewer inputs at a time",
+                param="inputs",
+                code="input_too_long",
+            )
+        _, batcher = served.ready()
+        vectors = await self.queue(http, batcher, rows, readout)
+        with self.phase("render"):
+            answer = await self.run(http, protocol.embed_all_response, vectors)
+        return answer, len(rows), tokens
+
+    def multi_rows(self, route: str | None, body: bytes) -> tuple[protocol.MultiVectorRequest, ServedModel, Any, list]:
+        """The request, checked; the model it is for and its readout (a 400 before anything is tokenized for a
+        model without vectors per token); its texts as rows as the model reads a query or a document."""
+        request = protocol.multi_vector_request(body, self.settings.max_client_batch_size)
+        served = self.models.pick(route)
+        pipeline, _ = served.ready()
+        readout = served.multi_vectors(request.is_query)
+        truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
+        names = [f"inputs[{i}]" for i in range(len(request.texts))]
+        with refused(names, TRUNCATE_HINTS["inputs"]):
+            rows = pipeline.multi_rows(
+                request.texts, is_query=request.is_query, truncate=truncate, side=request.truncation_side
+            )
+        request.texts = []
+        return request, served, readout, rows
+
+    # --- Ollama's embedding API: /api/embed, /api/embeddings, /api/tags, /api/show, /api/version --------------
+
+    async def ollama_embed(self, request: Request) -> Response:
+        return await self.handle(request, "/api/embed", self.ollama_answer, "embed", errors=ollama_error_response)
+
+    async def ollama_embeddings(self, request: Request) -> Response:
+        answer, kind = self.ollama_answer, "embeddings"
+        return await self.handle(request, "/api/embeddings", answer, kind, errors=ollama_error_response)
+
+    async def ollama_answer(self, http: Request, kind: str) -> tuple[bytes, int, int]:
+        """The answer to /api/embed (Ollama's embeddings of a string or a list, with its durations) or to the
+        older /api/embeddings (one prompt's embedding): the server's recipe, as /v1/embeddings answers."""
+        start = time.perf_counter_ns()
+        body = await self.read_body(http)
+        parse = protocol.ollama_embed_request if kind == "embed" else protocol.ollama_embeddings_parse
+        with self.phase("tokenize"):
+            request, served, recipe, rows = await self.run(
+                http, self.embedding_rows, routed(http), body, parse, "input"
+            )
+        del body
+        _, batcher = served.ready()
+        refuse_other_kinds(served)
+        answers = await self.queue(http, batcher, rows, served.embedding) if rows else []
+        tokens = sum(len(row.ids) for row in rows)
+        vectors = recipe.finish(np.stack(answers)) if answers else np.empty((0, recipe.dim), np.float32)
+        if kind == "embeddings":
+            return protocol.ollama_embeddings_response(vectors), len(rows), tokens
+        name = request.model or served.name
+        took = time.perf_counter_ns() - start
+        return protocol.ollama_embed_response(vectors, name, tokens, took, 0), len(rows), tokens
+
+    async def ollama_show(self, request: Request) -> Response:
+        return await self.handle(request, "/api/show", self.ollama_show_answer, errors=ollama_error_response)
+
+    async def ollama_show_answer(self, http: Request) -> tuple[bytes, int, int]:
+        """POST /api/show: {"model"} -> the model's details, as Ollama describes a model (a 404 for one not served)."""
+        body = await self.read_body(http)
+        name = protocol.ollama_model(protocol.json_object(body))
+        served = self.models.pick(routed(http), name)
+        served.ready()
+        return json.dumps(await self.run(http, served.ollama_show)).encode(), 0, 0
+
+    async def ollama_tags(self, request: Request) -> Response:
+        """GET /api/tags: the loaded models as Ollama lists its models (the first call reads each model's files
+        once, for their digest)."""
+        tags = [await anyio.to_thread.run_sync(m.ollama_tag) for m in self.models if m.loaded]
+        return json_response({"models": tags})
+
+    async def ollama_version(self, request: Request) -> Response:
+        """GET /api/version: numbert's version."""
+        return json_response({"version": __version__})
+
     # --- one request ------------------------------------------------------------------------------
 
     async def handle(
-        self, request: Request, endpoint: str, answer: Callable[..., Awaitable[tuple[bytes, int, int]]], *args
+        self,
+        request: Request,
+        endpoint: str,
+        answer: Callable[..., Awaitable[tuple[bytes, int, int]]],
+        *args,
+        errors: Callable[[ApiError], Response] | None = None,
     ) -> Response:
         """Read, admit, check, tokenize, queue, answer: the path of every request that carries inputs.
-        `answer(request, *args)` reads the body, picks the model and gives (the answer, inputs, tokens)."""
+        `answer(request, *args)` reads the body, picks the model and gives (the answer, inputs, tokens); errors are
+        answered in OpenAI's shape, or by `errors` (Ollama's routes: {"error": message})."""
+        error_response = errors or openai_error_response
         start = time.perf_counter()
         inputs = tokens = 0
         try:
@@ -242,13 +347,7 @@ class Server:
             del body
             rows = await self.run(http, self.embedding_rows, served, request, recipe, name, model=served)
         _, batcher = served.ready()
-        if served.sparse_only:
-            raise ApiError(
-                400,
-                "this model is a SparseEncoder (SPLADE): its vectors are sparse, over the vocabulary; "
-                "ask /embed_sparse",
-                code="model_is_sparse",
-            )
+        refuse_other_kinds(served)
         answers = await self.queue(http, batcher, rows, served.embedding)
         tokens = sum(len(row.ids) for row in rows)
         with self.phase("render"):
@@ -488,6 +587,23 @@ class Server:
         return protocol.tei_response(vectors)
 
 
+def refuse_other_kinds(served: ServedModel) -> None:
+    """A 400 for a sentence-vector request to a model whose vectors are sparse (SPLADE) or one per token (ColBERT)."""
+    if served.sparse_only:
+        raise ApiError(
+            400,
+            "this model is a SparseEncoder (SPLADE): its vectors are sparse, over the vocabulary; ask /embed_sparse",
+            code="model_is_sparse",
+        )
+    if served.multi_only:
+        raise ApiError(
+            400,
+            "this model is a multi-vector (ColBERT) model: it gives a vector per token, not one per text; "
+            "ask /embed_multi",
+            code="model_is_multi_vector",
+        )
+
+
 def routed(http: Request) -> str | None:
     """The model a /models/NAME/... route names, or None."""
     return http.path_params.get("model")
@@ -556,12 +672,20 @@ def refused(names: list[str], hint: str, pairs: bool = False) -> Iterator[None]:
         ) from None
 
 
+def ollama_error_response(error: ApiError) -> Response:
+    """An error of Ollama's routes, in Ollama's shape: {"error": message}."""
+    return Response(protocol.ollama_error(error), error.status, headers=error.headers, media_type=JSON)
+
+
 def json_response(value, status: int = 200) -> Response:
     return Response(json.dumps(value), status, media_type=JSON)
 
 
 def error_response(error: ApiError) -> Response:
     return Response(error.body(), error.status, headers=error.headers, media_type=JSON)
+
+
+openai_error_response = error_response  # the shape of every route's errors but Ollama's
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
@@ -579,15 +703,21 @@ def create_app(settings: Settings) -> Starlette:
         Route("/embed_all", server.embed_all, methods=["POST"]),
         Route("/similarity", server.tei_similarity, methods=["POST"]),
         Route("/embed_sparse", server.tei_embed_sparse, methods=["POST"]),
+        Route("/embed_multi", server.embed_multi, methods=["POST"]),
         Route("/tokenize", server.tokenize, methods=["POST"]),
         Route("/decode", server.decode, methods=["POST"]),
         Route("/rerank", server.tei_rerank, methods=["POST"]),
         Route("/v1/rerank", server.cohere_rerank, methods=["POST"]),
         Route("/predict", server.predict, methods=["POST"]),
         Route("/info", server.info, methods=["GET"]),
+        Route("/api/embed", server.ollama_embed, methods=["POST"]),
+        Route("/api/embeddings", server.ollama_embeddings, methods=["POST"]),
+        Route("/api/show", server.ollama_show, methods=["POST"]),
     ]
     routes += model_routes(routes)
     routes += [
+        Route("/api/tags", server.ollama_tags, methods=["GET"]),
+        Route("/api/version", server.ollama_version, methods=["GET"]),
         Route("/v1/models", server.list_models, methods=["GET"]),
         Route("/health", server.health, methods=["GET"]),
         Route("/metrics", server.prometheus, methods=["GET"]),
