@@ -38,7 +38,7 @@ from starlette.routing import Route
 from .. import __version__
 from ..model.blas import own_process_threads
 from ..pipeline import CALIBRATED, Batcher, InputTooLong, InvalidTokenId, Recipe, Row, TooManyTokens, ranking
-from . import protocol
+from . import openapi, protocol
 from .auth import OPEN_PATHS, BearerAuth
 from .metrics import Metrics
 from .models import Models, ServedModel
@@ -70,6 +70,7 @@ class Server:
         self.models = Models(settings)
         self.threads = anyio.CapacityLimiter(2)  # parsing, tokenizing, rendering: off the event loop
         self.started = int(time.time())
+        self.described: dict = {}  # the OpenAPI document, made by create_app once the routes are known
         self.tracing = (
             None if settings.otlp_endpoint is None else tracing(settings.otlp_endpoint, ", ".join(settings.models))
         )
@@ -251,6 +252,27 @@ class Server:
     async def ollama_version(self, request: Request) -> Response:
         """GET /api/version: numbert's version."""
         return json_response({"version": __version__})
+
+    # --- the API described: /openapi.json and Swagger UI at /docs ---------------------------------------------
+
+    async def openapi(self, request: Request) -> Response:
+        """GET /openapi.json: the OpenAPI 3.1 document of every route (numbert.serve.openapi)."""
+        return json_response(self.described)
+
+    async def docs(self, request: Request) -> Response:
+        """GET /docs: Swagger UI over /openapi.json, its files served from the swagger-ui-py package."""
+        if openapi.assets() is None:
+            return error_response(no_swagger_ui())
+        return Response(openapi.PAGE, media_type="text/html")
+
+    async def docs_asset(self, request: Request) -> Response:
+        """GET /docs/<file>: one of Swagger UI's files."""
+        directory, name = openapi.assets(), request.url.path.rsplit("/", 1)[-1]
+        if directory is None:
+            return error_response(no_swagger_ui())
+        media = {"js": "text/javascript", "css": "text/css", "png": "image/png"}[name.rsplit(".", 1)[-1]]
+        content = await anyio.to_thread.run_sync((directory / name).read_bytes)
+        return Response(content, media_type=media, headers={"Cache-Control": "max-age=86400"})
 
     # --- one request ------------------------------------------------------------------------------
 
@@ -672,6 +694,12 @@ def refused(names: list[str], hint: str, pairs: bool = False) -> Iterator[None]:
         ) from None
 
 
+def no_swagger_ui() -> ApiError:
+    return ApiError(
+        404, "/docs needs Swagger UI's files: pip install swagger-ui-py (the [serve] extra has it)", code="no_docs"
+    )
+
+
 def ollama_error_response(error: ApiError) -> Response:
     """An error of Ollama's routes, in Ollama's shape: {"error": message}."""
     return Response(protocol.ollama_error(error), error.status, headers=error.headers, media_type=JSON)
@@ -716,6 +744,9 @@ def create_app(settings: Settings) -> Starlette:
     ]
     routes += model_routes(routes)
     routes += [
+        Route("/openapi.json", server.openapi, methods=["GET"]),
+        Route("/docs", server.docs, methods=["GET"]),
+        *(Route(f"/docs/{name}", server.docs_asset, methods=["GET"]) for name in openapi.ASSETS),
         Route("/api/tags", server.ollama_tags, methods=["GET"]),
         Route("/api/version", server.ollama_version, methods=["GET"]),
         Route("/v1/models", server.list_models, methods=["GET"]),
@@ -729,8 +760,18 @@ def create_app(settings: Settings) -> Starlette:
         exception_handlers={HTTPException: http_error},
     )
     app.state.server = server
+    open_paths = open_paths_of(settings)
+    server.described = openapi.document(
+        [(r.path, r.methods or set()) for r in routes], bool(settings.api_keys), open_paths
+    )  # every route described, or the server does not start
     observe(app, server)
     return app
+
+
+def open_paths_of(settings: Settings) -> tuple[str, ...]:
+    """The paths answered without an API key: the documentation always, /health and /metrics unless
+    --protect-health."""
+    return (*(() if settings.protect_health else OPEN_PATHS), *openapi.DOC_PATHS)
 
 
 def model_routes(routes: list[Route]) -> list[Route]:
@@ -754,8 +795,7 @@ def middleware(settings: Settings) -> list[Middleware]:
             )
         )
     if settings.api_keys:
-        open_paths = () if settings.protect_health else OPEN_PATHS
-        layers.append(Middleware(BearerAuth, keys=settings.api_keys, open_paths=open_paths))
+        layers.append(Middleware(BearerAuth, keys=settings.api_keys, open_paths=open_paths_of(settings)))
     return layers
 
 
