@@ -51,6 +51,7 @@ from .common import (
     utf8_text,
 )
 from .files import chunked, has_lines, input_lines, output_file, progress_bar
+from .multi import CHUNK_TEXTS, check_multi_options, write_multi
 
 # lines embedded at a time (bounds the memory); text and jsonl: a batch, so a reader gets each batch's lines at once
 CHUNK_LINES = {"npy": 2048, "npz": 2048, "features": 256, "sparse": 256}
@@ -62,10 +63,17 @@ PAIR = re.compile(r"^(.*) \|\|\| (.*)$")  # extract_features.py's "text_a ||| te
 
 def encode(args: argparse.Namespace) -> None:
     """Embed every input line: sentence vectors to .npy / .npz, or per-token features to JSON lines."""
-    check_encode_options(args)
+    if args.multi:
+        check_multi_options(args)
+    else:
+        check_encode_options(args)
     lines = input_lines(args)  # opens the input now, so a missing file fails before the model loads
-    args.workers = workers_for(args)
+    args.workers = None if args.multi else workers_for(args)
     model = load_model(args.model)
+    if args.multi:
+        with progress_bar(args) as bar:
+            write_multi(model, chunked(lines, CHUNK_TEXTS), args, bar)
+        return
     if args.sparse is not None:
         with progress_bar(args) as bar, output_file(args.output, args.format) as out:
             write_sparse_vectors(model, chunked(lines, CHUNK_LINES["sparse"]), out, args, bar)
@@ -586,5 +594,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         metavar="K",
         help="--sparse: keep each vector's K largest weights (default: the model's max_active_dims, else all)",
     )
+    p.add_argument(
+        "--multi",
+        action="store_true",
+        help="write each text's token vectors (a ColBERT or BGE-M3 model) to -o OUT.npz (vectors + offsets) or "
+        "-o DIR/ (one .npy per text, numbered from 0); numbert.cli.multi",
+    )
+    p.add_argument("--query", action="store_true", help="--multi: the texts are queries (marked, [MASK]-expanded)")
     add_prompt_options(p)
     p.set_defaults(run=encode)

@@ -8,6 +8,11 @@ need not fit in memory; its header and size are checked first, and a file trunca
 search is an error (replace an index by renaming a new file over it, never rewrite it in place). Rows whose
 score is not finite (NaN) are no hits. The query is embedded by the recipe the same options give `numbert
 encode` (--pooling, --dimensions, --prompt...), and only the hits' lines of --texts are kept.
+
+Late interaction (--multi-index): the dense search's --candidates best lines are rescored by MaxSim of the query's
+token vectors with theirs (a two-stage search: dense first stage, MaxSim second; numbert.cli.multi reads the index),
+and the --top-k best by MaxSim printed. The multi-vector model is --multi-model (a ColBERT), else --model (BGE-M3
+gives both: its dense vector for the first stage, its token vectors for the second).
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 
+import numpy as np
+
 from ..engines.npy import NpyIndex
-from ..pipeline import semantic_search
+from ..pipeline import maxsim, semantic_search, similarity_of
 from .common import (
     Failure,
     add_dimensions,
@@ -30,6 +37,7 @@ from .common import (
 )
 from .encode import sentence_recipe
 from .files import decoded_lines
+from .multi import MultiIndex
 
 CHUNK_BYTES = 64 << 20  # the index is read (and scored) this many bytes of rows at a time
 
@@ -50,17 +58,41 @@ def search_index(args: argparse.Namespace, index: NpyIndex) -> None:
         )
     query = model.embed([args.query], recipe=recipe, progress=False)
     chunk = max(1, CHUNK_BYTES // (4 * index.shape[1]))
+    hits: list[dict]
     try:
-        hits = semantic_search(query, index, top_k=args.top_k, corpus_chunk_size=chunk)[0]
+        if args.multi_index is None:
+            hits = [dict(hit) for hit in semantic_search(query, index, top_k=args.top_k, corpus_chunk_size=chunk)[0]]
+        else:  # late interaction: MaxSim over the dense search's best candidates
+            top = max(args.candidates, args.top_k)
+            candidates = semantic_search(query, index, top_k=top, corpus_chunk_size=chunk)[0]
         index.check_unchanged()
     except ValueError as e:  # the file truncated or rewritten while it was read
         raise Failure(str(e)) from None
+    if args.multi_index is not None:
+        hits = rescored(args, [hit["corpus_id"] for hit in candidates], len(index), model)
     texts = lines_at(args.texts, {hit["corpus_id"] for hit in hits}, len(index))
     if args.json:
         print(json.dumps([{**hit, "text": texts[hit["corpus_id"]]} for hit in hits], ensure_ascii=False))
         return
     for hit in hits:
         print(f"{hit['score']:.4f}\t{hit['corpus_id']}\t{texts[hit['corpus_id']]}")
+
+
+def rescored(args: argparse.Namespace, candidates: list[int], rows: int, model) -> list[dict]:
+    """The --top-k of `candidates` by the late-interaction score (MaxSim; meanmaxsim for a model that names it) of
+    QUERY's token vectors with theirs in --multi-index, by --multi-model (default: --model), best first."""
+    multi = MultiIndex(args.multi_index)
+    if len(multi) != rows:
+        raise Failure(f"{args.multi_index} holds {len(multi)} texts but {args.index} {rows}: encode both from one file")
+    late = model if args.multi_model is None else load_model(args.multi_model)
+    try:
+        query = late.embed_multi(args.query, is_query=True)
+        normalized = similarity_of(late) == "meanmaxsim"
+    except ValueError as e:
+        raise Failure(f"--multi-index needs a multi-vector model (--multi-model): {e}") from None
+    scores = [float(maxsim(query, np.asarray(multi[i]), length_normalize=normalized)) for i in candidates]
+    order = sorted(range(len(candidates)), key=lambda k: (-scores[k], candidates[k]))[: args.top_k]
+    return [{"corpus_id": candidates[k], "score": scores[k]} for k in order]
 
 
 def open_index(path: str) -> NpyIndex:
@@ -105,6 +137,22 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--texts", required=True, metavar="TEXTS", help="the corpus, one text per line as encoded")
     p.add_argument("--top-k", type=positive_int, default=10, metavar="K", help="how many hits (default: 10)")
     p.add_argument("--json", action="store_true", help="print a JSON list of {corpus_id, score, text}")
+    p.add_argument(
+        "--multi-index",
+        metavar="TOKENS",
+        help="late interaction: rescore the dense search's --candidates by MaxSim with their token vectors in TOKENS "
+        "(what `numbert encode --multi --file TEXTS -o TOKENS` wrote: OUT.npz or DIR/), best first",
+    )
+    p.add_argument(
+        "--multi-model", metavar="MODEL", help="--multi-index: the multi-vector model (default: --model, e.g. BGE-M3)"
+    )
+    p.add_argument(
+        "--candidates",
+        type=positive_int,
+        default=100,
+        metavar="N",
+        help="--multi-index: how many of the dense search's best lines MaxSim rescores (default: 100)",
+    )
     add_model(p)
     add_sentence_options(p)
     add_vector_options(p)
