@@ -44,6 +44,7 @@ from typing import IO, NamedTuple
 
 from ..model.config import CONFIG_FILES
 from .tf_bundle import prefix_of
+from .m3_heads import M3_HEAD_FILES
 from .weights import SHARD_INDEXES, WEIGHT_FILES, Checkpoint, read_weight_map
 
 DEFAULT_MODEL = "bert-base-uncased"  # when neither an argument nor NUMBERT_MODEL names one
@@ -267,7 +268,7 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
     except EntryNotFoundError:
         raise FileNotFoundError(f"model {repo_id!r} on the hub has no config.json") from None
 
-    files = [*TOKENIZER_FILES, *MODEL_FILES] if weights else list(TOKENIZER_FILES)
+    files = [*TOKENIZER_FILES, *MODEL_FILES, *M3_HEAD_FILES] if weights else list(TOKENIZER_FILES)
     for filename in files:
         fetch(filename)
     if not (config.parent / VOCAB_FILES[0]).is_file():  # no vocab.txt: the vocabulary inside tokenizer.json
