@@ -43,8 +43,8 @@ from pathlib import Path, PurePosixPath
 from typing import IO, NamedTuple
 
 from ..model.config import CONFIG_FILES
-from .tf_bundle import prefix_of
 from .m3_heads import M3_HEAD_FILES
+from .tf_bundle import prefix_of
 from .weights import SHARD_INDEXES, WEIGHT_FILES, Checkpoint, read_weight_map
 
 DEFAULT_MODEL = "bert-base-uncased"  # when neither an argument nor NUMBERT_MODEL names one

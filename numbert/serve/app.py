@@ -168,8 +168,9 @@ class Server:
         bounded (a vector a token), as /embed_all's."""
         body = await self.read_body(http)
         with self.phase("tokenize"):
-            request, served, readout, rows = await self.run(http, self.multi_rows, routed(http), body)
-        del body
+            request, served, readout = await self.run(http, self.multi_request, routed(http), body)
+            del body
+            rows = await self.run(http, self.multi_rows, served, request, model=served)
         tokens, limit = sum(len(row.ids) for row in rows), self.settings.max_batch_tokens
         if tokens > limit:
             raise ApiError(
@@ -185,21 +186,23 @@ class Server:
             answer = await self.run(http, protocol.embed_all_response, vectors)
         return answer, len(rows), tokens
 
-    def multi_rows(self, route: str | None, body: bytes) -> tuple[protocol.MultiVectorRequest, ServedModel, Any, list]:
+    def multi_request(self, route: str | None, body: bytes) -> tuple[protocol.MultiVectorRequest, ServedModel, Any]:
         """The request, checked; the model it is for and its readout (a 400 before anything is tokenized for a
-        model without vectors per token); its texts as rows as the model reads a query or a document."""
+        model without vectors per token)."""
         request = protocol.multi_vector_request(body, self.settings.max_client_batch_size)
         served = self.models.pick(route)
-        pipeline, _ = served.ready()
-        readout = served.multi_vectors(request.is_query)
+        return request, served, served.multi_vectors(request.is_query)
+
+    def multi_rows(self, served: ServedModel, request: protocol.MultiVectorRequest) -> list[Row]:
+        """The request's texts as rows as the model reads a query or a document; a 413 names the text too long."""
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
         names = [f"inputs[{i}]" for i in range(len(request.texts))]
         with refused(names, TRUNCATE_HINTS["inputs"]):
-            rows = pipeline.multi_rows(
+            rows = served.opened().multi_rows(
                 request.texts, is_query=request.is_query, truncate=truncate, side=request.truncation_side
             )
         request.texts = []
-        return request, served, readout, rows
+        return rows
 
     # --- Ollama's embedding API: /api/embed, /api/embeddings, /api/tags, /api/show, /api/version --------------
 
@@ -692,6 +695,15 @@ def refused(names: list[str], hint: str, pairs: bool = False) -> Iterator[None]:
             param=where,
             code="invalid_token_id",
         ) from None
+
+
+def ollama_render(kind: str, model: str, recipe: Recipe, answers: list, tokens: int, start: int) -> bytes:
+    """The rows' vectors finished by the recipe, as /api/embed (with its durations since `start`, in ns) or the
+    older /api/embeddings answers them."""
+    vectors = recipe.finish(np.stack(answers)) if answers else np.empty((0, recipe.dim), np.float32)
+    if kind == "embeddings":
+        return protocol.ollama_embeddings_response(vectors)
+    return protocol.ollama_embed_response(vectors, model, tokens, time.perf_counter_ns() - start, 0)
 
 
 def no_swagger_ui() -> ApiError:
