@@ -220,20 +220,17 @@ class Server:
         body = await self.read_body(http)
         parse = protocol.ollama_embed_request if kind == "embed" else protocol.ollama_embeddings_parse
         with self.phase("tokenize"):
-            request, served, recipe, rows = await self.run(
-                http, self.embedding_rows, routed(http), body, parse, "input"
-            )
-        del body
+            request, served, recipe = await self.run(http, self.embedding_request, routed(http), body, parse)
+            del body
+            refuse_other_kinds(served)
+            rows = await self.run(http, self.embedding_rows, served, request, recipe, "input", model=served)
         _, batcher = served.ready()
-        refuse_other_kinds(served)
         answers = await self.queue(http, batcher, rows, served.embedding) if rows else []
         tokens = sum(len(row.ids) for row in rows)
-        vectors = recipe.finish(np.stack(answers)) if answers else np.empty((0, recipe.dim), np.float32)
-        if kind == "embeddings":
-            return protocol.ollama_embeddings_response(vectors), len(rows), tokens
         name = request.model or served.name
-        took = time.perf_counter_ns() - start
-        return protocol.ollama_embed_response(vectors, name, tokens, took, 0), len(rows), tokens
+        with self.phase("render"):
+            answer = await self.run(http, ollama_render, kind, name, recipe, answers, tokens, start)
+        return answer, len(rows), tokens
 
     async def ollama_show(self, request: Request) -> Response:
         return await self.handle(request, "/api/show", self.ollama_show_answer, errors=ollama_error_response)
