@@ -4,13 +4,28 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cli import one_error_line, run
+from test_cli import one_error_line
 from test_late_interaction import DOCUMENTS, PYLATE_DIR
 
 import numbert
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args, model: Path | None = None) -> subprocess.CompletedProcess:
+    """`python -m numbert ARGS` of this checkout (whichever numbert the environment has installed)."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    if model is not None:
+        env["NUMBERT_MODEL"] = str(model)
+    command = [sys.executable, "-m", "numbert", *map(str, args)]
+    return subprocess.run(command, capture_output=True, env=env, timeout=300)
 
 
 @pytest.fixture(scope="module")
