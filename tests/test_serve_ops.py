@@ -392,22 +392,29 @@ def test_a_key_file_saved_with_a_byte_order_mark_serves_the_key_without_it(tmp_p
 
 
 def test_request_timeout_answers_504_and_drops_the_inputs(server, http, models):
-    """Four requests at once of 2048 inputs of 128 tokens each (256 forwards of 32 inputs: several times what
-    the tiny model runs in two seconds, on any machine) with --request-timeout 2: a 504 each after two
-    seconds, and the inputs still queued then are dropped unrun (numbert_dropped_inputs_total)."""
+    """Sixteen requests at once of 2048 inputs of 128 tokens each (1,024 forwards of 32 inputs: many times what
+    the tiny model runs in two seconds on any of our machines) with --request-timeout 2. How many finish in time
+    depends on the machine (the first one or two do on a fast Xeon), so the test asserts the contract, not a
+    count: every answer is either a whole 200 or a 504 naming --request-timeout, most are 504s, the metrics count
+    exactly those, and the inputs still queued at a deadline are dropped unrun (numbert_dropped_inputs_total)."""
     ids = [[101] + [2054] * 126 + [102]] * 2048
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        answers = list(pool.map(lambda _: http.post("/embed", json={"inputs": ids}), range(4)))
-    for r in answers:
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda _: http.post("/embed", json={"inputs": ids}), range(16)))
+    late = [r for r in answers if r.status_code == 504]
+    for r in late:
         error = error_of(r, 504)
         assert error["code"] == "timeout" and "--request-timeout" in error["message"]
+    for r in answers:
+        if r.status_code != 504:
+            assert r.status_code == 200 and np.asarray(r.json()).shape == (2048, TINY.hidden_size), r.text[:300]
+    assert len(late) >= 8, [r.status_code for r in answers]
     deadline = time.monotonic() + 60
     while "numbert_queue_depth 0\n" not in (metrics := http.get("/metrics").text):
         assert time.monotonic() < deadline, metrics
         time.sleep(0.05)
     dropped = int(re.search(r"numbert_dropped_inputs_total (\d+)", metrics).group(1))
-    assert 0 < dropped <= 4 * 2048
-    assert 'numbert_requests_total{endpoint="/embed",status="504"} 4' in metrics
+    assert 0 < dropped <= len(late) * 2048
+    assert f'numbert_requests_total{{endpoint="/embed",status="504"}} {len(late)}' in metrics
     again = http.post("/embed", json={"inputs": TEXTS, "normalize": False}).json()
     assert_close(again, models["tiny-embedder"].embed(TEXTS, progress=False))
 
