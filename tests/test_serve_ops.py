@@ -392,14 +392,14 @@ def test_a_key_file_saved_with_a_byte_order_mark_serves_the_key_without_it(tmp_p
 
 
 def test_request_timeout_answers_504_and_drops_the_inputs(server, http, models):
-    """Sixteen requests at once of 2048 inputs of 128 tokens each (1,024 forwards of 32 inputs: many times what
+    """Eight requests at once of 2048 inputs of 128 tokens each (512 forwards of 32 inputs: several times what
     the tiny model runs in two seconds on any of our machines) with --request-timeout 2. How many finish in time
     depends on the machine (the first one or two do on a fast Xeon), so the test asserts the contract, not a
     count: every answer is either a whole 200 or a 504 naming --request-timeout, most are 504s, the metrics count
     exactly those, and the inputs still queued at a deadline are dropped unrun (numbert_dropped_inputs_total)."""
     ids = [[101] + [2054] * 126 + [102]] * 2048
-    with concurrent.futures.ThreadPoolExecutor(16) as pool:
-        answers = list(pool.map(lambda _: http.post("/embed", json={"inputs": ids}), range(16)))
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: http.post("/embed", json={"inputs": ids}), range(8)))
     late = [r for r in answers if r.status_code == 504]
     for r in late:
         error = error_of(r, 504)
@@ -407,8 +407,8 @@ def test_request_timeout_answers_504_and_drops_the_inputs(server, http, models):
     for r in answers:
         if r.status_code != 504:
             assert r.status_code == 200 and np.asarray(r.json()).shape == (2048, TINY.hidden_size), r.text[:300]
-    assert len(late) >= 8, [r.status_code for r in answers]
-    deadline = time.monotonic() + 60
+    assert len(late) >= 4, [r.status_code for r in answers]
+    deadline = time.monotonic() + 120  # generous: on a loaded machine the model thread's BLAS threads crawl
     while "numbert_queue_depth 0\n" not in (metrics := http.get("/metrics").text):
         assert time.monotonic() < deadline, metrics
         time.sleep(0.05)
