@@ -79,7 +79,7 @@ def fresh_tokenizer(vocab: Path) -> Tokenizer:
     """A numbert Tokenizer with nothing memoized, the module's character-class memos included."""
     tokenizer.is_punctuation.cache_clear()
     tokenizer.keeps_combining_mark.cache_clear()
-    return Tokenizer(vocab)
+    return Tokenizer.from_vocab(vocab)
 
 
 def main() -> None:

@@ -41,7 +41,7 @@ TOY_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un", "r
 
 @pytest.fixture(scope="module")
 def bert(vocab_path) -> Tokenizer:
-    return Tokenizer(vocab_path)
+    return Tokenizer.from_vocab(vocab_path)
 
 
 def write_vocab(directory: Path, tokens: list[str]) -> Path:
@@ -52,7 +52,7 @@ def write_vocab(directory: Path, tokens: list[str]) -> Path:
 
 @pytest.fixture
 def toy(tmp_path) -> Tokenizer:
-    return Tokenizer(write_vocab(tmp_path, TOY_VOCAB))
+    return Tokenizer.from_vocab(write_vocab(tmp_path, TOY_VOCAB))
 
 
 # --- what the BERT tutorials say ---------------------------------------------------------------------
@@ -186,13 +186,13 @@ def test_normalize_tracks_original_characters(bert):
 
 def test_lowercase_and_accent_options(vocab_path):
     def basic(**options):
-        return Tokenizer(vocab_path, **options).normalize("Héllo ΟΔΟΣ İ")[0]
+        return Tokenizer.from_vocab(vocab_path, **options).normalize("Héllo ΟΔΟΣ İ")[0]
 
     assert basic() == "hello οδοσ i"  # uncased: strip accents, lowercase per character (no final sigma)
     assert basic(strip_accents=False) == "héllo οδοσ i\u0307"
     assert basic(do_lower_case=False) == "Héllo ΟΔΟΣ İ"
     assert basic(do_lower_case=False, strip_accents=True) == "Hello ΟΔΟΣ I"
-    assert Tokenizer(vocab_path, tokenize_chinese_chars=False).normalize("日本")[0] == "日本"
+    assert Tokenizer.from_vocab(vocab_path, tokenize_chinese_chars=False).normalize("日本")[0] == "日本"
 
 
 def test_pre_tokenize():
@@ -293,7 +293,7 @@ def test_special_tokens_in_the_text_stay_whole(bert):
 
 
 def test_never_split(tmp_path):
-    tok = Tokenizer(write_vocab(tmp_path, TOY_VOCAB + ["<ent>"]), never_split=["<ent>"])
+    tok = Tokenizer.from_vocab(write_vocab(tmp_path, TOY_VOCAB + ["<ent>"]), never_split=["<ent>"])
     assert tok.tokenize("want<ent>running") == ["want", "<ent>", "runn", "##ing"]
 
 
@@ -490,11 +490,11 @@ def test_unknown_tokens_never_raise(bert):
 def test_missing_or_empty_vocab(tmp_path):
     missing = tmp_path / "nope" / "vocab.txt"
     with pytest.raises(FileNotFoundError, match=str(missing)):
-        Tokenizer(missing)
+        Tokenizer.from_vocab(missing)
     empty = tmp_path / "vocab.txt"
     empty.write_text("", encoding="utf-8")
     with pytest.raises(ValueError, match=str(empty)):
-        Tokenizer(empty)
+        Tokenizer.from_vocab(empty)
 
 
 @pytest.mark.parity
@@ -504,7 +504,7 @@ def test_crlf_line_ends_in_the_vocab_are_read_as_transformers_reads_them(tmp_pat
 
     path = tmp_path / "vocab.txt"
     path.write_bytes("\r\n".join([*TOY_VOCAB, "[PAD]", "[MASK]"]).encode() + b"\r\n")
-    ours = Tokenizer(path)
+    ours = Tokenizer.from_vocab(path)
     assert ours.vocab == {token: i for i, token in enumerate([*TOY_VOCAB, "[PAD]", "[MASK]"])}
     for theirs in (transformers.BertTokenizer(str(path)), BertTokenizerLegacy(str(path))):
         assert ours.encode("unwanted running, [MASK]").ids == theirs("unwanted running, [MASK]")["input_ids"]
@@ -515,14 +515,14 @@ def test_a_carriage_return_inside_a_vocab_line_is_refused_naming_the_line(tmp_pa
     path = tmp_path / "vocab.txt"
     path.write_bytes(b"[PAD]\r\n[UNK]\n" + ending)
     with pytest.raises(ValueError, match=rf"{path}: line 3 holds a carriage return \(\\r\) that does not end the line"):
-        Tokenizer(path)
+        Tokenizer.from_vocab(path)
 
 
 @pytest.mark.parametrize("option", ["unk_token", "sep_token", "pad_token", "cls_token", "mask_token", "never_split"])
 def test_an_empty_special_token_is_refused(toy, option):
     value = [""] if option == "never_split" else ""
     with pytest.raises(ValueError, match=f"^{option} must be a non-empty string, got ''$"):
-        Tokenizer(toy.vocab, **{option: value})
+        Tokenizer.from_vocab(toy.vocab, **{option: value})
 
 
 # --- loading a model directory ---------------------------------------------------------------------------
@@ -570,7 +570,7 @@ def test_fixture_of_rust_outputs(vocab_path):
     for case in cases:
         options = case.get("options", {})
         key = json.dumps(options, sort_keys=True)
-        tok = tokenizers.setdefault(key, Tokenizer(vocab_path, **options))
+        tok = tokenizers.setdefault(key, Tokenizer.from_vocab(vocab_path, **options))
         kwargs = {k: case[k] for k in ("max_length", "truncation", "stride") if k in case}
         enc = tok.encode(case["text"], case.get("pair"), **kwargs, return_overflowing_tokens=True)
         got = [

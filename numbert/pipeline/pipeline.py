@@ -35,7 +35,8 @@ from ..model.config import BertConfig, config_file
 from ..model.encoder import Encoder, Output
 from ..model.heads import HeadConfig, Heads
 from ..tokenizer import Encoding, Tokenizer
-from ..tokenizer.tokenizer import SLOW_TOKENIZER_FILES, alias
+from ..tokenizer.load import SLOW_TOKENIZER_FILES
+from ..tokenizer.tokenizer import alias
 from . import planner, recipe
 from .planner import Row, row_of, text_list
 from .readouts import SentenceVectors, SequenceLogits, SparseVectors, TokenVectors
