@@ -48,6 +48,13 @@ class AddedTokens:
         for match in self.pattern.finditer(text):
             yield match.start(), match.end(), self.by_length[match.lastindex - 1]  # type: ignore[operator]
 
+    def last_end(self, text: str, start: int, end: int) -> int | None:
+        """The end of the last added token in text[start:end] (`start` and `end` positions no added token
+        crosses), or None."""
+        if self.pattern is None or not any(text.find(content, start, end) >= 0 for content in self.contents):
+            return None
+        return max((match.end() for match in self.pattern.finditer(text, start, end)), default=None)
+
     def crosses(self, text: str, at: int) -> bool:
         """Whether a cut at `at` (text[at - 1] is not whitespace) could go through an added token: one occurs
         across it, or one that takes the whitespace on its right ends there. (One that takes the whitespace on

@@ -25,6 +25,7 @@ import re
 from .added_tokens import AddedTokens
 from .normalizers import WHITESPACE, Normalizer
 from .pre_tokenizers import PreTokenizer
+from .precompiled import LAG_LIMIT
 
 TRIES = 64  # breaks looked at, at most, before giving up on cutting a text (reading it whole)
 
@@ -44,6 +45,28 @@ class Cuts:
         char = text[at]
         strings = frozenset([char]) if self.normalizer is None else self.normalizer.at_break(text, at, char)
         return bool(strings) and all(map(self.pre_tokenizer.starts_word, strings)) and not self.added.crosses(text, at)
+
+    def lag(self, text: str, at: int) -> int | None:
+        """How many characters the whole text's offsets lag behind at break `at`: the normalizer's lag at the start
+        of the text between added tokens that holds `at` (SentencePiece's map deletes characters at a text's
+        start without a trace, shifting the offsets of all that follows, in Rust and so in numbert). A text read
+        from `at` has none; its offsets are moved back by as many. None: too many to tell."""
+        if self.normalizer is None or not self.normalizer.lags:
+            return 0
+        start = self.piece_start(text, at)
+        return self.normalizer.lag(text[start : min(at, start + LAG_LIMIT + 1)])
+
+    def piece_start(self, text: str, at: int) -> int:
+        """Where the text between added tokens that holds break `at` starts: the end of the last added token
+        before it, or 0. Searched backwards from breaks (the search for added tokens starts over at a break as
+        it would go on from the text's start), in windows that grow."""
+        size = 1024
+        while True:
+            start = self.before(text, at - size) if at > size else None
+            end = self.added.last_end(text, 0 if start is None else start, at)
+            if end is not None or start is None:
+                return end or 0
+            size *= 4
 
     def after(self, text: str, at: int) -> int | None:
         """The first break at or after `at` (and past 0), or None."""

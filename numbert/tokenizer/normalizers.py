@@ -52,6 +52,17 @@ class Normalizer(Protocol):
         it. `text`: the original text, given to the first normalizer only."""
         ...
 
+    @property
+    def lags(self) -> bool:
+        """Whether `lag` may be more than 0."""
+        ...
+
+    def lag(self, text: str) -> int | None:
+        """How many characters the offsets of a text's tokens lag behind their characters: 0 but for a map that
+        deletes characters at a text's start without a trace (Precompiled, as Rust aligns it); None when too
+        many to tell (precompiled.LAG_LIMIT: `text` may be cut past that)."""
+        ...
+
 
 @dataclass(slots=True)
 class Normalized:
@@ -158,6 +169,11 @@ class BertNormalizer:
         spans = normalized.spans
         return Normalized(text, [spans[i] for i in origin])
 
+    lags = False
+
+    def lag(self, text: str) -> int | None:
+        return 0
+
     def at_break(self, text: str | None, at: int, char: str) -> frozenset[str]:
         """Character by character but for accent stripping's reordering of combining marks, which stops at a
         base character: normalizing either side of a base character apart changes nothing."""
@@ -194,6 +210,11 @@ class UnicodeForm:
                 start = end
         return normalized.rebuild(pieces)
 
+    lags = False
+
+    def lag(self, text: str) -> int | None:
+        return 0
+
     def at_break(self, text: str | None, at: int, char: str) -> frozenset[str]:
         """Whitespace composes with nothing and starts a run of its own: a break there changes nothing."""
         return frozenset([unicodedata.normalize(self.form, char)]) if is_space(char) else NOTHING
@@ -227,6 +248,11 @@ class Lowercase:
     def __call__(self, normalized: Normalized) -> Normalized:
         return per_char(normalized, lower)
 
+    lags = False
+
+    def lag(self, text: str) -> int | None:
+        return 0
+
     def at_break(self, text: str | None, at: int, char: str) -> frozenset[str]:
         return frozenset([lower(char)])
 
@@ -244,6 +270,11 @@ class Strip:
         while self.right and end > start and IS_WHITESPACE.match(text[end - 1]):
             end -= 1
         return normalized if (start, end) == (0, len(text)) else normalized[start:end]
+
+    lags = False
+
+    def lag(self, text: str) -> int | None:
+        return 0
 
     def at_break(self, text: str | None, at: int, char: str) -> frozenset[str]:
         """Only the ends change, and only their whitespace: the text before a break ends with a character that
@@ -291,6 +322,11 @@ class Replace:
         pieces += [(text[i], i, i + 1) for i in range(pos, len(text))]
         return normalized.rebuild(pieces)
 
+    lags = False
+
+    def lag(self, text: str) -> int | None:
+        return 0
+
     def at_break(self, text: str | None, at: int, char: str) -> frozenset[str]:
         """Matches of whitespace only never reach the character before a break; the break's whitespace may become
         the content. Matches without whitespace never reach the break's whitespace; their content must hold no
@@ -311,6 +347,11 @@ class Precompiled:
     def __call__(self, normalized: Normalized) -> Normalized:
         changes = self.charsmap.changes(normalized.text)
         return normalized if changes is None else normalized.transform(changes)
+
+    lags = True
+
+    def lag(self, text: str) -> int | None:
+        return self.charsmap.lag(text)
 
     def at_break(self, text: str | None, at: int, char: str) -> frozenset[str]:
         """The map runs grapheme by grapheme, and a grapheme ends before whitespace; a break is one when the
@@ -338,6 +379,14 @@ class Sequence:
         for step in self.steps:
             normalized = step(normalized)
         return normalized
+
+    @property
+    def lags(self) -> bool:
+        return bool(self.steps) and self.steps[0].lags
+
+    def lag(self, text: str) -> int | None:
+        """The first step's: a later step's own would follow from a changed text, where no text is cut."""
+        return self.steps[0].lag(text) if self.steps else 0
 
     def at_break(self, text: str | None, at: int, char: str) -> frozenset[str]:
         """Each step's answer for what the steps before made of the break's character; only the first sees the

@@ -27,6 +27,8 @@ import numpy as np
 
 from .memo import Memo
 
+LAG_LIMIT = 1 << 16  # characters deleted at a text's start, at most, that `CharsMap.lag` counts
+
 
 class CharsMap:
     """The character map of a `precompiled_charsmap`."""
@@ -88,6 +90,34 @@ class CharsMap:
                     _replace(changes, c, new)
                     changed = True
         return changes if changed else None
+
+    def lag(self, text: str, limit: int = LAG_LIMIT) -> int | None:
+        """How many characters at the start of `text` the map deletes before it writes one: the alignment of the
+        Rust crate leaves them unrecorded (`_replace`), so the offsets of everything after lag behind by as
+        many. None when more than `limit` are (`text` may be cut past `limit` characters)."""
+        size = 64
+        while True:
+            deleted, chunk = 0, text[:size]
+            for first, last in graphemes(chunk):
+                if last == len(chunk) < len(text):
+                    break  # the cluster may go on past the chunk: a longer one
+                grapheme = text[first:last]
+                if last - first > 1 and len(grapheme.encode("utf-8", "surrogatepass")) < 6:
+                    new = self.transform[grapheme]
+                    if new is not None:
+                        if new:
+                            return deleted
+                        deleted += len(grapheme)
+                        continue
+                for c in grapheme:
+                    if self.transform[c] != "":
+                        return deleted
+                    deleted += 1
+            else:
+                return deleted if deleted <= limit else None  # the whole text deleted
+            if size > limit:
+                return None
+            size *= 4
 
 
 def _replace(changes: list[tuple[str, int]], old: str, new: str) -> None:

@@ -236,14 +236,18 @@ class Tokenizer:
                 cut = self.cuts.before(text, len(text) - size)
                 if cut is None or (limit is not None and len(text) - cut > limit):
                     break
-                guard = self.cuts.after(text, cut + 1)
-                if guard is not None:
+                guard, lag = self.cuts.after(text, cut + 1), self.cuts.lag(text, cut)
+                if guard is not None and lag is not None:
                     segment = self._segment(text[cut:], name, cut)
                     first = bisect.bisect_left(segment.offsets, guard, key=lambda span: span[0])
                     if len(segment.ids) - first >= need:  # type: ignore[operator]
-                        return segment[first, len(segment.ids)], False
+                        return lagging(segment[first, len(segment.ids)], lag, self._piece_end(text, cut)), False
             size *= READ_GROWTH
         return self._segment(text, name), True
+
+    def _piece_end(self, text: str, start: int) -> int:
+        """Where the first added token from `start` on begins (the text's length if none does)."""
+        return next((start + first for first, _, _ in self.added_tokens.find(text[start:])), len(text))
 
     # -- encoding ------------------------------------------------------------------------------------
 
@@ -320,9 +324,9 @@ class Tokenizer:
         if max_length < n_special:
             raise ValueError(f"max_length={max_length} leaves no room for the {n_special} special tokens")
         budget = max_length - n_special
-        # Without windows, each text needs only the tokens it may keep (a pair's one more: whether it is cut
-        # decides the other's share).
-        need = None if return_overflowing_tokens else budget + (text_pair is not None)
+        # Without windows, each text needs only the tokens it may keep, and one more: whether it is cut decides
+        # the other's share, or whether a strategy can cut it at all.
+        need = None if return_overflowing_tokens else budget + 1
         a, whole_a = self._read(text, "text", need, side)
         b, whole_b = (None, True) if text_pair is None else self._read(text_pair, "pair", need, side)
         try:
@@ -536,6 +540,14 @@ class Tokenizer:
         )
         source = "" if self.vocab_file is None else f", file={self.vocab_file}"
         return f"Tokenizer({type(self.model).__name__}, vocab_size={self.vocab_size}{options}{source})"
+
+
+def lagging(segment: Segment, lag: int, end: int) -> Segment:
+    """`segment` with the offsets of its tokens before `end` moved back by `lag` characters (cuts.Cuts.lag)."""
+    if not lag:
+        return segment
+    offsets = [(s - lag, e - lag) if s < end else (s, e) for s, e in segment.offsets]
+    return Segment(segment.ids, segment.tokens, offsets, segment.words)
 
 
 def kept(segment: Segment, window: tuple[int, int], words_counted: bool) -> Segment:
