@@ -552,7 +552,10 @@ _TRIOS: dict = {}
 
 def _cached_trio(transformers, vocab_path, options):
     if options not in _TRIOS:
-        _TRIOS[options] = (Tokenizer.from_vocab(vocab_path, **dict(options)), *hf_pair(transformers, vocab_path, **dict(options)))
+        _TRIOS[options] = (
+            Tokenizer.from_vocab(vocab_path, **dict(options)),
+            *hf_pair(transformers, vocab_path, **dict(options)),
+        )
     return _TRIOS[options]
 
 
