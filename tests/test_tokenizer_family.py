@@ -1,6 +1,7 @@
-"""BERT's relatives' tokenizers (tokenizer.json read by numbert/tokenizer/tokenizer_json.py): byte-level BPE (RoBERTa), Unigram, and
-XLM-RoBERTa's SentencePiece Unigram with its Precompiled charsmap, token for token the Rust `tokenizers`
-library's: ids, tokens, offsets, word ids, type ids, pairs, truncation windows and decode.
+"""BERT's relatives' tokenizers (a tokenizer.json's stages, read by numbert/tokenizer/tokenizer_json.py):
+byte-level BPE (RoBERTa), Unigram, and XLM-RoBERTa's SentencePiece Unigram with its Precompiled charsmap, token
+for token the Rust `tokenizers` library's: ids, tokens, offsets, word ids, type ids, pairs, truncation windows
+and decode.
 
 The three tokenizer.json files are trained here (scripts/make_family_tokenizers.py) and committed in
 tests/fixtures, with what the Rust library gives on a sample of cases (family_expected.json), checked
