@@ -279,6 +279,42 @@ def test_fast_path_is_the_basic_stages(fast_tokenizers, text, which):
     assert (normalized, list(origin)) == basic.normalize(text, **options)
 
 
+@pytest.fixture(scope="module")
+def stage_tokenizers(vocab_path) -> list[tuple[Tokenizer, Tokenizer]]:
+    """(fast, stages) pairs of tokenizers, one per option set: BERT's stages as siblings (BertNormalizer,
+    BertPreTokenizer, WordPiece) one after another, and fast.py."""
+    options = [{}, {"do_lower_case": False}, {"strip_accents": False}, {"tokenize_chinese_chars": False}]
+    return [(Tokenizer.from_vocab(vocab_path, **o), Tokenizer.from_vocab(vocab_path, **o, fast=False)) for o in options]
+
+
+@settings(max_examples=int(os.environ.get("NUMBERT_TOKENIZER_EXAMPLES", "1000")) // 4, deadline=None)
+@given(
+    text=st.one_of(
+        st.sampled_from(ASCII_EXAMPLES),
+        st.text(max_size=60),
+        st.lists(
+            st.one_of(st.sampled_from(TRICKY + WORDS), MARKED, st.sampled_from(["[MASK]", "[SEP]"])), max_size=30
+        ).map("".join),
+    ),
+    which=st.integers(0, 3),
+)
+def test_the_stages_one_after_another_are_the_fast_path(stage_tokenizers, text, which):
+    """The sibling stages composed by the Tokenizer give the fast path's ids, tokens, offsets and word ids, special
+    tokens cut out of the text included; and the same normalized text."""
+    fast, stages = stage_tokenizers[which]
+    got, expected = stages.encode(text, "pair " + text), fast.encode(text, "pair " + text)
+    assert (got.ids, got.tokens, got.offsets, got.word_ids) == (
+        expected.ids,
+        expected.tokens,
+        expected.offsets,
+        expected.word_ids,
+    )
+    assert (stages.normalize(text)[0], list(stages.normalize(text)[1])) == (
+        fast.normalize(text)[0],
+        list(fast.normalize(text)[1]),
+    )
+
+
 def test_the_docstring_examples_hold():
     """The examples in the docstrings of the stages and of truncation."""
     for module in (basic, truncation):
