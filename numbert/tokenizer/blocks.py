@@ -1,4 +1,4 @@
-"""Long texts in bounded memory: the tokenizer's stages on a text of any length, a block at a time.
+"""Long texts in bounded memory: BERT's fast path (fast.py) on a text of any length, a block at a time.
 
 A text is cut before whitespace and ASCII punctuation into blocks of about `size` characters. The
 cuts are exact: a separator starts a new word, and it is a base character, so NFD's reordering of

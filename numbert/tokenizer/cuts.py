@@ -23,7 +23,7 @@ import collections
 import re
 
 from .added_tokens import AddedTokens
-from .normalizers import WHITESPACE, Normalizer
+from .normalizers import ANY_SPACE, Normalizer
 from .pre_tokenizers import PreTokenizer
 from .precompiled import LAG_LIMIT
 
@@ -36,8 +36,8 @@ class Cuts:
     def __init__(self, normalizer: Normalizer | None, pre_tokenizer: PreTokenizer | None, added: AddedTokens):
         self.normalizer, self.pre_tokenizer, self.added = normalizer, pre_tokenizer, added
         chars = "" if pre_tokenizer is None else pre_tokenizer.break_chars
-        # a break's character, after one that is not whitespace (to Unicode or to Python: U+001C..U+001F)
-        self.candidates = re.compile(f"(?<![{WHITESPACE}\x1c-\x1f])[{chars}]") if chars else None
+        # a break's character, after one that is not whitespace (to any stage)
+        self.candidates = re.compile(f"(?<![{ANY_SPACE}])[{chars}]") if chars else None
 
     def is_break(self, text: str, at: int) -> bool:
         """Whether the text may be cut at `at`, a candidate of `self.candidates` (0 < at < len(text))."""

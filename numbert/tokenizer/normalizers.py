@@ -38,6 +38,7 @@ from .unicode_tables import NEW_LOWERCASE
 # Rust's char::is_whitespace (Unicode White_Space): Python's str.isspace also counts U+001C..U+001F.
 WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 IS_WHITESPACE = re.compile(f"[{WHITESPACE}]")
+ANY_SPACE = WHITESPACE + "\x1c-\x1f"  # whitespace to any stage: Unicode's, and Python's str.isspace (U+001C..U+001F)
 NOTHING: frozenset[str] = frozenset()
 
 
@@ -149,8 +150,11 @@ def per_char(normalized: Normalized, transform: abc.Callable[[str], str]) -> Nor
 
 
 def is_space(c: str) -> bool:
-    """Whitespace to any of the stages: Unicode's White_Space, and U+001C..U+001F (Python's str.isspace)."""
-    return c.isspace() or IS_WHITESPACE.match(c) is not None
+    """Whether `c` is whitespace to any of the stages (ANY_SPACE)."""
+    return _ANY_SPACE.match(c) is not None
+
+
+_ANY_SPACE = re.compile(f"[{ANY_SPACE}]")
 
 
 class BertNormalizer:

@@ -97,16 +97,16 @@ class ByteLevelWords:
     """The words of GPT-2's pipeline: GPT-2's split, then each word's bytes through BPE."""
 
     def __init__(self, model: BPE, stages: Stages):
-        self.stages = stages
+        self.model, self.stages = model, stages
+        self.memo = Memo(self.tokens_of, MEMO_SIZE)
 
-        def tokens_of(word: str) -> WordTokens:
-            if word.isascii():  # a byte a character: the tokens' places in the bytes are theirs in the word
-                return word_tokens(model.tokenize(word.translate(pre_tokenizers.ASCII_BYTE_CHARS)), len(word))
-            spelled = pre_tokenizers.as_bytes(Normalized.of(word))
-            pieces = model.tokenize(spelled.text)
-            return word_tokens([(i, t, *spelled.original(s, e)) for i, t, s, e in pieces], len(word))
-
-        self.memo = Memo(tokens_of, MEMO_SIZE)
+    def tokens_of(self, word: str) -> WordTokens:
+        """The memo's entry of a word: its bytes through BPE."""
+        if word.isascii():  # a byte a character: the tokens' places in the bytes are theirs in the word
+            return word_tokens(self.model.tokenize(word.translate(pre_tokenizers.ASCII_BYTE_CHARS)), len(word))
+        spelled = pre_tokenizers.as_bytes(Normalized.of(word))
+        pieces = self.model.tokenize(spelled.text)
+        return word_tokens([(i, t, *spelled.original(s, e)) for i, t, s, e in pieces], len(word))
 
     @property
     def max_chars(self) -> int | None:
@@ -138,7 +138,12 @@ class MetaspaceWords:
         self.stages = stages
         # Metaspace's MergedWithNext split: each replacement starts a word
         self.split = re.compile(f"{re.escape(replacement)}[^{re.escape(replacement)}]*|[^{re.escape(replacement)}]+")
-        self.memo = Memo(lambda word: word_tokens(model.tokenize(word), len(word)), MEMO_SIZE)
+        self.model = model
+        self.memo = Memo(self.tokens_of, MEMO_SIZE)
+
+    def tokens_of(self, word: str) -> WordTokens:
+        """The memo's entry of a word: its tokens by the model."""
+        return word_tokens(self.model.tokenize(word), len(word))
 
     @property
     def max_chars(self) -> int | None:
