@@ -34,7 +34,7 @@ from .fast import FastTokenizer
 from .models import Model
 from .normalizers import BertNormalizer, Normalizer
 from .pipeline_fast import fast_path
-from .pre_tokenizers import BertPreTokenizer, PreTokenizer
+from .pre_tokenizers import PreTokenizer
 from .stages import Stages, Words
 from .templates import PostProcessor
 from .truncation import check_side, truncated_lengths, truncation_strategy, window_pairs, windows
@@ -112,7 +112,6 @@ class Tokenizer:
         self.vocab, self.vocab_size, self.vocab_file = vocab, len(vocab), vocab_file  # (the file named in errors)
         self.id_to_token = {i: t for t, i in vocab.items()}
         self.added_tokens = AddedTokens(added_tokens)
-        self.special_tokens = [t.content for t in added_tokens if t.special]
         self.appended = list(appended)  # special tokens the vocabulary lacked, given the next free ids
         self.cls_token, self.sep_token, self.pad_token, self.unk_token = cls_token, sep_token, pad_token, unk_token
         self.mask_token = mask_token  # None when the vocabulary has none (fill-mask then has nothing to fill)
@@ -127,9 +126,6 @@ class Tokenizer:
             fast and (FastTokenizer.of(normalizer, pre_tokenizer, model) or fast_path(stages))
         ) or stages
         self.cuts = Cuts(normalizer, pre_tokenizer, self.added_tokens)  # where a text may be cut
-        # BERT's pre-tokenizer drops whitespace, so a run of spaces tokenizes as one space (ByteLevel keeps a run
-        # as tokens, "ĠĠ"; Metaspace as "▁" pieces unless a normalizer collapses it)
-        self.whitespace_runs_matter = not isinstance(pre_tokenizer, BertPreTokenizer)
 
     @classmethod
     def from_vocab(cls, vocab: str | os.PathLike | dict[str, int], *, fast: bool = True, **options: Any) -> Tokenizer:
