@@ -228,6 +228,7 @@ class Tokenizer:
                 segment = self._segment(text[:cut], name)
                 if len(segment.ids) >= need:  # type: ignore[operator]
                     return segment, False
+                read = cut
             else:
                 cut = self.cuts.before(text, len(text) - size)
                 if cut is None or (limit is not None and len(text) - cut > limit):
@@ -238,7 +239,8 @@ class Tokenizer:
                     first = bisect.bisect_left(segment.offsets, guard, key=lambda span: span[0])
                     if len(segment.ids) - first >= need:  # type: ignore[operator]
                         return lagging(segment[first, len(segment.ids)], lag, self._piece_end(text, cut)), False
-            size *= READ_GROWTH
+                read = len(text) - cut
+            size = max(size * READ_GROWTH, read + 1)  # (past the part just read, which may reach far beyond size)
         return self._segment(text, name), True
 
     def _piece_end(self, text: str, start: int) -> int:
