@@ -8,7 +8,7 @@ does; the token's text is then what it matched, whitespace included, as Rust kee
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .normalizers import WHITESPACE
@@ -40,18 +40,24 @@ class AddedTokens:
         self.contents = [t.content for t in self.by_length]
         self.special_ids = {t.id for t in self.tokens if t.special}
 
-    def find(self, text: str) -> Iterator[tuple[int, int, AddedToken]]:
+    def find(self, text: str) -> Sequence[tuple[int, int, AddedToken]]:
         """(start, end, token) of each added token in `text`, in order, with the whitespace it takes. (A text
         holding none of them, the most common case, skips the pattern's scan.)"""
-        if self.pattern is None or not any(map(text.__contains__, self.contents)):
-            return
-        for match in self.pattern.finditer(text):
-            yield match.start(), match.end(), self.by_length[match.lastindex - 1]  # type: ignore[operator]
+        if self.pattern is None or not self.occur_in(text):
+            return ()
+        return [(m.start(), m.end(), self.by_length[m.lastindex - 1]) for m in self.pattern.finditer(text)]  # type: ignore[operator]
+
+    def occur_in(self, text: str, start: int = 0, end: int | None = None) -> bool:
+        """Whether some added token occurs in text[start:end] (a loop: nothing allocated on the common path)."""
+        for content in self.contents:
+            if text.find(content, start, len(text) if end is None else end) >= 0:
+                return True
+        return False
 
     def last_end(self, text: str, start: int, end: int) -> int | None:
         """The end of the last added token in text[start:end] (`start` and `end` positions no added token
         crosses), or None."""
-        if self.pattern is None or not any(text.find(content, start, end) >= 0 for content in self.contents):
+        if self.pattern is None or not self.occur_in(text, start, end):
             return None
         return max((match.end() for match in self.pattern.finditer(text, start, end)), default=None)
 

@@ -73,11 +73,13 @@ class Template:
     ) -> Encoding:
         """The encoding of A (and B) framed by the template (only A and B, with their type ids, without
         special tokens); `overflow`: whether A and B are windows past their first."""
-        texts = {"A": self.trim(a), "B": NO_TOKENS if b is None else self.trim(b)}
+        if self.trim_offsets:
+            a, b = self.trim(a), None if b is None else self.trim(b)
+        items = self.single if b is None else self.pair
         ids, tokens, type_ids, offsets, word_ids, sequence_ids, special = [], [], [], [], [], [], []
-        for item, type_id in self.single if b is None else self.pair:
+        for item, type_id in items:
             if isinstance(item, str):
-                part, sequence_id, is_special = texts[item], "AB".index(item), 0
+                part, sequence_id, is_special = (a, 0, 0) if item == "A" else (b or NO_TOKENS, 1, 0)
                 if overflow[sequence_id] and self.own_types_in_further_windows[not add_special_tokens]:
                     type_id = sequence_id
             elif add_special_tokens:

@@ -189,7 +189,13 @@ class Tokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         """The tokens of `text`, without special tokens of the template."""
-        return self._read(text, "text")[0].tokens
+        return self._tokens(text, "text").tokens
+
+    def _tokens(self, text: str, name: str) -> Segment:
+        """All the tokens of `text` (a str, else a TypeError naming it)."""
+        if not isinstance(text, str):
+            raise TypeError(f"{name} must be a str, not {type(text).__name__}")
+        return self._segment(text, name)
 
     def _segment(self, text: str, name: str, start: int = 0) -> Segment:
         """Tokens, ids, offsets and word indices of `text` (found at `start` of the whole text: offsets count from
@@ -209,24 +215,26 @@ class Tokenizer:
         parts.append(self.words(text[pos:], start + pos))
         return Segment.join(parts)
 
-    def _read(self, text: str, name: str, need: int | None = None, side: str = "right") -> tuple[Segment, bool]:
+    def _read(self, text: str, name: str, need: int | None, side: str) -> tuple[Segment, bool]:
         """The tokens of `text` and whether they are all of its tokens: all of them when `need` is None; else at
         least its first `need` (side "right") or its last `need` (side "left"), read from a part of the text
         that decides them: one that ends (right) or starts (left) at a break (cuts.py), growing until it holds
         enough tokens. Of a part starting at a break, the tokens before its next break are left out: a text's
         start may change its first word (a prepended space, stripped whitespace), never the rest. Word ids of a
         part count from its first word."""
+        if need is None:
+            return self._tokens(text, name), True
         if not isinstance(text, str):
             raise TypeError(f"{name} must be a str, not {type(text).__name__}")
         limit = self.words.max_chars
-        size = len(text) if need is None else READ_CHARS_PER_TOKEN * need + READ_MARGIN
+        size = READ_CHARS_PER_TOKEN * need + READ_MARGIN
         while size < len(text):
             if side == "right":
                 cut = self.cuts.after(text, size)
                 if cut is None or (limit is not None and cut > limit):
                     break
                 segment = self._segment(text[:cut], name)
-                if len(segment.ids) >= need:  # type: ignore[operator]
+                if len(segment.ids) >= need:
                     return segment, False
                 read = cut
             else:
@@ -237,7 +245,7 @@ class Tokenizer:
                 if guard is not None and lag is not None:
                     segment = self._segment(text[cut:], name, cut)
                     first = bisect.bisect_left(segment.offsets, guard, key=lambda span: span[0])
-                    if len(segment.ids) - first >= need:  # type: ignore[operator]
+                    if len(segment.ids) - first >= need:
                         return lagging(segment[first, len(segment.ids)], lag, self._piece_end(text, cut)), False
                 read = len(text) - cut
             size = max(size * READ_GROWTH, read + 1)  # (past the part just read, which may reach far beyond size)
@@ -314,9 +322,9 @@ class Tokenizer:
         strategy = truncation_strategy(truncation, max_length, stride)
         side = check_side(self.truncation_side if truncation_side is None else truncation_side)
         if max_length is None or strategy == "do_not_truncate":
-            a = self._read(text, "text")[0]
+            a = self._tokens(text, "text")
             return self.post_processor.apply(
-                a, None if text_pair is None else self._read(text_pair, "pair")[0], add_special_tokens
+                a, None if text_pair is None else self._tokens(text_pair, "pair"), add_special_tokens
             )
         n_special = self.num_special_tokens(text_pair is not None) if add_special_tokens else 0
         if max_length < n_special:
@@ -338,8 +346,8 @@ class Tokenizer:
                 raise
             decided = False  # the error names the lengths: those of the whole texts
         if not decided:
-            a, whole_a = self._read(text, "text")
-            b, whole_b = (None, True) if text_pair is None else self._read(text_pair, "pair")
+            a, whole_a = self._tokens(text, "text"), True
+            b, whole_b = (None, True) if text_pair is None else (self._tokens(text_pair, "pair"), True)
             len_a, len_b = truncated_lengths(len(a.ids), None if b is None else len(b.ids), budget, strategy)
         windows_a = windows(len(a.ids), len_a, stride, side)
         windows_b = [None] if b is None or len_b is None else windows(len(b.ids), len_b, stride, side)
