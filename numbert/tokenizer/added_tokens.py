@@ -43,21 +43,15 @@ class AddedTokens:
     def find(self, text: str) -> Sequence[tuple[int, int, AddedToken]]:
         """(start, end, token) of each added token in `text`, in order, with the whitespace it takes. (A text
         holding none of them, the most common case, skips the pattern's scan.)"""
-        if self.pattern is None or not self.occur_in(text):
-            return ()
-        return [(m.start(), m.end(), self.by_length[m.lastindex - 1]) for m in self.pattern.finditer(text)]  # type: ignore[operator]
-
-    def occur_in(self, text: str, start: int = 0, end: int | None = None) -> bool:
-        """Whether some added token occurs in text[start:end] (a loop: nothing allocated on the common path)."""
         for content in self.contents:
-            if text.find(content, start, len(text) if end is None else end) >= 0:
-                return True
-        return False
+            if content in text:
+                return [(m.start(), m.end(), self.by_length[m.lastindex - 1]) for m in self.pattern.finditer(text)]  # type: ignore[operator, union-attr]
+        return ()
 
     def last_end(self, text: str, start: int, end: int) -> int | None:
         """The end of the last added token in text[start:end] (`start` and `end` positions no added token
         crosses), or None."""
-        if self.pattern is None or not self.occur_in(text, start, end):
+        if self.pattern is None or all(text.find(content, start, end) < 0 for content in self.contents):
             return None
         return max((match.end() for match in self.pattern.finditer(text, start, end)), default=None)
 

@@ -111,9 +111,6 @@ class FastTokenizer:
             max_input_chars_per_word=model.max_input_chars_per_word,
         )
 
-    def __call__(self, text: str, pos: int = 0) -> Segment:
-        return self.segment(text, pos)
-
     def normalize(self, text: str) -> tuple[str, Sequence[int]]:
         """`basic.normalize`: character by character from a memo unless canonical reordering may move
         a mark that stays; printable ASCII as it is (lowercased)."""
@@ -137,6 +134,8 @@ class FastTokenizer:
                 for start, end, is_run in blocks(text, self.block_size)
             ]
         )
+
+    __call__ = segment  # the tokenizer's words (stages.Words): the text between added tokens -> its tokens
 
     def _segment_block(self, text: str, pos: int) -> Segment:
         """The tokens of `text`: at once on plain ASCII, else whitespace-free chunk by chunk, each

@@ -18,8 +18,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
-from ..checkpoint.hub import model_dir
-from ..model.config import google_release_lowercases
 from .added_tokens import AddedToken
 from .decoders import Decoder, WordPieceDecoder
 from .encoding import Segment
@@ -231,6 +229,9 @@ def from_pretrained(
 ) -> Parts:
     """The tokenizer of a model directory or hub id: vocab.txt (else a tokenizer.json), with the options of
     tokenizer_config.json and special_tokens_map.json when present."""
+    from ..checkpoint.hub import model_dir  # (here: the hub's client loads only for a directory)
+    from ..model.config import google_release_lowercases
+
     directory = model_dir(name_or_path, weights=False, revision=revision, cache_dir=cache_dir)
     options: dict = {}
     for name in ("tokenizer_config.json", "special_tokens_map.json"):  # the second overrides the first
