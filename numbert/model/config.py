@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .layers import ACTIVATIONS  # the hidden_act names numbert runs, each with its function
+from .layers import ACTIVATIONS, RELATIVE_BUCKETS  # the hidden_act names numbert runs, each with its function
 
 CONFIG_FILES = ("config.json", "bert_config.json")  # transformers', then Google's TensorFlow release's
 # Google's release folders, as google-research/bert's validate_case_matches_checkpoint names them, by casing
@@ -143,6 +143,13 @@ class BertConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{where}: {name} must be at least 1, got {getattr(self, name)}")
+        if self.relative.relative_attention and self.relative_attention_num_buckets < RELATIVE_BUCKETS:
+            raise ValueError(
+                f"{where}: relative_attention_num_buckets is {self.relative_attention_num_buckets}, but "
+                f"{self.model_type} reads {RELATIVE_BUCKETS} buckets of its relative position bias "
+                f"(encoder.relative_attention_bias.weight, a row a bucket, as transformers reads it): at least "
+                f"{RELATIVE_BUCKETS}"
+            )
         if self.type_vocab_size < 0 or (self.type_vocab_size >= 1) != self.relative.token_types:
             has = "has no token types: 0" if not self.relative.token_types else "has token types: at least 1"
             raise ValueError(f"{where}: type_vocab_size is {self.type_vocab_size}; {self.model_type} {has}")

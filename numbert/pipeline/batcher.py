@@ -23,8 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
-import numpy as np
-
 from ..model.encoder import Output
 from .planner import Row, next_batch
 
@@ -42,9 +40,10 @@ class Counters(Protocol):
 
 
 class Readout(Protocol):
-    """What a forward's rows become for one task (numbert.pipeline.readouts): one answer per row."""
+    """What a forward's rows become for one task (numbert.pipeline.readouts): one answer per row (an array, or a
+    task's tuple of them)."""
 
-    def __call__(self, out: Output) -> list[np.ndarray]: ...
+    def __call__(self, out: Output) -> list: ...
 
 
 @dataclass(eq=False)

@@ -37,6 +37,7 @@ from .pipeline_fast import fast_path
 from .pre_tokenizers import PreTokenizer
 from .stages import Stages, Words
 from .templates import PostProcessor
+from .tokenizer_json import TokenizerJson
 from .truncation import check_side, truncated_lengths, truncation_strategy, window_pairs, windows
 
 # A text cut by truncation is read from a part of about READ_CHARS_PER_TOKEN characters a token it keeps (plus
@@ -135,7 +136,9 @@ class Tokenizer:
         return cls(**load.wordpiece_parts(vocab, **options), fast=fast)
 
     @classmethod
-    def from_tokenizer_json(cls, path: str | os.PathLike, *, fast: bool = True, **overrides: Any) -> Tokenizer:
+    def from_tokenizer_json(
+        cls, path: str | os.PathLike | TokenizerJson, *, fast: bool = True, **overrides: Any
+    ) -> Tokenizer:
         """The tokenizer a Hugging Face tokenizer.json describes: BERT's WordPiece pipeline, or by its
         `model.type`, a byte-level BPE or Unigram pipeline (load.from_tokenizer_json)."""
         return cls(**load.from_tokenizer_json(path, **overrides), fast=fast)
