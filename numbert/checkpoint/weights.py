@@ -76,7 +76,13 @@ TORCH_STORAGES = {
     "BoolStorage": "BOOL",
 }
 # pre-training heads (cls.*, a relative's masked-LM head renamed so) and fine-tuning heads (DistilBERT's pre_classifier)
-HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.", "pre_classifier.", "head.")  # head.: ModernBERT's prediction head
+HEAD_PREFIXES = (
+    "cls.",
+    "classifier.",
+    "qa_outputs.",
+    "pre_classifier.",
+    "head.",
+)  # head.: ModernBERT's prediction head
 BUFFER_SUFFIXES = ("position_ids", "token_type_ids")  # index buffers some checkpoints save
 SHARD_INDEXES = tuple(f"{name}.index.json" for name in WEIGHT_FILES)  # weight_map -> shards, for large checkpoints
 FORMATS = {  # the file a checkpoint is found by -> its format

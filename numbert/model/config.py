@@ -20,8 +20,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -53,9 +53,11 @@ class Relative:
     pre_norm: bool = False  # ModernBERT: LayerNorm before attention and feed-forward (none before layer 0's
     # attention), a final LayerNorm after the last layer; BERT normalises after each
     glu: str | None = None  # a gated feed-forward, activation(x W_gate) * (x W_up): "gate_first" (one Linear, its
-    # first half the gate: ModernBERT's Wi), "up_first" (GTE's up_gate_proj), "two" (two Linears: NomicBERT's fc11, fc12)
+    # first half the gate: ModernBERT's Wi), "up_first" (GTE's up_gate_proj), "two" (NomicBERT's fc11 and fc12)
     defaults: tuple[tuple[str, object], ...] = ()  # transformers' defaults for its config, where they are not BERT's
-    read_config: Callable[[dict, str], dict] | None = field(default=None, compare=False, repr=False)  # its own
+    read_config: Callable[[dict, str], dict] | None = dataclasses.field(
+        default=None, compare=False, repr=False
+    )  # its own
     # config shapes -> BertConfig's fields (MODERN_READERS)
 
 
@@ -74,7 +76,7 @@ def _number(d: dict, key: str, default, source: str, kind: type = int):
     return value
 
 
-def _refuse(d: dict, source: str, flags: dict[str, tuple[object, str]]) -> None:
+def _refuse(d: dict, source: str, flags: Mapping[str, tuple[object, str]]) -> None:
     """Refuse each key of `flags` whose value in `d` is not its allowed one, naming the key and why."""
     for key, (allowed, why) in flags.items():
         if key in d and d[key] != allowed and not (allowed is None and d[key] is None):
@@ -139,9 +141,7 @@ def read_modernbert(d: dict, source: str) -> dict:
         "local_attention": _number(d, "local_attention", 128, source),
         "rope": ropes["full_attention"],
         "local_rope": ropes["sliding_attention"],
-        "biases": _biases(
-            qkv=attention, attention_output=attention, up=mlp, down=mlp, norm=d.get("norm_bias", False)
-        ),
+        "biases": _biases(qkv=attention, attention_output=attention, up=mlp, down=mlp, norm=d.get("norm_bias", False)),
     }
 
 
@@ -228,12 +228,15 @@ def read_jina_embeddings_v3(d: dict, source: str) -> dict:
     adapters = d.get("lora_adaptations") or []
     instructions = d.get("task_instructions") or {}
     dimensions = d.get("matryoshka_dimensions") or []
-    if not (isinstance(adapters, list) and all(isinstance(a, str) for a in adapters) and len(set(adapters)) == len(adapters)):
+    if not (
+        isinstance(adapters, list) and all(isinstance(a, str) for a in adapters) and len(set(adapters)) == len(adapters)
+    ):
         raise ValueError(f"{source}: lora_adaptations must be a list of distinct task names, got {adapters!r}")
     if not (isinstance(instructions, dict) and all(isinstance(v, str) for v in instructions.values())):
         raise ValueError(f"{source}: task_instructions must map task names to texts, got {instructions!r}")
-    if set(instructions) - set(adapters):
-        raise ValueError(f"{source}: task_instructions names tasks lora_adaptations lacks: {sorted(set(instructions) - set(adapters))}")
+    unknown = sorted(set(instructions) - set(adapters))
+    if unknown:
+        raise ValueError(f"{source}: task_instructions names tasks lora_adaptations lacks: {unknown}")
     if not (isinstance(dimensions, list) and all(isinstance(n, int) and not isinstance(n, bool) for n in dimensions)):
         raise ValueError(f"{source}: matryoshka_dimensions must be a list of integers, got {dimensions!r}")
     return {
@@ -273,8 +276,13 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
         rotary=True,
         pre_norm=True,
         glu="gate_first",
-        defaults=(("vocab_size", 50368), ("intermediate_size", 1152), ("num_hidden_layers", 22),
-                  ("max_position_embeddings", 8192), ("pad_token_id", 50283)),
+        defaults=(
+            ("vocab_size", 50368),
+            ("intermediate_size", 1152),
+            ("num_hidden_layers", 22),
+            ("max_position_embeddings", 8192),
+            ("pad_token_id", 50283),
+        ),
         read_config=read_modernbert,
     ),
     "nomic_bert": Relative(
@@ -291,7 +299,12 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
         token_types=None,
         rotary=True,
         glu="up_first",
-        defaults=(("vocab_size", 250048), ("max_position_embeddings", 8192), ("type_vocab_size", 1), ("pad_token_id", 1)),
+        defaults=(
+            ("vocab_size", 250048),
+            ("max_position_embeddings", 8192),
+            ("type_vocab_size", 1),
+            ("pad_token_id", 1),
+        ),
         read_config=read_gte,
     ),
     "new": Relative(  # GTE as Alibaba's remote code names it (gte-base-en-v1.5, gte-multilingual-base: NewModel)
@@ -300,16 +313,29 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
         token_types=None,
         rotary=True,
         glu="up_first",
-        defaults=(("vocab_size", 250048), ("max_position_embeddings", 8192), ("type_vocab_size", 1), ("pad_token_id", 1)),
+        defaults=(
+            ("vocab_size", 250048),
+            ("max_position_embeddings", 8192),
+            ("type_vocab_size", 1),
+            ("pad_token_id", 1),
+        ),
         read_config=read_gte,
     ),
     "jina_embeddings_v3": Relative(
         "JinaEmbeddingsV3",
         "roberta.",
         rotary=True,
-        defaults=(("vocab_size", 250002), ("hidden_size", 1024), ("num_hidden_layers", 24), ("num_attention_heads", 16),
-                  ("intermediate_size", 4096), ("max_position_embeddings", 8194), ("type_vocab_size", 1),
-                  ("layer_norm_eps", 1e-5), ("pad_token_id", 1)),
+        defaults=(
+            ("vocab_size", 250002),
+            ("hidden_size", 1024),
+            ("num_hidden_layers", 24),
+            ("num_attention_heads", 16),
+            ("intermediate_size", 4096),
+            ("max_position_embeddings", 8194),
+            ("type_vocab_size", 1),
+            ("layer_norm_eps", 1e-5),
+            ("pad_token_id", 1),
+        ),
         read_config=read_jina_embeddings_v3,
     ),
 }
@@ -452,7 +478,9 @@ class BertConfig:
             if getattr(self, name) is not None and not isinstance(getattr(self, name), Rope):
                 raise ValueError(f"{where}: {name} must be a Rope, got {getattr(self, name)!r}")
         if self.head_size % 2 and rotary:
-            raise ValueError(f"{where}: rotary positions rotate pairs of a head's numbers; head size {self.head_size} is odd")
+            raise ValueError(
+                f"{where}: rotary positions rotate pairs of a head's numbers; head size {self.head_size} is odd"
+            )
         types = self.layer_types
         if not isinstance(types, tuple) or (types and len(types) != self.num_hidden_layers):
             raise ValueError(
@@ -471,10 +499,14 @@ class BertConfig:
         if not isinstance(adapters, tuple) or not all(isinstance(a, str) for a in adapters):
             raise ValueError(f"{where}: task_adapters must be task names, got {adapters!r}")
         if adapters and (self.lora_rank < 1 or not 0 < abs(self.lora_alpha) < float("inf")):
-            raise ValueError(f"{where}: LoRA adapters need a rank >= 1 and a finite alpha, got {self.lora_rank}, {self.lora_alpha}")
+            raise ValueError(
+                f"{where}: LoRA adapters need a rank >= 1 and a finite alpha, got {self.lora_rank}, {self.lora_alpha}"
+            )
         for n in self.matryoshka_dimensions:
             if not 1 <= n <= self.hidden_size:
-                raise ValueError(f"{where}: matryoshka dimension {n} is not between 1 and hidden_size {self.hidden_size}")
+                raise ValueError(
+                    f"{where}: matryoshka dimension {n} is not between 1 and hidden_size {self.hidden_size}"
+                )
 
     @property
     def head_size(self) -> int:

@@ -30,7 +30,6 @@ from .layers import (
     Norm,
     feed_forward,
     gated_feed_forward,
-    heads_layout,
     layer_norm,
     linear,
     positions_past_padding,
@@ -200,7 +199,10 @@ class Encoder:
         None without a task. A table's adapter is A (rows, r) and B (r, hidden); a Linear's A (r, in), B (out, r)."""
         if self.task is None or name + ".lora_A" not in self.weights:
             return None
-        t, scale = self.config.task_adapters.index(self.task), np.float32(self.config.lora_alpha / self.config.lora_rank)
+        t, scale = (
+            self.config.task_adapters.index(self.task),
+            np.float32(self.config.lora_alpha / self.config.lora_rank),
+        )
         a, b = self.weights[name + ".lora_A"][t], self.weights[name + ".lora_B"][t] * scale
         return LowRank(a, b) if table else LowRank(a, b[rows])
 
@@ -208,7 +210,9 @@ class Encoder:
         """A Linear (its `rows` of a fused weight: views, not copies), its bias None where the checkpoint has none,
         with this encoder's task adapter."""
         bias = self.weights.get(name + ".bias")
-        return Linear(self.weights[name + ".weight"][rows], None if bias is None else bias[rows], self._low_rank(name, rows=rows))
+        return Linear(
+            self.weights[name + ".weight"][rows], None if bias is None else bias[rows], self._low_rank(name, rows=rows)
+        )
 
     def _rotary_layer(self, i: int) -> EncoderLayer:
         """Layer i of the modern family: Q, K and V cut from the fused qkv; the gated feed-forward's gate and up
@@ -216,6 +220,7 @@ class Encoder:
         c, names = self.config, {field: f"encoder.layer.{i}.{name}" for field, name in ROTARY_LAYER_NAMES.items()}
         h, n, glu = c.hidden_size, c.intermediate_size, c.relative.glu
         q, k, v = (self._linear(names["qkv"], slice(j * h, (j + 1) * h)) for j in range(3))
+        gate: Linear | None = None
         if glu in ("gate_first", "up_first"):
             first, second = self._linear(names["up"], slice(0, n)), self._linear(names["up"], slice(n, 2 * n))
             gate, up = (first, second) if glu == "gate_first" else (second, first)
@@ -317,7 +322,7 @@ class Encoder:
         Reference: `reference.encoder_layer`, on the padded batch."""
         if self.config.relative.pre_norm:
             return self.pre_norm_layer(x, packing, layer, output_probs, out, probs_out, rotation, window)
-        eps, heads = self.config.layer_norm_eps, self.config.num_attention_heads
+        eps = self.config.layer_norm_eps
         tokens, hidden = x.shape
         # Multi-head self-attention, then Add & Norm: the products on every token, attention per group.
         context, probs = self.attention(x, packing, layer, output_probs, probs_out, score_bias, rotation, window)
@@ -346,11 +351,17 @@ class Encoder:
         Reference: `reference.pre_norm_layer`."""
         eps = self.config.layer_norm_eps
         tokens, hidden = x.shape
-        a = x if layer.attention_norm is None else layer_norm(x, layer.attention_norm, eps, out=scratch_array(tokens, hidden))
+        a = (
+            x
+            if layer.attention_norm is None
+            else layer_norm(x, layer.attention_norm, eps, out=scratch_array(tokens, hidden))
+        )
         context, probs = self.attention(a, packing, layer, output_probs, probs_out, None, rotation, window)
         h = linear(context, layer.attention_output, scratch_array(tokens, hidden))
         h += x
-        f = self.feed_forward(layer_norm(h, layer.feed_forward_norm, eps, out=scratch_array(tokens, hidden)), layer, out)
+        f = self.feed_forward(
+            layer_norm(h, layer.feed_forward_norm, eps, out=scratch_array(tokens, hidden)), layer, out
+        )
         f += h
         return f, probs
 

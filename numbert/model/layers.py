@@ -245,9 +245,12 @@ def feed_forward(
     (tokens, hidden) -> (tokens, intermediate) -> (tokens, hidden); 768 -> 3072 -> 768 for bert-base.
     """
     inner = matmul_weight(x, up.weight, scratch_array(*x.shape[:-1], len(up.weight)))
+    if up.low_rank is not None:  # jina's task adapter
+        inner += (x @ up.low_rank.a.T) @ up.low_rank.b.T
 
     def activate(rows: np.ndarray) -> np.ndarray:
-        rows += up.bias
+        if up.bias is not None:
+            rows += up.bias
         return activation(rows, out=rows)
 
     h = by_rows(activate, inner)
@@ -360,7 +363,8 @@ def attention(
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Scaled dot-product attention: softmax(q k^T / sqrt(d) + bias + mask) v, for every head at once.
 
-    q, k, v: (batch, heads, seq, head_size); mask_bias: (batch, 1, 1, seq), or None without padding;
+    q, k, v: (batch, heads, seq, head_size) (k and v: keys, not seq, for a block of queries); mask_bias: (batch, 1,
+    1, seq) or any shape that broadcasts to the scores, or None without padding;
     score_bias: (heads, seq, seq) added to every row's scores (MPNet's relative positions), or None.
     Returns the context (batch, heads, seq, head_size), written into `out` if given, and, if asked
     for, the probabilities (batch, heads, seq, seq), written into `probs_out` if given.
@@ -370,8 +374,9 @@ def attention(
     (`exp_shifted`), and by dividing the context rather than the probabilities by the row sums.
     """
     batch, heads, seq, head_size = q.shape
+    keys = k.shape[2]  # seq, but for a block of queries (numbert.model.attention_blocks)
     q = np.multiply(q, f32(1 / np.sqrt(head_size)), out=heads_layout(scratch_array(batch, seq, heads, head_size)))
-    scores = result(probs_out, batch, heads, seq, seq) if output_probs else scratch_array(batch, heads, seq, seq)
+    scores = result(probs_out, batch, heads, seq, keys) if output_probs else scratch_array(batch, heads, seq, keys)
     np.matmul(q, k.transpose(0, 1, 3, 2), out=scores)
     if score_bias is not None:
         scores += score_bias

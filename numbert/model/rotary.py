@@ -82,7 +82,11 @@ class Rope:
             parameters.setdefault("original_max_position_embeddings", max_positions)
         if kind == "yarn":  # transformers' default factor: the positions over the pretraining's
             parameters.setdefault("factor", max_positions / parameters["original_max_position_embeddings"])
-        needed = {"linear": ["factor"], "dynamic": ["factor"], "llama3": ["factor", "low_freq_factor", "high_freq_factor"]}
+        needed = {
+            "linear": ["factor"],
+            "dynamic": ["factor"],
+            "llama3": ["factor", "low_freq_factor", "high_freq_factor"],
+        }
         for key in needed.get(kind, []):
             if key not in parameters:
                 raise ValueError(f"{source}: rope type {kind!r} needs {key!r} in rope_parameters")

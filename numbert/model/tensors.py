@@ -244,7 +244,7 @@ def rotary_tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
     def layer_norm(name: str) -> dict[str, tuple[int, ...]]:
         return {f"{name}.weight": (h,), **({f"{name}.bias": (h,)} if "norm" in biases else {})}
 
-    shapes = {f"{word}.weight": (config.vocab_size, h)}
+    shapes: dict[str, tuple[int, ...]] = {f"{word}.weight": (config.vocab_size, h)}
     if config.type_vocab_size:
         shapes[f"{segment}.weight"] = (config.type_vocab_size, h)
     shapes |= layer_norm(norm)
@@ -269,7 +269,9 @@ def rotary_tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
             base = name.removesuffix(".weight")
             if not name.endswith(".weight") or len(shape) != 2:
                 continue
-            if base.startswith("embeddings."):  # an embedding table (rows, hidden): A (tasks, rows, r), B (tasks, r, hidden)
+            if base.startswith(
+                "embeddings."
+            ):  # an embedding table (rows, hidden): A (tasks, rows, r), B (tasks, r, hidden)
                 shapes |= {f"{base}.lora_A": (tasks, shape[0], rank), f"{base}.lora_B": (tasks, rank, shape[1])}
             else:
                 shapes |= {f"{base}.lora_A": (tasks, rank, shape[1]), f"{base}.lora_B": (tasks, shape[0], rank)}

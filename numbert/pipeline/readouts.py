@@ -33,6 +33,7 @@ from ..model.heads import (
     SequenceClassifier,
     classifier_logits,
     masked_lm_logits,
+    sequence_input,
     sequence_logits,
     splade_weights,
 )
@@ -86,8 +87,11 @@ class SequenceLogits:
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         pooled = out.pooler_output if out.batched or out.pooler_output is None else out.pooler_output[None]
-        first = out.last_hidden_state[..., 0, :]
-        return list(sequence_logits(first if out.batched else first[None], pooled, self.classifier))
+        last, mask = out.last_hidden_state, out.attention_mask
+        first = sequence_input(
+            last if out.batched else last[None], mask if out.batched else mask[None], self.classifier
+        )
+        return list(sequence_logits(first, pooled, self.classifier))
 
 
 @dataclass(frozen=True, eq=False)
@@ -149,7 +153,7 @@ class SparseVectors:
         rows = per_token(out, out.last_hidden_state)
         tokens = np.concatenate(rows)  # (real tokens, hidden)
         row_of_token = np.repeat(np.arange(len(rows)), [len(r) for r in rows])  # (real tokens,)
-        vectors = np.zeros((len(rows), len(self.head.bias)), np.float32)  # max: relu comes with the 0s
+        vectors = np.zeros((len(rows), len(self.head.decoder)), np.float32)  # max: relu comes with the 0s
         for start in range(0, len(tokens), BLOCK_TOKENS):
             scores = masked_lm_logits(tokens[start : start + BLOCK_TOKENS], self.head, c.layer_norm_eps)
             if not by_max:
