@@ -5,10 +5,12 @@
 queries can be taken a block at a time, each row's softmax and weighted sum of the values computed as
 before: the same numbers, in the memory of one block's scores (BLOCK_BYTES).
 
-A sliding-window layer (ModernBERT: the keys within `window` = 64 tokens either side of the query) needs, for
+Without a window the blocks are taken a head at a time, so each product is as large as a block allows (on two BLAS
+threads, 3x faster than all the heads' thin products at once, measured at 2,048 tokens). A sliding-window layer
+(ModernBERT: the keys within `window` = 64 tokens either side of the query) needs, for
 the block of queries [s, e), only the keys [s - window, e + window): its scores are (e - s) x (e - s + 2 window),
-the keys outside the band masked as transformers masks them. The work and memory grow as seq x window, not
-seq x seq: a band.
+the keys outside the band masked as transformers masks them, every head at once. The work and memory grow as seq x
+window, not seq x seq: a band.
 
     attention_in_blocks(q, k, v, mask_bias, window, out=context)     # layers.attention, one block at a time
 
@@ -26,8 +28,9 @@ from .layers import attention
 from .scratch import Scratch
 
 LONG_SCORES = 64 << 20  # bytes of one group's scores above which its queries run in blocks (BERT's 512 never do)
-BLOCK_BYTES = 16 << 20  # bytes of scores per block of queries
+BLOCK_BYTES = 32 << 20  # bytes of scores per block of queries (one head's, without a window)
 MIN_BLOCK = 32  # queries: fewer make the products too thin to run at speed
+BAND_BLOCK = 4  # windows of queries per block of a band
 
 
 def band(queries: int, keys: int, first_key: int, window: int) -> np.ndarray:
@@ -59,18 +62,24 @@ def attention_in_blocks(
     window: a sliding-window layer's reach, or None (every key). The context is written into `out`.
     """
     rows, heads, seq, _ = q.shape
-    reach = seq if window is None else min(seq, window)
-    block = max(MIN_BLOCK, BLOCK_BYTES // (4 * rows * heads * min(seq, 2 * reach + MIN_BLOCK)))
-    if window is not None:
-        block = min(block, max(MIN_BLOCK, window))  # a band's block wastes block / (2 window) of its work
     scratch = Scratch()  # each block's temporaries, reused by the next
+    if window is None:  # a head at a time: its products as large as the block allows
+        block = max(MIN_BLOCK, BLOCK_BYTES // (4 * rows * seq))
+        for head in range(heads):
+            one = slice(head, head + 1)
+            for start in range(0, seq, block):
+                end = min(seq, start + block)
+                with scratch:
+                    attention(q[:, one, start:end], k[:, one], v[:, one], mask_bias, out=out[:, one, start:end])
+        return out
+    # a band: every head at once; blocks of 4 windows, their products computing 3x the band's scores (4w + 2w keys
+    # for 2w + 1) but 4x fewer of them than blocks of one window: each BLAS call costs its threads' wake-up
+    block = max(MIN_BLOCK, min(BAND_BLOCK * window, BLOCK_BYTES // (4 * rows * heads * (BAND_BLOCK + 2) * window)))
     for start in range(0, seq, block):
         end = min(seq, start + block)
-        first, last = (0, seq) if window is None else (max(0, start - window), min(seq, end + window))
-        bias = None if mask_bias is None else mask_bias[..., first:last]
-        if window is not None:
-            banded = band(end - start, last - first, first - start, window)
-            bias = banded if bias is None else np.minimum(bias, banded)  # both 0 or the minimum: never -inf
+        first, last = max(0, start - window), min(seq, end + window)
+        banded = band(end - start, last - first, first - start, window)
+        bias = banded if mask_bias is None else np.minimum(mask_bias[..., first:last], banded)  # never -inf
         with scratch:
             attention(q[:, :, start:end], k[:, :, first:last], v[:, :, first:last], bias, out=out[:, :, start:end])
     return out
