@@ -27,7 +27,8 @@ IDS = dict(pad_token_id=50283, bos_token_id=50281, eos_token_id=50282, cls_token
 RUN = """
 import json, os, sys, time
 import numpy as np
-system, directory, length, calls, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+system, directory = sys.argv[1], sys.argv[2]
+length, calls, threads = (int(a) for a in sys.argv[3:6])
 ids = np.random.default_rng(0).integers(5, 50000, (1, length))
 if system == "numbert":
     import numbert

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_modern import MODELS, MODERNBERT_IDS, SHAPE
+from test_modern import MODELS, SHAPE
 from test_tokenizer_family import our_windows, rust_windows
 from test_tokenizer_parity import CORPUS, generated_lines
 
