@@ -235,14 +235,15 @@ TASK_NAMES = ["retrieval.query", "retrieval.passage", "separation", "classificat
 LORA_RANK, LORA_ALPHA = 4, 2.0
 
 
-def jina_hub_checkpoint(transformers, torch, directory: Path) -> tuple[dict, object]:
+def jina_hub_checkpoint(transformers, torch, directory: Path, **changes) -> tuple[dict, object]:
     """A jina-embeddings-v3 as the hub holds it (XLMRobertaLoRA: model_type "xlm-roberta", rotary positions, every
     Linear and embedding table parametrized by torch's parametrize with LoRA adapters, lora_A and lora_B, one per
-    task), made from a random JinaEmbeddingsV3Model; returns (the adapters by weight name, the torch model)."""
+    task), made from a random JinaEmbeddingsV3Model (its config's `changes`); returns (the adapters by weight name,
+    the torch model)."""
     from safetensors.torch import load_file, save_file
 
     plain = directory / "plain"
-    reference_model = save_modern(transformers, torch, "jina_embeddings_v3", "Model", plain, "eager")
+    reference_model = save_modern(transformers, torch, "jina_embeddings_v3", "Model", plain, "eager", **changes)
     tensors, adapters = load_file(plain / "model.safetensors"), {}
     generator = torch.Generator().manual_seed(1)
     hub = {}

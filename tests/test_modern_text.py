@@ -221,3 +221,130 @@ def test_nomic_s_matryoshka_rule_is_its_model_card_s(sentence_model, torch):
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
     plain = full.numpy()[:, :16] / np.linalg.norm(full.numpy()[:, :16], axis=1, keepdims=True)
     assert np.abs(got - plain).max() > 1e-3  # the rule is not the plain cut
+
+
+# ----------------------------------------------------------------------------------------------
+# jina's task per call, the command line, the server, workers and shards
+
+
+@pytest.fixture(scope="module")
+def jina_with_tasks(tmp_path_factory, transformers, torch) -> Path:
+    """The hub's jina-embeddings-v3 layout (task adapters, task instructions) with XLM-R's tokenizer."""
+    from test_modern import jina_hub_checkpoint
+
+    directory = tmp_path_factory.mktemp("jina-tasks")
+    tokenizer = transformers_tokenizer(transformers, "xlmr_spm")
+    jina_hub_checkpoint(transformers, torch, directory, vocab_size=len(tokenizer))
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def test_a_task_chooses_its_adapters_and_instruction_per_call(jina_with_tasks):
+    model = numbert.load(jina_with_tasks)
+    base = model.embed(TEXTS, progress=False)
+    query = model.embed(TEXTS, task="retrieval.query", progress=False)
+    by_hand = model.recipe(task="retrieval.query", prompt="Do retrieval.query: ")
+    np.testing.assert_array_equal(model.embed(TEXTS, recipe=by_hand, progress=False), query)
+    no_instruction = model.embed(TEXTS, task="retrieval.query", prompt="", progress=False)
+    assert np.abs(query - no_instruction).max() > 1e-3 and np.abs(no_instruction - base).max() > 1e-3
+    with pytest.raises(ValueError, match="unknown task 'query'; this model's tasks are retrieval.query"):
+        model.embed(TEXTS, task="query")
+
+
+def encode_lines(tmp_path: Path, directory: Path, name: str, *options) -> np.ndarray:
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "in.txt").write_text("\n".join(TEXTS * 3) + "\n", encoding="utf-8")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    out = tmp_path / name  # "job/": a sharded job's directory, given with its trailing slash
+    command = [
+        sys.executable,
+        "-m",
+        "numbert",
+        "encode",
+        "--file",
+        tmp_path / "in.txt",
+        "--model",
+        directory,
+        "-o",
+        f"{out}/" if name.endswith("/") else out,
+    ]
+    done = subprocess.run([*map(str, command), *options], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    if out.suffix == ".npy":
+        return np.load(out)
+    return np.concatenate([np.load(path) for path in sorted(out.rglob("*.npy"))])
+
+
+@pytest.mark.parity
+def test_numbert_encode_workers_and_shards_run_each_modern_model(tmp_path, sentence_model, jina_with_tasks):
+    """`numbert encode` on each model's directory gives embed's vectors; jina with --task through worker processes
+    and a sharded job gives the one-process vectors bit for bit (one BLAS thread everywhere)."""
+    for model_type in MODELS:
+        directory, _ = sentence_model(model_type)
+        want = numbert.load(directory).embed(TEXTS * 3, progress=False)
+        np.testing.assert_allclose(encode_lines(tmp_path, directory, f"{model_type}.npy"), want, atol=1e-6, rtol=0)
+    task = ("--task", "retrieval.passage")
+    one = encode_lines(tmp_path, jina_with_tasks, "one.npy", *task)
+    np.testing.assert_allclose(
+        one, numbert.load(jina_with_tasks).embed(TEXTS * 3, task="retrieval.passage", progress=False), atol=1e-6
+    )
+    assert np.array_equal(encode_lines(tmp_path, jina_with_tasks, "two.npy", *task, "--workers", "2"), one)
+    assert np.array_equal(encode_lines(tmp_path, jina_with_tasks, "job/", *task, "--shard-lines", "8"), one)
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "numbert", "encode", "--model", str(jina_with_tasks), "--task", "nope", "a text"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0 and "unknown task 'nope'" in done.stderr and "retrieval.query" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def modern_server(sentence_model, jina_with_tasks):
+    """One `numbert serve` over the four sentence-transformers directories, each by its model type, and the jina
+    directory with task adapters as "jina-tasks"."""
+    from helpers import ServerProcess
+
+    directories = {model_type: sentence_model(model_type)[0] for model_type in MODELS}
+    first, *others = directories
+    named = [f"--model={name}={directories[name]}" for name in others] + [f"--model=jina-tasks={jina_with_tasks}"]
+    server = ServerProcess(directories[first], *named, "--auto-truncate", timeout=120)
+    yield server, directories | {"jina-tasks": jina_with_tasks}
+    assert server.stop() == 0, "".join(server.lines)
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("model_type", MODELS)
+def test_one_server_serves_each_modern_model_by_its_name(modern_server, model_type):
+    import httpx
+
+    server, directories = modern_server
+    r = httpx.post(server.url + "/v1/embeddings", json={"input": TEXTS, "model": model_type}, timeout=60)
+    assert r.status_code == 200, r.text
+    got = np.array([item["embedding"] for item in r.json()["data"]], np.float32)
+    np.testing.assert_allclose(got, numbert.load(directories[model_type]).embed(TEXTS, progress=False), atol=1e-6)
+
+
+def test_the_server_runs_a_request_s_task(modern_server):
+    """jina's API names the task in the request ("task"): its adapters and instruction, as embed(task=...); an
+    unknown task is a 422 naming it, and the server keeps serving."""
+    import httpx
+
+    server, directories = modern_server
+    model = numbert.load(directories["jina-tasks"])
+    for task in (None, "retrieval.query", "separation"):
+        body = {"input": TEXTS, "model": "jina-tasks"} | ({} if task is None else {"task": task})
+        r = httpx.post(server.url + "/v1/embeddings", json=body, timeout=60)
+        assert r.status_code == 200, r.text
+        got = np.array([item["embedding"] for item in r.json()["data"]], np.float32)
+        np.testing.assert_allclose(got, model.embed(TEXTS, task=task, progress=False), atol=1e-6)
+    r = httpx.post(server.url + "/v1/embeddings", json={"input": TEXTS, "model": "jina-tasks", "task": "x"}, timeout=60)
+    assert r.status_code == 422 and "unknown task 'x'" in r.json()["error"]["message"]
+    r = httpx.post(server.url + "/embed", json={"inputs": "hi", "task": "retrieval.query"}, timeout=60)  # no adapters
+    assert r.status_code == 422 and "has no task adapters" in r.json()["error"]["message"]

@@ -15,7 +15,7 @@ what they use from here, never from the modules behind it.
 """
 
 from ..model.pooling import COMBINES, POOLINGS, STRATEGIES
-from .batcher import Batcher
+from .batcher import Batcher, Readout
 from .bert import Bert, load
 from .embedding import Runner
 from .pipeline import InputTooLong, InvalidTokenId, Pipeline, TooManyTokens
@@ -43,6 +43,7 @@ __all__ = [
     "InputTooLong",
     "InvalidTokenId",
     "Pipeline",
+    "Readout",
     "Recipe",
     "Row",
     "Runner",

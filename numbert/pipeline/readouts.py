@@ -62,6 +62,11 @@ class SentenceVectors:
     recipe: Recipe
     name = "embed"
 
+    @property
+    def task(self) -> str | None:
+        """The task adapters its rows run through (jina-embeddings-v3: the recipe's task), or None."""
+        return self.recipe.task
+
     def __call__(self, out: Output) -> list[np.ndarray]:
         vectors = self.recipe.sentence_vectors(out)
         return list(vectors if out.batched else vectors[None])
@@ -72,6 +77,7 @@ class TokenVectors:
     """Every real token's vector of the last layer, unpooled (text-embeddings-inference's /embed_all). (seq, hidden)"""
 
     name = "embed_all"
+    task = None  # no task adapters
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         return per_token(out, out.last_hidden_state)
@@ -84,6 +90,7 @@ class SequenceLogits:
 
     classifier: SequenceClassifier  # Heads.sequence_classifier
     name = "classify"
+    task = None  # no task adapters
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         pooled = out.pooler_output if out.batched or out.pooler_output is None else out.pooler_output[None]
@@ -100,6 +107,7 @@ class TokenLogits:
 
     classifier: Linear  # Heads.token_classifier: (labels, hidden)
     name = "token_classify"
+    task = None  # no task adapters
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         return per_token(out, classifier_logits(out.last_hidden_state, self.classifier))
@@ -111,6 +119,7 @@ class SpanLogits:
 
     qa_outputs: Linear  # Heads.question_answering: (2, hidden)
     name = "qa"
+    task = None  # no task adapters
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         return per_token(out, classifier_logits(out.last_hidden_state, self.qa_outputs))
@@ -125,6 +134,7 @@ class MaskedLMLogits:
     head: MaskedLM  # Heads.masked_lm
     config: BertConfig  # its LayerNorm epsilon
     name = "masked_lm"
+    task = None  # no task adapters
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         c = self.config
@@ -146,6 +156,7 @@ class SparseVectors:
     config: BertConfig  # its LayerNorm epsilon
     pooling: SpladePooling = SpladePooling()
     name = "embed_sparse"
+    task = None  # no task adapters
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         c, by_max = self.config, self.pooling.strategy == "max"

@@ -35,7 +35,17 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..model.blas import own_process_threads
-from ..pipeline import CALIBRATED, Batcher, InputTooLong, InvalidTokenId, Recipe, TooManyTokens, prune, ranking
+from ..pipeline import (
+    CALIBRATED,
+    Batcher,
+    InputTooLong,
+    InvalidTokenId,
+    Readout,
+    Recipe,
+    TooManyTokens,
+    prune,
+    ranking,
+)
 from . import protocol
 from .auth import OPEN_PATHS, BearerAuth
 from .metrics import Metrics
@@ -248,7 +258,7 @@ class Server:
                 "ask /embed_sparse",
                 code="model_is_sparse",
             )
-        answers = await self.queue(http, batcher, rows, served.embedding)
+        answers = await self.queue(http, batcher, rows, served.embedding_for(recipe))
         tokens = sum(len(row.ids) for row in rows)
         with self.phase("render"):
             vectors = recipe.finish(np.stack(answers)) if answers else np.empty((0, recipe.dim), np.float32)
@@ -374,7 +384,7 @@ class Server:
         relevance = scores[:, 0]
         return protocol.rerank_response(request, relevance, ranking(relevance, request.top_n), served.name, tokens)
 
-    async def queue(self, http: Request, batcher: Batcher, rows: list, readout: Callable) -> list:
+    async def queue(self, http: Request, batcher: Batcher, rows: list, readout: Readout) -> list:
         """The rows' answers from the model thread (until_answered); traced, with queue and forward spans."""
         if self.tracing is None:
             return await self.until_answered(http, batcher.submit(rows, readout))
@@ -411,7 +421,9 @@ class Server:
         request = parse(body, self.settings.max_client_batch_size)
         served = self.models.pick(route, request.model)
         pipeline, _ = served.ready()
-        recipe = served.request_recipe(request.prompt_name, request.normalize, request.dimensions, request.precision)
+        recipe = served.request_recipe(
+            request.prompt_name, request.normalize, request.dimensions, request.precision, request.task
+        )
         if recipe.precision in CALIBRATED and recipe.ranges is None and len(request.inputs) < 2:
             raise ApiError(
                 422,
