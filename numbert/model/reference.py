@@ -79,8 +79,8 @@ def multi_head_attention(
     bias: np.ndarray | float,
     layer: EncoderLayer,
     heads: int,
-    rotation=None,
-    window=None,
+    rotation: tuple[np.ndarray, np.ndarray] | None = None,
+    window: int | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Q, K, V split into heads, attention per head, the heads concatenated, then W_O. mask: (batch, seq) of 1/0."""
     batch, seq, hidden = x.shape
@@ -102,7 +102,13 @@ def feed_forward(x: np.ndarray, layer: EncoderLayer, activation: str) -> np.ndar
 
 
 def encoder_layer(
-    x: np.ndarray, mask: np.ndarray, bias: np.ndarray, layer: EncoderLayer, encoder: Encoder, rotation=None, window=None
+    x: np.ndarray,
+    mask: np.ndarray,
+    bias: np.ndarray,
+    layer: EncoderLayer,
+    encoder: Encoder,
+    rotation: tuple[np.ndarray, np.ndarray] | None = None,
+    window: int | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Attention, then the feed-forward network, each added to its input and normalised."""
     c = encoder.config
@@ -114,7 +120,14 @@ def encoder_layer(
     return layer_norm(h + feed_forward(h, layer, c.hidden_act), layer.feed_forward_norm, c.layer_norm_eps), probs
 
 
-def pre_norm_layer(x: np.ndarray, mask: np.ndarray, layer: EncoderLayer, encoder: Encoder, rotation, window):
+def pre_norm_layer(
+    x: np.ndarray,
+    mask: np.ndarray,
+    layer: EncoderLayer,
+    encoder: Encoder,
+    rotation: tuple[np.ndarray, np.ndarray] | None,
+    window: int | None,
+) -> tuple[np.ndarray, ...]:
     """ModernBERT: each sublayer reads its input normalised (layer 0's attention reads it as it is) and adds its
     output to the input unnormalised; the residual stream is normalised once, after the last layer."""
     c = encoder.config
