@@ -30,7 +30,11 @@ from .scratch import Scratch
 LONG_SCORES = 64 << 20  # bytes of one group's scores above which its queries run in blocks (BERT's 512 never do)
 BLOCK_BYTES = 32 << 20  # bytes of scores per block of queries (one head's, without a window)
 MIN_BLOCK = 32  # queries: fewer make the products too thin to run at speed
-BAND_BLOCK = 4  # windows of queries per block of a band
+# windows of queries per block of a band: its products compute (8 + 2) w scores a query for the band's 2w + 1, but
+# there are 8x fewer of them than with blocks of one window, and on two BLAS threads each call pays its threads'
+# wake-up: 2,048 tokens through 6 ModernBERT-base layers took 7.4 s in blocks of 8 windows, 14-16 s in blocks of 2,
+# on 2 threads of a loaded machine (1 thread: 3.1 s and 3.3 s; docs/performance.md)
+BAND_BLOCK = 8
 
 
 def band(queries: int, keys: int, first_key: int, window: int) -> np.ndarray:
@@ -72,8 +76,7 @@ def attention_in_blocks(
                 with scratch:
                     attention(q[:, one, start:end], k[:, one], v[:, one], mask_bias, out=out[:, one, start:end])
         return out
-    # a band: every head at once; blocks of 4 windows, their products computing 3x the band's scores (4w + 2w keys
-    # for 2w + 1) but 4x fewer of them than blocks of one window: each BLAS call costs its threads' wake-up
+    # a band: every head at once, in blocks of BAND_BLOCK windows
     block = max(MIN_BLOCK, min(BAND_BLOCK * window, BLOCK_BYTES // (4 * rows * heads * (BAND_BLOCK + 2) * window)))
     for start in range(0, seq, block):
         end = min(seq, start + block)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .scratch import scratch_array
+
 f32 = np.float32
 
 # rope_type -> the extra rope_parameters it reads (transformers' modeling_rope_utils); "default" reads none
@@ -179,9 +181,10 @@ def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     half = x.shape[-1] // 2
     c, s = cos[..., None, :half], sin[..., None, :half]  # the two halves share their angles
     x1, x2 = x[..., :half], x[..., half:]
-    first = x1 * c
-    first -= x2 * s  # x1 cos - x2 sin
+    x2_sin = np.multiply(x2, s, out=scratch_array(*x2.shape))
+    x1_sin = np.multiply(x1, s, out=scratch_array(*x1.shape))
+    x1 *= c
+    x1 -= x2_sin  # x1 cos - x2 sin
     x2 *= c
-    x2 += x1 * s  # x2 cos + x1 sin
-    x1[...] = first
+    x2 += x1_sin  # x2 cos + x1 sin
     return x
