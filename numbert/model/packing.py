@@ -129,7 +129,7 @@ def attention_by_group(
             bias = cut if bias is None else bias + cut
         context = heads_layout(out[part].reshape(n, length, heads, hidden // heads))
         masked = window is not None and length > window + 1  # some keys lie outside some query's window
-        banded = masked and length > 4 * window  # a band then does less work than the whole, masked
+        banded = window is not None and length > 4 * window  # a band then does less work than the whole, masked
         if not output_probs and (banded or is_long(n, heads, length)):
             attention_in_blocks(q_g, k_g, v_g, bias, window if banded else None, out=context)
             continue
