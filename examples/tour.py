@@ -1,4 +1,4 @@
-"""The README's tour as one script: from a sentence to tokens, hidden states, word and sentence vectors.
+"""The tour (docs/tour.md) as one script: from a sentence to tokens, hidden states, word and sentence vectors.
 
     python examples/tour.py                      # $NUMBERT_MODEL, else bert-base-uncased from the hub
     python examples/tour.py --model DIRECTORY    # any local BERT directory

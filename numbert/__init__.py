@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .model.config import BertConfig
     from .model.encoder import Output
     from .pipeline.bert import Bert, load
+    from .pipeline.late_interaction import maxsim
     from .pipeline.search import semantic_search
     from .tokenizer import Encoding, Tokenizer
 
@@ -40,6 +41,7 @@ __all__ = [
     "encode",
     "forward",
     "load",
+    "maxsim",
     "semantic_search",
     "threads",
 ]
@@ -51,6 +53,7 @@ _PUBLIC = {  # name -> the module that defines it, imported on first use
     "BertConfig": "model.config",
     "Output": "model.encoder",
     "semantic_search": "pipeline.search",
+    "maxsim": "pipeline.late_interaction",
     "Encoding": "tokenizer",
     "Tokenizer": "tokenizer",
 }

@@ -1,8 +1,8 @@
 """Pictures of what BERT computes: a layer's values, an attention map, vectors in 2-D.
 
-An optional extra: `pip install "numbert[plot]"` brings matplotlib, which only this module uses,
-and only inside its functions, so `import numbert` never needs it. Each function returns a
-matplotlib `Figure` (Jupyter shows it) and writes a PNG when given `save=PATH`:
+An optional extra: `pip install ".[plot]"` in numbert's checkout (or `pip install matplotlib`) brings
+matplotlib, which only this module uses, and only inside its functions, so `import numbert` never needs it.
+Each function returns a matplotlib `Figure` (Jupyter shows it) and writes a PNG when given `save=PATH`:
 
     out = model("The cat sat on the mat.", output_attentions=True)
     histogram(out, layer=6, token="cat", save="cat.png")     # the 384 (768) values of one token
@@ -29,8 +29,8 @@ from typing import IO
 import numpy as np
 
 INSTALL_HINT = (
-    'numbert plots need matplotlib: pip install matplotlib (or pip install "numbert[plot]"; '
-    'from a numbert checkout, pip install -e ".[plot]")'
+    "numbert plots need matplotlib: pip install matplotlib (numbert's [plot] extra: pip install '.[plot]' "
+    "in numbert's checkout)"
 )
 DPI = 100
 FIGSIZE = {"histogram": (6.4, 4.0), "attention": (6.4, 6.4), "pca": (6.4, 4.8)}  # inches; × DPI = pixels

@@ -1,9 +1,11 @@
 """Arrange code shared by several test files (and the scripts that write fixtures): a small config, a hub that
 serves files from a dict, FastTokenizers with BERT's options, the comparison of numbert's output with a
-transformers BertModel, the packaged MiniLM, and `numbert serve` in a subprocess."""
+transformers BertModel, the packaged MiniLM, `numbert serve` in a subprocess, and commands and blocks run within
+limits of time and memory."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import resource
@@ -12,6 +14,8 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -20,6 +24,7 @@ import numpy as np
 import pytest
 from huggingface_hub.errors import EntryNotFoundError
 
+from numbert.checkpoint.hub import model_name
 from numbert.model.config import BertConfig
 from numbert.testing import packaged_minilm
 from numbert.tokenizer.fast import FastTokenizer
@@ -119,11 +124,51 @@ def run_with_memory_limit(code: str, limit: int = MEMORY_LIMIT) -> str:
     return (done.stderr.strip().splitlines() or [""])[-1]
 
 
+def run_limited(
+    *args, model: Path | None = None, stdin: bytes | None = None, seconds: float = 60, memory: int = MEMORY_LIMIT
+) -> subprocess.CompletedProcess:
+    """`python -m numbert ARGS` with this checkout's numbert, its address space capped at `memory` bytes and its
+    time at `seconds` (subprocess.TimeoutExpired beyond): hostile input fails the test instead of taking the
+    machine. Output as bytes."""
+
+    def cap_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", OPENBLAS_NUM_THREADS="1")
+    if model is not None:
+        env["NUMBERT_MODEL"] = str(model)
+    command = [sys.executable, "-m", "numbert", *map(str, args)]
+    return subprocess.run(
+        command, input=stdin, env=env, preexec_fn=cap_memory, capture_output=True, timeout=seconds, check=False
+    )
+
+
+@contextlib.contextmanager
+def bounded(seconds: int, memory: float) -> Iterator[None]:
+    """Fail the block (TimeoutError) past `seconds`, and after it if Python's allocations peaked above `memory`
+    bytes (tracemalloc): the limits of an in-process test on hostile input."""
+
+    def expire(signum, frame):
+        raise TimeoutError(f"the block took more than {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    tracemalloc.start()
+    try:
+        yield
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert peak <= memory, f"Python's allocations peaked at {peak:,} bytes, over {memory:,.0f}"
+
+
 class ServerProcess:
     """`python -m numbert serve` on 127.0.0.1 and a free port; its log lines are kept as they come."""
 
     def __init__(self, model_dir: Path, *options: str, timeout: float = 60):
-        self.model_name = Path(model_dir).resolve().name  # served under its directory's name, never a path
+        self.model_name = model_name(model_dir)  # its directory's name or model card's, never a path
         env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
         command = [sys.executable, "-m", "numbert", "serve", "--model", str(model_dir), "--port", "0", *options]
         self.proc = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)

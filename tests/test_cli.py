@@ -84,9 +84,9 @@ def test_stdin_arguments_npz_and_options(tmp_path, minilm_dir, model):
     np.testing.assert_allclose(vectors, want, atol=1e-5)
 
 
-def test_jsonl_is_the_extract_features_layout(minilm_dir, model):
+def test_features_are_the_extract_features_layout(minilm_dir, model):
     texts = ["Hello, world!", "", "Who was Jim Henson ? ||| Jim Henson was a puppeteer"]
-    result = run("encode", "--format", "jsonl", "--model", minilm_dir, stdin="\n".join(texts).encode())
+    result = run("encode", "--format", "features", "--model", minilm_dir, stdin="\n".join(texts).encode())
     assert result.returncode == 0, result.stderr.decode()
     records = [json.loads(line) for line in result.stdout.decode().splitlines()]
     assert [r["linex_index"] for r in records] == [0, 1, 2]
@@ -103,20 +103,20 @@ def test_jsonl_is_the_extract_features_layout(minilm_dir, model):
                 np.testing.assert_allclose(values, out.hidden_states[layer["index"]][t], atol=2e-5)
                 assert all(round(v, 6) == v for v in layer["values"][:20])
     assert records[2]["features"][6]["token"] == "[SEP]"  # the pair: [CLS] who was jim henson ? [SEP] jim ...
-    one_layer = run("encode", "--format", "jsonl", "--layers", "0", "--model", minilm_dir, "hi")
+    one_layer = run("encode", "--format", "features", "--layers", "0", "--model", minilm_dir, "hi")
     assert [layer["index"] for layer in json.loads(one_layer.stdout)["features"][0]["layers"]] == [0]
     long = " ".join(["word"] * 300)  # over all-MiniLM-L6-v2's 256 tokens: windows give every token a vector
     windowed = run(
-        "encode", "--format", "jsonl", "--long", "window", "--stride", "32", "--model", minilm_dir, long, "short"
+        "encode", "--format", "features", "--long", "window", "--stride", "32", "--model", minilm_dir, long, "short"
     )
     assert [len(json.loads(line)["features"]) for line in windowed.stdout.splitlines()] == [302, 3]
 
 
 def test_a_bad_line_fails_cleanly_and_leaves_out_alone(tmp_path, minilm_dir):
     source = tmp_path / "in.txt"
-    source.write_bytes(b"fine\n" * 300 + b"caf\xe9 in latin-1\nnever reached\n")  # jsonl: after a first chunk
-    for fmt in ("npy", "jsonl"):
-        out = tmp_path / f"out.{fmt}"
+    source.write_bytes(b"fine\n" * 300 + b"caf\xe9 in latin-1\nnever reached\n")  # features: after a first chunk
+    for fmt, suffix in (("npy", "npy"), ("features", "jsonl")):
+        out = tmp_path / f"out.{suffix}"
         out.write_bytes(b"previous results")
         result = run("encode", "--file", source, "--format", fmt, "--model", minilm_dir, "-o", out)
         assert "line 301 is not valid UTF-8" in one_error_line(result)
@@ -137,7 +137,7 @@ def test_a_bad_line_fails_cleanly_and_leaves_out_alone(tmp_path, minilm_dir):
             ["encode", "x", "--max-length", "9999", "-o", "{tmp}/out.npy"],
             "max_length must be an integer between 3 and 512",
         ),
-        (["encode", "x", "--format", "jsonl", "--strategy", "last"], "--strategy applies to sentence vectors"),
+        (["encode", "x", "--format", "features", "--strategy", "last"], "--strategy applies to sentence vectors"),
         (["encode", "x", "-o", "/no/such/dir/out.npy"], "cannot write /no/such/dir/out.npy"),
         (["neighbors", "embeddings"], "'embeddings' is not one vocabulary entry"),
         (["neighbors", "bank", "-k", "-3"], "argument -k: expected a positive integer"),
@@ -222,7 +222,8 @@ def test_python_m_numbert(minilm_dir):
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["tokens"] == ["[CLS]", "hello", ",", "world", "[SEP]"]
     result = python(["-m", "numbert", "tokenize", "--no-such-option"])
-    assert result.returncode == 2 and "unrecognized arguments: --no-such-option" in result.stderr
+    assert result.returncode == 2
+    assert "tokenize: error: unrecognized option --no-such-option (see numbert tokenize --help)" in result.stderr
 
 
 def test_plot_does_not_import_the_cli():

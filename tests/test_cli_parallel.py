@@ -114,8 +114,8 @@ def test_a_dask_cluster_writes_the_single_process_vectors(tmp_path, source, mini
     "args, message",
     [
         (
-            ["--workers", "2", "--format", "jsonl"],
-            "--workers computes sentence vectors (npy, npz, text), not --format jsonl",
+            ["--workers", "2", "--format", "features"],
+            "--workers computes sentence vectors (npy, npz, text, jsonl), not --format features",
         ),
         (
             ["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"],
@@ -143,7 +143,7 @@ def test_usage_errors_are_one_line(args, message, source, minilm_dir, tmp_path):
 
 def test_a_large_file_runs_in_worker_processes_by_default(tmp_path, capsys):
     """`numbert encode --file` picks one worker process per core for a file of AUTO_WORKERS_LINES lines or more,
-    and says so on stderr; anything smaller, stdin, --format jsonl or an explicit --workers runs as asked."""
+    and says so on stderr; anything smaller, stdin, --format features or an explicit --workers runs as asked."""
     from numbert.cli import build_parser
     from numbert.cli.encode import AUTO_WORKERS_LINES, check_encode_options, workers_for
 

@@ -271,7 +271,7 @@ class Bar:
         self.updates.append(n)
 
 
-@pytest.mark.parametrize("fmt", ["npy", "text", "jsonl"])
+@pytest.mark.parametrize("fmt", ["npy", "text", "jsonl", "features"])
 def test_the_progress_bar_moves_per_batch(model, fmt):
     from numbert.cli import build_parser
     from numbert.cli.encode import check_encode_options, write_features, write_sentence_vectors, write_text_vectors
@@ -280,8 +280,8 @@ def test_the_progress_bar_moves_per_batch(model, fmt):
     args = build_parser().parse_args(["encode", "--format", fmt, "--batch-size", "4", "-o", os.devnull])
     check_encode_options(args)
     texts = [f"line {i} " + "word " * (i % 5) for i in range(19)]
-    chunk_lines = {"npy": 2048, "text": args.batch_size, "jsonl": 256}[fmt]
-    writer = {"npy": write_sentence_vectors, "text": write_text_vectors, "jsonl": write_features}[fmt]
+    chunk_lines = {"npy": 2048, "text": args.batch_size, "jsonl": args.batch_size, "features": 256}[fmt]
+    writer = {"npy": write_sentence_vectors, "features": write_features}.get(fmt, write_text_vectors)
     bar = Bar()
     writer(model, chunked(iter(texts), chunk_lines), io.BytesIO(), args, bar)
     assert sum(bar.updates) == 19 and len(bar.updates) == 5  # 4 + 4 + 4 + 4 + 3: one update per batch
@@ -294,6 +294,7 @@ def test_the_progress_bar_moves_per_batch(model, fmt):
         (["-o", "vectors.csv"], "cannot tell the format of -o vectors.csv from its suffix .csv: name it .npy, .npz, "),
         (["--format", "npz", "-o", "x.npy"], "-o x.npy is named as npy output, but --format is npz: make them agree"),
         (["--format", "jsonl", "-o", "x.TXT"], "-o x.TXT is named as text output, but --format is jsonl"),
+        (["--format", "features", "-o", "x.npy"], "-o x.npy is named as npy output, but --format is features"),
     ],
 )
 def test_an_output_name_that_contradicts_the_format_is_refused(tmp_path, monkeypatch, capsys, args, message):

@@ -158,11 +158,26 @@ def test_runnable_blocks_print_what_the_docs_show(path, models):
 
 
 def test_the_tour_is_runnable():
-    """The README's tour and the line-by-line docs really have runnable blocks on both models."""
+    """The README's short tour, the tour and the line-by-line docs really have runnable blocks on both models."""
     readme = runnable_blocks(ROOT / "README.md")
-    assert len(readme) >= 8 and {b.model for b in readme} == set(MODELS)
+    assert len(readme) >= 4 and {b.model for b in readme} == set(MODELS)
+    tour = runnable_blocks(ROOT / "docs" / "tour.md")
+    assert len(tour) >= 8 and {b.model for b in tour} == set(MODELS)
     line_by_line = runnable_blocks(ROOT / "docs" / "bert-in-numpy.md")
-    assert len(line_by_line) >= 8
+    assert len(line_by_line) >= 8 and {b.model for b in line_by_line} == set(MODELS)
+
+
+README_LINES_AT_MOST = 300  # a front page (issue 33); the reference lives in docs/
+
+
+def test_the_readme_is_a_front_page():
+    """What numbert is, the two commands, a short tour, the reading order and the docs' map; the usage
+    reference is in docs/, every page of which the README links."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= README_LINES_AT_MOST
+    linked = {target.partition("#")[0] for _, _, target in links(ROOT / "README.md")}
+    unlinked = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if f"docs/{p.name}" not in linked]
+    assert not unlinked, f"README.md links no {unlinked}"
 
 
 def test_block_parser(tmp_path):
@@ -270,7 +285,8 @@ def test_links_point_at_files_and_names_that_exist(path):
 
 
 def test_anchors_are_githubs():
-    assert {"a-tour", "two-commands"} <= anchors(ROOT / "README.md")
+    assert {"a-short-tour", "two-commands", "reading-order"} <= anchors(ROOT / "README.md")
+    assert "what-numbert-encode-writes" in anchors(ROOT / "docs" / "cli.md")
     assert "3-multi-head-self-attention" in anchors(ROOT / "docs" / "bert-in-numpy.md")
 
 

@@ -11,7 +11,7 @@ every network interface whatever node address they are given, and servers in num
 127.0.0.1 only. It was run by hand (Ray 2.60, two actors, the same checks) when it was written.
 
 A missing PySpark or Java skips with the reason, which NUMBERT_REQUIRE_PARITY=1 (CI) turns into a
-failure: CI installs `numbert[spark]` and has Java 17.
+failure: CI installs the [spark] extra and has Java 17.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def test_a_missing_java_is_named():
 
 @pytest.fixture(scope="class")
 def spark():
-    sql = pytest.importorskip("pyspark.sql", reason="PySpark is not installed: pip install 'numbert[spark]'")
+    sql = pytest.importorskip("pyspark.sql", reason="PySpark is not installed: pip install '.[spark]'")
     problem = java_problem()
     if problem:
         pytest.skip(problem)

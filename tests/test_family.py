@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from helpers import ServerProcess
+from helpers import ServerProcess, bounded
 
 import numbert
 from numbert.model.heads import classifier_logits, masked_lm_logits
@@ -240,13 +240,35 @@ def test_a_model_type_numbert_does_not_run_is_refused_naming_it_and_the_supporte
             "'encoder.layer.0.intermediate.dense.weight' ('distilbert.transformer.layer.0.ffn.lin1.weight' in the",
         ),
         ("electra-ForMaskedLM", {"embedding_size": 32}, "'embeddings.word_embeddings.weight' ('electra.embeddings"),
-        ("mpnet-ForMaskedLM", {"relative_attention_num_buckets": 16}, "'encoder.relative_attention_bias.weight'"),
+        ("mpnet-ForMaskedLM", {"relative_attention_num_buckets": 40}, "'encoder.relative_attention_bias.weight'"),
     ],
 )
 def test_a_config_disagreeing_with_the_checkpoint_names_the_tensor(tmp_path, name, changes, tensor):
     directory = copy_fixture(tmp_path, name)
     edit_config(directory, **changes)
     with pytest.raises(ValueError, match=f"tensor {re.escape(tensor)}.* has shape"):
+        numbert.load(directory)
+
+
+def test_an_mpnet_table_of_fewer_buckets_than_it_reads_is_refused_at_load(tmp_path):
+    """Issue 35: config and table agreeing on 16 buckets loaded, then the forward raised IndexError (bucket 31 of
+    a 16-row table; transformers fails so too). Refused at load, naming the field and the tensor."""
+    from safetensors.numpy import load_file, save_file
+
+    directory = copy_fixture(tmp_path, "mpnet-ForMaskedLM")
+    edit_config(directory, relative_attention_num_buckets=16)
+    (weights_file,) = directory.glob("*.safetensors")
+    weights = load_file(weights_file)
+    (name,) = [n for n in weights if n.endswith("relative_attention_bias.weight")]
+    weights[name] = weights[name][:16]
+    save_file(weights, weights_file)
+    with (
+        bounded(seconds=10, memory=50e6),
+        pytest.raises(
+            ValueError,
+            match=r"relative_attention_num_buckets is 16, but mpnet reads 32 buckets .*encoder.relative_attent",
+        ),
+    ):
         numbert.load(directory)
 
 

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import bounded, run_limited
+from test_cli import one_error_line
 
 import numbert
 from numbert.cli import main
+from numbert.engines.npy import NpyIndex
 from numbert.pipeline.quantization import PRECISIONS, quantize
 from numbert.pipeline.search import dot_score
 
@@ -332,3 +336,129 @@ def test_cli_bad_input_is_one_line(capsys, minilm_dir, corpus_file, tmp_path):
     ]:
         status, _, err = cli(capsys, minilm_dir, *args)
         assert status == 1 and message in err, err
+
+
+# --- hostile indexes: rows that are not numbers, headers that lie, files changed while read ---------------------
+
+
+def nan_corpus() -> tuple[np.ndarray, np.ndarray]:
+    """20 random rows, 3 of them NaN, one with an infinite value, one that overflows a dot product; and a query."""
+    rng = np.random.default_rng(0)
+    corpus = rng.normal(size=(20, 8)).astype(np.float32)
+    corpus[[2, 7, 11]] = np.nan
+    corpus[13, 3] = np.inf
+    corpus[17] = 3e38  # finite, but its dot product with the queries (all > 0) passes float32's range
+    return np.abs(rng.normal(size=(2, 8))).astype(np.float32), corpus
+
+
+@pytest.mark.parametrize("name, score_function", [("cos", None), ("dot", dot_score)])
+def test_rows_that_are_not_numbers_never_displace_a_finite_hit(name, score_function):
+    """np.partition ranks NaN above every number: each NaN row took a top-k slot, the chunk's k-th score was NaN
+    and nothing passed `>= NaN` (3 NaN rows in 20: no hit at all). Rows whose score is not finite are skipped,
+    in every chunking, and the hits are those of the finite rows alone."""
+    queries, corpus = nan_corpus()
+    options = {} if score_function is None else {"score_function": score_function}
+    keep = np.isfinite(corpus).all(axis=1)
+    if name == "dot":
+        with np.errstate(over="ignore", invalid="ignore"):
+            keep &= np.isfinite(queries @ corpus.T).all(axis=0)
+    finite = np.flatnonzero(keep).tolist()
+    assert len(finite) == 20 - 4 - (name == "dot")
+    with bounded(seconds=10, memory=5e6):
+        want = numbert.semantic_search(queries, corpus[finite], top_k=5, **options)
+        want = [[{**h, "corpus_id": finite[h["corpus_id"]]} for h in hits] for hits in want]
+        for chunk in (1, 2, 3, 7, 19, 20, 500_000):
+            for top_k in (3, 5):
+                got = numbert.semantic_search(queries, corpus, top_k=top_k, corpus_chunk_size=chunk, **options)
+                assert [[h["corpus_id"] for h in hits] for hits in got] == [
+                    [h["corpus_id"] for h in hits[:top_k]] for hits in want
+                ], (chunk, top_k)
+                assert all(np.isfinite(h["score"]) for hits in got for h in hits)
+        everything = numbert.semantic_search(queries, corpus, top_k=100, corpus_chunk_size=3, **options)
+        assert [len(hits) for hits in everything] == [len(finite)] * 2  # fewer than top_k: no row that is not a number
+
+
+def test_cli_search_prints_the_hits_of_an_index_with_nan_rows(tmp_path, minilm_dir):
+    """The issue's index: 20 rows, 3 of them NaN; `numbert search --top-k 3` printed nothing and exited 0."""
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(20, 384)).astype(np.float32)
+    vectors[[2, 7, 11]] = np.nan
+    np.save(tmp_path / "index.npy", vectors)
+    (tmp_path / "corpus.txt").write_text("".join(f"line {i}\n" for i in range(20)), encoding="utf-8")
+    args = ["search", "line", "--index", tmp_path / "index.npy", "--texts", tmp_path / "corpus.txt", "--top-k", 3]
+    done = run_limited(*args, model=minilm_dir, seconds=60)
+    assert done.returncode == 0, done.stderr.decode()
+    hits = [line.split("\t") for line in done.stdout.decode().splitlines()]
+    assert len(hits) == 3 and not {"2", "7", "11"} & {i for _, i, _ in hits}
+
+
+def write_npy(path: Path, shape: str, data: bytes, descr: str = "<f4") -> Path:
+    """A version 1.0 .npy whose header says `shape` (as written, so it may lie), followed by `data`."""
+    text = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}".ljust(117) + "\n"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text.encode("latin1") + data)
+    return path
+
+
+def test_a_damaged_index_is_one_line_naming_the_file(tmp_path, minilm_dir, corpus_file):
+    """A negative dimension in the header was an OverflowError's traceback; a header promising more rows than the
+    file holds is refused at open by the file's size; a header numpy cannot read is one line too."""
+    rows = np.zeros((len(TEXTS), 384), np.float32).tobytes()
+    cases = [
+        (write_npy(tmp_path / "negative.npy", "(-3, 384)", rows), "a negative size"),
+        (write_npy(tmp_path / "truncated.npy", "(1000, 384)", rows), "bytes: the file is truncated"),
+        (write_npy(tmp_path / "longer.npy", "(2, 384)", rows), "the file is longer than its header says"),
+        (write_npy(tmp_path / "garbled.npy", "(16, 384", rows), "is not a .npy file numbert reads"),
+        (tmp_path / "text.npy", "is not a .npy file numbert reads"),
+    ]
+    (tmp_path / "text.npy").write_text("not an array")
+    np.save(tmp_path / "fortran.npy", np.asfortranarray(np.zeros((len(TEXTS), 384), np.float32)))
+    cases.append((tmp_path / "fortran.npy", "column by column (fortran_order)"))
+    for index, words in cases:
+        done = run_limited("search", "q", "--index", index, "--texts", corpus_file, model=minilm_dir, seconds=60)
+        line = one_error_line(done)
+        assert line.startswith(f"numbert search: error: {index}") and words in line, line
+
+
+def test_a_big_endian_index_is_searched_as_numpy_reads_it(tmp_path, minilm_dir, corpus_file, model):
+    """A '>f4' .npy (written on a big-endian machine, or by a Rust crate so told) holds the same float32 vectors."""
+    vectors = model.embed(TEXTS, progress=False)
+    np.save(tmp_path / "little.npy", vectors)
+    np.save(tmp_path / "big.npy", vectors.astype(">f4"))
+    answers = []
+    for name in ("little", "big"):
+        args = ["search", "bread", "--index", tmp_path / f"{name}.npy", "--texts", corpus_file, "--json"]
+        done = run_limited(*args, model=minilm_dir, seconds=60)
+        assert done.returncode == 0, done.stderr.decode()
+        answers.append(json.loads(done.stdout))
+    assert answers[0] == answers[1] and len(answers[0]) == 10
+    query = model.embed(["bread"], progress=False)
+    assert numbert.semantic_search(query, vectors.astype(">f4"), top_k=3) == numbert.semantic_search(
+        query, vectors, top_k=3
+    )
+
+
+def test_an_index_changed_while_it_is_read_is_an_error_not_sigbus(tmp_path):
+    """Memory-mapped, an index truncated during a search killed the process with SIGBUS, and one rewritten in
+    place mixed old and new rows silently. Read with pread, a truncated file is a ValueError naming it, and a
+    file written to since it was opened is told apart (the docs say: replace an index by rename)."""
+    path = tmp_path / "index.npy"
+    vectors = np.arange(40 * 8, dtype=np.float32).reshape(40, 8)
+    np.save(path, vectors)
+    with bounded(seconds=10, memory=2e6), NpyIndex(path) as index:
+        assert index.shape == (40, 8) and len(index) == 40
+        np.testing.assert_array_equal(index[5:9], vectors[5:9])
+        index.check_unchanged()
+        os.truncate(path, path.stat().st_size - 4 * 8 * 10)  # the last 10 rows gone
+        np.testing.assert_array_equal(index[0:30], vectors[:30])
+        with pytest.raises(ValueError, match="was truncated since it was opened; replace an index by renaming"):
+            index[25:40]
+        with pytest.raises(ValueError, match="was written to while it was read"):
+            index.check_unchanged()
+    np.save(path, vectors)
+    with NpyIndex(path) as index:
+        with open(path, "r+b") as f:  # rewritten in place: the same size
+            f.seek(200)
+            f.write(b"\x00" * 8)
+        os.utime(path, ns=(index.stat.st_atime_ns, index.stat.st_mtime_ns + 1_000_000_000))
+        with pytest.raises(ValueError, match="rows may mix two versions"):
+            index.check_unchanged()

@@ -105,7 +105,7 @@ def test_openai_client_both_encoding_formats(server, model):
     default = client.embeddings.create(model="all-MiniLM-L6-v2", input=texts)  # the client asks for base64
     assert [d.index for d in default.data] == list(range(len(texts)))
     assert_close([d.embedding for d in default.data], want)
-    assert default.model == server.model_name  # the served name: --model by default
+    assert default.model == server.model_name == "all-MiniLM-L6-v2"  # the packaged model/ directory, by its card
     tokens = sum(len(model.tokenizer.encode(t, max_length=256)) for t in texts)
     assert default.usage.prompt_tokens == default.usage.total_tokens == tokens
     floats = client.embeddings.create(model="m", input=texts, encoding_format="float")
@@ -406,12 +406,22 @@ def test_ports_outside_0_to_65535_are_refused(capsys):
         (b'{"input": "a", "dimensions": true}', 422, "dimensions", "integer"),
         (b'{"input": "a", "dimensions": 0}', 400, "dimensions", "positive"),
         (b'{"input": "a", "dimensions": 1000}', 400, "dimensions", "384"),
+        (b'{"input": "caf\\ud800e"}', 400, "input", "lone surrogate (U+D800 at character 3)"),  # issue 35
+        (b'{"input": ["ok", "\\uDFFF"]}', 400, "input[1]", "lone surrogate"),
+        (b'{"input": "a", "user": {"x": ["\\ude00\\ud83d"]}}', 400, "user.x[0]", "lone surrogate"),  # a pair reversed
     ],
 )
 def test_malformed_requests_get_openai_errors(server, model, body, status, param, says):
     r = httpx.post(server.url + "/v1/embeddings", content=body, headers={"content-type": "application/json"})
     assert says in error_of(r, status, param)
     still_serving(server, model)
+
+
+def test_a_surrogate_pair_is_one_character_not_refused(server, model):
+    """JSON's escaped pair for a character beyond U+FFFF (an emoji) is that character, as UTF-8 would send it."""
+    escaped = httpx.post(server.url + "/embed", content=b'{"inputs": "hi \\ud83d\\ude00"}', timeout=30)
+    raw = httpx.post(server.url + "/embed", json={"inputs": "hi \U0001f600"}, timeout=30)
+    assert escaped.status_code == raw.status_code == 200 and escaped.json() == raw.json()
 
 
 def test_too_many_too_long_and_too_big(server, model):

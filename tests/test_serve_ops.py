@@ -20,7 +20,7 @@ import jsonschema
 import numpy as np
 import openai
 import pytest
-from helpers import ServerProcess
+from helpers import ServerProcess, bounded
 from safetensors.numpy import load_file, save_file
 
 import numbert
@@ -367,26 +367,54 @@ def test_models_and_keys_from_the_command_line(tmp_path, monkeypatch):
         serve(build_parser().parse_args(["serve", "--model", "one/model", "--protect-health"]))
 
 
+def test_a_key_file_saved_with_a_byte_order_mark_serves_the_key_without_it(tmp_path):
+    """Issue 35: a key file a Windows editor saved (UTF-8 with a BOM) kept U+FEFF in its first key, which then
+    failed closed: every request answered 401. The mark is dropped; a key holding one elsewhere (or any other
+    character no Bearer token carries) is refused at start, naming the line, never the key."""
+    from numbert.cli.common import Failure
+    from numbert.cli.serve import api_keys
+    from numbert.serve.auth import BearerAuth, read_keys
+
+    with bounded(seconds=5, memory=1e6):
+        (tmp_path / "keys.txt").write_bytes(b"\xef\xbb\xbfsk-first-key\r\nsk-second-key\r\n")
+        keys = read_keys(tmp_path / "keys.txt")
+        assert keys == ["sk-first-key", "sk-second-key"]
+        assert BearerAuth(None, keys).allowed(b"sk-first-key")  # type: ignore[arg-type]
+        (tmp_path / "odd.txt").write_text("sk-good\nsk-\ufeffhidden\n", encoding="utf-8")
+        with pytest.raises(ValueError, match=r"odd.txt, line 2: an API key must be printable ASCII.*U\+FEFF") as odd:
+            read_keys(tmp_path / "odd.txt")
+        assert "hidden" not in str(odd.value)
+        with pytest.raises(Failure, match="--api-key: an API key must be printable ASCII"):
+            api_keys(argparse.Namespace(api_key=["\u200bsk-zero-width"], api_key_file=None))
+
+
 # --- the request timeout (last: it keeps the model thread busy for a moment) ----------------------------------
 
 
 def test_request_timeout_answers_504_and_drops_the_inputs(server, http, models):
-    """Four requests at once of 2048 inputs of 128 tokens each (256 forwards of 32 inputs: several times what
-    the tiny model runs in two seconds, on any machine) with --request-timeout 2: a 504 each after two
-    seconds, and the inputs still queued then are dropped unrun (numbert_dropped_inputs_total)."""
+    """Sixteen requests at once of 2048 inputs of 128 tokens each (1,024 forwards of 32 inputs: many times what
+    the tiny model runs in two seconds on any of our machines) with --request-timeout 2. How many finish in time
+    depends on the machine (the first one or two do on a fast Xeon), so the test asserts the contract, not a
+    count: every answer is either a whole 200 or a 504 naming --request-timeout, most are 504s, the metrics count
+    exactly those, and the inputs still queued at a deadline are dropped unrun (numbert_dropped_inputs_total)."""
     ids = [[101] + [2054] * 126 + [102]] * 2048
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        answers = list(pool.map(lambda _: http.post("/embed", json={"inputs": ids}), range(4)))
-    for r in answers:
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda _: http.post("/embed", json={"inputs": ids}), range(16)))
+    late = [r for r in answers if r.status_code == 504]
+    for r in late:
         error = error_of(r, 504)
         assert error["code"] == "timeout" and "--request-timeout" in error["message"]
+    for r in answers:
+        if r.status_code != 504:
+            assert r.status_code == 200 and np.asarray(r.json()).shape == (2048, TINY.hidden_size), r.text[:300]
+    assert len(late) >= 8, [r.status_code for r in answers]
     deadline = time.monotonic() + 60
     while "numbert_queue_depth 0\n" not in (metrics := http.get("/metrics").text):
         assert time.monotonic() < deadline, metrics
         time.sleep(0.05)
     dropped = int(re.search(r"numbert_dropped_inputs_total (\d+)", metrics).group(1))
-    assert 0 < dropped <= 4 * 2048
-    assert 'numbert_requests_total{endpoint="/embed",status="504"} 4' in metrics
+    assert 0 < dropped <= len(late) * 2048
+    assert f'numbert_requests_total{{endpoint="/embed",status="504"}} {len(late)}' in metrics
     again = http.post("/embed", json={"inputs": TEXTS, "normalize": False}).json()
     assert_close(again, models["tiny-embedder"].embed(TEXTS, progress=False))
 

@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 import pytest
+from helpers import bounded
 
 import numbert
 from numbert.engines.shards import (
@@ -209,27 +210,76 @@ def test_a_directory_that_is_not_this_jobs_is_left_byte_for_byte_as_it_was(tmp_p
 
 
 def test_a_rerun_deletes_its_own_temporaries_and_nothing_else(tmp_path, model):
+    """Only what numbert can prove it wrote: the shard temporary its manifest names (`writing`, recorded before
+    the file is created) and manifest temporaries holding this job's manifest. A name alone proves nothing:
+    a user's `.part-00000.npy.deadbeef.tmp` in an otherwise empty directory was deleted (issue 35)."""
     job = {"model": "minilm"}
-    (tmp_path / ".lock").write_bytes(b"")  # a job killed in its first shard, before it wrote its manifest
-    (tmp_path / ".part-00000.npy.0123abcd.tmp").write_bytes(b"half a shard")
+    (tmp_path / ".part-00000.npy.deadbeef.tmp").write_bytes(b"a user's file")  # no manifest: nothing proves it ours
+    with bounded(seconds=60, memory=20e6):
+        write_shards(tmp_path, corpus(10), embedder(model), job, shard_lines=5)
+    assert (tmp_path / ".part-00000.npy.deadbeef.tmp").read_bytes() == b"a user's file"
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert "writing" not in manifest
+    ours = {
+        ".part-00001.npy.89abcdef.tmp": b"half a shard",  # named in the manifest as being written
+        ".manifest.json.00ff00ff.tmp": json.dumps({**manifest, "complete": False}).encode(),  # this job's manifest
+    }
+    theirs = {
+        **USERS_FILES,
+        ".part-00002.npy.0123abcd.tmp": b"named as numbert names them, not in the manifest",
+        ".manifest.json.0badcafe.tmp": b"{half a manif",  # not provably ours
+        ".manifest.json.feedf00d.tmp": json.dumps({**manifest, "job": {"model": "other"}}).encode(),
+        ".part-00001.npy.tmp": b"...",
+        "x.0123abcd.tmp": b"...",
+    }
+    for name, data in {**ours, **theirs}.items():
+        (tmp_path / name).write_bytes(data)
+    os.symlink(tmp_path / "notes.txt", tmp_path / ".part-00003.npy.12345678.tmp")  # a link: never deleted
+    (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "writing": ".part-00001.npy.89abcdef.tmp"}))
+    before = snapshot(tmp_path)
     write_shards(tmp_path, corpus(10), embedder(model), job, shard_lines=5)
-    assert not (tmp_path / ".part-00000.npy.0123abcd.tmp").exists()
-    leftovers = [".part-00001.npy.89abcdef.tmp", ".manifest.json.00ff00ff.tmp", ".part-123456.npy.deadbeef.tmp"]
-    users = [
-        *USERS_FILES,
-        ".part-00001.npy.tmp",
-        ".manifest.json.XYZ.tmp",
-        ".part-1.npy.0123abcd.tmp",
-        "x.0123abcd.tmp",
+    after = snapshot(tmp_path)
+    assert sorted(after) == sorted(set(before) - set(ours))
+    assert all(after[name] == before[name] for name in [*theirs, ".part-00000.npy.deadbeef.tmp"])
+    assert os.readlink(tmp_path / ".part-00003.npy.12345678.tmp") == str(tmp_path / "notes.txt")
+    assert all(TEMPORARY.fullmatch(name) for name in ours)
+
+
+def test_a_job_killed_in_its_first_manifest_write_is_cleaned_up_by_the_rerun(tmp_path, model):
+    """No manifest.json yet, but its temporary whole: it holds this job's manifest (JSON: tuples as lists), so it
+    is numbert's and goes; one of another job stays."""
+    job = {"model": "minilm", "layers": (-1, -2)}
+    first = {"format": "numbert-shards/1", "job": job, "shard_lines": 5, "chunk_lines": 2048, "shards": []}
+    (tmp_path / ".lock").write_bytes(b"")
+    (tmp_path / ".manifest.json.0a0b0c0d.tmp").write_text(json.dumps(first))
+    (tmp_path / ".manifest.json.0e0f0a0b.tmp").write_text(json.dumps({**first, "job": {"model": "other"}}))
+    write_shards(tmp_path, corpus(6), embedder(model), job, shard_lines=5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".lock",
+        ".manifest.json.0e0f0a0b.tmp",
+        "manifest.json",
+        "part-00000.npy",
+        "part-00001.npy",
     ]
-    for name in [*leftovers, *users]:
-        (tmp_path / name).write_bytes(b"...")
-    write_shards(tmp_path, corpus(10), embedder(model), job, shard_lines=5)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        [*users, ".lock", "manifest.json", "part-00000.npy", "part-00001.npy"]
-    )
-    assert all(TEMPORARY.fullmatch(name) for name in leftovers)
-    assert not any(TEMPORARY.fullmatch(name) for name in users)
+
+
+def test_a_planted_lock_link_is_refused_and_its_target_never_made(tmp_path, model):
+    """Issue 35: `encode -o DIR/ --shard-lines 2` with DIR/.lock a symbolic link created the file it points to,
+    outside DIR. The lock is opened with O_NOFOLLOW: a link there (or a FIFO) is a ShardError, nothing made."""
+    directory, target = tmp_path / "out", tmp_path / "outside"
+    directory.mkdir()
+    os.symlink(target, directory / ".lock")
+    with bounded(seconds=10, memory=5e6), pytest.raises(ShardError, match="is a symbolic link; numbert follows no"):
+        write_shards(directory, corpus(4), embedder(model), {}, shard_lines=2)
+    assert not target.exists() and sorted(p.name for p in directory.iterdir()) == [".lock"]
+    os.unlink(directory / ".lock")
+    os.mkfifo(directory / ".lock")
+    with bounded(seconds=10, memory=5e6), pytest.raises(ShardError, match="is not a regular file"):
+        write_shards(directory, corpus(4), embedder(model), {}, shard_lines=2)
+    os.unlink(directory / ".lock")
+    os.symlink(target, directory / ".manifest.json.00000000.tmp")  # a planted temporary name: never written through
+    write_shards(directory, corpus(4), embedder(model), {}, shard_lines=2)
+    assert not target.exists() and read_shards(directory).shape == (4, 384)
 
 
 def test_temporaries_are_named_as_recognised_and_every_file_follows_the_umask(tmp_path, model):

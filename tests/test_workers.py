@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import bounded, run_limited
+from test_cli import one_error_line
 from test_sentence_modules import random_bert, st  # noqa: F401 - its fixtures, used below
 from threadpoolctl import threadpool_limits
 
@@ -84,9 +86,10 @@ def test_the_recipe_reaches_the_workers(minilm_dir, model, one_thread):
         assert np.array_equal(model.embed(texts, workers=pool), model.embed(texts))  # another recipe, same pool
 
 
-def test_workers_run_one_blas_thread_and_the_caller_keeps_its_own(minilm_dir):
+def test_workers_run_one_blas_thread_and_the_caller_keeps_its_own(minilm_dir, model):
     before = {name: os.environ.get(name) for name in THREAD_VARIABLES}
     with Pool(minilm_dir, workers=2, threads=1) as pool:
+        list(pool.map(*planned(model, corpus(20), batch_size=10)))  # two batches: both workers start
         for worker in pool.workers:
             with open(f"/proc/{worker.pid}/environ", "rb") as f:
                 environ = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
@@ -233,3 +236,34 @@ def test_workers_end_with_their_parent_even_in_the_middle_of_a_batch(minilm_dir)
         if worker is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(worker, signal.SIGKILL)
+
+
+def test_workers_are_capped_and_started_only_as_batches_need_them(minilm_dir, model):
+    """Issue 35: 24 workers for one line took 9.2 s and 1 GB, `--workers 10000` ran past 120 s. A pool starts
+    at most most_workers() (WORKERS_PER_CORE per core; a ValueError beyond, before any process starts), one
+    worker at first, and no more than the batches it is handed at once."""
+    with pytest.raises(
+        ValueError, match=rf"workers is {workers.most_workers() + 1}, more than {workers.most_workers()}"
+    ):
+        Pool(minilm_dir, workers=workers.most_workers() + 1)
+    with bounded(seconds=60, memory=50e6), Pool(minilm_dir, workers=workers.most_workers()) as pool:
+        assert len(pool.workers) == 1
+        one = model.embed(["one line"], workers=pool)
+        assert len(pool.workers) == 1 and one.shape == (1, 384)
+        model.embed(corpus(30), workers=pool, batch_size=10)  # three batches: three workers
+        assert len(pool.workers) == min(3, workers.most_workers())
+
+
+@pytest.mark.parametrize("command", [["encode", "one line"], ["serve"]])
+def test_too_many_workers_is_one_line_at_once(minilm_dir, command):
+    done = run_limited(*command, "--workers", 10000, model=minilm_dir, seconds=30)
+    line = one_error_line(done)
+    assert f"--workers is 10000, more than {workers.most_workers()} ({workers.WORKERS_PER_CORE} per core" in line
+
+
+def test_many_workers_for_one_line_start_one(minilm_dir, tmp_path):
+    """`encode --workers N` of one line: one worker process, not N."""
+    n = workers.most_workers()
+    done = run_limited("encode", "one line", "--workers", n, "-o", tmp_path / "v.npy", model=minilm_dir, seconds=60)
+    assert done.returncode == 0, done.stderr.decode()
+    assert np.load(tmp_path / "v.npy").shape == (1, 384)

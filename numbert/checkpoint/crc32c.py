@@ -16,8 +16,8 @@ crc(M) = raw(M) ^ shift(0xFFFFFFFF, len(M)) ^ 0xFFFFFFFF.
 
 Measured on random bytes: 50 MB in 0.10-0.18 s, bert-base's 199 tensors (440 MB) in 1.44 s, so a
 TensorFlow checkpoint's tensors are checked by default. When the `google-crc32c` package (hardware CRC
-instructions; `pip install numbert[crc]`) is installed it is used instead: about 6-10 times faster
-(50 MB in 0.016 s, bert-base in ~0.15 s; see scripts/bench_load.py).
+instructions; `pip install google-crc32c`, numbert's [crc] extra) is installed it is used instead: about 6-10
+times faster (50 MB in 0.016 s, bert-base in ~0.15 s; see scripts/bench_load.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ changed shard of a sharded checkpoint would otherwise mix two models' vectors in
 The files: the encoder's checkpoint (its weight file, or a shard index and every shard, or a
 TensorFlow `.index` and every `.data-*` shard) and its config; the tokenizer's files; the
 sentence-transformers description (modules.json and its settings), each module's config.json and a
-Dense module's weights. Each is named relative to the model directory (`2_Dense/model.safetensors`).
+Dense module's weights; BGE-M3's two heads. Each is named relative to the model directory (`2_Dense/model.safetensors`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from .hub import MODEL_FILES, TOKENIZER_FILES, VOCAB_FILES, model_checkpoint
+from .m3_heads import M3_HEAD_FILES
 from .sentence_config import sentence_modules
 from .weights import Checkpoint, sha256_by_name
 
@@ -33,7 +34,7 @@ def beside_checkpoint(directory: Path) -> list[Path]:
     """The files of the model in `directory` besides its checkpoint that make its vectors, those that
     exist: the tokenizer's, the sentence-transformers description, each module's config and a Dense
     module's weights."""
-    files = [directory / name for name in (*TOKENIZER_FILES, *VOCAB_FILES, *MODEL_FILES)]
+    files = [directory / name for name in (*TOKENIZER_FILES, *VOCAB_FILES, *MODEL_FILES, *M3_HEAD_FILES)]
     for path, kind in sentence_modules(directory) or []:
         files.append(directory / path / "config.json")
         if kind == "Dense":

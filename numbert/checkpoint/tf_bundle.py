@@ -18,7 +18,7 @@ varint tag (field number << 3 | wire type) then a varint, 8 or 4 fixed bytes, or
 that many bytes. Tensors are memory-mapped; each is checked to lie inside its shard, to have the
 size its dtype and shape imply, and (unless told not to) against its CRC-32C: with numbert's NumPy
 CRC-32C that costs about 1.5 s for bert-base's 440 MB (measured: 199 tensors of random bytes, 1.44 s;
-50 MB in one piece, 0.10-0.18 s), with google-crc32c (`pip install numbert[crc]`) about 0.15 s.
+50 MB in one piece, 0.10-0.18 s), with google-crc32c (`pip install google-crc32c`) about 0.15 s.
 
 A hostile index costs no more than its size: a table's keys must come in increasing order (a key listed
 twice is refused, not read twice with the last one winning), the index block must list data blocks in

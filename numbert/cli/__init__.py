@@ -2,7 +2,7 @@
 
     numbert tokenize "Here is the sentence I want embeddings for."
     numbert encode --file sentences.txt --model ./all-MiniLM-L6-v2 -o vectors.npy
-    numbert encode --format jsonl --layers -1,-2,-3,-4 < input.txt > features.jsonl
+    numbert encode --format features --layers -1,-2,-3,-4 < input.txt > features.jsonl
     numbert neighbors bank -k 5
     numbert similarity "A man is eating food." "A man is eating a meal."
     numbert search "Who painted the Mona Lisa?" --index vectors.npy --texts corpus.txt
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     """Carry out the parsed command; errors become one line on stderr and the exit status."""
     try:
         args.run(args)
-    except BrokenPipeError:  # e.g. `numbert encode --format jsonl ... | head`: the reader has gone
+    except BrokenPipeError:  # e.g. `numbert encode --format features ... | head`: the reader has gone
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except (Failure, OSError, ValueError, TypeError) as e:

@@ -11,12 +11,56 @@ class Failure(Exception):
     """An error to report as one line on stderr."""
 
 
+# words people type for a command, and the command that does it (`numbert embed` -> `numbert encode`)
+MEANT = {
+    "embed": "encode",
+    "embedding": "encode",
+    "embeddings": "encode",
+    "vector": "encode",
+    "vectors": "encode",
+    "vectorize": "encode",
+    "features": "encode",
+    "extract-features": "encode",
+    "tokens": "tokenize",
+    "tokenise": "tokenize",
+    "neighbours": "neighbors",
+    "nearest": "neighbors",
+    "similar": "similarity",
+    "cosine": "similarity",
+    "rank": "rerank",
+    "server": "serve",
+    "mask": "fill-mask",
+}
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse, with errors on one line, and a mistyped choice (a command, --format...) answered with the
-    closest one."""
+    """argparse, with errors on one line that point at this (sub)command's --help, a mistyped choice (a command,
+    --format...) or option (--fromat) answered with the closest one, and a command's usual other name
+    (`numbert embed`) with the command that does it (MEANT)."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's, but arguments this parser does not know are an error here, where the (sub)command that was
+        given them can name the option probably meant and its own --help (argparse would leave them to the top
+        parser, which says `numbert: error: unrecognized arguments` and points at `numbert --help`)."""
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(self.unrecognized(extras))
+        return namespace, extras
+
+    def unrecognized(self, extras: list[str]) -> str:
+        """What to say of arguments not understood: the first unknown option with the closest known one."""
+        options = [option for action in self._actions for option in action.option_strings]
+        for extra in extras:
+            if extra.startswith("-") and len(extra) > 1:
+                given = extra.split("=", 1)[0]
+                close = difflib.get_close_matches(given, options, n=1, cutoff=0.6)
+                if close:
+                    return f"unrecognized option {given}: did you mean {close[0]}?"
+                return f"unrecognized option {given}"
+        return f"unrecognized arguments: {' '.join(extras)}"
 
     def _check_value(self, action: argparse.Action, value) -> None:
         """argparse's own check of a choice (the hook it offers), saying which choice was probably meant."""
@@ -24,6 +68,8 @@ class Parser(argparse.ArgumentParser):
         close = (
             difflib.get_close_matches(value, choices, n=1) if isinstance(value, str) and value not in choices else []
         )
+        if isinstance(value, str) and MEANT.get(value.lower()) in choices:
+            close = [MEANT[value.lower()]]
         if close:
             listed = ", ".join(map(repr, choices))
             raise argparse.ArgumentError(

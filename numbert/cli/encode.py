@@ -1,7 +1,8 @@
-"""`numbert encode`: sentence vectors to .npy / .npz / text, or per-token features to JSON lines.
+"""`numbert encode`: sentence vectors to .npy / .npz / text / JSON lines, or per-token features to JSON lines.
 
     numbert encode --file sentences.txt --model ./all-MiniLM-L6-v2 -o vectors.npy
-    numbert encode --format jsonl --layers -1,-2,-3,-4 < input.txt > features.jsonl
+    numbert encode --file sentences.txt -o vectors.jsonl                 # one JSON array (a vector) per line
+    numbert encode --format features --layers -1,-2,-3,-4 < input.txt > features.jsonl   # extract_features.py
     numbert encode --sparse --model ./splade --top-k 64 < passages.txt > sparse.jsonl
 
 The input is read and embedded a chunk of lines at a time (files.py), so memory stays flat on a
@@ -18,10 +19,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import zipfile
@@ -48,36 +51,48 @@ from .common import (
     utf8_text,
 )
 from .files import chunked, has_lines, input_lines, output_file, progress_bar
+from .multi import CHUNK_TEXTS, check_multi_options, write_multi
 
-CHUNK_LINES = {"npy": 2048, "npz": 2048, "jsonl": 256}  # lines embedded at a time (bounds the memory); text: a batch
+# lines embedded at a time (bounds the memory); text and jsonl: a batch, so a reader gets each batch's lines at once
+CHUNK_LINES = {"npy": 2048, "npz": 2048, "features": 256, "sparse": 256}
 FORMAT_OF_SUFFIX = {".npy": "npy", ".npz": "npz", ".jsonl": "jsonl", ".txt": "text", ".tsv": "text"}
+FORMATS = ("npy", "npz", "text", "jsonl", "features")
+BINARY = ("npy", "npz")
 PAIR = re.compile(r"^(.*) \|\|\| (.*)$")  # extract_features.py's "text_a ||| text_b"
 
 
 def encode(args: argparse.Namespace) -> None:
     """Embed every input line: sentence vectors to .npy / .npz, or per-token features to JSON lines."""
-    check_encode_options(args)
+    if args.multi:
+        check_multi_options(args)
+    else:
+        check_encode_options(args)
     lines = input_lines(args)  # opens the input now, so a missing file fails before the model loads
-    args.workers = workers_for(args)
+    args.workers = None if args.multi else workers_for(args)
     model = load_model(args.model)
+    if args.multi:
+        with progress_bar(args) as bar:
+            write_multi(model, chunked(lines, CHUNK_TEXTS), args, bar)
+        return
     if args.sparse is not None:
         with progress_bar(args) as bar, output_file(args.output, args.format) as out:
-            write_sparse_vectors(model, chunked(lines, CHUNK_LINES["jsonl"]), out, args, bar)
+            write_sparse_vectors(model, chunked(lines, CHUNK_LINES["sparse"]), out, args, bar)
         return
     if args.shard_lines is not None:
         write_shard_directory(model, lines, args)
         return
     chunks = chunked(lines, CHUNK_LINES.get(args.format, args.batch_size))
     with progress_bar(args) as bar, output_file(args.output, args.format) as out:
-        if args.format == "jsonl":
+        if args.format == "features":
             write_features(model, chunks, out, args, bar)
-        elif args.format == "text":
+        elif args.format in ("text", "jsonl"):
             write_text_vectors(model, chunks, out, args, bar)
         else:
             write_sentence_vectors(model, chunks, out, args, bar)
 
 
 def check_encode_options(args: argparse.Namespace) -> None:
+    args.format_given = args.format is not None  # else the format is the output's: say_where_binary_goes
     if args.sparse is not None:
         check_sparse_options(args)
         return
@@ -97,24 +112,33 @@ def check_encode_options(args: argparse.Namespace) -> None:
     if args.precision is not None and (args.format not in ("npy", "npz") or args.shard_lines is not None):
         where = "--shard-lines" if args.shard_lines is not None else f"--format {args.format}"
         raise Failure(f"--precision quantizes the vectors of one .npy or .npz, not {where}")
-    if args.format == "jsonl":
+    if args.format == "features":
         for name in ("strategy", "pooling", "combine", "dimensions"):
             if getattr(args, name) is not None:
                 raise Failure(
-                    f"--{name} applies to sentence vectors (npy, npz); --format jsonl writes "
+                    f"--{name} applies to sentence vectors (npy, npz, text, jsonl); --format features writes "
                     f"the layers listed by --layers, as extract_features.py does"
                 )
         if args.normalize is not None:
-            raise Failure("--normalize applies to sentence vectors (npy, npz), not to --format jsonl")
+            raise Failure("--normalize applies to sentence vectors (npy, npz, text, jsonl), not to --format features")
         if args.prompt is not None or args.prompt_name is not None:
-            raise Failure("--prompt and --prompt-name apply to sentence vectors (npy, npz), not to --format jsonl")
-    if args.output is None and args.format in ("npy", "npz") and sys.stdout.isatty():
+            raise Failure(
+                "--prompt and --prompt-name apply to sentence vectors (npy, npz, text, jsonl), not to --format features"
+            )
+    if args.output in (None, "-") and args.format in BINARY and sys.stdout.isatty():
         raise Failure(f"refusing to write binary .{args.format} data to a terminal; use -o OUT or a redirect")
     parallel = [name for name in ("workers", "scheduler", "dask") if getattr(args, name)]
+    if args.workers:
+        from ..engines.workers import check_workers
+
+        try:
+            check_workers(args.workers, "--workers")
+        except ValueError as e:
+            raise Failure(str(e)) from None
     if len(parallel) > 1 and parallel != ["workers", "dask"]:
         raise Failure(f"--{parallel[0]} and --{parallel[1]} are two ways to run the job: choose one")
-    if parallel and args.format == "jsonl":
-        raise Failure(f"--{parallel[0]} computes sentence vectors (npy, npz, text), not --format jsonl")
+    if parallel and args.format == "features":
+        raise Failure(f"--{parallel[0]} computes sentence vectors (npy, npz, text, jsonl), not --format features")
 
 
 AUTO_WORKERS_LINES = 5000  # a --file of this many lines runs in worker processes by default (see workers_for)
@@ -128,11 +152,11 @@ def workers_for(args: argparse.Namespace) -> int | None:
     process of one BLAS thread per core (up to AUTO_WORKERS_MAX). On 2 cores of an AMD EPYC, 2 workers
     embed 1.20x as fast as one process of 2 BLAS threads (docs/performance.md) and, on a machine others
     load, do not collapse as 2 BLAS threads do; the pool's start (about 1 s quiet, 6 s under heavy load)
-    is paid back past 2,000-13,000 lines. Anything else (stdin, texts as arguments, --format jsonl, a
+    is paid back past 2,000-13,000 lines. Anything else (stdin, texts as arguments, --format features, a
     cluster) runs as asked, in this process with BLAS's threads unless --workers says otherwise.
     """
     cores = blas.cores()
-    if args.workers is not None or args.scheduler or args.dask or args.format == "jsonl" or cores < 2:
+    if args.workers is not None or args.scheduler or args.dask or args.format == "features" or cores < 2:
         return args.workers
     if args.file in (None, "-") or not has_lines(args.file, AUTO_WORKERS_LINES):
         return None
@@ -170,11 +194,11 @@ def output_format_of(output: str | None, format: str | None) -> str:
     if format is None and suffix and named is None:
         raise Failure(
             f"cannot tell the format of -o {output} from its suffix {suffix}: name it "
-            f"{', '.join(FORMAT_OF_SUFFIX)}, or give --format npy, npz, text or jsonl"
+            f"{', '.join(FORMAT_OF_SUFFIX)}, or give --format {', '.join(FORMATS[:-1])} or {FORMATS[-1]}"
         )
-    if format is not None and named not in (None, format):
+    if format is not None and named not in (None, format) and (named, format) != ("jsonl", "features"):
         raise Failure(f"-o {output} is named as {named} output, but --format is {format}: make them agree")
-    return format or named or ("text" if output is None and sys.stdout.isatty() else "npy")
+    return format or named or ("text" if output in (None, "-") and sys.stdout.isatty() else "npy")
 
 
 # --- the writers: one per format ------------------------------------------------------------------
@@ -243,7 +267,7 @@ def dask_client(args: argparse.Namespace) -> Iterator[Any]:
     try:
         from distributed import Client, LocalCluster
     except ImportError:
-        raise Failure("--scheduler and --dask need Dask: pip install 'numbert[dask]'") from None
+        raise Failure("--scheduler and --dask need Dask: pip install '.[dask]' in numbert's checkout") from None
     if args.scheduler:
         try:
             client = Client(args.scheduler, timeout=30)
@@ -274,12 +298,52 @@ def numbered(chunks: Iterable[list[str]]) -> Iterator[Chunk]:
 
 
 def write_text_vectors(model, chunks: Iterator[list[str]], out: IO[bytes], args: argparse.Namespace, bar: Any) -> None:
-    """One line of space-separated values (6 decimals) per input line, in input order, written (and
-    flushed) a batch at a time, so a reader such as `head -1` gets its lines as soon as they exist."""
+    """One line per input line, in input order: space-separated values with 6 decimals (--format text), or a
+    JSON array of the float32 values, each written as the shortest decimal that reads back as the same float32
+    (--format jsonl). Written (and flushed) a batch at a time, so a reader such as `head -1` gets its lines as
+    soon as they exist."""
     with embedder(model, args, sentence_recipe(model, args), bar) as embed:
         for vectors in embed(numbered(chunks)):
-            np.savetxt(out, vectors, fmt="%.6f")
+            if args.format == "jsonl":
+                out.write("".join(json_vector(v) for v in vectors).encode("ascii"))
+            else:
+                np.savetxt(out, vectors, fmt="%.6f")
             out.flush()
+
+
+def json_vector(vector: np.ndarray) -> str:
+    """A float32 vector as one line of JSON: [v0, v1, ...], each value the shortest decimal that reads back as
+    the same float32 (NumPy's str of a float32), so np.float32(json.loads(line)) gives back the vector's bits."""
+    return "[" + ", ".join(map(str, vector.astype(np.float32, copy=False))) + "]\n"
+
+
+def say_where_binary_goes(args: argparse.Namespace) -> None:
+    """One line on stderr when .npy/.npz bytes go to stdout that is a pipe or a file not named .npy/.npz without
+    --format asking for them (`numbert encode x > vectors.txt` would otherwise fill vectors.txt with binary
+    silently), saying how to get text instead."""
+    if args.output not in (None, "-") or args.format_given:
+        return
+    try:
+        mode = os.fstat(sys.stdout.fileno()).st_mode
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return
+    if stat.S_ISREG(mode):
+        try:
+            name = os.readlink(f"/proc/self/fd/{sys.stdout.fileno()}")
+        except OSError:
+            name = "a file"
+        if name.lower().endswith((".npy", ".npz")):
+            return
+        where = f"stdout ({name})"
+    elif stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        where = "a pipe"
+    else:
+        return  # a terminal is refused earlier; /dev/null and other devices need no word
+    print(
+        f"numbert {args.command}: writing float32 vectors as .{args.format} bytes to {where}; for text, one vector "
+        "a line, add --format text (or --format jsonl: a JSON array a line), or name the file with -o vectors.txt",
+        file=sys.stderr,
+    )
 
 
 def write_sentence_vectors(
@@ -288,6 +352,7 @@ def write_sentence_vectors(
     """One row per line, in input order: OUT.npy, or OUT.npz holding `vectors`; float32, or quantized to
     --precision (int8 and uint8 by the ranges of every line's vector)."""
     recipe = sentence_recipe(model, args)
+    say_where_binary_goes(args)
     precision = args.precision or "float32"
     with contextlib.ExitStack() as stack:
         npy = out if args.format == "npy" else stack.enter_context(tempfile.TemporaryFile())
@@ -438,13 +503,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     """Register `numbert encode`."""
     p = commands.add_parser(
         "encode",
-        help="embed texts: sentence vectors (npy/npz) or per-token features (jsonl)",
+        help="embed texts: sentence vectors (npy, npz, text, jsonl) or per-token features (features)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Embed texts, one per input line, keeping their order and count exactly.\n\n"
         "npy/npz: one float32 sentence vector per line, shape (lines, dim); npz holds it as 'vectors'.\n"
-        "text: one line of values per input line (the default on a terminal).\n"
-        "jsonl: per-token hidden states in the layout of google-research/bert's extract_features.py\n"
-        "(linex_index, features -> token, layers -> index, values); a line 'A ||| B' is a pair.\n\n"
+        "  The default when stdout is a pipe or a file: `> vectors.txt` gets .npy bytes (said on stderr).\n"
+        "text: one line of space-separated values per input line (the default on a terminal).\n"
+        "jsonl: one JSON array per input line, the float32 values exactly (shortest decimals).\n"
+        "features: per-token hidden states, a JSON object per input line, in the layout of\n"
+        "google-research/bert's extract_features.py (linex_index, features -> token, layers -> index,\n"
+        "values); a line 'A ||| B' is a pair. Write it with -o features.jsonl --format features.\n\n"
         "Input is read and embedded a chunk at a time, so memory stays flat on any file.\n"
         "With -o OUT the output is written to a temporary file renamed to OUT at the end:\n"
         "a failed run never leaves a half-written OUT.",
@@ -456,9 +524,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--format",
         type=output_format,
-        choices=("npy", "npz", "text", "jsonl"),
+        choices=FORMATS,
         help="output format (txt = text; default: from OUT's suffix .npy .npz .jsonl .txt .tsv, which must "
-        "agree with it; text on a terminal, else npy: piped or redirected output is .npy unless --format text)",
+        "agree with it; text on a terminal, else npy: piped or redirected output is .npy unless --format says "
+        "otherwise); features: extract_features.py's per-token JSON lines",
     )
     p.add_argument("--output", "-o", metavar="OUT", help="output file (default: stdout)")
     add_model(p)
@@ -506,7 +575,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--scheduler",
         metavar="ADDRESS",
         help="run on the Dask cluster at ADDRESS (tcp://HOST:8786); the model must be a path or hub "
-        "name every worker can load (pip install 'numbert[dask]')",
+        "name every worker can load (needs Dask: pip install '.[dask]' in numbert's checkout)",
     )
     p.add_argument(
         "--dask", action="store_true", help="run on a local Dask cluster of --workers (default: all cores) processes"
@@ -525,5 +594,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         metavar="K",
         help="--sparse: keep each vector's K largest weights (default: the model's max_active_dims, else all)",
     )
+    p.add_argument(
+        "--multi",
+        action="store_true",
+        help="write each text's token vectors (a ColBERT or BGE-M3 model) to -o OUT.npz (vectors + offsets) or "
+        "-o DIR/ (one .npy per text, numbered from 0); numbert.cli.multi",
+    )
+    p.add_argument("--query", action="store_true", help="--multi: the texts are queries (marked, [MASK]-expanded)")
     add_prompt_options(p)
     p.set_defaults(run=encode)

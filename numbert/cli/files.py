@@ -135,7 +135,7 @@ def output_file(path: str | None, format: str) -> Iterator[IO[bytes]]:
         with contextlib.ExitStack() as stack:
             if target is not None:
                 stack.enter_context(sink)
-            if format in ("jsonl", "text"):  # no header: streamed as written
+            if format in ("jsonl", "text", "features"):  # no header: streamed as written
                 yield sink
             else:
                 with tempfile.TemporaryFile() as tmp:

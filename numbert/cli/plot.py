@@ -72,7 +72,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "plot",
         help="draw a histogram, an attention map or a PCA scatter as PNG",
-        description='Draw what BERT computes as a PNG (needs matplotlib: pip install "numbert[plot]").',
+        description="Draw what BERT computes as a PNG (needs matplotlib: pip install matplotlib, or "
+        "pip install '.[plot]' in numbert's checkout).",
     )
     kinds = p.add_subparsers(dest="plot", required=True, metavar="PLOT")
 

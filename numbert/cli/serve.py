@@ -28,6 +28,7 @@ LIMITS = {
     "max_batch_size": "inputs per forward pass",
     "max_concurrent_requests": "requests admitted (bodies read whole) at once; 429 beyond",
     "max_client_batch_size": "inputs per request; 413 beyond",
+    "max_sparse_weights": "non-zero weights per /embed_sparse answer; 413 beyond",
     "payload_limit": "bytes per request body; 413 beyond",
     "max_connections": "open connections, requests being read included; a plain-text 503 beyond",
     "body_timeout": "seconds to send a request body; 408 beyond",
@@ -67,8 +68,7 @@ def named_model(text: str) -> tuple[str | None, str]:
 
 def served_models(args: argparse.Namespace) -> dict[str, str]:
     """Served name -> directory or hub id, the first --model first; a Failure when two share a name."""
-    from ..checkpoint.hub import default_model
-    from ..serve.settings import its_name
+    from ..checkpoint.hub import default_model, model_name
 
     given = [named_model(text) for text in args.model or [default_model()]]
     if args.served_model_name is not None:
@@ -77,7 +77,7 @@ def served_models(args: argparse.Namespace) -> dict[str, str]:
         given[0] = (args.served_model_name, given[0][1])
     models: dict[str, str] = {}
     for name, model in given:
-        name = name or its_name(model)
+        name = name or model_name(model)
         if name in models:
             raise Failure(
                 f"two models would be served as {name!r} ({models[name]} and {model}): name them with --model NAME=PATH"
@@ -111,6 +111,12 @@ def serve(args: argparse.Namespace) -> None:
         prompt=args.prompt,
         prompt_name=args.prompt_name,
     )
+    from ..engines.workers import check_workers
+
+    try:
+        check_workers(args.workers, "--workers")
+    except ValueError as e:
+        raise Failure(str(e)) from None
     (name, model), *more = served_models(args).items()
     settings = Settings(
         model=model,
@@ -147,7 +153,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "and GET /v1/models, text-embeddings-inference's POST /embed, /embed_all, /tokenize, /decode, "
         "GET /info, /health and /metrics (and /rerank, /v1/rerank, /predict for a cross-encoder). "
         "Answers equal `numbert encode` of the same texts. SIGTERM or Ctrl-C: stop taking connections, "
-        "answer the accepted requests, exit 0. Needs the [serve] extra: pip install 'numbert[serve]'.",
+        "answer the accepted requests, exit 0. Needs the [serve] extra: pip install '.[serve]' in numbert's "
+        "checkout.",
     )
     p.add_argument(
         "--model",

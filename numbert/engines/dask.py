@@ -1,4 +1,4 @@
-"""Embedding on a Dask cluster (the `numbert[dask]` extra): bags, DataFrame columns, files on any fsspec path.
+"""Embedding on a Dask cluster (the [dask] extra): bags, DataFrame columns, files on any fsspec path.
 
     from dask.distributed import Client
     import numbert.engines.dask
@@ -34,7 +34,10 @@ try:
     import dask.array as da
     import dask.bag as db
 except ImportError as e:  # pragma: no cover - only without the extra
-    raise ImportError("numbert.engines.dask needs Dask: pip install 'numbert[dask]'") from e
+    raise ImportError(
+        "numbert.engines.dask needs Dask: pip install '.[dask]' in numbert's checkout "
+        "(or pip install '/path/to/numbert[dask]')"
+    ) from e
 
 from .batch_embedder import BatchEmbedder
 

@@ -6,7 +6,11 @@
 
 Every file is written to a temporary name (`.NAME.XXXXXXXX.tmp`, TEMPORARY), flushed to disk and
 renamed, so a shard or manifest is either whole or absent: a job killed at any moment leaves only
-finished shards behind, and the next run deletes its temporaries, nothing else. Running the same job
+finished shards behind, and the next run deletes its temporaries, nothing else. A name alone proves
+nothing (a user's file may look like one): the manifest names the shard temporary before it is created
+(`writing`), and a manifest temporary is numbert's when it holds this job's manifest. Nothing is written
+through a symbolic link: temporaries are created new (O_EXCL), renamed over their targets, and the `.lock`
+is opened with O_NOFOLLOW (a planted link is refused). Running the same job
 again reads the input from the start, skips (without embedding) every shard the manifest lists whose
 file is intact and whose input lines are the same as before (SHA-256 of both), and writes the rest.
 A rerun with another model, other options or other shard sizes is an error, so one directory never
@@ -25,18 +29,20 @@ the shards.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import os
 import re
 import secrets
+import stat
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice, zip_longest
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -45,6 +51,7 @@ from .npy import NpyRows
 FORMAT = "numbert-shards/1"
 MANIFEST = "manifest.json"
 LOCK = ".lock"  # held (flock) by the job writing the directory
+MANIFEST_BYTES = 64 << 20  # a manifest temporary larger than this is not read to prove it numbert's
 TEMPORARY = re.compile(r"\.(?P<name>part-\d{5,}\.npy|manifest\.json)\.(?P<tag>[0-9a-f]{8})\.tmp")  # being written
 SHA256 = re.compile(r"[0-9a-f]{64}")
 ENTRY_FIELDS = {"index": int, "file": str, "lines": list, "dim": int, "sha256": str, "input_sha256": str}
@@ -94,14 +101,34 @@ def write_shards(
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ShardError(f"cannot make the shard directory {directory}: {e.strerror}") from None
-    with open(directory / LOCK, "a") as lock:
+    with open_lock(directory) as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise ShardError(f"another job is writing to {directory}") from None
-        remove_temporaries(directory)
         manifest = open_manifest(directory, job, shard_lines, chunk_lines, dim)  # again: ours alone now
+        remove_temporaries(directory, manifest)
         return write_locked(directory, lines, embed, manifest, progress or ignore, skipped or ignore)
+
+
+def open_lock(directory: Path) -> IO[bytes]:
+    """DIR/.lock, created if absent, opened without following a symbolic link (a link planted there would
+    have numbert create or open the file it points to): a ShardError for a link or anything but a file."""
+    path = directory / LOCK
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # NONBLOCK: a FIFO does not hang
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ShardError(
+                f"{path} is a symbolic link; numbert follows no link it did not make: remove it, or use "
+                f"another output directory"
+            ) from None
+        raise ShardError(f"cannot open {path}: {e.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ShardError(f"{path} is not a regular file: remove it, or use another output directory")
+    return os.fdopen(fd, "r+b")
 
 
 def ignore(_: object) -> None:
@@ -151,8 +178,14 @@ def write_locked(
 
     def finish(writer: ShardWriter, stop: int) -> None:
         entry = writer.finish(stop, input_hashes.pop(writer.index).hexdigest())
+        manifest.pop("writing", None)  # renamed: no temporary left
         manifest["shards"] = sorted([*manifest["shards"], entry], key=lambda e: e["index"])
         manifest["dim"] = entry["dim"]
+        write_json(directory / MANIFEST, manifest)
+
+    def writing(temporary: Path) -> None:
+        """Record a shard's temporary in the manifest before it is created: what proves it numbert's."""
+        manifest["writing"] = temporary.name
         write_json(directory / MANIFEST, manifest)
 
     writer = None
@@ -162,7 +195,7 @@ def write_locked(
         for shard, piece in shard_pieces(lines_range, shard_lines):
             if shard in finished:
                 continue
-            writer = writer or ShardWriter(directory, shard, piece.start)
+            writer = writer or ShardWriter(directory, shard, piece.start, writing)
             writer.write(vectors[piece.start - lines_range.start : piece.stop - lines_range.start])
             if piece.stop == (shard + 1) * shard_lines:
                 finish(writer, piece.stop)
@@ -359,11 +392,12 @@ def check_same_input(entry: dict, lines: range, input_sha256: str) -> None:
 
 
 class ShardWriter:
-    """One shard's rows, streamed into a temporary file that becomes part-NNNNN.npy once whole."""
+    """One shard's rows, streamed into a temporary file that becomes part-NNNNN.npy once whole; `record` is
+    given the temporary's name before the file is created."""
 
-    def __init__(self, directory: Path, index: int, first_line: int):
+    def __init__(self, directory: Path, index: int, first_line: int, record: Callable[[Path], object] = ignore):
         self.path, self.index, self.first_line = directory / shard_name(index), index, first_line
-        fd, self.temporary = create_temporary(self.path)
+        fd, self.temporary = create_temporary(self.path, record)
         self.file = os.fdopen(fd, "w+b")
         self.rows: NpyRows | None = None
 
@@ -409,22 +443,57 @@ def write_json(path: Path, value: dict) -> None:
     sync_directory(path.parent)
 
 
-def create_temporary(path: Path) -> tuple[int, Path]:
+def create_temporary(path: Path, record: Callable[[Path], object] = ignore) -> tuple[int, Path]:
     """A new empty file for what becomes `path`, next to it and named as TEMPORARY says, open for reading
-    and writing; its permissions are what the umask gives any new file, as `path` will keep them."""
+    and writing (O_EXCL: never an existing file, nor through a link); its permissions are what the umask
+    gives any new file, as `path` will keep them. `record(name)` is called before the file is created."""
     while True:
         temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        record(temporary)
         try:
-            return os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666), temporary
+            return os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666), temporary
         except FileExistsError:  # the name of another file being written: draw again
             continue
 
 
-def remove_temporaries(directory: Path) -> None:
-    """Delete the half-written files (TEMPORARY) a killed job left behind, and nothing else."""
+def remove_temporaries(directory: Path, manifest: dict) -> None:
+    """Delete the half-written files a killed job left behind that are provably numbert's, and nothing else:
+    the shard temporary the manifest names (`writing`), and manifest temporaries holding this job's
+    manifest. A file that only looks like one (TEMPORARY's name) is left as it is."""
+    writing = manifest.pop("writing", None)
     for name in os.listdir(directory):
-        if TEMPORARY.fullmatch(name):
-            (directory / name).unlink(missing_ok=True)
+        found = TEMPORARY.fullmatch(name)
+        path = directory / name
+        if not found or not is_plain_file(path):
+            continue
+        if name == writing or (found["name"] == MANIFEST and holds_manifest(path, manifest)):
+            path.unlink(missing_ok=True)
+
+
+def is_plain_file(path: Path) -> bool:
+    """A regular file, not a link to one."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def holds_manifest(path: Path, manifest: dict) -> bool:
+    """Whether the file at `path` (not a link) is a whole manifest of this job: a temporary numbert wrote."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        if os.fstat(fd).st_size > MANIFEST_BYTES:
+            return False
+        try:
+            written = json.loads(f.read())
+        except ValueError:  # half written: not provably ours
+            return False
+    keys = ("format", "job", "shard_lines", "chunk_lines")
+    ours = json.loads(json.dumps({key: manifest.get(key) for key in keys}))  # tuples as lists, as they were read
+    return isinstance(written, dict) and all(written.get(key) == ours[key] for key in keys)
 
 
 def sync_directory(directory: Path) -> None:

@@ -36,16 +36,34 @@ import warnings
 import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, islice
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
 import numpy as np
 
-from ..model.blas import configure_own_process, process_environment
+from ..model.blas import configure_own_process, cores, process_environment
 from ..pipeline import Bert, Recipe, Row, load
 
 Planned = tuple[Sequence[int], list[Row]]  # a planned batch: (the inputs it holds, their rows)
 PARENT_CHECK_SECONDS = 0.2  # how often a worker looks whether its parent is still alive
+WORKERS_PER_CORE = 4  # at most: one BLAS thread each, more workers than cores only share them (~200 MiB each)
+
+
+def most_workers() -> int:
+    """The most worker processes numbert starts on this machine: WORKERS_PER_CORE per core it may run on."""
+    return WORKERS_PER_CORE * cores()
+
+
+def check_workers(workers: int, name: str = "workers") -> int:
+    """`workers` if it is at most `most_workers()`, else a ValueError saying the limit and why."""
+    if workers > most_workers():
+        raise ValueError(
+            f"{name} is {workers}, more than {most_workers()} ({WORKERS_PER_CORE} per core on this machine's "
+            f"{cores()} cores): each worker process holds its own memory (~200 MiB) and more than one per core "
+            f"only share the cores"
+        )
+    return workers
 
 
 class WorkerDied(RuntimeError):
@@ -132,9 +150,12 @@ class Worker:
 
 
 class Pool:
-    """`workers` processes running planned batches with `numbert.load(model, **load_options)`.
+    """Up to `workers` processes running planned batches with `numbert.load(model, **load_options)`.
 
     model: a local directory or hub name every worker can load (they load it themselves).
+    workers: at most this many processes, and at most `most_workers()` (a ValueError beyond). One starts with
+        the pool (a model that does not load fails there); the others when batches need them, never more
+        than the batches handed to `map` at once (one line of input starts one worker, whatever `workers`).
     threads: BLAS threads per worker (1: the products and the element-wise work both scale by process).
     retries: how often a batch is run again after the worker holding it died.
     """
@@ -151,13 +172,18 @@ class Pool:
         for name, value, least in (("workers", workers, 1), ("threads", threads, 1), ("retries", retries, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+        self.size = check_workers(workers)
         self.model, self.threads, self.retries = os.fspath(model), threads, retries
         self.load_options = dict(load_options or {})
-        self.workers: list[Worker] = []
+        self.workers: list[Worker] = []  # those started
         self._finalizer = weakref.finalize(self, Pool._stop, self.workers)
-        for _ in range(workers):
-            self.workers.append(self._start())
-        for worker in self.workers:
+        self.grow(1)
+
+    def grow(self, wanted: int) -> None:
+        """Start workers (together, then wait for each to load) until `wanted` run, at most the pool's size."""
+        new = [self._start() for _ in range(min(wanted, self.size) - len(self.workers))]
+        self.workers.extend(new)
+        for worker in new:
             self._ready(worker)
 
     def _start(self) -> Worker:
@@ -208,7 +234,10 @@ class Pool:
         """
         if not self.workers:
             raise ValueError("this Pool is closed")
-        source = iter(enumerate(batches))
+        numbered = enumerate(batches)
+        first = list(islice(numbered, self.size))  # as many workers as these batches need, up to the pool's size
+        self.grow(len(first))
+        source = chain(first, numbered)
         retry: deque[tuple[int, Planned]] = deque()
         deaths: dict[int, int] = {}  # batch number -> workers that died holding it
         done: dict[int, tuple[Sequence[int], np.ndarray]] = {}

@@ -5,13 +5,13 @@ command, the server it runs, the worker processes it starts) set it before NumPy
 threads go to sleep at once instead of spinning (OPENBLAS_THREAD_TIMEOUT, unless the environment sets
 it), and a worker gets its thread count. The thread count is never chosen by the machine's load: on
 some BLAS kernels one thread and two sum in another order, and a command's vectors must not change
-their last bits with what else runs; on a loaded machine set OPENBLAS_NUM_THREADS=1 (the README's
+their last bits with what else runs; on a loaded machine set OPENBLAS_NUM_THREADS=1 (docs/usage.md's
 Threads section and docs/performance.md have the figures). numbert's processes also share the element-wise
 phases among as many row threads (numbert.model.row_threads) as they have BLAS threads, which pays only while idle
 BLAS threads sleep. In a user's Python process numbert sets nothing unless asked: `numbert.threads(n)` limits
-the BLAS threads through threadpoolctl (`pip install 'numbert[threads]'`); `numbert.model.row_threads.use(n)`
-shares the element-wise work (with OPENBLAS_THREAD_TIMEOUT=4 set before NumPy loads). This module imports no
-third-party module, so it can run before NumPy loads.
+the BLAS threads through threadpoolctl (`pip install threadpoolctl`, numbert's [threads] extra);
+`numbert.model.row_threads.use(n)` shares the element-wise work (with OPENBLAS_THREAD_TIMEOUT=4 set before NumPy
+loads). This module imports no third-party module, so it can run before NumPy loads.
 """
 
 from __future__ import annotations
@@ -78,7 +78,10 @@ def threads(n: int) -> Any:
     try:
         from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
     except ImportError:
-        raise ImportError("numbert.threads needs threadpoolctl: pip install 'numbert[threads]'") from None
+        raise ImportError(
+            "numbert.threads needs threadpoolctl: pip install threadpoolctl "
+            "(numbert's [threads] extra: pip install '.[threads]' in numbert's checkout)"
+        ) from None
     return threadpool_limits(limits=n, user_api="blas")
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .layers import ACTIVATIONS  # the hidden_act names numbert runs, each with its function
+from .layers import ACTIVATIONS, RELATIVE_BUCKETS  # the hidden_act names numbert runs, each with its function
 from .rotary import Rope
 
 CONFIG_FILES = ("config.json", "bert_config.json")  # transformers', then Google's TensorFlow release's
@@ -433,6 +433,13 @@ class BertConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{where}: {name} must be at least 1, got {getattr(self, name)}")
+        if self.relative.relative_attention and self.relative_attention_num_buckets < RELATIVE_BUCKETS:
+            raise ValueError(
+                f"{where}: relative_attention_num_buckets is {self.relative_attention_num_buckets}, but "
+                f"{self.model_type} reads {RELATIVE_BUCKETS} buckets of its relative position bias "
+                f"(encoder.relative_attention_bias.weight, a row a bucket, as transformers reads it): at least "
+                f"{RELATIVE_BUCKETS}"
+            )
         token_types = self.relative.token_types
         if self.type_vocab_size < 0 or (token_types is not None and (self.type_vocab_size >= 1) != token_types):
             has = "has no token types: 0" if not token_types else "has token types: at least 1"

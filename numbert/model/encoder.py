@@ -284,7 +284,7 @@ class Encoder:
         Reference: `reference.position_bias`."""
         if self.relative_attention_bias is None:
             return None
-        buckets = relative_position_buckets(seq)  # (seq, seq); transformers always uses 32 buckets here
+        buckets = relative_position_buckets(seq)  # (seq, seq); transformers always uses 32 (RELATIVE_BUCKETS) here
         return np.ascontiguousarray(self.relative_attention_bias[buckets].transpose(2, 0, 1))
 
     def rotations(self, seq: int, packing: Packing) -> dict[Rope, tuple[np.ndarray, np.ndarray]]:
@@ -401,12 +401,20 @@ class Encoder:
         return None if self.pooler is None else np.tanh(linear(last_hidden_state[..., 0, :], self.pooler))
 
     def forward(
-        self, input_ids, token_type_ids=None, attention_mask=None, *, output_attentions: bool = False
+        self,
+        input_ids,
+        token_type_ids=None,
+        attention_mask=None,
+        *,
+        output_attentions: bool = False,
+        every_position: bool = False,
     ) -> Output:
         """Run the encoder on token ids of shape (seq,) or (batch, seq).
 
         token_type_ids default to 0 (one segment), attention_mask to 1 (no padding).
-        The padding of a right-padded batch holds zeros in hidden_states and attentions.
+        The padding of a right-padded batch holds zeros in hidden_states and attentions; with every_position, the
+        positions the mask hides get hidden states too, as in transformers: they attend to the others, which never
+        attend to them (ColBERT's query expansion reads them).
         Reference: `reference.forward`; faster by running the layers on the real tokens only (Packing),
         by writing into hidden_states and attentions, and by reusing each layer's temporaries (Scratch).
         """
@@ -419,12 +427,13 @@ class Encoder:
             if output_attentions
             else None
         )
-        packing = Packing(mask)  # the layers run on the real tokens only
+        packing = Packing(mask, every_position)  # the layers run on the real tokens only (or on every position)
         score_bias = self.position_bias(seq)  # MPNet's, computed once for every layer; None for the others
         rotations = self.rotations(seq, packing)  # the modern family's, once per layer kind; {} for the others
         self.embeddings(ids, types, out=hidden_states[0])
         x = packing.pack(hidden_states[0])  # (tokens, hidden)
-        hidden_states[0][mask == 0] = 0  # padding holds zeros in every layer
+        if not every_position:
+            hidden_states[0][mask == 0] = 0  # padding holds zeros in every layer
         scratch = Scratch()  # each layer's temporaries, reused by the next
         for i, layer in enumerate(self.layers):
             rope = c.layer_rope(i)

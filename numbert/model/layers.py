@@ -317,7 +317,10 @@ def positions_past_padding(input_ids: np.ndarray, pad_token_id: int) -> np.ndarr
     return np.cumsum(real, axis=1) * real + pad_token_id
 
 
-def relative_position_buckets(seq: int, num_buckets: int = 32, max_distance: int = 128) -> np.ndarray:
+RELATIVE_BUCKETS = 32  # the buckets MPNet reads its relative position bias in (transformers always passes 32)
+
+
+def relative_position_buckets(seq: int, num_buckets: int = RELATIVE_BUCKETS, max_distance: int = 128) -> np.ndarray:
     """MPNet's (and T5's) bucket of each relative distance key - query: half the buckets for keys before
     the query, half for keys after; in each half, distances below a quarter of the buckets get one bucket
     each, larger ones share buckets spaced logarithmically up to max_distance. (seq, seq) int64.

@@ -45,12 +45,13 @@ class Group(NamedTuple):
 class Packing:
     """Where each real token of a (batch, seq) attention mask goes in the packed (tokens, ...) arrays."""
 
-    def __init__(self, attention_mask: np.ndarray):
+    def __init__(self, attention_mask: np.ndarray, every_position: bool = False):
         batch, seq = attention_mask.shape
         self.shape = (batch, seq)
         lengths = attention_mask.astype(bool).sum(axis=1)
         positions = np.arange(seq)
-        if np.array_equal(attention_mask != 0, positions < lengths[:, None]):  # right-padded: pack the real tokens
+        right_padded = np.array_equal(attention_mask != 0, positions < lengths[:, None])
+        if right_padded and not every_position:  # pack the real tokens
             order = np.argsort(lengths, kind="stable")
             kept = positions < lengths[order, None]  # (batch, seq), in packing order
             self.index = (order[:, None] * seq + positions)[kept]  # (tokens,) flat (batch * seq) positions
@@ -60,7 +61,7 @@ class Packing:
                 for n in np.unique(lengths)
                 if n > 0
             ]
-        else:  # padding elsewhere: every position, in one group, masked as the padded batch is
+        else:  # padding elsewhere, or asked for every position: one group, masked as the padded batch is
             self.index = np.arange(batch * seq)
             self.groups = [Group(np.arange(batch), seq, 0, attention_mask_bias(attention_mask))]
         self.real_tokens = int(lengths.sum())

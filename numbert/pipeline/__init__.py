@@ -7,7 +7,8 @@
     planner.py     rows, and the two batch planners: a corpus by length, a live queue by token budget
     batcher.py     Batcher: a live queue of requests' rows and the one thread that runs their forwards
     readouts.py    what one forward's rows become for each task
-    embedding.py, sparse.py, reranking.py, tasks.py, vocabulary.py: the tasks, each a function of the Pipeline
+    embedding.py, sparse.py, reranking.py, tasks.py, vocabulary.py, late_interaction.py, m3.py: the tasks, each a
+                   function of the Pipeline
     quantization.py, search.py: vectors for an index, and search over them
 
 This module is the layer's public face: the engines above it (numbert.cli, numbert.serve, numbert.engines) import
@@ -18,14 +19,26 @@ from ..model.pooling import COMBINES, POOLINGS, STRATEGIES
 from .batcher import Batcher, Readout
 from .bert import Bert, load
 from .embedding import Runner
+from .late_interaction import maxsim, similarity_of
+from .m3 import MODES as M3_MODES
+from .m3 import M3Embeddings
 from .pipeline import InputTooLong, InvalidTokenId, Pipeline, TooManyTokens
 from .planner import Row, positive
 from .quantization import CALIBRATED, DTYPES, PRECISIONS, quantize, width
-from .readouts import SentenceVectors, SequenceLogits, SparseVectors, TokenVectors
+from .readouts import (
+    LexicalWeights,
+    M3Vectors,
+    MultiVectors,
+    SentenceVectors,
+    SequenceLogits,
+    SparseVector,
+    SparseVectors,
+    TokenVectors,
+    prune,
+)
 from .recipe import Recipe
 from .reranking import activation_of, ranking
 from .search import semantic_search
-from .sparse import SparseVector, prune
 from .tasks import AGGREGATIONS, MAX_MASKS, SCORE_FUNCTIONS, label_scores
 
 __all__ = [
@@ -33,6 +46,7 @@ __all__ = [
     "CALIBRATED",
     "COMBINES",
     "DTYPES",
+    "M3_MODES",
     "MAX_MASKS",
     "POOLINGS",
     "PRECISIONS",
@@ -42,6 +56,10 @@ __all__ = [
     "Bert",
     "InputTooLong",
     "InvalidTokenId",
+    "LexicalWeights",
+    "M3Embeddings",
+    "M3Vectors",
+    "MultiVectors",
     "Pipeline",
     "Readout",
     "Recipe",
@@ -56,10 +74,12 @@ __all__ = [
     "activation_of",
     "label_scores",
     "load",
+    "maxsim",
     "positive",
     "prune",
     "quantize",
     "ranking",
     "semantic_search",
+    "similarity_of",
     "width",
 ]

@@ -23,8 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
-import numpy as np
-
 from ..model.encoder import Output
 from .planner import Row, next_batch
 
@@ -42,12 +40,13 @@ class Counters(Protocol):
 
 
 class Readout(Protocol):
-    """What a forward's rows become for one task (numbert.pipeline.readouts): one answer per row."""
+    """What a forward's rows become for one task (numbert.pipeline.readouts): one answer per row (an array, or a
+    task's tuple of them)."""
 
     @property
     def task(self) -> str | None: ...  # the task adapters the rows run through (jina-embeddings-v3), or None
 
-    def __call__(self, out: Output) -> list[np.ndarray]: ...
+    def __call__(self, out: Output) -> list: ...
 
 
 @dataclass(eq=False)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from . import embedding, reranking, sparse, tasks, vocabulary
+from . import embedding, late_interaction, m3, reranking, sparse, tasks, vocabulary
 from .pipeline import Pipeline
 
 
@@ -30,6 +30,13 @@ class Bert(Pipeline):
     word_vectors = embedding.word_vectors  # the words of a text with their vectors
     embed_sparse = sparse.embed_sparse  # SPLADE vectors over the vocabulary (the masked-LM head), as SparseEncoder
     sparse_tokens = sparse.token_weights  # a sparse vector as {token: weight}
+
+    # --- a vector per token: late interaction (numbert.pipeline.late_interaction) and BGE-M3 (.m3) ------------
+
+    embed_multi = late_interaction.embed_multi  # each text's token vectors, as a ColBERT checkpoint computes them
+    rank_multi = late_interaction.rank_multi  # documents best first by MaxSim with the query
+    embed_m3 = m3.embed_m3  # BGE-M3's dense, sparse and multi-vector outputs from one forward
+    m3_scores = m3.m3_scores  # BGE-M3's scores of (query, passage) pairs, as BGEM3FlagModel.compute_score
 
     # --- the heads a checkpoint carries (numbert.pipeline.tasks, .reranking) ---------------------------
 

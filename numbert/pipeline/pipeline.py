@@ -27,18 +27,29 @@ from typing import Any, Self
 
 import numpy as np
 
+from ..checkpoint.colbert_config import ColbertConfig, read_colbert_config
 from ..checkpoint.hub import VOCAB_FILES, default_model, model_checkpoint
+from ..checkpoint.m3_heads import M3Heads, read_m3_heads
 from ..checkpoint.sentence_config import SentenceConfig, SpladePooling, read_sentence_config
 from ..checkpoint.weights import load_weights
 from ..model import pooling
 from ..model.config import BertConfig, config_file
 from ..model.encoder import Encoder, Output
 from ..model.heads import HeadConfig, Heads
+from ..model.layers import linear
 from ..tokenizer import Encoding, Tokenizer
-from ..tokenizer.tokenizer import SLOW_TOKENIZER_FILES, alias
+from ..tokenizer.tokenizer import SLOW_TOKENIZER_FILES, alias, read_options
 from . import planner, recipe
 from .planner import Row, row_of, text_list
-from .readouts import SentenceVectors, SequenceLogits, SparseVectors, TokenVectors
+from .readouts import (
+    LexicalWeights,
+    M3Vectors,
+    MultiVectors,
+    SentenceVectors,
+    SequenceLogits,
+    SparseVectors,
+    TokenVectors,
+)
 from .recipe import Recipe
 
 
@@ -79,6 +90,8 @@ class Pipeline:
         name: str | None = None,
         head_config: HeadConfig | None = None,
         directory: Path | None = None,
+        colbert: ColbertConfig | None = None,
+        m3: M3Heads | None = None,
     ):
         self.encoder = encoder
         self.tokenizer = tokenizer
@@ -87,6 +100,8 @@ class Pipeline:
         # the checkpoint's task heads (masked LM, next sentence, classifier, QA), built when a task first needs one
         self.heads = Heads(encoder.weights, encoder.config, head_config, source=name or "model")
         self.directory = directory  # where from_pretrained found it (a TF checkpoint: its prefix): workers load it
+        self.colbert = colbert  # a multi-vector (ColBERT) model's recipe: PyLate's or MultiVectorEncoder's
+        self.m3 = m3  # BGE-M3's heads (colbert_linear.pt, sparse_linear.pt), else None
 
     @property
     def config(self) -> BertConfig:
@@ -109,17 +124,24 @@ class Pipeline:
         directory = checkpoint.directory
         config = BertConfig.from_json(config_file(directory))  # config.json, or Google's bert_config.json
         weights = load_weights(checkpoint, config, check_finite=check_finite)
+        colbert, m3 = read_colbert_config(directory), read_m3_heads(directory, config.hidden_size)
         has_vocab = any((directory / f).is_file() for f in (*VOCAB_FILES, *SLOW_TOKENIZER_FILES))  # (slow: refused)
-        tokenizer = Tokenizer.from_pretrained(directory) if has_vocab else None
+        pylate = colbert is not None and colbert.library == "PyLate"
+        tokenizer = load_tokenizer(directory, pylate) if has_vocab else None
         if tokenizer is not None:  # a vocabulary that does not fit the embedding table is refused here, named
             tokenizer.check_embedding_rows(config.vocab_size, str(checkpoint.location))
+        sentence_config = read_sentence_config(directory)
+        if sentence_config is None and m3 is not None:  # BGEM3FlagModel's dense vector: the normalized [CLS]
+            sentence_config = SentenceConfig(("cls",), normalize=True)
         return cls(
             Encoder(config, weights),
             tokenizer,
-            read_sentence_config(directory),
+            sentence_config,
             name=str(name_or_path),
             head_config=HeadConfig.from_json(config_file(directory)),
             directory=checkpoint.location,
+            colbert=colbert,
+            m3=m3,
         )
 
     def require_tokenizer(self) -> Tokenizer:
@@ -141,6 +163,11 @@ class Pipeline:
         if choices.get("truncation_side") is None:
             choices["truncation_side"] = "right" if self.tokenizer is None else self.tokenizer.truncation_side
         return recipe.build(self.config, self.sentence_config, self.encoder.pooler is not None, **choices)
+
+    @property
+    def parameter_count(self) -> int:
+        """How many numbers the encoder's weights hold."""
+        return sum(int(w.size) for w in self.encoder.weights.values())
 
     @functools.cached_property
     def unit_word_embeddings(self) -> np.ndarray:
@@ -413,9 +440,12 @@ class Pipeline:
         """The sequence classifier's logits per row; a ValueError naming the missing tensors without one."""
         return SequenceLogits(self.heads.sequence_classifier)
 
-    def sparse_vectors(self) -> SparseVectors:
-        """The SPLADE vector per row: the masked-LM head (a ValueError naming the missing tensors without one)
-        with the directory's SpladePooling, or, for a checkpoint that names none, SparseEncoder's default."""
+    def sparse_vectors(self, top_k: int | None = None) -> SparseVectors | LexicalWeights:
+        """The SPLADE vector per row, its `top_k` largest weights (None: every non-zero one): the masked-LM head
+        (a ValueError naming the missing tensors without one) with the directory's SpladePooling, or, for a
+        checkpoint that names none, SparseEncoder's default. A BGE-M3 model's: its lexical weights."""
+        if self.m3 is not None:
+            return self.lexical_weights(top_k)
         st = self.sentence_config
         if st is not None and st.unsupported:
             raise ValueError(
@@ -423,7 +453,123 @@ class Pipeline:
                 f"({', '.join(st.unsupported)}), so its sparse vectors cannot be computed"
             )
         splade = st.splade if st is not None and st.splade is not None else SpladePooling()
-        return SparseVectors(self.heads.masked_lm, self.config, splade)
+        return SparseVectors(self.heads.masked_lm, self.config, splade, top_k)
+
+    # --- multi-vector models (ColBERT, BGE-M3): rows and readouts ---------------------------------------
+
+    @property
+    def is_multi_vector(self) -> bool:
+        """A ColBERT (PyLate, MultiVectorEncoder) or BGE-M3 model: it gives a vector per token."""
+        return self.colbert is not None or self.m3 is not None
+
+    def require_multi_vector(self) -> ColbertConfig | M3Heads:
+        """The ColBERT recipe or BGE-M3's heads, or a ValueError saying the model has neither."""
+        found = self.colbert if self.colbert is not None else self.m3
+        if found is None:
+            raise ValueError(
+                f"{self.name} is not a multi-vector model: it has neither a ColBERT recipe (a PyLate or "
+                f"sentence-transformers MultiVectorEncoder directory) nor BGE-M3's colbert_linear.pt"
+            )
+        return found
+
+    def multi_limit(self, is_query: bool) -> int:
+        """Tokens a query (or document) is cut to, markers and expansion included: the ColBERT recipe's length
+        (a "min" expansion: at least its length), else the sentence config's max_seq_length, else the model's."""
+        limit = self.config.max_tokens
+        st = self.sentence_config
+        default = min(st.max_seq_length, limit) if st is not None and st.max_seq_length else limit
+        c = self.colbert
+        if c is None:
+            return default
+        length = c.query_length if is_query else c.document_length
+        length = default if length is None else min(length, limit)
+        if is_query and c.expansion is not None:
+            length = c.expansion.length if c.expansion.strategy == "fixed" else max(length, c.expansion.length)
+        return min(length, limit)
+
+    def multi_rows(
+        self, texts: Sequence[str], *, is_query: bool, truncate: bool = True, side: str | None = None
+    ) -> list[Row]:
+        """A row per text as a multi-vector model reads a query (or a document), within `multi_limit` tokens: cut
+        there (on `side`, default the tokenizer's) if `truncate` or the ColBERT recipe names the length, else
+        InputTooLong naming the first text too long.
+
+        ColBERT: the text with its prompt ("query" or "document": MultiVectorEncoder's markers) and lowercasing;
+        PyLate's marker token inserted after [CLS]; a query shorter than the expansion length padded with the
+        expansion token ([MASK]), which only reads the query unless the recipe attends to it. BGE-M3: the text."""
+        c = self.require_multi_vector()
+        tokenizer = self.require_tokenizer()
+        side = side or tokenizer.truncation_side
+        limit = self.multi_limit(is_query)
+        if not isinstance(c, ColbertConfig):  # BGE-M3: the text as it is
+            return [row_of(self.bounded(i, t, None, limit, truncate=truncate, side=side)) for i, t in enumerate(texts)]
+        st = self.sentence_config
+        prompt = self.multi_prompt(is_query)
+        lower = st is not None and st.do_lower_case
+        marker = c.query_marker if is_query else c.document_marker
+        marker_id = None if not marker else self.token_id(marker)
+        cut = truncate or (c.query_length if is_query else c.document_length) is not None or is_query and c.expansion
+        rows = []
+        for i, text in enumerate(texts):
+            text = prompt + (text.lower() if lower else text)
+            encoding = self.bounded(i, text, None, limit - (marker_id is not None), truncate=bool(cut), side=side)
+            ids = np.asarray(encoding.ids, np.int32)
+            if marker_id is not None:  # PyLate: [CLS] marker text [SEP]
+                ids = np.concatenate([ids[:1], [marker_id], ids[1:]]).astype(np.int32)
+            attended = None
+            e = c.expansion
+            if is_query and e is not None and len(ids) < e.length:
+                expansion_id = self.token_id(e.token) if e.token is not None else tokenizer.mask_token_id
+                attended = None if e.attend else len(ids)
+                ids = np.concatenate([ids, np.full(e.length - len(ids), expansion_id, np.int32)])
+            rows.append(Row(ids, None, attended))
+        return rows
+
+    def multi_prompt(self, is_query: bool) -> str:
+        """The text put before a query (document) of a ColBERT model: MultiVectorEncoder's prompt "query"
+        ("document"); PyLate's default prompt, if it names one (its markers are tokens, not prompts)."""
+        st, c = self.sentence_config, self.colbert
+        if st is None or c is None:
+            return ""
+        if c.library == "PyLate":
+            return st.prompts.get(st.default_prompt_name, "") if st.default_prompt_name else ""
+        return st.prompts.get("query" if is_query else "document", "")
+
+    def token_id(self, token: str) -> int:
+        """A token's id in the vocabulary, or a ValueError naming it (a ColBERT marker or expansion token)."""
+        vocab = self.require_tokenizer().vocab
+        if token not in vocab:
+            raise ValueError(f"{self.name}: the token {token!r} its ColBERT recipe names is not in its vocabulary")
+        return vocab[token]
+
+    def multi_vectors(self, is_query: bool) -> MultiVectors:
+        """The readout of a multi-vector model's queries (documents): the token vectors it keeps, projected and
+        normalized; a ValueError saying so for a model that is not a multi-vector model."""
+        c = self.require_multi_vector()
+        if not isinstance(c, ColbertConfig):  # BGE-M3: colbert_linear on every token after [CLS]
+            head = c.colbert
+            return MultiVectors((lambda h: linear(h, head),), normalize=True, first=1)
+        skip = np.empty(0, np.int64)
+        if ("query" if is_query else "document") in c.skiplist_tasks and c.skiplist:
+            tokenizer = self.require_tokenizer()
+            unk = tokenizer.unk_token_id
+            ids = [tokenizer.vocab.get(word, unk) for word in c.skiplist]  # words not in the vocabulary: none
+            skip = np.array(sorted({i for i, w in zip(ids, c.skiplist) if i != unk or w == tokenizer.unk_token}))
+        expansion = c.expansion.length if is_query and c.expansion is not None else 0
+        return MultiVectors(c.projection, c.normalize, skip, expansion)
+
+    def lexical_weights(self, top_k: int | None = None) -> LexicalWeights:
+        """BGE-M3's sparse readout (its `top_k` largest weights; None: all); a ValueError for a model without
+        BGE-M3's heads."""
+        if self.m3 is None:
+            raise ValueError(f"{self.name} has no BGE-M3 heads (colbert_linear.pt, sparse_linear.pt)")
+        t = self.require_tokenizer()
+        unused = np.array(sorted({t.cls_token_id, t.sep_token_id, t.pad_token_id, t.unk_token_id}), np.int64)
+        return LexicalWeights(self.m3.sparse, unused, top_k)
+
+    def m3_vectors(self) -> M3Vectors:
+        """BGE-M3's three outputs of one forward; a ValueError for a model without BGE-M3's heads."""
+        return M3Vectors(self.lexical_weights(), self.multi_vectors(is_query=False))
 
     @property
     def labels(self) -> list[str]:
@@ -451,6 +597,29 @@ class Pipeline:
             f"{type(self).__name__}({self.name!r}, layers={c.num_hidden_layers}, hidden={c.hidden_size}, "
             f"heads={c.num_attention_heads}, vocab={c.vocab_size})"
         )
+
+
+def load_tokenizer(directory: Path, pylate: bool) -> Tokenizer:
+    """The directory's tokenizer. PyLate saves its markers ("[Q] ", "[D] ") in tokenizer.json as added tokens that
+    are not special, which numbert's tokenizer does not match; numbert inserts their ids itself, and, as
+    sentence-transformers does when it loads a PyLate checkpoint, registers them as special tokens (matched whole in
+    the raw text, where transformers would match them in the lowercased text too)."""
+    path = directory / "tokenizer.json"
+    if not pylate or (directory / "vocab.txt").is_file() or not path.is_file():
+        return Tokenizer.from_pretrained(directory)
+    from ..tokenizer.pipeline import TokenizerJson
+
+    spec = TokenizerJson(path)
+    for token in spec.spec.get("added_tokens") or []:
+        if isinstance(token, dict) and token.get("special") is False:
+            token["special"], token["normalized"] = True, False
+    options: dict = {}
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        if (directory / name).is_file():
+            options |= read_options(directory / name)
+    named = ("pad_token", "mask_token", "truncation_side")
+    kept = {k: options[k] for k in named if k in options}
+    return Tokenizer.from_tokenizer_json(spec, model_max_length=options.get("model_max_length"), **kept)
 
 
 def with_tokens(out: Output, encodings: Sequence[Encoding], pad_token: str) -> Output:

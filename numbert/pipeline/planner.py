@@ -40,6 +40,9 @@ class Row(NamedTuple):
 
     ids: np.ndarray  # (seq,) int32 token ids, [CLS] ... [SEP]
     type_ids: np.ndarray | None = None  # (seq,) int32 segment ids of a pair; None: all 0 (one text)
+    # the first `attended` tokens are read by every token; the rest read them but are never read (ColBERT's query
+    # expansion: [MASK]s that soak up the query). None: every token is read.
+    attended: int | None = None
 
 
 def row_of(encoding: Encoding) -> Row:
@@ -52,10 +55,18 @@ def row_of(encoding: Encoding) -> Row:
 
 
 def forward(encoder: Encoder, rows: Sequence[Row], *, output_attentions: bool = False) -> Output:
-    """One forward over rows of different lengths, right-padded to the longest. Output arrays (batch, ...)"""
+    """One forward over rows of different lengths, right-padded to the longest. Output arrays (batch, ...)
+
+    A row whose tokens past `attended` are read by none (ColBERT's query expansion) has them masked out of the
+    attention mask, and every position of the batch runs, as transformers runs a padded batch."""
     batch = pad(rows, encoder.config.pad_token_id)
+    mask, expanded = batch.attention_mask, False
+    for i, row in enumerate(rows):
+        if row.attended is not None:
+            mask[i, row.attended :] = 0
+            expanded = True
     return encoder.forward(
-        batch.input_ids, batch.token_type_ids, batch.attention_mask, output_attentions=output_attentions
+        batch.input_ids, batch.token_type_ids, mask, output_attentions=output_attentions, every_position=expanded
     )
 
 

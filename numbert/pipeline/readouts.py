@@ -7,7 +7,10 @@
     TokenLogits(classifier)      last hidden state       classifier on each token  (seq, labels)
     SpanLogits(qa_outputs)       last hidden state       qa_outputs                (seq, 2): start, end
     MaskedLMLogits(head, config) last hidden state       cls.predictions           (seq, vocab)
-    SparseVectors(head, ...)     last hidden state       cls.predictions, SPLADE   (vocab,)
+    SparseVectors(head, ...)     last hidden state       cls.predictions, SPLADE   SparseVector: ids, weights
+    MultiVectors(projection...)  last hidden state       Dense layers, normalize   (kept tokens, dim): ColBERT
+    LexicalWeights(head, ...)    last hidden state       BGE-M3's sparse_linear    a SparseVector (ids, weights)
+    M3Vectors(heads, ...)        last hidden state       BGE-M3's three outputs    an M3Vectors.Answer
 
 Each is built from its head (numbert.model.heads.Heads builds and checks it), so a checkpoint without the
 head fails when the readout is made, before any forward.
@@ -21,7 +24,9 @@ same logits and turn them into labels, entities, answers and words.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -37,7 +42,8 @@ from ..model.heads import (
     sequence_logits,
     splade_weights,
 )
-from ..model.layers import Linear
+from ..model.layers import Linear, linear, relu
+from ..model.pooling import normalize
 from .recipe import Recipe
 
 BLOCK_TOKENS = 256  # tokens whose vocabulary scores SparseVectors holds at once: 256 x 30522 x 4 bytes = 31 MB
@@ -141,9 +147,26 @@ class MaskedLMLogits:
         return [masked_lm_logits(h, self.head, c.layer_norm_eps) for h in per_token(out, out.last_hidden_state)]
 
 
+class SparseVector(NamedTuple):
+    """One text's sparse vector: the vocabulary ids of its non-zero weights, ascending, and the weights."""
+
+    ids: np.ndarray  # (active,) int32, ascending
+    weights: np.ndarray  # (active,) float32, > 0
+
+
+def prune(weights: np.ndarray, top_k: int | None = None) -> SparseVector:
+    """A dense SPLADE vector (vocab,) as a SparseVector of its non-zero weights, the top_k largest if given
+    (ties at the cut: the lower ids), as select_max_active_dims and to_sparse() leave it."""
+    ids = np.flatnonzero(weights)
+    if top_k is not None and len(ids) > top_k:
+        best = np.argsort(-weights[ids], kind="stable")[:top_k]  # ids ascending, so ties keep the lower
+        ids = np.sort(ids[best])
+    return SparseVector(ids.astype(np.int32), weights[ids])
+
+
 @dataclass(frozen=True, eq=False)
 class SparseVectors:
-    """A SPLADE vector per row over the vocabulary, dense (most weights 0): the masked-LM logits of each real
+    """A SPLADE vector per row over the vocabulary, as its non-zero weights (`prune`): the masked-LM logits of each real
     token through log(1 + relu), pooled over the row's tokens (max, or sum), as SparseEncoder's SpladePooling.
     (vocab,)
 
@@ -155,10 +178,11 @@ class SparseVectors:
     head: MaskedLM  # Heads.masked_lm
     config: BertConfig  # its LayerNorm epsilon
     pooling: SpladePooling = SpladePooling()
+    top_k: int | None = None  # the weights each vector keeps (`prune`); None: every non-zero one
     name = "embed_sparse"
     task = None  # no task adapters
 
-    def __call__(self, out: Output) -> list[np.ndarray]:
+    def __call__(self, out: Output) -> list[SparseVector]:
         c, by_max = self.config, self.pooling.strategy == "max"
         pool = np.maximum if by_max else np.add
         rows = per_token(out, out.last_hidden_state)
@@ -173,4 +197,92 @@ class SparseVectors:
             firsts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])  # where each row's piece begins
             here = owners[firsts]
             vectors[here] = pool(vectors[here], pool.reduceat(scores, firsts, axis=0))
-        return list(splade_weights(vectors, self.pooling.activation) if by_max else vectors)
+        weights = splade_weights(vectors, self.pooling.activation) if by_max else vectors
+        return [prune(row, self.top_k) for row in weights]
+
+
+@dataclass(frozen=True, eq=False)
+class MultiVectors:
+    """A vector per kept token of each row, as a multi-vector (ColBERT) model reads them: the last layer's token
+    vectors through the projection, each scaled to unit length. (kept tokens, dim)
+
+    Kept: the row's real tokens from `first` on (BGE-M3 drops [CLS]); a query's first `expansion` positions
+    whether real or expansion tokens ([MASK]s the other tokens never read); not the tokens whose ids are in
+    `skip_ids` (a document's skiplist of punctuation). The kept tokens of all rows are projected in one product."""
+
+    projection: Sequence[Callable[[np.ndarray], np.ndarray]]  # (tokens, hidden) -> (tokens, dim), in order
+    normalize: bool = True
+    skip_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # ids whose vectors are dropped
+    expansion: int = 0  # a query's expansion length: its first `expansion` positions are kept
+    first: int = 0  # positions dropped at the start of each row
+    name = "embed_multi"
+
+    def kept(self, out: Output) -> np.ndarray:
+        """Which positions of the batch give a vector. (batch, seq) bool"""
+        mask = (out.attention_mask if out.batched else out.attention_mask[None]).astype(bool)
+        ids = out.input_ids if out.batched else out.input_ids[None]
+        mask[:, : self.expansion] = True
+        mask[:, : self.first] = False
+        if len(self.skip_ids):
+            mask &= ~np.isin(ids, self.skip_ids)
+        return mask
+
+    def __call__(self, out: Output) -> list[np.ndarray]:
+        hidden = out.last_hidden_state if out.batched else out.last_hidden_state[None]
+        kept = self.kept(out)
+        vectors = hidden[kept]  # (kept tokens of all rows, hidden), row after row
+        for layer in self.projection:
+            vectors = layer(vectors)
+        if self.normalize:
+            vectors = normalize(vectors)
+        return np.split(vectors, np.cumsum(kept.sum(axis=1))[:-1])
+
+
+@dataclass(frozen=True, eq=False)
+class LexicalWeights:
+    """BGE-M3's sparse vector of each row: relu(sparse_linear(h)) per token, the largest per vocabulary id, the
+    special tokens ([CLS], end of sequence, padding, unknown) dropped, as FlagEmbedding's lexical weights."""
+
+    head: Linear  # M3Heads.sparse: (1, hidden)
+    unused_ids: np.ndarray  # ids whose weights are dropped
+    top_k: int | None = None  # the weights each vector keeps (the largest; ties: the lower ids); None: all
+    name = "embed_sparse"
+
+    def __call__(self, out: Output) -> list[SparseVector]:
+        weights = relu(linear(out.last_hidden_state, self.head))[..., 0]  # ([batch,] seq)
+        weights = weights if out.batched else weights[None]
+        ids = out.input_ids if out.batched else out.input_ids[None]
+        vectors = []
+        for row_ids, row_weights, n in zip(ids, weights, row_lengths(out)):
+            keep = (row_weights[:n] > 0) & ~np.isin(row_ids[:n], self.unused_ids)
+            kept_ids, kept_weights = row_ids[:n][keep], row_weights[:n][keep]
+            order = np.lexsort((-kept_weights, kept_ids))  # by id, the largest weight of each id first
+            kept_ids, kept_weights = kept_ids[order], kept_weights[order]
+            first = np.r_[True, kept_ids[1:] != kept_ids[:-1]]
+            ids, values = kept_ids[first].astype(np.int32), kept_weights[first].astype(np.float32)
+            if self.top_k is not None and len(ids) > self.top_k:
+                best = np.sort(np.argsort(-values, kind="stable")[: self.top_k])  # ids ascending: ties keep the lower
+                ids, values = ids[best], values[best]
+            vectors.append(SparseVector(ids, values))
+        return vectors
+
+
+@dataclass(frozen=True, eq=False)
+class M3Vectors:
+    """BGE-M3's three outputs of each row from one forward: the dense vector (the normalized [CLS] vector), the
+    lexical weights (LexicalWeights) and the multi-vector output (MultiVectors: colbert_linear on every token after
+    [CLS], normalized), as FlagEmbedding's BGEM3FlagModel.encode gives them."""
+
+    sparse: LexicalWeights
+    multi: MultiVectors
+    name = "embed_m3"
+
+    class Answer(NamedTuple):
+        dense: np.ndarray  # (hidden,)
+        sparse: SparseVector
+        multi: np.ndarray  # (tokens - 1, dim)
+
+    def __call__(self, out: Output) -> list[M3Vectors.Answer]:
+        first = out.last_hidden_state[..., 0, :]
+        dense = normalize(first if out.batched else first[None])
+        return [M3Vectors.Answer(*answer) for answer in zip(dense, self.sparse(out), self.multi(out))]

@@ -20,30 +20,13 @@ its ids, ascending as in SparseEncoder's sparse tensor, and their weights; `toke
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import numpy as np
 
 from . import planner
 from .pipeline import Pipeline
 from .planner import row_of, text_list
-
-
-class SparseVector(NamedTuple):
-    """One text's sparse vector: the vocabulary ids of its non-zero weights, ascending, and the weights."""
-
-    ids: np.ndarray  # (active,) int32, ascending
-    weights: np.ndarray  # (active,) float32, > 0
-
-
-def prune(weights: np.ndarray, top_k: int | None = None) -> SparseVector:
-    """A dense SPLADE vector (vocab,) as a SparseVector of its non-zero weights, the top_k largest if given
-    (ties at the cut: the lower ids), as select_max_active_dims and to_sparse() leave it."""
-    ids = np.flatnonzero(weights)
-    if top_k is not None and len(ids) > top_k:
-        best = np.argsort(-weights[ids], kind="stable")[:top_k]  # ids ascending, so ties keep the lower
-        ids = np.sort(ids[best])
-    return SparseVector(ids.astype(np.int32), weights[ids])
+from .readouts import SparseVector
 
 
 def embed_sparse(
@@ -73,15 +56,14 @@ def embed_sparse(
     st = model.sentence_config
     top_k = st.max_active_dims if top_k is None and st is not None else top_k
     top_k = None if top_k is None else planner.positive("top_k", top_k)
-    read = model.sparse_vectors()
+    read = model.sparse_vectors(top_k)
     shape = model.recipe(  # the text: its length, prompt and lowercasing
         pooling="mean", max_length=max_length, prompt=prompt, prompt_name=prompt_name, truncation_side=truncation_side
     )
     vectors: list[SparseVector] = [SparseVector(np.empty(0, np.int32), np.empty(0, np.float32))] * len(texts)
     for positions, encodings in model.plan(texts, None, shape, batch_size):
-        dense = read(model.forward_rows([row_of(e) for e in encodings]))
-        for i, weights in zip(positions, dense):
-            vectors[i] = prune(weights, top_k)
+        for i, vector in zip(positions, read(model.forward_rows([row_of(e) for e in encodings]))):
+            vectors[i] = vector
     return vectors[0] if single else vectors
 
 

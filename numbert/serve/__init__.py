@@ -9,7 +9,7 @@ The modules, bottom up: `settings` (what the server was told), `metrics` (Promet
 `app` (the Starlette routes), `connection` (uvicorn's HTTP connection, with a deadline on request
 heads), `main` (the uvicorn process: workers, signals, graceful shutdown); `logs` (--log-format json) and
 `tracing` (OpenTelemetry spans, --otlp-endpoint), imported only when asked for (docs/serving.md).
-Needs the [serve] extra (Starlette and uvicorn): `pip install "numbert[serve]"`.
+Needs the [serve] extra (Starlette and uvicorn): `pip install ".[serve]"` in numbert's checkout.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import numpy as np
@@ -34,23 +35,14 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from .. import __version__
 from ..model.blas import own_process_threads
-from ..pipeline import (
-    CALIBRATED,
-    Batcher,
-    InputTooLong,
-    InvalidTokenId,
-    Readout,
-    Recipe,
-    TooManyTokens,
-    prune,
-    ranking,
-)
-from . import protocol
+from ..pipeline import CALIBRATED, Batcher, InputTooLong, InvalidTokenId, Readout, Recipe, Row, TooManyTokens, ranking
+from . import openapi, protocol
 from .auth import OPEN_PATHS, BearerAuth
 from .metrics import Metrics
 from .models import Models, ServedModel
-from .protocol import ApiError, EmbeddingRequest, ScoringRequest
+from .protocol import ApiError, EmbeddingRequest, ScoringRequest, SimilarityRequest
 from .settings import Settings
 
 log = logging.getLogger("numbert.serve")
@@ -78,6 +70,7 @@ class Server:
         self.models = Models(settings)
         self.threads = anyio.CapacityLimiter(2)  # parsing, tokenizing, rendering: off the event loop
         self.started = int(time.time())
+        self.described: dict = {}  # the OpenAPI document, made by create_app once the routes are known
         self.tracing = (
             None if settings.otlp_endpoint is None else tracing(settings.otlp_endpoint, ", ".join(settings.models))
         )
@@ -164,13 +157,137 @@ class Server:
         metrics = self.metrics if self.shared_metrics is None else self.metrics.merged(self.shared_metrics)
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
+    # --- numbert's multi-vector route: /embed_multi -------------------------------------------------------
+
+    async def embed_multi(self, request: Request) -> Response:
+        return await self.handle(request, "/embed_multi", self.multi_answer)
+
+    async def multi_answer(self, http: Request) -> tuple[bytes, int, int]:
+        """The answer to /embed_multi: each input's token vectors, as a query's or a document's, through the queue;
+        at most max_batch_tokens tokens a request ([MASK] expansion included; 413 beyond), so an answer stays
+        bounded (a vector a token), as /embed_all's."""
+        body = await self.read_body(http)
+        with self.phase("tokenize"):
+            request, served, readout = await self.run(http, self.multi_request, routed(http), body)
+            del body
+            rows = await self.run(http, self.multi_rows, served, request, model=served)
+        tokens, limit = sum(len(row.ids) for row in rows), self.settings.max_batch_tokens
+        if tokens > limit:
+            raise ApiError(
+                413,
+                f"the inputs are {tokens} tokens; /embed_multi answers at most {limit} tokens a request "
+                f"(--max-batch-tokens), a vector each: send fewer inputs at a time",
+                param="inputs",
+                code="input_too_long",
+            )
+        _, batcher = served.ready()
+        vectors = await self.queue(http, batcher, rows, readout)
+        with self.phase("render"):
+            answer = await self.run(http, protocol.embed_all_response, vectors)
+        return answer, len(rows), tokens
+
+    def multi_request(self, route: str | None, body: bytes) -> tuple[protocol.MultiVectorRequest, ServedModel, Any]:
+        """The request, checked; the model it is for and its readout (a 400 before anything is tokenized for a
+        model without vectors per token)."""
+        request = protocol.multi_vector_request(body, self.settings.max_client_batch_size)
+        served = self.models.pick(route)
+        return request, served, served.multi_vectors(request.is_query)
+
+    def multi_rows(self, served: ServedModel, request: protocol.MultiVectorRequest) -> list[Row]:
+        """The request's texts as rows as the model reads a query or a document; a 413 names the text too long."""
+        truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
+        names = [f"inputs[{i}]" for i in range(len(request.texts))]
+        with refused(names, TRUNCATE_HINTS["inputs"]):
+            rows = served.opened().multi_rows(
+                request.texts, is_query=request.is_query, truncate=truncate, side=request.truncation_side
+            )
+        request.texts = []
+        return rows
+
+    # --- Ollama's embedding API: /api/embed, /api/embeddings, /api/tags, /api/show, /api/version --------------
+
+    async def ollama_embed(self, request: Request) -> Response:
+        return await self.handle(request, "/api/embed", self.ollama_answer, "embed", errors=ollama_error_response)
+
+    async def ollama_embeddings(self, request: Request) -> Response:
+        answer, kind = self.ollama_answer, "embeddings"
+        return await self.handle(request, "/api/embeddings", answer, kind, errors=ollama_error_response)
+
+    async def ollama_answer(self, http: Request, kind: str) -> tuple[bytes, int, int]:
+        """The answer to /api/embed (Ollama's embeddings of a string or a list, with its durations) or to the
+        older /api/embeddings (one prompt's embedding): the server's recipe, as /v1/embeddings answers."""
+        start = time.perf_counter_ns()
+        body = await self.read_body(http)
+        parse = protocol.ollama_embed_request if kind == "embed" else protocol.ollama_embeddings_parse
+        with self.phase("tokenize"):
+            request, served, recipe = await self.run(http, self.embedding_request, routed(http), body, parse)
+            del body
+            refuse_other_kinds(served)
+            rows = await self.run(http, self.embedding_rows, served, request, recipe, "input", model=served)
+        _, batcher = served.ready()
+        answers = await self.queue(http, batcher, rows, served.embedding) if rows else []
+        tokens = sum(len(row.ids) for row in rows)
+        name = request.model or served.name
+        with self.phase("render"):
+            answer = await self.run(http, ollama_render, kind, name, recipe, answers, tokens, start)
+        return answer, len(rows), tokens
+
+    async def ollama_show(self, request: Request) -> Response:
+        return await self.handle(request, "/api/show", self.ollama_show_answer, errors=ollama_error_response)
+
+    async def ollama_show_answer(self, http: Request) -> tuple[bytes, int, int]:
+        """POST /api/show: {"model"} -> the model's details, as Ollama describes a model (a 404 for one not served)."""
+        body = await self.read_body(http)
+        name = protocol.ollama_model(protocol.json_object(body))
+        served = self.models.pick(routed(http), name)
+        served.ready()
+        return json.dumps(await self.run(http, served.ollama_show)).encode(), 0, 0
+
+    async def ollama_tags(self, request: Request) -> Response:
+        """GET /api/tags: the loaded models as Ollama lists its models (the first call reads each model's files
+        once, for their digest)."""
+        tags = [await anyio.to_thread.run_sync(m.ollama_tag) for m in self.models if m.loaded]
+        return json_response({"models": tags})
+
+    async def ollama_version(self, request: Request) -> Response:
+        """GET /api/version: numbert's version."""
+        return json_response({"version": __version__})
+
+    # --- the API described: /openapi.json and Swagger UI at /docs ---------------------------------------------
+
+    async def openapi(self, request: Request) -> Response:
+        """GET /openapi.json: the OpenAPI 3.1 document of every route (numbert.serve.openapi)."""
+        return json_response(self.described)
+
+    async def docs(self, request: Request) -> Response:
+        """GET /docs: Swagger UI over /openapi.json, its files served from the swagger-ui-py package."""
+        if openapi.assets() is None:
+            return error_response(no_swagger_ui())
+        return Response(openapi.PAGE, media_type="text/html")
+
+    async def docs_asset(self, request: Request) -> Response:
+        """GET /docs/<file>: one of Swagger UI's files."""
+        directory, name = openapi.assets(), request.url.path.rsplit("/", 1)[-1]
+        if directory is None:
+            return error_response(no_swagger_ui())
+        media = {"js": "text/javascript", "css": "text/css", "png": "image/png"}[name.rsplit(".", 1)[-1]]
+        content = await anyio.to_thread.run_sync((directory / name).read_bytes)
+        return Response(content, media_type=media, headers={"Cache-Control": "max-age=86400"})
+
     # --- one request ------------------------------------------------------------------------------
 
     async def handle(
-        self, request: Request, endpoint: str, answer: Callable[..., Awaitable[tuple[bytes, int, int]]], *args
+        self,
+        request: Request,
+        endpoint: str,
+        answer: Callable[..., Awaitable[tuple[bytes, int, int]]],
+        *args,
+        errors: Callable[[ApiError], Response] | None = None,
     ) -> Response:
         """Read, admit, check, tokenize, queue, answer: the path of every request that carries inputs.
-        `answer(request, *args)` reads the body, picks the model and gives (the answer, inputs, tokens)."""
+        `answer(request, *args)` reads the body, picks the model and gives (the answer, inputs, tokens); errors are
+        answered in OpenAI's shape, or by `errors` (Ollama's routes: {"error": message})."""
+        error_response = errors or openai_error_response
         start = time.perf_counter()
         inputs = tokens = 0
         try:
@@ -248,54 +365,51 @@ class Server:
         """
         body = await self.read_body(http)
         with self.phase("tokenize"):
-            request, served, recipe, rows = await self.run(http, self.embedding_rows, routed(http), body, parse, name)
-        del body
+            request, served, recipe = await self.run(http, self.embedding_request, routed(http), body, parse)
+            del body
+            rows = await self.run(http, self.embedding_rows, served, request, recipe, name, model=served)
         _, batcher = served.ready()
-        if served.sparse_only:
-            raise ApiError(
-                400,
-                "this model is a SparseEncoder (SPLADE): its vectors are sparse, over the vocabulary; "
-                "ask /embed_sparse",
-                code="model_is_sparse",
-            )
+        refuse_other_kinds(served)
         answers = await self.queue(http, batcher, rows, served.embedding_for(recipe))
         tokens = sum(len(row.ids) for row in rows)
         with self.phase("render"):
-            vectors = recipe.finish(np.stack(answers)) if answers else np.empty((0, recipe.dim), np.float32)
-            answer = await self.run(http, self.render, request, served.name, vectors, tokens)
+            answer = await self.run(http, self.render, request, served.name, recipe, answers, tokens)
         return answer, len(rows), tokens
 
     async def similarity_answer(self, http: Request) -> tuple[bytes, int, int]:
         """The answer to /similarity: the source sentence and the sentences embedded as one request to /embed
         (queued with other work), then the cosine of the source's vector with each sentence's."""
         body = await self.read_body(http)
-        served, recipe, rows = await self.run(http, self.similarity_rows, routed(http), body)
+        request, served, recipe = await self.run(http, self.similarity_request, routed(http), body)
         del body
-        pipeline, batcher = served.ready()
+        rows = await self.run(http, self.similarity_rows, served, request, recipe, model=served)
+        _, batcher = served.ready()
         answers = await self.until_answered(http, batcher.submit(rows, served.embedding))
-        vectors = recipe.finish(np.stack(answers))
-        similarities = pipeline.similarity(vectors[:1], vectors[1:])[0]  # (sentences,)
-        return protocol.similarity_response(similarities), len(rows), sum(len(row.ids) for row in rows)
+        answer = await self.run(http, similarity_answer, served, recipe, answers)
+        return answer, len(rows), sum(len(row.ids) for row in rows)
 
-    def similarity_rows(self, route: str | None, body: bytes) -> tuple[ServedModel, Recipe, list]:
-        """The model a /similarity request is for, the recipe it asks for (the server's in float32, with its
-        prompt_name) and its texts as rows of token ids, the source sentence first; a 413 names the text too long."""
+    def similarity_request(self, route: str | None, body: bytes) -> tuple[SimilarityRequest, ServedModel, Recipe]:
+        """A /similarity request, checked, the model it is for and the recipe it asks for (the server's in float32,
+        with its prompt_name)."""
         request = protocol.similarity_request(body, self.settings.max_client_batch_size)
         served = self.models.pick(route)
-        pipeline, _ = served.ready()
-        recipe = served.request_recipe(request.prompt_name, None, None, "float32")
+        return request, served, served.request_recipe(request.prompt_name, None, None, "float32")
+
+    def similarity_rows(self, served: ServedModel, request: SimilarityRequest, recipe: Recipe) -> list[Row]:
+        """A /similarity request's texts as rows of token ids, the source sentence first; a 413 names the text too
+        long."""
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
         with refused(request.names, TRUNCATE_HINTS["parameters"]):
-            rows = pipeline.rows(request.texts, recipe, truncate=truncate, side=request.truncation_side)
-        return served, recipe, rows
+            return served.opened().rows(request.texts, recipe, truncate=truncate, side=request.truncation_side)
 
     async def embed_all_answer(self, http: Request) -> tuple[bytes, int, int]:
         """The answer to /embed_all: every token's vector of the last layer, as the rows of /embed run them; at most
         max_batch_tokens tokens a request (413 beyond), so an answer stays bounded (a vector a token)."""
         body = await self.read_body(http)
         parse = protocol.tei_tokens_request
-        _, served, _, rows = await self.run(http, self.embedding_rows, routed(http), body, parse, "inputs")
+        request, served, recipe = await self.run(http, self.embedding_request, routed(http), body, parse)
         del body
+        rows = await self.run(http, self.embedding_rows, served, request, recipe, "inputs", model=served)
         tokens, limit = sum(len(row.ids) for row in rows), self.settings.max_batch_tokens
         if tokens > limit:
             raise ApiError(
@@ -315,12 +429,21 @@ class Server:
         max_active_dims largest, if it names it), with the number of inputs and tokens it read."""
         body = await self.read_body(http)
         parse = protocol.tei_tokens_request
-        _, served, _, rows = await self.run(http, self.embedding_rows, routed(http), body, parse, "inputs")
+        request, served, recipe = await self.run(http, self.embedding_request, routed(http), body, parse)
         del body
-        pipeline, batcher = served.ready()
+        rows = await self.run(http, self.embedding_rows, served, request, recipe, "inputs", model=served)
+        _, batcher = served.ready()
         readout = served.sparse  # a 400 naming the tensors for a model without the masked-LM head
-        answers = await self.queue(http, batcher, rows, readout)
-        vectors = [prune(weights, pipeline.max_active_dims) for weights in answers]
+        vectors = await self.queue(http, batcher, rows, readout)  # each input's non-zero weights (max_active_dims)
+        weights, limit = sum(len(v.ids) for v in vectors), self.settings.max_sparse_weights
+        if weights > limit:  # an input may weigh every vocabulary entry: the answer is bounded here, not by the body
+            raise ApiError(
+                413,
+                f"the answer would hold {weights:,} non-zero weights; /embed_sparse answers at most {limit:,} a "
+                f"request (--max-sparse-weights): send fewer inputs at a time",
+                param="inputs",
+                code="answer_too_large",
+            )
         answer = await self.run(http, protocol.sparse_response, vectors)
         return answer, len(rows), sum(len(row.ids) for row in rows)
 
@@ -328,14 +451,16 @@ class Server:
         """The answer to /tokenize (no inputs embedded)."""
         body, s = await self.read_body(http), self.settings
         served = self.models.pick(routed(http))
-        answer = await self.run(http, tokenize_answer, served, body, s.max_client_batch_size, s.max_batch_tokens)
+        answer = await self.run(
+            http, tokenize_answer, served, body, s.max_client_batch_size, s.max_batch_tokens, model=served
+        )
         return answer, 0, 0
 
     async def decode_answer(self, http: Request) -> tuple[bytes, int, int]:
         """The answer to /decode: each list of ids as text."""
         body = await self.read_body(http)
         served = self.models.pick(routed(http))
-        answer = await self.run(http, decode_answer, served, body, self.settings.max_client_batch_size)
+        answer = await self.run(http, decode_answer, served, body, self.settings.max_client_batch_size, model=served)
         return answer, 0, 0
 
     async def info_answer(self, http: Request) -> tuple[bytes, int, int]:
@@ -348,8 +473,9 @@ class Server:
         input (a pair, or one text) queued as a row for the classifier's logits."""
         body = await self.read_body(http)
         with self.phase("tokenize"):
-            request, served, score, rows = await self.run(http, self.scoring_rows, routed(http), body, parse)
-        del body
+            request, served, score = await self.run(http, self.scoring_request, routed(http), body, parse)
+            del body
+            rows = await self.run(http, self.scoring_rows, served, request, model=served)
         _, batcher = served.ready()
         logits = await self.queue(http, batcher, rows, served.scores)
         tokens = sum(len(row.ids) for row in rows)
@@ -357,20 +483,23 @@ class Server:
             answer = await self.run(http, self.render_scores, served, request, score, np.stack(logits), tokens)
         return answer, len(rows), tokens
 
-    def scoring_rows(
+    def scoring_request(
         self, route: str | None, body: bytes, parse: Callable
-    ) -> tuple[ScoringRequest, ServedModel, Callable, list]:
+    ) -> tuple[ScoringRequest, ServedModel, Callable]:
         """The request, checked; the model it is for; the function of the logits it is answered with (a model
-        unable to answer it refused here, before anything is tokenized); and its inputs as rows of token ids."""
+        unable to answer it refused here, before anything is tokenized)."""
         request = parse(body, self.settings.max_client_batch_size)
         served = self.models.pick(route, request.model)
-        pipeline, _ = served.ready()
         raw = request.raw_scores
         score = served.label_scores(raw) if request.kind == "predict" else served.relevance(raw)
+        return request, served, score
+
+    def scoring_rows(self, served: ServedModel, request: ScoringRequest) -> list[Row]:
+        """A scoring request's inputs (pairs, or single texts) as rows of token ids; a 413 names the one too long."""
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
+        pipeline = served.opened()
         with refused(request.names, TRUNCATE_HINTS.get(request.source, ""), pairs=True):
-            rows = pipeline.pair_rows(request.firsts, request.seconds, truncate=truncate, side=request.truncation_side)
-        return request, served, score, rows
+            return pipeline.pair_rows(request.firsts, request.seconds, truncate=truncate, side=request.truncation_side)
 
     def render_scores(
         self, served: ServedModel, request: ScoringRequest, score: Callable, logits: np.ndarray, tokens: int
@@ -398,15 +527,17 @@ class Server:
         """A span around a phase of the request when traced (--otlp-endpoint), else nothing."""
         return NOT_TRACED if self.tracing is None else self.tracing.phase(name)
 
-    async def run(self, http: Request, work: Callable, *args):
+    async def run(self, http: Request, work: Callable, *args, model: ServedModel | None = None):
         """work(*args) (parsing, tokenizing, rendering) in a thread, never on the event loop, within the request's
-        deadline (--request-timeout: a 504 when it passes; the thread's work is bounded on its own)."""
+        deadline (--request-timeout: a 504 when it passes; the thread's work is bounded on its own). A `model`'s
+        work runs in its own threads, so that one model's slow tokenizer never holds another model's requests."""
+        limiter = self.threads if model is None else model.threads
         deadline = getattr(http.state, "deadline", None)
         if deadline is None:
-            return await anyio.to_thread.run_sync(work, *args, limiter=self.threads)
+            return await anyio.to_thread.run_sync(work, *args, limiter=limiter)
         try:
             with anyio.fail_after(max(0.0, deadline - time.monotonic())):
-                return await anyio.to_thread.run_sync(work, *args, limiter=self.threads, abandon_on_cancel=True)
+                return await anyio.to_thread.run_sync(work, *args, limiter=limiter, abandon_on_cancel=True)
         except TimeoutError:
             raise ApiError(
                 504,
@@ -414,13 +545,12 @@ class Server:
                 code="timeout",
             ) from None
 
-    def embedding_rows(
-        self, route: str | None, body: bytes, parse: Callable, name: str
-    ) -> tuple[EmbeddingRequest, ServedModel, Recipe, list]:
-        """The request, checked, the model it is for, the recipe it asks for, and its inputs as rows of token ids."""
+    def embedding_request(
+        self, route: str | None, body: bytes, parse: Callable
+    ) -> tuple[EmbeddingRequest, ServedModel, Recipe]:
+        """The request, checked, the model it is for and the recipe it asks for."""
         request = parse(body, self.settings.max_client_batch_size)
         served = self.models.pick(route, request.model)
-        pipeline, _ = served.ready()
         recipe = served.request_recipe(
             request.prompt_name, request.normalize, request.dimensions, request.precision, request.task
         )
@@ -431,6 +561,12 @@ class Server:
                 f"request's vectors, as quantize_embeddings does without ranges: send at least 2 inputs",
                 param="embedding_type",
             )
+        return request, served, recipe
+
+    def embedding_rows(self, served: ServedModel, request: EmbeddingRequest, recipe: Recipe, name: str) -> list[Row]:
+        """The request's inputs (texts, or token ids) as rows of token ids, the texts emptied (the rows stand for
+        them from here on); a 413 names the input too long, a 422 the token id outside the vocabulary."""
+        pipeline = served.opened()
         truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
         names = [f"{name}[{i}]" for i in range(len(request.inputs))]
         with refused(names, TRUNCATE_HINTS[name]):
@@ -438,8 +574,8 @@ class Server:
                 rows = pipeline.id_rows(request.inputs, recipe.max_length)
             else:
                 rows = pipeline.rows(request.inputs, recipe, truncate=truncate, side=request.truncation_side)
-        request.inputs = []  # the token ids stand for them from here on
-        return request, served, recipe, rows
+        request.inputs = []
+        return rows
 
     async def until_answered(self, http: Request, answer: asyncio.Future):
         """The answer, awaited while watching the client and the request's deadline (--request-timeout): if the client
@@ -466,11 +602,30 @@ class Server:
             )
         return answer.result()
 
-    def render(self, request: EmbeddingRequest, model: str, vectors: np.ndarray, tokens: int) -> bytes:
-        """The finished vectors as OpenAI's (naming the served `model`) or text-embeddings-inference's JSON."""
+    def render(self, request: EmbeddingRequest, model: str, recipe: Recipe, answers: list, tokens: int) -> bytes:
+        """The rows' vectors finished by the recipe, as OpenAI's (naming the served `model`) or text-embeddings-
+        inference's JSON."""
+        vectors = recipe.finish(np.stack(answers)) if answers else np.empty((0, recipe.dim), np.float32)
         if request.normalize is None:  # OpenAI
             return protocol.openai_response(vectors, request.encoding_format, model, tokens)
         return protocol.tei_response(vectors)
+
+
+def refuse_other_kinds(served: ServedModel) -> None:
+    """A 400 for a sentence-vector request to a model whose vectors are sparse (SPLADE) or one per token (ColBERT)."""
+    if served.sparse_only:
+        raise ApiError(
+            400,
+            "this model is a SparseEncoder (SPLADE): its vectors are sparse, over the vocabulary; ask /embed_sparse",
+            code="model_is_sparse",
+        )
+    if served.multi_only:
+        raise ApiError(
+            400,
+            "this model is a multi-vector (ColBERT) model: it gives a vector per token, not one per text; "
+            "ask /embed_multi",
+            code="model_is_multi_vector",
+        )
 
 
 def routed(http: Request) -> str | None:
@@ -495,6 +650,14 @@ def tokenize_answer(served: ServedModel, body: bytes, max_inputs: int, max_token
                 code="input_too_long",
             ) from None
     return protocol.tokenize_response(encodings, texts)
+
+
+def similarity_answer(served: ServedModel, recipe: Recipe, answers: list) -> bytes:
+    """/similarity: the cosine of the source sentence's vector (the first) with each other sentence's."""
+    vectors = recipe.finish(np.stack(answers))
+    similarities = served.opened().similarity(vectors[:1], vectors[1:])  # (1, sentences): of arrays, an array
+    assert isinstance(similarities, np.ndarray)
+    return protocol.similarity_response(similarities[0])
 
 
 def decode_answer(served: ServedModel, body: bytes, max_inputs: int) -> bytes:
@@ -533,12 +696,35 @@ def refused(names: list[str], hint: str, pairs: bool = False) -> Iterator[None]:
         ) from None
 
 
+def ollama_render(kind: str, model: str, recipe: Recipe, answers: list, tokens: int, start: int) -> bytes:
+    """The rows' vectors finished by the recipe, as /api/embed (with its durations since `start`, in ns) or the
+    older /api/embeddings answers them."""
+    vectors = recipe.finish(np.stack(answers)) if answers else np.empty((0, recipe.dim), np.float32)
+    if kind == "embeddings":
+        return protocol.ollama_embeddings_response(vectors)
+    return protocol.ollama_embed_response(vectors, model, tokens, time.perf_counter_ns() - start, 0)
+
+
+def no_swagger_ui() -> ApiError:
+    return ApiError(
+        404, "/docs needs Swagger UI's files: pip install swagger-ui-py (the [serve] extra has it)", code="no_docs"
+    )
+
+
+def ollama_error_response(error: ApiError) -> Response:
+    """An error of Ollama's routes, in Ollama's shape: {"error": message}."""
+    return Response(protocol.ollama_error(error), error.status, headers=error.headers, media_type=JSON)
+
+
 def json_response(value, status: int = 200) -> Response:
     return Response(json.dumps(value), status, media_type=JSON)
 
 
 def error_response(error: ApiError) -> Response:
     return Response(error.body(), error.status, headers=error.headers, media_type=JSON)
+
+
+openai_error_response = error_response  # the shape of every route's errors but Ollama's
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
@@ -556,15 +742,24 @@ def create_app(settings: Settings) -> Starlette:
         Route("/embed_all", server.embed_all, methods=["POST"]),
         Route("/similarity", server.tei_similarity, methods=["POST"]),
         Route("/embed_sparse", server.tei_embed_sparse, methods=["POST"]),
+        Route("/embed_multi", server.embed_multi, methods=["POST"]),
         Route("/tokenize", server.tokenize, methods=["POST"]),
         Route("/decode", server.decode, methods=["POST"]),
         Route("/rerank", server.tei_rerank, methods=["POST"]),
         Route("/v1/rerank", server.cohere_rerank, methods=["POST"]),
         Route("/predict", server.predict, methods=["POST"]),
         Route("/info", server.info, methods=["GET"]),
+        Route("/api/embed", server.ollama_embed, methods=["POST"]),
+        Route("/api/embeddings", server.ollama_embeddings, methods=["POST"]),
+        Route("/api/show", server.ollama_show, methods=["POST"]),
     ]
     routes += model_routes(routes)
     routes += [
+        Route("/openapi.json", server.openapi, methods=["GET"]),
+        Route("/docs", server.docs, methods=["GET"]),
+        *(Route(f"/docs/{name}", server.docs_asset, methods=["GET"]) for name in openapi.ASSETS),
+        Route("/api/tags", server.ollama_tags, methods=["GET"]),
+        Route("/api/version", server.ollama_version, methods=["GET"]),
         Route("/v1/models", server.list_models, methods=["GET"]),
         Route("/health", server.health, methods=["GET"]),
         Route("/metrics", server.prometheus, methods=["GET"]),
@@ -576,8 +771,18 @@ def create_app(settings: Settings) -> Starlette:
         exception_handlers={HTTPException: http_error},
     )
     app.state.server = server
+    open_paths = open_paths_of(settings)
+    server.described = openapi.document(
+        [(r.path, r.methods or set()) for r in routes], bool(settings.api_keys), open_paths
+    )  # every route described, or the server does not start
     observe(app, server)
     return app
+
+
+def open_paths_of(settings: Settings) -> tuple[str, ...]:
+    """The paths answered without an API key: the documentation always, /health and /metrics unless
+    --protect-health."""
+    return (*(() if settings.protect_health else OPEN_PATHS), *openapi.DOC_PATHS)
 
 
 def model_routes(routes: list[Route]) -> list[Route]:
@@ -601,8 +806,7 @@ def middleware(settings: Settings) -> list[Middleware]:
             )
         )
     if settings.api_keys:
-        open_paths = () if settings.protect_health else OPEN_PATHS
-        layers.append(Middleware(BearerAuth, keys=settings.api_keys, open_paths=open_paths))
+        layers.append(Middleware(BearerAuth, keys=settings.api_keys, open_paths=open_paths_of(settings)))
     return layers
 
 
@@ -623,7 +827,8 @@ def tracing(endpoint: str, model: str):
         from .tracing import Tracing
     except ImportError as e:
         raise ImportError(
-            f"--otlp-endpoint needs the [otel] extra ({e.name} is missing): pip install 'numbert[otel]'"
+            f"--otlp-endpoint needs the [otel] extra ({e.name} is missing): pip install '.[otel]' in numbert's "
+            "checkout (or pip install '/path/to/numbert[otel]')"
         ) from None
     return Tracing(endpoint, model)
 

@@ -66,10 +66,11 @@ def unauthorized(missing: bool) -> ApiError:
 
 
 def read_keys(path: str | Path) -> list[str]:
-    """The keys in a file, one a line (blank lines and lines starting with # skipped); a ValueError naming the
-    file (and the line, never the key) when it cannot be read, holds no key or a key with a space in it."""
+    """The keys in a file, one a line (blank lines and lines starting with # skipped; a UTF-8 byte-order mark,
+    which Windows editors write first, dropped); a ValueError naming the file (and the line, never the key)
+    when it cannot be read, holds no key or a key a Bearer token cannot be."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"--api-key-file {path}: cannot read it ({e})") from None
     keys = []
@@ -82,7 +83,15 @@ def read_keys(path: str | Path) -> list[str]:
 
 
 def checked_key(key: str, where: str) -> str:
-    """`key`, unless it is empty or holds whitespace (a Bearer token cannot): a ValueError naming `where`."""
+    """`key`, unless it is empty or holds anything but printable ASCII (a space, a byte-order mark, a control
+    character: no client sends them in a Bearer token, so such a key would only ever answer 401): a ValueError
+    naming `where`."""
     if not key or any(c.isspace() for c in key):
         raise ValueError(f"{where}: an API key must be non-empty, without spaces (the key is not shown)")
+    odd = next((c for c in key if not "!" <= c <= "~"), None)
+    if odd is not None:
+        raise ValueError(
+            f"{where}: an API key must be printable ASCII, as a Bearer token is; it holds U+{ord(odd):04X} "
+            f"(the key is not shown)"
+        )
     return key

@@ -31,7 +31,8 @@ def run(settings: Settings, host: str = "127.0.0.1", port: int = 8000, workers: 
         from .connection import Connection
     except ImportError as e:
         raise ImportError(
-            f"numbert serve needs the [serve] extra ({e.name} is missing): pip install 'numbert[serve]'"
+            f"numbert serve needs the [serve] extra ({e.name} is missing): pip install '.[serve]' in numbert's "
+            "checkout (or pip install '/path/to/numbert[serve]')"
         ) from None
     from .models import ServedModel
 

@@ -17,16 +17,22 @@ model cannot take, a task its heads cannot do.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
+import hashlib
+import json
 import logging
 from pathlib import Path
 
 import anyio
 
 from .. import __version__
+from ..checkpoint.fingerprint import model_fingerprint
 from ..pipeline import (
     Batcher,
     Bert,
+    LexicalWeights,
+    MultiVectors,
     Recipe,
     SentenceVectors,
     SequenceLogits,
@@ -47,10 +53,13 @@ class ServedModel:
 
     def __init__(self, name: str, path: str):
         self.name, self.path = name, path
+        self.threads = anyio.CapacityLimiter(2)  # tokenizing this model's requests, apart from the other models'
         self.pipeline: Bert | None = None
         self.batcher: Batcher | None = None
         self.load_error: str | None = None
         self.task_readouts: dict[str | None, SentenceVectors] = {}  # jina's tasks other than the server's
+        self.multi_readouts: dict[bool, MultiVectors] = {}  # /embed_multi's readouts, queries' and documents'
+        self.sparse_only = self.multi_only = False
 
     def open(self, settings: Settings) -> None:
         """Load the model and build the server's recipe (checked before the server answers anything)."""
@@ -58,6 +67,8 @@ class ServedModel:
         pipeline.require_tokenizer()
         # a SparseEncoder (SPLADE) model answers /embed_sparse only: its recipe just prepares texts
         self.sparse_only = pipeline.is_sparse_encoder and settings.recipe.get("pooling") is None
+        # a ColBERT model (PyLate, MultiVectorEncoder) answers /embed_multi, not /embed: it has no sentence vector
+        self.multi_only = pipeline.colbert is not None and settings.recipe.get("pooling") is None
         self.choices = dict(settings.recipe) | ({"pooling": "mean"} if self.sparse_only else {})  # None: the model's
         self.recipe = pipeline.recipe(**self.choices)
         self.embedding = pipeline.sentence_vectors(self.recipe)  # the readout every embedding request queues for
@@ -179,12 +190,12 @@ class ServedModel:
             raise ApiError(400, f"this model cannot score inputs: {e}", code="model_not_a_classifier") from None
 
     @functools.cached_property
-    def sparse(self) -> SparseVectors:
-        """The readout of /embed_sparse: each row's SPLADE vector; a 400 naming the missing tensors when the model
-        has no masked-LM head (the other routes keep working)."""
+    def sparse(self) -> SparseVectors | LexicalWeights:
+        """The readout of /embed_sparse: each row's SPLADE vector (BGE-M3: its lexical weights); a 400 naming the
+        missing tensors when the model has no masked-LM head (the other routes keep working)."""
         pipeline = self.opened()
         try:
-            return pipeline.sparse_vectors()
+            return pipeline.sparse_vectors(pipeline.max_active_dims)
         except ValueError as e:
             raise ApiError(400, f"this model cannot give sparse vectors: {e}", code="model_has_no_mlm_head") from None
 
@@ -243,6 +254,88 @@ class ServedModel:
             "version": __version__,
             "sha": None,
             "docker_label": None,
+            "served_model_name": self.name,  # text-embeddings-inference 1.9's --served-model-name
+        }
+
+    # --- multi-vector models (/embed_multi) ------------------------------------------------------------------
+
+    def multi_vectors(self, is_query: bool) -> MultiVectors:
+        """The readout of /embed_multi (a query's or a document's token vectors, made once); a 400 for a model that
+        gives no vector per token (not ColBERT, not BGE-M3)."""
+        pipeline = self.opened()
+        if is_query not in self.multi_readouts:
+            try:
+                self.multi_readouts[is_query] = pipeline.multi_vectors(is_query)
+            except ValueError as e:
+                raise ApiError(400, str(e), code="model_not_multi_vector") from None
+        return self.multi_readouts[is_query]
+
+    # --- Ollama's description of a model (/api/tags, /api/show) -------------------------------------------------
+
+    @functools.cached_property
+    def files(self) -> tuple[str, int, str]:
+        """(digest, size in bytes, modified_at) of the model's files, as Ollama lists a model: the SHA-256 of its
+        fingerprint (every file its vectors depend on, numbert.checkpoint.fingerprint), their total size and the
+        newest one's time (RFC 3339). Reads every file once (about a second for bert-base)."""
+        pipeline = self.opened()
+        fingerprint = model_fingerprint(self.path)
+        digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()
+        root = Path(self.path) if Path(self.path).is_dir() else pipeline.directory
+        paths = [root / name for name in fingerprint] if root is not None else []
+        stats = [p.stat() for p in paths if p.is_file()]
+        newest = max((st.st_mtime for st in stats), default=0.0)
+        modified = datetime.datetime.fromtimestamp(newest, datetime.UTC).isoformat().replace("+00:00", "Z")
+        return digest, sum(st.st_size for st in stats), modified
+
+    def ollama_details(self) -> dict:
+        """Ollama's "details" of a model: its format, family and size."""
+        pipeline = self.opened()
+        parameters = pipeline.parameter_count
+        size = f"{parameters / 1e9:.1f}B" if parameters >= 1e9 else f"{parameters / 1e6:.1f}M"
+        family = pipeline.config.model_type or "bert"
+        return {
+            "parent_model": "",
+            "format": "safetensors",
+            "family": family,
+            "families": [family],
+            "parameter_size": size,
+            "quantization_level": "F32",
+        }
+
+    def ollama_tag(self) -> dict:
+        """This model as GET /api/tags lists it."""
+        digest, size, modified = self.files
+        name = f"{self.name}:latest"
+        return {
+            "name": name,
+            "model": name,
+            "modified_at": modified,
+            "size": size,
+            "digest": digest,
+            "details": self.ollama_details(),
+        }
+
+    def ollama_show(self) -> dict:
+        """This model as POST /api/show describes it: enough for a client to pick it as an embedding model."""
+        pipeline = self.opened()
+        c = pipeline.config
+        family = self.ollama_details()["family"]
+        return {
+            "license": "",
+            "modelfile": "",
+            "parameters": "",
+            "template": "",
+            "details": self.ollama_details(),
+            "model_info": {
+                "general.architecture": family,
+                "general.parameter_count": pipeline.parameter_count,
+                f"{family}.block_count": c.num_hidden_layers,
+                f"{family}.context_length": self.recipe.max_length,
+                f"{family}.embedding_length": self.recipe.dim,
+                f"{family}.attention.head_count": c.num_attention_heads,
+            },
+            "capabilities": ["embedding"],
+            "modified_at": self.files[2],
         }
 
 

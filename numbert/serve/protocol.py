@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,7 +82,41 @@ def json_object(body: bytes) -> dict:
         raise ApiError(400, f"the request body is not valid JSON: {e}", code="invalid_json") from None
     if not isinstance(value, dict):
         raise ApiError(422, f"the request body must be a JSON object, not {json_type(value)}")
+    if SURROGATE_ESCAPE.search(body):  # only a \uD800-\uDFFF escape can put a surrogate in a parsed string
+        refuse_lone_surrogates(value)
     return value
+
+
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def refuse_lone_surrogates(value: dict) -> None:
+    """A 400 naming the first string (or key) holding a lone surrogate: JSON allows the escape (`"\\ud800"`),
+    Unicode does not, and UTF-8 cannot encode it (a tokenizer or an answer would fail on it later). A pair of
+    escapes that makes one character (an emoji) was joined by the parser and is no surrogate any more."""
+    stack: list[tuple[str, Any]] = [("", value)]  # (path, value), walked without recursion
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            found = SURROGATE.search(item)
+            if found:
+                raise ApiError(
+                    400,
+                    f"{path} holds a lone surrogate (U+{ord(found.group()):04X} at character {found.start()}), "
+                    f"which is not a Unicode character: send UTF-8 text, or a surrogate pair for a character "
+                    f"beyond U+FFFF",
+                    param=path,
+                    code="invalid_text",
+                )
+        elif isinstance(item, dict):
+            for key, inner in reversed(item.items()):
+                name = f"{path}.{key}" if path else key
+                if SURROGATE.search(key):
+                    raise ApiError(400, f"a key of {path or 'the body'} holds a lone surrogate", param=path or None)
+                stack.append((name, inner))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", inner) for i, inner in reversed(list(enumerate(item))))
 
 
 def json_type(value) -> str:
@@ -564,3 +599,102 @@ def predict_response(scores: np.ndarray, labels: list[str], single: bool) -> byt
         for row in scores
     ]
     return json.dumps(answers[0] if single else answers, ensure_ascii=False).encode()
+
+
+# --- multi-vector output (numbert's /embed_multi) --------------------------------------------------------------
+
+
+@dataclass
+class MultiVectorRequest:
+    """What /embed_multi asks for: each text's token vectors, as a query's or a document's."""
+
+    texts: list[str]
+    is_query: bool = False  # queries: marked and expanded with [MASK]; documents: marked, the skiplist dropped
+    truncate: bool | None = None  # None: the server's --auto-truncate (a ColBERT model cuts to its lengths anyway)
+    truncation_side: str | None = None
+
+
+def multi_vector_request(body: bytes, max_inputs: int) -> MultiVectorRequest:
+    """POST /embed_multi: {"inputs": str | [str], "is_query": false, "truncate", "truncation_direction"}."""
+    obj = json_object(body)
+    texts, ids = inputs(obj, "inputs", max_inputs)
+    if ids:
+        raise ApiError(422, "'inputs' must be a string or a list of strings, not token ids", param="inputs")
+    return MultiVectorRequest(
+        texts,
+        is_query=field(obj, "is_query", (bool,), False, "a boolean"),
+        truncate=field(obj, "truncate", (bool,), None, "a boolean"),
+        truncation_side=truncation_direction(obj),
+    )
+
+
+# --- Ollama's embedding API (/api/embed, /api/embeddings, /api/tags, /api/show, /api/version) ---------------------
+
+
+def ollama_error(error: ApiError) -> bytes:
+    """An error as Ollama answers it: {"error": message}."""
+    return json.dumps({"error": error.message}, ensure_ascii=False).encode()
+
+
+def ollama_options(obj: dict) -> None:
+    """keep_alive (a duration string or seconds) and options (an object) are accepted and have no effect: the model
+    stays loaded, and its recipe is the server's."""
+    field(obj, "keep_alive", (str, int, float), what="a duration such as '5m', or a number of seconds")
+    field(obj, "options", (dict,), what="an object")
+
+
+def ollama_embed_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
+    """POST /api/embed: {"model", "input": str | [str], "truncate": true, "dimensions", "keep_alive", "options"}.
+    As in Ollama, an input too long for the model is cut unless "truncate" is false."""
+    obj = json_object(body)
+    texts, ids = inputs(obj, "input", max_inputs)
+    if ids:
+        raise ApiError(422, "'input' must be a string or a list of strings", param="input")
+    dimensions = field(obj, "dimensions", (int,), what="a positive integer")
+    if dimensions is not None and dimensions < 1:
+        raise ApiError(400, f"'dimensions' must be a positive integer, not {dimensions}", param="dimensions")
+    ollama_options(obj)
+    return EmbeddingRequest(
+        texts,
+        False,
+        dimensions=dimensions,
+        truncate=field(obj, "truncate", (bool,), True, "a boolean"),
+        model=ollama_model(obj, required=False),
+    )
+
+
+def ollama_embeddings_parse(body: bytes, max_inputs: int) -> EmbeddingRequest:
+    """ollama_embeddings_request, called as the other parsers are."""
+    return ollama_embeddings_request(body)
+
+
+def ollama_embeddings_request(body: bytes) -> EmbeddingRequest:
+    """POST /api/embeddings (Ollama's older route): {"model", "prompt", "keep_alive", "options"}; an empty prompt
+    is answered with an empty embedding, as Ollama does."""
+    obj = json_object(body)
+    prompt = field(obj, "prompt", (str,), "", "a string")
+    ollama_options(obj)
+    return EmbeddingRequest([prompt] if prompt else [], False, truncate=True, model=ollama_model(obj, required=False))
+
+
+def ollama_model(obj: dict, required: bool = True, name: str = "model") -> str | None:
+    """The model a request names ("model", else Ollama's older "name"), without Ollama's default tag ":latest"."""
+    value = field(obj, name, (str,), what="a string") or field(obj, "name", (str,), what="a string")
+    if value is None and required:
+        raise ApiError(400, f"'{name}' is required: the name of a served model (GET /api/tags lists them)", param=name)
+    return None if value is None else value.removesuffix(":latest")
+
+
+def ollama_embed_response(vectors: np.ndarray, model: str, tokens: int, total_ns: int, load_ns: int) -> bytes:
+    """/api/embed: {"model", "embeddings": [[float]], "total_duration", "load_duration", "prompt_eval_count"};
+    durations in nanoseconds."""
+    embeddings = "[" + ",".join(float_arrays(vectors)) + "]" if len(vectors) else "[]"
+    return (
+        f'{{"model":{json.dumps(model)},"embeddings":{embeddings},"total_duration":{total_ns},'
+        f'"load_duration":{load_ns},"prompt_eval_count":{tokens}}}'
+    ).encode()
+
+
+def ollama_embeddings_response(vectors: np.ndarray) -> bytes:
+    """/api/embeddings: {"embedding": [float]} ([] for an empty prompt)."""
+    return ('{"embedding":' + (float_arrays(vectors)[0] if len(vectors) else "[]") + "}").encode()

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+
+from ..checkpoint.hub import model_name
 
 
 @dataclass(frozen=True)
@@ -17,7 +18,8 @@ class Settings:
     Limits, with
     text-embeddings-inference's names and defaults where it has them: payload_limit bytes per request
     body, max_client_batch_size inputs per request (413 beyond), max_concurrent_requests requests
-    admitted at once (429 beyond), max_batch_tokens padded tokens and max_batch_size inputs per forward.
+    admitted at once (429 beyond), max_batch_tokens padded tokens and max_batch_size inputs per forward;
+    max_sparse_weights bounds an /embed_sparse answer (a SPLADE vector may weigh every vocabulary entry).
     A request is admitted once its body is read whole: reading takes at most body_timeout seconds (408
     beyond), and max_connections (uvicorn's limit_concurrency) bounds the connections, hence the bodies
     being read (about payload_limit x max_connections bytes). A request waiting for the model holds its
@@ -32,7 +34,7 @@ class Settings:
     """
 
     model: str
-    served_model_name: str | None = None  # the first model's name in /v1/models and answers (default: its_name)
+    served_model_name: str | None = None  # the first model's name in /v1/models and answers (default: model_name)
     more_models: dict[str, str] = field(default_factory=dict)  # served name -> directory or hub id
     recipe: dict = field(default_factory=dict)  # keyword arguments of Bert.recipe
     auto_truncate: bool = False  # cut inputs over max_length instead of answering 413
@@ -40,6 +42,7 @@ class Settings:
     max_batch_size: int = 32
     max_concurrent_requests: int = 512
     max_client_batch_size: int = 2048
+    max_sparse_weights: int = 1 << 20  # non-zero weights in one /embed_sparse answer (413 beyond): about 40 MB
     payload_limit: int = 2_000_000
     max_connections: int = 1024
     body_timeout: int = 30  # seconds
@@ -56,7 +59,7 @@ class Settings:
     @property
     def name(self) -> str:
         """The first (default) model's served name."""
-        return self.served_model_name or its_name(self.model)
+        return self.served_model_name or model_name(self.model)
 
     @property
     def models(self) -> dict[str, str]:
@@ -69,10 +72,3 @@ class Settings:
     @classmethod
     def from_json(cls, text: str) -> Settings:
         return cls(**json.loads(text))
-
-
-def its_name(model: str) -> str:
-    """The name a model is served under when none is given: a local directory's last component (never a
-    path, which would tell clients about the server's disk), else the hub id as given."""
-    path = Path(model)
-    return path.resolve().name if path.is_dir() else model
