@@ -216,6 +216,7 @@ class MultiVectors:
     expansion: int = 0  # a query's expansion length: its first `expansion` positions are kept
     first: int = 0  # positions dropped at the start of each row
     name = "embed_multi"
+    task = None  # no task adapters
 
     def kept(self, out: Output) -> np.ndarray:
         """Which positions of the batch give a vector. (batch, seq) bool"""
@@ -247,6 +248,7 @@ class LexicalWeights:
     unused_ids: np.ndarray  # ids whose weights are dropped
     top_k: int | None = None  # the weights each vector keeps (the largest; ties: the lower ids); None: all
     name = "embed_sparse"
+    task = None  # no task adapters
 
     def __call__(self, out: Output) -> list[SparseVector]:
         weights = relu(linear(out.last_hidden_state, self.head))[..., 0]  # ([batch,] seq)
@@ -276,6 +278,7 @@ class M3Vectors:
     sparse: LexicalWeights
     multi: MultiVectors
     name = "embed_m3"
+    task = None  # no task adapters
 
     class Answer(NamedTuple):
         dense: np.ndarray  # (hidden,)
