@@ -17,7 +17,7 @@ included: transformers' batch call `tok(lines)` gives input_ids, token_type_ids 
 "cold" is a fresh numbert Tokenizer, "warm" the same tokenizer on a second pass, its memos filled. Each
 figure is the best of --repeat runs (the machine may be shared); the token ids of all must be identical.
 
-Then BERT's relatives' tokenizers (numbert/tokenizer/pipeline.py): the byte-level BPE and the XLM-R
+Then BERT's relatives' tokenizers (a tokenizer.json's stages, numbert/tokenizer/): the byte-level BPE and the XLM-R
 SentencePiece Unigram tokenizer.json of tests/fixtures (trained here, small vocabularies) against the Rust
 `tokenizers` library reading the same files (`encode_batch` on its own threads, both cores here, and on
 one thread as numbert runs, TOKENIZERS_PARALLELISM=false), on the same lines; cold is a
@@ -79,7 +79,7 @@ def fresh_tokenizer(vocab: Path) -> Tokenizer:
     """A numbert Tokenizer with nothing memoized, the module's character-class memos included."""
     tokenizer.is_punctuation.cache_clear()
     tokenizer.keeps_combining_mark.cache_clear()
-    return Tokenizer(vocab)
+    return Tokenizer.from_vocab(vocab)
 
 
 def main() -> None:
@@ -161,7 +161,6 @@ def family(lines: list[str], repeat: int, large_unigram: bool = False) -> None:
 
     import tokenizers
 
-    from numbert.tokenizer.pipeline import PipelineTokenizer
     from numbert.tokenizer.pre_tokenizers import gpt2_pattern
 
     gpt2_pattern()  # compiled once per process (about a second), not per tokenizer
@@ -171,11 +170,11 @@ def family(lines: list[str], repeat: int, large_unigram: bool = False) -> None:
         files.append((large_unigram_file(lines, Path(tempfile.mkdtemp())), "Unigram, 250k pieces"))
     for path, label in files:
         rust = tokenizers.Tokenizer.from_file(str(path))
-        warm = PipelineTokenizer(path)
+        warm = Tokenizer.from_tokenizer_json(path)
         runs = {
             "numbert cold": (
                 lambda tok: [tok.encode(line).ids for line in lines],
-                functools.partial(PipelineTokenizer, path),
+                functools.partial(Tokenizer.from_tokenizer_json, path),
             ),
             "numbert warm": (
                 lambda tok: [tok.encode(line).ids for line in lines],

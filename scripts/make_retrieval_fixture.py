@@ -42,7 +42,7 @@ def small_vocabulary(vocab_path: Path, texts: list[str]) -> list[str]:
     """The special tokens and every word piece bert-base-uncased's vocabulary cuts `texts` into. Greedy
     longest-match WordPiece cuts each word the same with this subset: the piece it chose is in it, and no
     longer one is."""
-    tokenizer = Tokenizer(vocab_path)
+    tokenizer = Tokenizer.from_vocab(vocab_path)
     pieces = {piece for text in texts for piece in tokenizer.encode(text, add_special_tokens=False).tokens}
     return ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(pieces - {"[UNK]"})]
 

@@ -41,7 +41,7 @@ TOY_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un", "r
 
 @pytest.fixture(scope="module")
 def bert(vocab_path) -> Tokenizer:
-    return Tokenizer(vocab_path)
+    return Tokenizer.from_vocab(vocab_path)
 
 
 def write_vocab(directory: Path, tokens: list[str]) -> Path:
@@ -52,7 +52,7 @@ def write_vocab(directory: Path, tokens: list[str]) -> Path:
 
 @pytest.fixture
 def toy(tmp_path) -> Tokenizer:
-    return Tokenizer(write_vocab(tmp_path, TOY_VOCAB))
+    return Tokenizer.from_vocab(write_vocab(tmp_path, TOY_VOCAB))
 
 
 # --- what the BERT tutorials say ---------------------------------------------------------------------
@@ -186,13 +186,13 @@ def test_normalize_tracks_original_characters(bert):
 
 def test_lowercase_and_accent_options(vocab_path):
     def basic(**options):
-        return Tokenizer(vocab_path, **options).normalize("Héllo ΟΔΟΣ İ")[0]
+        return Tokenizer.from_vocab(vocab_path, **options).normalize("Héllo ΟΔΟΣ İ")[0]
 
     assert basic() == "hello οδοσ i"  # uncased: strip accents, lowercase per character (no final sigma)
     assert basic(strip_accents=False) == "héllo οδοσ i\u0307"
     assert basic(do_lower_case=False) == "Héllo ΟΔΟΣ İ"
     assert basic(do_lower_case=False, strip_accents=True) == "Hello ΟΔΟΣ I"
-    assert Tokenizer(vocab_path, tokenize_chinese_chars=False).normalize("日本")[0] == "日本"
+    assert Tokenizer.from_vocab(vocab_path, tokenize_chinese_chars=False).normalize("日本")[0] == "日本"
 
 
 def test_pre_tokenize():
@@ -279,6 +279,42 @@ def test_fast_path_is_the_basic_stages(fast_tokenizers, text, which):
     assert (normalized, list(origin)) == basic.normalize(text, **options)
 
 
+@pytest.fixture(scope="module")
+def stage_tokenizers(vocab_path) -> list[tuple[Tokenizer, Tokenizer]]:
+    """(fast, stages) pairs of tokenizers, one per option set: BERT's stages as siblings (BertNormalizer,
+    BertPreTokenizer, WordPiece) one after another, and fast.py."""
+    options = [{}, {"do_lower_case": False}, {"strip_accents": False}, {"tokenize_chinese_chars": False}]
+    return [(Tokenizer.from_vocab(vocab_path, **o), Tokenizer.from_vocab(vocab_path, **o, fast=False)) for o in options]
+
+
+@settings(max_examples=int(os.environ.get("NUMBERT_TOKENIZER_EXAMPLES", "1000")) // 4, deadline=None)
+@given(
+    text=st.one_of(
+        st.sampled_from(ASCII_EXAMPLES),
+        st.text(max_size=60),
+        st.lists(
+            st.one_of(st.sampled_from(TRICKY + WORDS), MARKED, st.sampled_from(["[MASK]", "[SEP]"])), max_size=30
+        ).map("".join),
+    ),
+    which=st.integers(0, 3),
+)
+def test_the_stages_one_after_another_are_the_fast_path(stage_tokenizers, text, which):
+    """The sibling stages composed by the Tokenizer give the fast path's ids, tokens, offsets and word ids, special
+    tokens cut out of the text included; and the same normalized text."""
+    fast, stages = stage_tokenizers[which]
+    got, expected = stages.encode(text, "pair " + text), fast.encode(text, "pair " + text)
+    assert (got.ids, got.tokens, got.offsets, got.word_ids) == (
+        expected.ids,
+        expected.tokens,
+        expected.offsets,
+        expected.word_ids,
+    )
+    assert (stages.normalize(text)[0], list(stages.normalize(text)[1])) == (
+        fast.normalize(text)[0],
+        list(fast.normalize(text)[1]),
+    )
+
+
 def test_the_docstring_examples_hold():
     """The examples in the docstrings of the stages and of truncation."""
     for module in (basic, truncation):
@@ -293,7 +329,7 @@ def test_special_tokens_in_the_text_stay_whole(bert):
 
 
 def test_never_split(tmp_path):
-    tok = Tokenizer(write_vocab(tmp_path, TOY_VOCAB + ["<ent>"]), never_split=["<ent>"])
+    tok = Tokenizer.from_vocab(write_vocab(tmp_path, TOY_VOCAB + ["<ent>"]), never_split=["<ent>"])
     assert tok.tokenize("want<ent>running") == ["want", "<ent>", "runn", "##ing"]
 
 
@@ -490,11 +526,11 @@ def test_unknown_tokens_never_raise(bert):
 def test_missing_or_empty_vocab(tmp_path):
     missing = tmp_path / "nope" / "vocab.txt"
     with pytest.raises(FileNotFoundError, match=str(missing)):
-        Tokenizer(missing)
+        Tokenizer.from_vocab(missing)
     empty = tmp_path / "vocab.txt"
     empty.write_text("", encoding="utf-8")
     with pytest.raises(ValueError, match=str(empty)):
-        Tokenizer(empty)
+        Tokenizer.from_vocab(empty)
 
 
 @pytest.mark.parity
@@ -504,7 +540,7 @@ def test_crlf_line_ends_in_the_vocab_are_read_as_transformers_reads_them(tmp_pat
 
     path = tmp_path / "vocab.txt"
     path.write_bytes("\r\n".join([*TOY_VOCAB, "[PAD]", "[MASK]"]).encode() + b"\r\n")
-    ours = Tokenizer(path)
+    ours = Tokenizer.from_vocab(path)
     assert ours.vocab == {token: i for i, token in enumerate([*TOY_VOCAB, "[PAD]", "[MASK]"])}
     for theirs in (transformers.BertTokenizer(str(path)), BertTokenizerLegacy(str(path))):
         assert ours.encode("unwanted running, [MASK]").ids == theirs("unwanted running, [MASK]")["input_ids"]
@@ -515,14 +551,14 @@ def test_a_carriage_return_inside_a_vocab_line_is_refused_naming_the_line(tmp_pa
     path = tmp_path / "vocab.txt"
     path.write_bytes(b"[PAD]\r\n[UNK]\n" + ending)
     with pytest.raises(ValueError, match=rf"{path}: line 3 holds a carriage return \(\\r\) that does not end the line"):
-        Tokenizer(path)
+        Tokenizer.from_vocab(path)
 
 
 @pytest.mark.parametrize("option", ["unk_token", "sep_token", "pad_token", "cls_token", "mask_token", "never_split"])
 def test_an_empty_special_token_is_refused(toy, option):
     value = [""] if option == "never_split" else ""
     with pytest.raises(ValueError, match=f"^{option} must be a non-empty string, got ''$"):
-        Tokenizer(toy.vocab, **{option: value})
+        Tokenizer.from_vocab(toy.vocab, **{option: value})
 
 
 # --- loading a model directory ---------------------------------------------------------------------------
@@ -570,7 +606,7 @@ def test_fixture_of_rust_outputs(vocab_path):
     for case in cases:
         options = case.get("options", {})
         key = json.dumps(options, sort_keys=True)
-        tok = tokenizers.setdefault(key, Tokenizer(vocab_path, **options))
+        tok = tokenizers.setdefault(key, Tokenizer.from_vocab(vocab_path, **options))
         kwargs = {k: case[k] for k in ("max_length", "truncation", "stride") if k in case}
         enc = tok.encode(case["text"], case.get("pair"), **kwargs, return_overflowing_tokens=True)
         got = [

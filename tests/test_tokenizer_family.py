@@ -1,6 +1,7 @@
-"""BERT's relatives' tokenizers (numbert/tokenizer/pipeline.py): byte-level BPE (RoBERTa), Unigram, and
-XLM-RoBERTa's SentencePiece Unigram with its Precompiled charsmap, token for token the Rust `tokenizers`
-library's: ids, tokens, offsets, word ids, type ids, pairs, truncation windows and decode.
+"""BERT's relatives' tokenizers (a tokenizer.json's stages, read by numbert/tokenizer/tokenizer_json.py):
+byte-level BPE (RoBERTa), Unigram, and XLM-RoBERTa's SentencePiece Unigram with its Precompiled charsmap, token
+for token the Rust `tokenizers` library's: ids, tokens, offsets, word ids, type ids, pairs, truncation windows
+and decode.
 
 The three tokenizer.json files are trained here (scripts/make_family_tokenizers.py) and committed in
 tests/fixtures, with what the Rust library gives on a sample of cases (family_expected.json), checked
@@ -23,11 +24,11 @@ from test_tokenizer_limits import peak_bytes
 from test_tokenizer_parity import CORPUS, as_dict, generated_lines
 
 from numbert.tokenizer import Tokenizer, pipeline_fast, pre_tokenizers
-from numbert.tokenizer import pipeline as nt_pipeline
+from numbert.tokenizer import stages as nt_stages
 from numbert.tokenizer.bpe import BPE
-from numbert.tokenizer.fast import Memo
+from numbert.tokenizer.memo import Memo
+from numbert.tokenizer.models import WordPiece
 from numbert.tokenizer.normalizers import Unchanged
-from numbert.tokenizer.pipeline import PipelineTokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NAMES = ("roberta_bpe", "unigram", "xlmr_spm")
@@ -111,10 +112,9 @@ def test_pairs_and_truncation(ours, rust, name):
 def test_the_fast_path_is_the_stages(ours, name):
     """pipeline_fast.py (GPT-2's split, or a normalizer and Metaspace; each word's tokens memoized) gives
     what the stages give, memos empty and filled."""
-    stages = Tokenizer.from_tokenizer_json(FIXTURES / f"{name}.json")
-    stages._fast_words = None  # type: ignore[attr-defined]
+    stages = Tokenizer.from_tokenizer_json(FIXTURES / f"{name}.json", fast=False)
     fresh = Tokenizer.from_tokenizer_json(FIXTURES / f"{name}.json")
-    assert ours[name]._fast_words is not None  # type: ignore[attr-defined]
+    assert ours[name].words is not fresh.words and type(ours[name].words) is not type(stages.words)
     odd = ["a\ud800b", "  x  ", "", " ", "x", "▁a ▁▁b", " lead", "two  spaces", "tail ", "é ü"]
     for line in LINES + odd:
         expected = our_windows(stages, line)
@@ -221,8 +221,7 @@ def test_the_metaspace_fast_path_prepends_as_the_stages(tmp_path):
         spec.update(normalizer=normalizer)
         spec["pre_tokenizer"].update(prepend_scheme=scheme)
         path.write_text(json.dumps(spec), encoding="utf-8")
-        fast, stages = PipelineTokenizer(path), PipelineTokenizer(path)
-        stages._fast_words = None  # type: ignore[assignment]
+        fast, stages = Tokenizer.from_tokenizer_json(path), Tokenizer.from_tokenizer_json(path, fast=False)
         for line in lines:
             assert our_windows(fast, line) == our_windows(stages, line), (scheme, line)
 
@@ -373,7 +372,7 @@ def test_from_pretrained_picks_the_model_type(ours, tmp_path):
         (directory / "tokenizer.json").write_bytes((FIXTURES / f"{name}.json").read_bytes())
         (directory / "tokenizer_config.json").write_text('{"model_max_length": 512}', encoding="utf-8")
         tok = Tokenizer.from_pretrained(directory)
-        assert isinstance(tok, PipelineTokenizer) and tok.model_max_length == 512
+        assert not isinstance(tok.model, WordPiece) and tok.model_max_length == 512
         assert tok.encode("Hello there").ids == ours[name].encode("Hello there").ids
 
 
@@ -399,7 +398,7 @@ def test_a_long_line_is_read_from_a_prefix_when_truncated(ours, name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_too_long_lines_are_refused_not_swallowed(ours, name, monkeypatch):
-    monkeypatch.setattr(nt_pipeline, "MAX_INPUT_CHARS", 10_000)
+    monkeypatch.setattr(nt_stages, "MAX_INPUT_CHARS", 10_000)
     with pytest.raises(ValueError, match="at most 10000"):
         ours[name].encode("word " * 3000)  # untruncated
     with pytest.raises(ValueError, match="at most 10000"):
@@ -427,7 +426,7 @@ def test_wordpiece_in_mpnets_frame(rust, minilm_dir, tmp_path):
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(spec), encoding="utf-8")
     mine, theirs = Tokenizer.from_tokenizer_json(path), type(rust["roberta_bpe"]).from_file(str(path))
-    assert mine.template is not None and mine.num_special_tokens(True) == 4
+    assert mine.post_processor is not None and mine.num_special_tokens(True) == 4
     rng = random.Random(0)
     for text in LINES[:30]:
         pair = rng.choice(LINES[:30]) or None

@@ -15,14 +15,15 @@ from hypothesis import strategies as st
 
 from numbert.tokenizer import Tokenizer, basic, load_vocab
 from numbert.tokenizer.blocks import SEPARATOR, deleted_characters
-from numbert.tokenizer.fast import BLOCK_SIZE, FastTokenizer, Memo
+from numbert.tokenizer.fast import BLOCK_SIZE, FastTokenizer
+from numbert.tokenizer.memo import Memo
 
 N = 2_000_000  # characters: 30 blocks; the issue's cases were 5M and 50M
 
 
 @pytest.fixture(scope="module")
 def bert(vocab_path) -> Tokenizer:
-    return Tokenizer(vocab_path)
+    return Tokenizer.from_vocab(vocab_path)
 
 
 def peak_bytes(fn) -> tuple[int, object]:
@@ -70,23 +71,21 @@ def test_a_long_line_of_words_is_tokenized_only_up_to_the_budget(bert):
     assert len(windows.overflowing) > 10  # windows only when asked for
 
 
-def test_limit_stops_early_and_keeps_the_first_tokens(vocab_path):
-    fast = FastTokenizer(
-        load_vocab(vocab_path),
-        lower=True,
-        strip=True,
-        split_chinese=True,
-        unk_token="[UNK]",
-        max_input_chars_per_word=100,
-        block_size=64,
-    )
+def test_a_cut_text_keeps_the_first_tokens(vocab_path, monkeypatch):
+    """Read from parts a few characters long, a text cut at its end keeps the first tokens of the whole: ids,
+    offsets and word ids."""
+    from numbert.tokenizer import tokenizer as nt_tokenizer
+
+    monkeypatch.setattr(nt_tokenizer, "READ_CHARS_PER_TOKEN", 1)
+    monkeypatch.setattr(nt_tokenizer, "READ_MARGIN", 0)
+    bert = Tokenizer.from_vocab(vocab_path)
     text = "Héllo, wörld! " * 200
-    full = fast.segment(text)
+    full = bert.encode(text, add_special_tokens=False)
     for limit in (1, 10, 100, 1000):
-        part = fast.segment(text, limit=limit)
-        assert len(part.ids) >= min(limit, len(full.ids))
-        assert part.ids == full.ids[: len(part.ids)] and part.offsets == full.offsets[: len(part.ids)]
-        assert part.words == full.words[: len(part.ids)]
+        part = bert.encode(text, add_special_tokens=False, max_length=limit)
+        assert len(part.ids) == min(limit, len(full.ids))
+        assert part.ids == full.ids[:limit] and part.offsets == full.offsets[:limit]
+        assert part.word_ids == full.word_ids[:limit]
 
 
 # --- blocks: exact, checked against the plain stages on random text ------------------------------

@@ -195,12 +195,12 @@ def trio(request, transformers, vocab_path, cased_vocab):
     """(numbert, Rust, Python, options) for one tokenizer configuration."""
     options = TOKENIZER_CONFIGS[request.param]
     vocab = cased_vocab if options.get("do_lower_case") is False else vocab_path
-    return (Tokenizer(vocab, **options), *hf_pair(transformers, vocab, **options), options)
+    return (Tokenizer.from_vocab(vocab, **options), *hf_pair(transformers, vocab, **options), options)
 
 
 @pytest.fixture(scope="module")
 def uncased(transformers, vocab_path):
-    return (Tokenizer(vocab_path), *hf_pair(transformers, vocab_path))
+    return (Tokenizer.from_vocab(vocab_path), *hf_pair(transformers, vocab_path))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -456,7 +456,7 @@ def test_offsets_of_combining_mark_runs(transformers, vocab_path, cased_vocab):
     ]
     for name, options in TOKENIZER_CONFIGS.items():
         vocab = cased_vocab if options.get("do_lower_case") is False else vocab_path
-        tok, (rust, _) = Tokenizer(vocab, **options), hf_pair(transformers, vocab, **options)
+        tok, (rust, _) = Tokenizer.from_vocab(vocab, **options), hf_pair(transformers, vocab, **options)
         bad = [
             text
             for text in texts[: 20_000 if name == "uncased" else 4_000]
@@ -481,7 +481,7 @@ def test_known_hf_disagreements(uncased, transformers, cased_vocab):
         assert rust(text)["input_ids"] != legacy(text)["input_ids"], text
         assert tok.encode(text).ids == rust(text)["input_ids"]
         assert known_hf_disagreement(text)
-    cased = Tokenizer(cased_vocab, do_lower_case=False)
+    cased = Tokenizer.from_vocab(cased_vocab, do_lower_case=False)
     rust_cased, legacy_cased = hf_pair(transformers, cased_vocab, do_lower_case=False)
     for text in ["Cafe\u0301", "\uf902"]:
         assert rust_cased(text)["input_ids"] != legacy_cased(text)["input_ids"], text
@@ -552,7 +552,10 @@ _TRIOS: dict = {}
 
 def _cached_trio(transformers, vocab_path, options):
     if options not in _TRIOS:
-        _TRIOS[options] = (Tokenizer(vocab_path, **dict(options)), *hf_pair(transformers, vocab_path, **dict(options)))
+        _TRIOS[options] = (
+            Tokenizer.from_vocab(vocab_path, **dict(options)),
+            *hf_pair(transformers, vocab_path, **dict(options)),
+        )
     return _TRIOS[options]
 
 

@@ -61,7 +61,7 @@ def test_wordpiece_cut_on_the_left_is_rusts(transformers, vocab_path):
     from transformers.models.bert.tokenization_bert import load_vocab
 
     rust = transformers.BertTokenizer(vocab=load_vocab(str(vocab_path)), truncation_side="left")
-    ours, left = Tokenizer(vocab_path), Tokenizer(vocab_path, truncation_side="left")
+    ours, left = Tokenizer.from_vocab(vocab_path), Tokenizer.from_vocab(vocab_path, truncation_side="left")
     for case in random_cases(0, 150):
         text, pair, strategy = case.pop("text"), case.pop("pair"), case.pop("strategy")
         try:

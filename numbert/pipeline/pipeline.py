@@ -38,7 +38,8 @@ from ..model.encoder import Encoder, Output
 from ..model.heads import HeadConfig, Heads
 from ..model.layers import linear
 from ..tokenizer import Encoding, Tokenizer
-from ..tokenizer.tokenizer import SLOW_TOKENIZER_FILES, alias, read_options
+from ..tokenizer.load import SLOW_TOKENIZER_FILES, read_options
+from ..tokenizer.tokenizer import alias
 from . import planner, recipe
 from .planner import Row, row_of, text_list
 from .readouts import (
@@ -607,7 +608,7 @@ def load_tokenizer(directory: Path, pylate: bool) -> Tokenizer:
     path = directory / "tokenizer.json"
     if not pylate or (directory / "vocab.txt").is_file() or not path.is_file():
         return Tokenizer.from_pretrained(directory)
-    from ..tokenizer.pipeline import TokenizerJson
+    from ..tokenizer.tokenizer_json import TokenizerJson
 
     spec = TokenizerJson(path)
     for token in spec.spec.get("added_tokens") or []:

@@ -1,23 +1,20 @@
-"""BERT's WordPiece tokenizer in pure Python, token for token the same as Hugging Face's.
+"""Tokenizers in pure Python, token for token the same as Hugging Face's: BERT's WordPiece, and BERT's
+relatives' byte-level BPE and SentencePiece Unigram read from a tokenizer.json.
 
 Read in this order (docs/tokenizer.md tells the whole story):
 
-- basic.py: the stages, plainly: normalize (with offsets), split into words, WordPiece.
+- basic.py: BERT's stages, plainly: normalize (with offsets), split into words, WordPiece.
 - unicode_tables.py: where the Rust tokenizer's Unicode tables differ from Python's, as data.
-- fast.py: the same stages memoized, with a fast path for ASCII.
-- blocks.py: long texts a block at a time, in bounded memory.
-- words.py: the word split and the memo's token layout that fast.py and blocks.py share.
-- encoding.py, truncation.py, tokenizer.py: `Tokenizer.encode` and `encode_batch`: special
-  tokens, the `[CLS] A [SEP] B [SEP]` template, truncation into windows, padding; and `decode`.
-- tokenizer_json.py: the same settings read from a Hugging Face tokenizer.json (no vocab.txt).
-
-BERT's relatives (RoBERTa's byte-level BPE, XLM-RoBERTa's SentencePiece Unigram), from a tokenizer.json:
-
-- pipeline.py: the file read stage by stage into `PipelineTokenizer` (the `Tokenizer`'s interface).
-- normalizers.py, precompiled.py: NFKC, Lowercase, Strip, Replace, ...; SentencePiece's compiled charsmap.
-- pre_tokenizers.py: ByteLevel (GPT-2's split, bytes as characters), Metaspace, splits.
-- bpe.py, unigram.py: the models: merges by rank; Viterbi over the pieces' scores.
-- templates.py: the post-processors: `<s> A </s></s> B </s>` and the other templates, type ids.
+- The stages as sibling kinds, each behind a small protocol, as the Rust `tokenizers` library has them:
+  normalizers.py (+ precompiled.py), pre_tokenizers.py, models.py (WordPiece; bpe.py, unigram.py),
+  templates.py (the post-processors), decoders.py; added_tokens.py (special tokens cut out whole).
+- stages.py: the normalizer, the pre-tokenizer and the model one after another.
+- fast.py (+ blocks.py, words.py): BERT's stages made fast (memos, ASCII, long texts a block at a time);
+  pipeline_fast.py: GPT-2's and Metaspace pipelines made fast. Tests hold both equal to the stages.
+- encoding.py, truncation.py, cuts.py, tokenizer.py: the `Tokenizer` composes the stages: `encode` and
+  `encode_batch` (the template, truncation into windows, a long text read only as far as its kept tokens,
+  padding) and `decode`.
+- tokenizer_json.py, load.py: a tokenizer.json read stage by stage; the factory of a model directory.
 """
 
 from .basic import (
@@ -35,7 +32,8 @@ from .basic import (
 )
 from .encoding import Batch, Encoding
 from .fast import keeps_combining_mark
-from .tokenizer import Tokenizer, load_vocab
+from .load import load_vocab
+from .tokenizer import Tokenizer
 from .truncation import truncated_lengths, windows
 
 __all__ = [

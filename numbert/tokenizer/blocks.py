@@ -1,4 +1,4 @@
-"""Long texts in bounded memory: the tokenizer's stages on a text of any length, a block at a time.
+"""Long texts in bounded memory: BERT's fast path (fast.py) on a text of any length, a block at a time.
 
 A text is cut before whitespace and ASCII punctuation into blocks of about `size` characters. The
 cuts are exact: a separator starts a new word, and it is a base character, so NFD's reordering of
@@ -17,22 +17,36 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 
 from .basic import clean_char, combining_class, decompose, is_punctuation
 from .encoding import Segment
+from .pre_tokenizers import SEPARATORS
 from .words import FIELDS, spans_of, split_words
 
-if TYPE_CHECKING:
-    from .fast import FastTokenizer
+# Separators: characters that cleaning turns into a space, and ASCII punctuation: BERT starts a word at each
+SEPARATOR = re.compile(f"[{SEPARATORS}]")
 
-# Separators: characters that cleaning turns into a space, and ASCII punctuation (every Unicode
-# whitespace character lies below U+3001).
-_SEPARATORS = "".join(c for c in map(chr, range(0x3001)) if clean_char(c) == " ")
-SEPARATOR = re.compile("[" + re.escape(_SEPARATORS) + r"!-/:-@\[-`{-~]")
+
+class Stages(Protocol):
+    """What the blocks need of the fast tokenizer (fast.py): its vocabulary and options, its word memo (a word
+    -> its tokens' FIELDS), its normalizer, and its way with a short text."""
+
+    vocab: dict[str, int]
+    unk_token: str
+    max_input_chars_per_word: int
+    block_size: int
+    strip: bool
+
+    @property
+    def words(self) -> Mapping[str, tuple]: ...
+
+    def normalize(self, text: str) -> tuple[str, Sequence[int]]: ...
+
+    def segment(self, text: str, pos: int = 0) -> Segment: ...
 
 
 def blocks(text: str, size: int) -> Iterator[tuple[int, int, bool]]:
@@ -103,10 +117,10 @@ def kept_blocks(text: str, start: int, end: int, size: int, cut_anywhere: bool) 
 
 class Words:
     """Tokens of normalized text fed a block at a time, with each character's position in the
-    original text; a word may span blocks. `fast` is the FastTokenizer whose word memo and
+    original text; a word may span blocks. `fast` is the fast tokenizer whose word memo and
     vocabulary it uses."""
 
-    def __init__(self, fast: FastTokenizer):
+    def __init__(self, fast: Stages):
         self.fast = fast
         self.ids: list[int] = []
         self.tokens: list[str] = []
@@ -149,7 +163,7 @@ class Words:
         if length > self.fast.max_input_chars_per_word:
             self._add(self.fast.vocab[self.fast.unk_token], self.fast.unk_token, (positions[0], positions[-1] + 1))
         else:
-            fields = self.fast._words[text]
+            fields = self.fast.words[text]
             for (s, e), i, token in zip(spans_of(list(fields)), fields[0::FIELDS], fields[1::FIELDS]):
                 self._add(i, token, (positions[s], positions[e - 1] + 1))
         self.n_words += 1
@@ -166,10 +180,9 @@ class Words:
         return Segment(self.ids, self.tokens, self.offsets, self.words)
 
 
-def run_segment(fast: FastTokenizer, text: str, start: int, end: int, pos: int, limit: int | None = None) -> Segment:
+def run_segment(fast: Stages, text: str, start: int, end: int, pos: int) -> Segment:
     """The tokens of text[start:end], a separator (or nothing) followed by characters holding none,
-    streamed in blocks of `fast.block_size` characters: offsets count from `pos`. With `limit`, stops
-    once that many tokens are known."""
+    streamed in blocks of `fast.block_size` characters: offsets count from `pos`."""
     parts = []
     if SEPARATOR.match(text, start):
         parts.append(fast.segment(text[start], pos + start))
@@ -178,7 +191,5 @@ def run_segment(fast: FastTokenizer, text: str, start: int, end: int, pos: int, 
     for chars, positions in kept_blocks(text, start, end, fast.block_size, cut_anywhere=not fast.strip):
         normalized, origin = fast.normalize(chars)
         words.feed(normalized, (positions[np.asarray(origin, dtype=np.int64)] + pos).tolist())
-        if limit is not None and len(words.ids) >= limit:
-            break
     parts.append(words.segment())
     return Segment.join(parts)

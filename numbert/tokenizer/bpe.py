@@ -7,7 +7,7 @@ adjacent pair with the best rank in the merges list is merged, again and again, 
 
 That is exactly the Rust `tokenizers` crate's order (a priority queue on (rank, position)); `merge_word`
 runs it with a heap over a linked list of symbols, so a long word costs n log n, not n^2. (The tokenizer
-memoizes words: pipeline.py, pipeline_fast.py.)
+memoizes words: tokenizer.py's stages, pipeline_fast.py.)
 """
 
 from __future__ import annotations

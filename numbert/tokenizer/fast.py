@@ -1,4 +1,5 @@
-"""The tokenizer stages made fast: the same tokens, offsets and word indices as `basic.tokenize`.
+"""BERT's stages made fast (BertNormalizer, BertPreTokenizer and WordPiece at once): the same tokens, offsets and
+word indices as `basic.tokenize`, and as the stages one after another.
 
 Two ideas (tests/test_tokenizer.py checks fast == basic on random text):
 - Memos. Text repeats its characters, words and whitespace-free chunks, so each one's normalization,
@@ -14,35 +15,20 @@ import functools
 import itertools
 import operator
 import re
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from .basic import combining_class, decompose, is_nonspacing_mark, normalize, normalize_char, wordpiece
 from .blocks import blocks, run_segment
 from .encoding import Segment
+from .memo import Memo
+from .models import Model, WordPiece
+from .normalizers import BertNormalizer, Normalizer
+from .pre_tokenizers import BertPreTokenizer, PreTokenizer
 from .words import FIELDS, spans_of, split_words
 
 BLOCK_SIZE = 1 << 16  # characters: a longer text is tokenized a block at a time, in bounded memory
 MEMO_CHUNK = 256  # characters: longer whitespace-free runs are tokenized without the memo
-
-
-class Memo(dict):
-    """A dict that fills in a missing key with fn(key), in bounded memory: once it holds `size` keys, they
-    become the previous generation, and only those used again are carried into the new one. Frequent
-    words stay; a corpus of a million distinct words holds at most 2 x `size` (about 600 bytes each)."""
-
-    def __init__(self, fn: Callable[[Any], Any], size: int = 1 << 13):
-        super().__init__()
-        self.fn, self.size = fn, size
-        self.previous: dict = {}
-
-    def __missing__(self, key):
-        if len(self) >= self.size:
-            self.previous = dict(self)
-            self.clear()
-        value = self.previous[key] if key in self.previous else self.fn(key)
-        self[key] = value
-        return value
 
 
 @functools.cache
@@ -82,7 +68,10 @@ def is_plain_ascii(text: str) -> bool:
 
 
 class FastTokenizer:
-    """`basic.tokenize`, memoized, for text that holds no special token."""
+    """`basic.tokenize`, memoized, for text that holds no special token: the words of BERT's stages
+    (`Tokenizer.words`). It reads a text of any length in bounded memory (`max_chars` None)."""
+
+    max_chars: int | None = None
 
     def __init__(
         self,
@@ -100,11 +89,27 @@ class FastTokenizer:
         self.block_size = block_size
         self.id_to_token = {i: t for t, i in vocab.items()}
         self.longest_piece = max(map(len, vocab))
-        self._normalized = Memo(
-            functools.partial(normalize_char, lower=lower, strip=strip, split_chinese=split_chinese)
+        self.chars = Memo(functools.partial(normalize_char, lower=lower, strip=strip, split_chinese=split_chinese))
+        self.chunks = Memo(self._tokenize_chunk)  # whitespace-free run -> its Chunk
+        self.words = Memo(self._tokenize_word)  # word (on the ASCII path, with the whitespace before it) -> FIELDS
+
+    @staticmethod
+    def of(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer | None, model: Model) -> FastTokenizer | None:
+        """The fast path of BERT's stages (BertNormalizer, BertPreTokenizer, WordPiece); None for other stages."""
+        if not (
+            isinstance(normalizer, BertNormalizer)
+            and isinstance(pre_tokenizer, BertPreTokenizer)
+            and isinstance(model, WordPiece)
+        ):
+            return None
+        return FastTokenizer(
+            model.vocab,
+            lower=normalizer.lowercase,
+            strip=normalizer.strip_accents,
+            split_chinese=normalizer.handle_chinese_chars,
+            unk_token=model.unk_token,
+            max_input_chars_per_word=model.max_input_chars_per_word,
         )
-        self._chunks = Memo(self._tokenize_chunk)
-        self._words = Memo(self._tokenize_word)
 
     def normalize(self, text: str) -> tuple[str, Sequence[int]]:
         """`basic.normalize`: character by character from a memo unless canonical reordering may move
@@ -113,27 +118,24 @@ class FastTokenizer:
             return (text.lower() if self.lower else text), range(len(text))
         if self.strip and any(map(keeps_combining_mark, text)):
             return normalize(text, lower=self.lower, strip=self.strip, split_chinese=self.split_chinese)
-        pieces = list(map(self._normalized.__getitem__, text))
+        pieces = list(map(self.chars.__getitem__, text))
         return "".join(pieces), [i for i, piece in enumerate(pieces) for _ in piece]
 
-    def segment(self, text: str, pos: int = 0, limit: int | None = None) -> Segment:
+    def segment(self, text: str, pos: int = 0) -> Segment:
         """The tokens of `text`, offsets counted from `pos`. A text longer than `block_size` characters
-        goes a block at a time (blocks.py), and with `limit` stops once it has that many tokens (the
-        first ones; maybe more)."""
+        goes a block at a time (blocks.py)."""
         if len(text) <= self.block_size:
             return self._segment_block(text, pos)
-        parts, count = [], 0
-        for start, end, is_run in blocks(text, self.block_size):
-            part = (
-                run_segment(self, text, start, end, pos, None if limit is None else limit - count)
+        return Segment.join(
+            [
+                run_segment(self, text, start, end, pos)
                 if is_run
                 else self._segment_block(text[start:end], pos + start)
-            )
-            parts.append(part)
-            count += len(part.ids)
-            if limit is not None and count >= limit:
-                break
-        return Segment.join(parts)
+                for start, end, is_run in blocks(text, self.block_size)
+            ]
+        )
+
+    __call__ = segment  # the tokenizer's words (stages.Words): the text between added tokens -> its tokens
 
     def _segment_block(self, text: str, pos: int) -> Segment:
         """The tokens of `text`: at once on plain ASCII, else whitespace-free chunk by chunk, each
@@ -160,7 +162,9 @@ class FastTokenizer:
         the whitespace before it, tile the text, so their memoized tokens join up without a Python
         step per token."""
         text = text.lower() if self.lower else text
-        fields = list(_flat(map(self._words.__getitem__, _SPACED_ASCII_WORDS.findall(text))))
+        # (whitespace at the end holds no word: left out, the pattern never rescans it from each of its positions)
+        words = _SPACED_ASCII_WORDS.findall(text, 0, len(text.rstrip(_ASCII_SPACES)))
+        fields = list(_flat(map(self.words.__getitem__, words)))
         ids, tokens, word_starts = fields[0::FIELDS], fields[1::FIELDS], fields[2::FIELDS]
         words = list(itertools.accumulate(word_starts, initial=-1))  # each token's word: word starts so far - 1
         del words[0]
@@ -168,7 +172,7 @@ class FastTokenizer:
 
     def _chunk(self, chunk: str) -> Chunk:
         """The tokens of a whitespace-free run, from the memo unless it is long (long runs rarely repeat)."""
-        return self._chunks[chunk] if len(chunk) <= MEMO_CHUNK else self._tokenize_chunk(chunk)
+        return self.chunks[chunk] if len(chunk) <= MEMO_CHUNK else self._tokenize_chunk(chunk)
 
     def _tokenize_chunk(self, chunk: str) -> Chunk:
         """Both stages on a whitespace-free run of text: normalize, split into words, WordPiece."""
@@ -179,7 +183,7 @@ class FastTokenizer:
         spans = split_words(text)
         ids, offsets, words = [], [], []
         for w, (start, end) in enumerate(spans):
-            fields = self._words[text[start:end]]
+            fields = self.words[text[start:end]]
             ids += fields[0::FIELDS]
             offsets += [(origin[s], origin[e - 1] + 1) for s, e in spans_of(list(fields), start)]
             words += [w] * (len(fields) // FIELDS)
@@ -190,7 +194,7 @@ class FastTokenizer:
         ASCII path) only puts its first token further."""
         bare = word.lstrip(_ASCII_SPACES)
         if bare != word:
-            fields = self._words[bare]
+            fields = self.words[bare]
             return (*fields[:3], fields[3] + len(word) - len(bare), *fields[4:])
         pieces = wordpiece(
             word,

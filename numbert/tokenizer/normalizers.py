@@ -1,5 +1,4 @@
-"""The normalizers of a tokenizer.json (NFKC, Lowercase, Strip, Replace, Precompiled, ...), each keeping
-track of where every character of its output came from.
+"""Normalizers: the first stage, text -> normalized text, each character keeping track of where it came from.
 
 A `Normalized` text is the output characters and, for each, the span (start, end) of original characters it
 stands for. The Rust `tokenizers` crate aligns the same way (NormalizedString.transform_range):
@@ -9,22 +8,61 @@ stands for. The Rust `tokenizers` crate aligns the same way (NormalizedString.tr
 - an inserted character takes the span of the character before it (the first character's, at the start).
 
 Offsets of tokens are then (span of their first character's start, span of their last character's end).
+
+    BertNormalizer   BERT's: clean, space out CJK, strip accents, lowercase (basic.normalize)
+    NFC, NFD, ...    Unicode's forms (`UnicodeForm`)
+    Lowercase        character by character, as Rust (no final sigma)
+    Strip            whitespace off the ends
+    Replace          a pattern's matches replaced by a string
+    Precompiled      SentencePiece's compiled character map (precompiled.py)
+    Sequence         several in turn
+
+Each also says what it does at a break (cuts.py): `at_break(text, at, char)` is what the character at a break
+becomes when the text is normalized on either side of it apart, which then gives the whole text's
+normalization there (but for the rules of a text's edges, such as Strip's, which reach no further than the
+whitespace at an edge); an empty set when this normalizer may reach across the break.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterator, Sequence
+from collections import abc
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import Literal, Protocol, overload
 
-from .precompiled import Precompiled
+from . import basic
+from .precompiled import CharsMap, break_class
 from .unicode_tables import NEW_LOWERCASE
 
 # Rust's char::is_whitespace (Unicode White_Space): Python's str.isspace also counts U+001C..U+001F.
 WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 IS_WHITESPACE = re.compile(f"[{WHITESPACE}]")
+ANY_SPACE = WHITESPACE + "\x1c-\x1f"  # whitespace to any stage: Unicode's, and Python's str.isspace (U+001C..U+001F)
+NOTHING: frozenset[str] = frozenset()
+
+
+class Normalizer(Protocol):
+    """A normalizer: the text (and where each character came from) -> the normalized text."""
+
+    def __call__(self, normalized: Normalized) -> Normalized: ...
+
+    def at_break(self, text: str | None, at: int, char: str) -> frozenset[str]:
+        """What `char`, the character at break `at` as the steps before this one left it, becomes when the text
+        is normalized on either side of the break apart (cuts.py); empty when this normalizer may reach across
+        it. `text`: the original text, given to the first normalizer only."""
+        ...
+
+    @property
+    def lags(self) -> bool:
+        """Whether `lag` may be more than 0."""
+        ...
+
+    def lag(self, text: str) -> int | None:
+        """How many characters the offsets of a text's tokens lag behind their characters: 0 but for a map that
+        deletes characters at a text's start without a trace (Precompiled, as Rust aligns it); None when too
+        many to tell (precompiled.LAG_LIMIT: `text` may be cut past that)."""
+        ...
 
 
 @dataclass(slots=True)
@@ -32,7 +70,7 @@ class Normalized:
     """Normalized text: `text`, and `spans[i]` = (start, end) of the original characters text[i] stands for."""
 
     text: str
-    spans: Sequence[tuple[int, int]]
+    spans: abc.Sequence[tuple[int, int]]
 
     @staticmethod
     def of(text: str, start: int = 0) -> Normalized:
@@ -42,7 +80,7 @@ class Normalized:
     def __getitem__(self, s: slice) -> Normalized:
         return Normalized(self.text[s], self.spans[s])
 
-    def transform(self, changes: Sequence[tuple[str, int]]) -> Normalized:
+    def transform(self, changes: abc.Sequence[tuple[str, int]]) -> Normalized:
         """The text the Rust crate's change list describes: (character, change) where change 0 replaces the
         next character, 1 inserts, and -n replaces the next character and removes n more."""
         spans, pos = [], 0
@@ -58,7 +96,7 @@ class Normalized:
         """The original span of characters [start, end) of the normalized text."""
         return self.spans[start][0], self.spans[end - 1][1]
 
-    def rebuild(self, pieces: Sequence[tuple[str, int, int]]) -> Normalized:
+    def rebuild(self, pieces: abc.Sequence[tuple[str, int, int]]) -> Normalized:
         """A new text from (replacement, first, last): each replaces characters [first, last) of this one (the
         pieces cover it, in order) by the alignment rules above; first == last inserts, "" deletes."""
         text, spans = [], []
@@ -71,7 +109,7 @@ class Normalized:
         return Normalized("".join(text), spans)
 
 
-class Unchanged(Sequence[tuple[int, int]]):
+class Unchanged(abc.Sequence[tuple[int, int]]):
     """The spans of `size` characters as they are, at `start` of the original: (start + i, start + i + 1), each
     made when read (a normalizer that leaves a text alone costs no list of its spans)."""
 
@@ -83,7 +121,7 @@ class Unchanged(Sequence[tuple[int, int]]):
     def __len__(self) -> int:
         return self.size
 
-    def __iter__(self) -> Iterator[tuple[int, int]]:
+    def __iter__(self) -> abc.Iterator[tuple[int, int]]:
         return zip(range(self.start, self.start + self.size), range(self.start + 1, self.start + self.size + 1))
 
     @overload
@@ -103,7 +141,7 @@ class Unchanged(Sequence[tuple[int, int]]):
         return at, at + 1
 
 
-def per_char(normalized: Normalized, transform: Callable[[str], str]) -> Normalized:
+def per_char(normalized: Normalized, transform: abc.Callable[[str], str]) -> Normalized:
     """Each character replaced by transform(character) (one, several or none)."""
     text = normalized.text
     if transform(text) == text and all(transform(c) == c for c in text):
@@ -111,15 +149,61 @@ def per_char(normalized: Normalized, transform: Callable[[str], str]) -> Normali
     return normalized.rebuild([(transform(c), i, i + 1) for i, c in enumerate(text)])
 
 
+def is_space(c: str) -> bool:
+    """Whether `c` is whitespace to any of the stages (ANY_SPACE)."""
+    return _ANY_SPACE.match(c) is not None
+
+
+_ANY_SPACE = re.compile(f"[{ANY_SPACE}]")
+
+
+class BertNormalizer:
+    """BERT's normalizer, `basic.normalize` with these options: clean (control characters deleted, whitespace
+    made a space), CJK ideographs spaced out, accents stripped, lowercased; each output character keeps the span
+    of the original one it came from. `strip_accents=None` follows `lowercase`, as in transformers."""
+
+    def __init__(self, lowercase: bool = True, strip_accents: bool | None = None, handle_chinese_chars: bool = True):
+        self.lowercase, self.handle_chinese_chars = lowercase, handle_chinese_chars
+        self.strip_accents = lowercase if strip_accents is None else strip_accents
+
+    def __call__(self, normalized: Normalized) -> Normalized:
+        text, origin = basic.normalize(
+            normalized.text, lower=self.lowercase, strip=self.strip_accents, split_chinese=self.handle_chinese_chars
+        )
+        spans = normalized.spans
+        return Normalized(text, [spans[i] for i in origin])
+
+    lags = False
+
+    def lag(self, text: str) -> int | None:
+        return 0
+
+    def at_break(self, text: str | None, at: int, char: str) -> frozenset[str]:
+        """Character by character but for accent stripping's reordering of combining marks, which stops at a
+        base character: normalizing either side of a base character apart changes nothing."""
+        if basic.combining_class(basic.decompose(char)[0]):
+            return NOTHING
+        return frozenset(
+            [
+                basic.normalize_char(
+                    char, lower=self.lowercase, strip=self.strip_accents, split_chinese=self.handle_chinese_chars
+                )
+            ]
+        )
+
+
 Form = Literal["NFC", "NFD", "NFKC", "NFKD"]
 MAX_RUN = 64  # characters composed together at most (a run of combining marks is cut there)
 
 
-def unicode_form(form: Form) -> Callable[[Normalized], Normalized]:
+class UnicodeForm:
     """NFC, NFD, NFKC or NFKD, run by run: a run is a character and what composes with it."""
 
-    def normalize(normalized: Normalized) -> Normalized:
-        text = normalized.text
+    def __init__(self, form: Form):
+        self.form = form
+
+    def __call__(self, normalized: Normalized) -> Normalized:
+        form, text = self.form, normalized.text
         if unicodedata.is_normalized(form, text):
             return normalized
         pieces, start = [], 0
@@ -130,11 +214,20 @@ def unicode_form(form: Form) -> Callable[[Normalized], Normalized]:
                 start = end
         return normalized.rebuild(pieces)
 
-    return normalize
+    lags = False
+
+    def lag(self, text: str) -> int | None:
+        return 0
+
+    def at_break(self, text: str | None, at: int, char: str) -> frozenset[str]:
+        """Whitespace composes with nothing and starts a run of its own: a break there changes nothing."""
+        return frozenset([unicodedata.normalize(self.form, char)]) if is_space(char) else NOTHING
 
 
 def _separable(form: Form, run: str, c: str) -> bool:
     """Whether character `c` starts a new run after `run` (it neither composes nor reorders with it)."""
+    if IS_WHITESPACE.match(c):
+        return True
     if unicodedata.combining(c) or not unicodedata.is_normalized(form, c):
         return unicodedata.normalize(form, run + c) == unicodedata.normalize(form, run) + unicodedata.normalize(form, c)
     return not ("\u1100" <= run[-1] <= "\u11ff" or "\uac00" <= run[-1] <= "\ud7a3")  # Hangul jamo compose
@@ -148,63 +241,165 @@ def _aligned(run: str, start: int, end: int) -> list[tuple[str, int, int]]:
     return [(run, start, end)]
 
 
-def lowercase(normalized: Normalized) -> Normalized:
-    """Each character lowercased on its own (so a final Σ becomes σ, as in Rust), with the pairs Rust's
-    newer Unicode knows (unicode_tables.NEW_LOWERCASE)."""
-    return per_char(normalized, lower)
-
-
 def lower(c: str) -> str:
+    """One character lowercased as Rust does, with the pairs Rust's newer Unicode knows (NEW_LOWERCASE)."""
     return NEW_LOWERCASE.get(c) or c.lower()
 
 
-def strip(left: bool, right: bool) -> Callable[[Normalized], Normalized]:
+class Lowercase:
+    """Each character lowercased on its own (so a final Σ becomes σ, as in Rust)."""
+
+    def __call__(self, normalized: Normalized) -> Normalized:
+        return per_char(normalized, lower)
+
+    lags = False
+
+    def lag(self, text: str) -> int | None:
+        return 0
+
+    def at_break(self, text: str | None, at: int, char: str) -> frozenset[str]:
+        return frozenset([lower(char)])
+
+
+class Strip:
     """Whitespace removed from the left and/or right end (the text itself when there is none)."""
 
-    def normalize(normalized: Normalized) -> Normalized:
+    def __init__(self, left: bool, right: bool):
+        self.left, self.right = left, right
+
+    def __call__(self, normalized: Normalized) -> Normalized:
         text, start, end = normalized.text, 0, len(normalized.text)
-        while left and start < end and IS_WHITESPACE.match(text[start]):
+        while self.left and start < end and IS_WHITESPACE.match(text[start]):
             start += 1
-        while right and end > start and IS_WHITESPACE.match(text[end - 1]):
+        while self.right and end > start and IS_WHITESPACE.match(text[end - 1]):
             end -= 1
         return normalized if (start, end) == (0, len(text)) else normalized[start:end]
 
-    return normalize
+    lags = False
+
+    def lag(self, text: str) -> int | None:
+        return 0
+
+    def at_break(self, text: str | None, at: int, char: str) -> frozenset[str]:
+        """Only the ends change, and only their whitespace: the text before a break ends with a character that
+        is not whitespace, and the whitespace the text from it loses is that edge's."""
+        return frozenset([char])
 
 
-def replace(pattern: re.Pattern, content: str) -> Callable[[Normalized], Normalized]:
+# A regular expression whose every match is whitespace, one character or more: a run of the atoms " ", \s, \t,
+# \n, \r, or classes of them, quantified (" {2,}", "\s+", "[ \t]+", ...)
+_ATOM = r"(?: |\\s|\\t|\\n|\\r|\[(?: |\\s|\\t|\\n|\\r)+\])"
+_QUANTIFIER = r"(?:[+*?]|\{\d+(?:,\d*)?\})[?+]?"
+_WHITESPACE_REGEX = re.compile(f"(?:{_ATOM}{_QUANTIFIER}?)+")
+_MAY_BE_EMPTY = re.compile(rf"(?:{_ATOM}(?:[*?]|\{{0(?:,\d*)?\}})[?+]?)+")
+
+
+def pattern_kind(source: str, literal: bool) -> Literal["whitespace", "no whitespace"] | None:
+    """What the matches of a tokenizer.json pattern hold: only whitespace (and at least one character), no
+    whitespace, or either (None, also for any pattern too intricate to tell)."""
+    if literal:
+        if source and all(map(is_space, source)):
+            return "whitespace"
+        return "no whitespace" if source and not any(map(is_space, source)) else None
+    if _WHITESPACE_REGEX.fullmatch(source) and not _MAY_BE_EMPTY.fullmatch(source):
+        return "whitespace"
+    return None
+
+
+class Replace:
     """Every match of `pattern` replaced by `content`; its characters are inserted after the match, so they
-    take the span of the match's last character (Rust's NormalizedString.replace)."""
+    take the span of the match's last character (Rust's NormalizedString.replace). `kind`: what the matches
+    hold (`pattern_kind`)."""
 
-    def normalize(normalized: Normalized) -> Normalized:
+    def __init__(self, pattern: re.Pattern, content: str, kind: Literal["whitespace", "no whitespace"] | None):
+        self.pattern, self.content, self.kind = pattern, content, kind
+
+    def __call__(self, normalized: Normalized) -> Normalized:
         text, pieces, pos = normalized.text, [], 0
-        for match in pattern.finditer(text):
+        for match in self.pattern.finditer(text):
             pieces += [(text[i], i, i + 1) for i in range(pos, match.start())]
             pieces.append(("", match.start(), match.end()))
-            pieces += [(c, match.end(), match.end()) for c in content]
+            pieces += [(c, match.end(), match.end()) for c in self.content]
             pos = match.end()
         if not pieces:
             return normalized
         pieces += [(text[i], i, i + 1) for i in range(pos, len(text))]
         return normalized.rebuild(pieces)
 
-    return normalize
+    lags = False
+
+    def lag(self, text: str) -> int | None:
+        return 0
+
+    def at_break(self, text: str | None, at: int, char: str) -> frozenset[str]:
+        """Matches of whitespace only never reach the character before a break; the break's whitespace may become
+        the content. Matches without whitespace never reach the break's whitespace; their content must hold no
+        whitespace (nor be empty), or it could bring whitespace next to the break."""
+        if self.kind == "whitespace":
+            return frozenset([char, self.content[:1]]) if is_space(char) else frozenset([char])
+        if self.kind == "no whitespace" and self.content and not any(map(is_space, self.content)) and is_space(char):
+            return frozenset([char])
+        return NOTHING
 
 
-def precompiled(charsmap: Precompiled) -> Callable[[Normalized], Normalized]:
+class Precompiled:
     """SentencePiece's compiled character map (see precompiled.py): each piece it maps, replaced."""
 
-    def normalize(normalized: Normalized) -> Normalized:
-        changes = charsmap.changes(normalized.text)
+    def __init__(self, charsmap: CharsMap):
+        self.charsmap = charsmap
+
+    def __call__(self, normalized: Normalized) -> Normalized:
+        changes = self.charsmap.changes(normalized.text)
         return normalized if changes is None else normalized.transform(changes)
 
-    return normalize
+    lags = True
+
+    def lag(self, text: str) -> int | None:
+        return self.charsmap.lag(text)
+
+    def at_break(self, text: str | None, at: int, char: str) -> frozenset[str]:
+        """The map runs grapheme by grapheme, and a grapheme ends before whitespace; a break is one when the
+        map keeps its whitespace as whitespace, does not delete the character before it or end it with
+        whitespace, and the whitespace is a grapheme of its own (no mark on it). Looks at the original text:
+        only as the first normalizer (`text` None: the text has changed, so nothing is known)."""
+        if text is None or char != text[at] or not is_space(char):
+            return NOTHING
+        new = self.charsmap.transform[char]
+        before = self.charsmap.transform[text[at - 1]]
+        if not (new is None or (len(new) == 1 and is_space(new))) or (before is not None and not before[-1:].strip()):
+            return NOTHING
+        if at + 1 < len(text) and break_class[text[at + 1]] in ("Extend", "ZWJ", "SpacingMark"):
+            return NOTHING
+        return frozenset([char if new is None else new])
 
 
-def sequence(steps: Sequence[Callable[[Normalized], Normalized]]) -> Callable[[Normalized], Normalized]:
-    def normalize(normalized: Normalized) -> Normalized:
-        for step in steps:
+class Sequence:
+    """Several normalizers in turn."""
+
+    def __init__(self, steps: abc.Sequence[Normalizer]):
+        self.steps = list(steps)
+
+    def __call__(self, normalized: Normalized) -> Normalized:
+        for step in self.steps:
             normalized = step(normalized)
         return normalized
 
-    return normalize
+    @property
+    def lags(self) -> bool:
+        return bool(self.steps) and self.steps[0].lags
+
+    def lag(self, text: str) -> int | None:
+        """The first step's: a later step's own would follow from a changed text, where no text is cut."""
+        return self.steps[0].lag(text) if self.steps else 0
+
+    def at_break(self, text: str | None, at: int, char: str) -> frozenset[str]:
+        """Each step's answer for what the steps before made of the break's character; only the first sees the
+        original text."""
+        chars = frozenset([char])
+        for i, step in enumerate(self.steps):
+            chars = frozenset(
+                new for c in chars for new in (step.at_break(text if i == 0 else None, at, c) if c else {c})
+            )
+            if not chars:
+                return NOTHING
+        return chars

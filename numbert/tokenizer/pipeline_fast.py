@@ -1,5 +1,6 @@
 """The stages of a BPE or Unigram tokenizer.json made fast for the two common pipelines: the same tokens,
-offsets and word indices as pipeline.py's stages (tests/test_tokenizer_family.py checks fast == stages).
+offsets and word indices as the stages one after another (stages.py; tests/test_tokenizer_family.py checks
+fast == stages).
 
 - Byte-level (GPT-2, RoBERTa: no normalizer, ByteLevel without a prefix space). GPT-2's split tiles the
   text, so its words are found by one `findall`, and their start positions add up from their lengths. On
@@ -10,7 +11,7 @@ offsets and word indices as pipeline.py's stages (tests/test_tokenizer_family.py
   text's spaces become "▁" and one regular expression cuts it into words, with no span per character. A
   text the normalizer changes goes through the stages.
 
-Both look each word up in a `Memo` (fast.py): word -> its token ids, tokens and where each starts and
+Both look each word up in a `Memo` (memo.py): word -> its token ids, tokens and where each starts and
 ends in it, computed once through the stages (ByteLevel's bytes, the model), so a text's tokens join
 up by `map` and `chain`, without a Python step per token. Where the tokens of a word tile it (each starts
 where the one before ends, the first at 0, the last at the word's end; so every word of ASCII text), the
@@ -23,16 +24,16 @@ from __future__ import annotations
 import itertools
 import operator
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from . import pre_tokenizers
 from .bpe import BPE
 from .encoding import Segment
-from .fast import Memo
-from .normalizers import Normalized
-from .unigram import Unigram
-
-MEMO_SIZE = 1 << 15  # words per generation of the word memo
+from .memo import Memo
+from .models import Model
+from .normalizers import Normalized, Normalizer
+from .pre_tokenizers import ByteLevel, Metaspace
+from .stages import MEMO_SIZE, Stages
 
 _SPACE = r"\t\n\x0b\x0c\r "  # the ASCII members of Unicode's White_Space (not \x1c-\x1f)
 ASCII_SPLIT = re.compile(  # pre_tokenizers.gpt2_pattern() on ASCII text
@@ -75,18 +76,44 @@ _flat = itertools.chain.from_iterable
 _IDS, _TOKENS, _STARTS, _ENDS, _LENGTHS, _FIRSTS = map(operator.itemgetter, range(6))
 
 
+def fast_path(stages: Stages) -> ByteLevelWords | MetaspaceWords | None:
+    """The words of GPT-2's pipeline (no normalizer, ByteLevel without a prefix space, BPE) or of a normalizer
+    followed by a splitting Metaspace, made fast; None for other stages."""
+    pre, model = stages.pre_tokenizer, stages.model
+    if (
+        stages.normalizer is None
+        and isinstance(model, BPE)
+        and isinstance(pre, ByteLevel)
+        and not pre.add_prefix_space
+        and pre.use_regex
+    ):
+        return ByteLevelWords(model, stages)
+    if isinstance(pre, Metaspace) and pre.split:
+        return MetaspaceWords(stages.normalizer, pre.replacement, pre.prepend_scheme, model, stages)
+    return None
+
+
 class ByteLevelWords:
-    """`_words` of GPT-2's pipeline: GPT-2's split, then each word's bytes through BPE."""
+    """The words of GPT-2's pipeline: GPT-2's split, then each word's bytes through BPE."""
 
-    def __init__(self, model: BPE):
-        def tokens_of(word: str) -> WordTokens:
-            if word.isascii():  # a byte a character: the tokens' places in the bytes are theirs in the word
-                return word_tokens(model.tokenize(word.translate(pre_tokenizers.ASCII_BYTE_CHARS)), len(word))
-            spelled = pre_tokenizers.as_bytes(Normalized.of(word))
-            pieces = model.tokenize(spelled.text)
-            return word_tokens([(i, t, *spelled.original(s, e)) for i, t, s, e in pieces], len(word))
+    def __init__(self, model: BPE, stages: Stages):
+        self.model, self.stages = model, stages
+        self.memo = Memo(self.tokens_of, MEMO_SIZE)
 
-        self.memo = Memo(tokens_of, MEMO_SIZE)
+    def tokens_of(self, word: str) -> WordTokens:
+        """The memo's entry of a word: its bytes through BPE."""
+        if word.isascii():  # a byte a character: the tokens' places in the bytes are theirs in the word
+            return word_tokens(self.model.tokenize(word.translate(pre_tokenizers.ASCII_BYTE_CHARS)), len(word))
+        spelled = pre_tokenizers.as_bytes(Normalized.of(word))
+        pieces = self.model.tokenize(spelled.text)
+        return word_tokens([(i, t, *spelled.original(s, e)) for i, t, s, e in pieces], len(word))
+
+    @property
+    def max_chars(self) -> int | None:
+        return self.stages.max_chars
+
+    def normalize(self, text: str) -> tuple[str, Sequence[int]]:
+        return self.stages.normalize(text)
 
     def __call__(self, text: str, start: int) -> Segment:
         split = ASCII_SPLIT if text.isascii() else pre_tokenizers.gpt2_pattern()
@@ -100,30 +127,37 @@ class ByteLevelWords:
 
 
 class MetaspaceWords:
-    """`_words` of a normalizer and a Metaspace pre-tokenizer (splitting), then the model, for the texts
-    the normalizer leaves as they are; for the others, the normalized text goes on through `stages` (the
-    pre-tokenizer and the model, pipeline.py's `_split_and_model`)."""
+    """The words of a normalizer and a Metaspace pre-tokenizer (splitting), then the model, for the texts
+    the normalizer leaves as they are; for the others, the normalized text goes on through the stages (the
+    pre-tokenizer and the model, `Stages.after_normalizer`)."""
 
     def __init__(
-        self,
-        normalizer: Callable[[Normalized], Normalized] | None,
-        replacement: str,
-        prepend_scheme: str,
-        model: BPE | Unigram,
-        stages: Callable[[Normalized], Segment],
+        self, normalizer: Normalizer | None, replacement: str, prepend_scheme: str, model: Model, stages: Stages
     ):
         self.normalizer, self.replacement, self.prepend_scheme = normalizer, replacement, prepend_scheme
         self.stages = stages
         # Metaspace's MergedWithNext split: each replacement starts a word
         self.split = re.compile(f"{re.escape(replacement)}[^{re.escape(replacement)}]*|[^{re.escape(replacement)}]+")
-        self.memo = Memo(lambda word: word_tokens(model.tokenize(word), len(word)), MEMO_SIZE)
+        self.model = model
+        self.memo = Memo(self.tokens_of, MEMO_SIZE)
+
+    def tokens_of(self, word: str) -> WordTokens:
+        """The memo's entry of a word: its tokens by the model."""
+        return word_tokens(self.model.tokenize(word), len(word))
+
+    @property
+    def max_chars(self) -> int | None:
+        return self.stages.max_chars
+
+    def normalize(self, text: str) -> tuple[str, Sequence[int]]:
+        return self.stages.normalize(text)
 
     def __call__(self, text: str, start: int) -> Segment:
         if self.normalizer is not None:
             unchanged = Normalized.of(text, start)
             normalized = self.normalizer(unchanged)
             if normalized is not unchanged:  # normalized once: the stages go on from there
-                return self.stages(normalized)
+                return self.stages.after_normalizer(normalized)
         spelled = text.replace(" ", self.replacement)
         prepend = (
             spelled != ""

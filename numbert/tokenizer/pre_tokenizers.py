@@ -1,9 +1,15 @@
-"""The pre-tokenizers of a tokenizer.json: how a normalized text is cut into words before the model sees them.
+"""Pre-tokenizers: the second stage, how a normalized text is cut into words before the model sees them.
 
-Each is a function from one `Normalized` word to a list of them (the pipeline applies it to every word so
-far). Splitting follows the Rust crate's `SplitDelimiterBehavior`: the matches of a pattern are removed,
-isolated (words of their own), merged with the previous or the next piece, or made contiguous (runs of
-matches and runs of non-matches alternate). Empty pieces are dropped.
+    BertPreTokenizer   BERT's: at whitespace, and around every punctuation character (basic.pre_tokenize)
+    ByteLevel          GPT-2's split, then each word's UTF-8 bytes spelled as characters
+    Metaspace          SentencePiece's: spaces become "▁", which starts each word
+    WhitespaceSplit, Split, Digits, Sequence
+
+Each takes one `Normalized` word to a list of them (the tokenizer applies it to the text between added
+tokens; a Sequence applies each step to every word so far). Splitting follows the Rust crate's
+`SplitDelimiterBehavior`: the matches of a pattern are removed, isolated (words of their own), merged with the
+previous or the next piece, or made contiguous (runs of matches and runs of non-matches alternate). Empty
+pieces are dropped.
 
 ByteLevel (GPT-2, RoBERTa) splits with GPT-2's regular expression, then spells each word's UTF-8 bytes with
 the printable characters of `BYTE_CHARS`, so a BPE vocabulary of 256 "characters" covers every text.
@@ -15,16 +21,59 @@ import functools
 import re
 import sys
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections import abc
+from typing import Literal, Protocol
 
-from . import unicode_tables
+from . import basic, unicode_tables
 from .normalizers import IS_WHITESPACE, WHITESPACE, Normalized
 
-PreTokenizer = Callable[[Normalized], list[Normalized]]
 BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
 
 
-def split(word: Normalized, matches: Sequence[tuple[int, int]], behavior: str) -> list[Normalized]:
+class PreTokenizer(Protocol):
+    """A pre-tokenizer: a normalized text -> its words.
+
+    Where it lets a text be cut (cuts.py): `break_chars`, the characters (a regular-expression class body) at
+    which it may start a word; `starts_word(s)`, whether a word always starts at `s` (what a break's
+    character became) whatever character other than whitespace comes before it; `carries(s)`, what `s`
+    becomes for the pre-tokenizers after this one."""
+
+    break_chars: str
+
+    def __call__(self, word: Normalized) -> list[Normalized]: ...
+
+    def starts_word(self, s: str) -> bool: ...
+
+    def carries(self, s: str) -> str: ...
+
+
+# Characters before which BERT always starts a word: whitespace (every character cleaning makes a space; all lie
+# below U+3001) and ASCII punctuation, as a regular-expression class body; and CJK ideographs (words of their own
+# when the normalizer spaces them out).
+SEPARATORS = re.escape("".join(c for c in map(chr, range(0x3001)) if basic.clean_char(c) == " ")) + r"!-/:-@\[-`{-~"
+CJK = (  # the CJK Unified Ideographs blocks and their compatibility blocks, as basic.is_chinese_char
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df\U0002a700-\U0002b81f"
+    "\U0002b920-\U0002ceaf\U0002f800-\U0002fa1f"
+)
+
+
+class BertPreTokenizer:
+    """BERT's pre-tokenizer (basic.pre_tokenize): words between spaces, every punctuation character a word of its
+    own."""
+
+    break_chars = SEPARATORS + CJK
+
+    def __call__(self, word: Normalized) -> list[Normalized]:
+        return [word[start:end] for start, end in basic.pre_tokenize(word.text)]
+
+    def starts_word(self, s: str) -> bool:
+        return s[:1] == " " or (s != "" and basic.is_punctuation(s[0]))
+
+    def carries(self, s: str) -> str:
+        return s
+
+
+def split(word: Normalized, matches: abc.Sequence[tuple[int, int]], behavior: str) -> list[Normalized]:
     """`word` cut at the (start, end) `matches` of a pattern (in order, not overlapping), by `behavior`."""
     pieces, pos = [], 0  # [start, end, is_match]
     for start, end in matches:
@@ -63,50 +112,88 @@ def split(word: Normalized, matches: Sequence[tuple[int, int]], behavior: str) -
     return [word[start:end] for start, end, _ in pieces if end > start]
 
 
-def pattern_split(pattern: re.Pattern, behavior: str) -> PreTokenizer:
-    """Split at the (non-empty) matches of a regular expression."""
+class Split:
+    """Split at the (non-empty) matches of a regular expression, by `behavior`; `kind`: what the matches hold
+    (normalizers.pattern_kind)."""
 
-    def pre_tokenize(word: Normalized) -> list[Normalized]:
-        return split(word, [m.span() for m in pattern.finditer(word.text) if m.end() > m.start()], behavior)
+    def __init__(self, pattern: re.Pattern, behavior: str, kind: Literal["whitespace", "no whitespace"] | None):
+        self.pattern, self.behavior = pattern, behavior
+        # a word starts at whitespace the pattern matches, unless the match joins the piece before it
+        self.cuts = kind == "whitespace" and behavior != "MergedWithPrevious"
+        self.break_chars = WHITESPACE if self.cuts else ""
 
-    return pre_tokenize
+    def __call__(self, word: Normalized) -> list[Normalized]:
+        return split(word, [m.span() for m in self.pattern.finditer(word.text) if m.end() > m.start()], self.behavior)
+
+    def starts_word(self, s: str) -> bool:
+        return self.cuts and s != "" and self.pattern.fullmatch(s[0]) is not None
+
+    def carries(self, s: str) -> str:
+        return s
 
 
-def whitespace_split(word: Normalized) -> list[Normalized]:
-    """Words between whitespace (WhitespaceSplit)."""
-    return split(word, [m.span() for m in IS_WHITESPACE.finditer(word.text)], "Removed")
+class WhitespaceSplit:
+    """Words between whitespace."""
+
+    break_chars = WHITESPACE
+
+    def __call__(self, word: Normalized) -> list[Normalized]:
+        return split(word, [m.span() for m in IS_WHITESPACE.finditer(word.text)], "Removed")
+
+    def starts_word(self, s: str) -> bool:
+        return IS_WHITESPACE.match(s[:1]) is not None
+
+    def carries(self, s: str) -> str:
+        return s
 
 
-def digits(individual: bool) -> PreTokenizer:
+class Digits:
     """Numbers (characters of categories Nd, Nl, No, as Rust's char::is_numeric) split off: each on its own,
     or runs of them together."""
 
-    def pre_tokenize(word: Normalized) -> list[Normalized]:
+    break_chars = ""
+
+    def __init__(self, individual: bool):
+        self.individual = individual
+
+    def __call__(self, word: Normalized) -> list[Normalized]:
         matches = [(i, i + 1) for i, c in enumerate(word.text) if is_numeric(c)]
-        return split(word, matches, "Isolated" if individual else "Contiguous")
+        return split(word, matches, "Isolated" if self.individual else "Contiguous")
 
-    return pre_tokenize
+    def starts_word(self, s: str) -> bool:
+        return False
+
+    def carries(self, s: str) -> str:
+        return s
 
 
-def metaspace(replacement: str, prepend_scheme: str, split_words: bool) -> PreTokenizer:
+class Metaspace:
     """SentencePiece's spaces: each " " becomes `replacement` ("▁"), which is prepended to a word that does not
     start with one ("always"; "first": only at the text's start) and starts the words it splits into."""
 
-    def pre_tokenize(word: Normalized) -> list[Normalized]:
-        text = word.text
+    def __init__(self, replacement: str, prepend_scheme: str, split: bool):
+        self.replacement, self.prepend_scheme, self.split = replacement, prepend_scheme, split
+        self.break_chars = " " + re.escape(replacement) if split else ""
+
+    def __call__(self, word: Normalized) -> list[Normalized]:
+        text, replacement = word.text, self.replacement
         if " " in text:  # one for one: each replacement keeps its space's span
             word = Normalized(text.replace(" ", replacement), word.spans)
         if (
             word.text
             and not word.text.startswith(replacement)
-            and (prepend_scheme == "always" or (prepend_scheme == "first" and word.spans[0][0] == 0))
+            and (self.prepend_scheme == "always" or (self.prepend_scheme == "first" and word.spans[0][0] == 0))
         ):
             word = Normalized(replacement + word.text, [word.spans[0], *word.spans])
-        if not split_words:
+        if not self.split:
             return [word]
         return split(word, [(i, i + 1) for i, c in enumerate(word.text) if c == replacement], "MergedWithNext")
 
-    return pre_tokenize
+    def starts_word(self, s: str) -> bool:
+        return self.split and s[:1] in (" ", self.replacement)
+
+    def carries(self, s: str) -> str:
+        return s.replace(" ", self.replacement)
 
 
 def is_numeric(c: str) -> bool:
@@ -161,17 +248,31 @@ def _char_class(codes: list[int]) -> str:
     return "".join(ranges)
 
 
-def byte_level(add_prefix_space: bool, use_regex: bool) -> PreTokenizer:
+class ByteLevel:
     """GPT-2's pre-tokenizer: a space prepended when `add_prefix_space` and the text does not start with one,
-    GPT-2's split, then every character spelled as its UTF-8 bytes (each byte keeps its character's span)."""
+    GPT-2's split (when `use_regex`), then every character spelled as its UTF-8 bytes (each byte keeps its
+    character's span)."""
 
-    def pre_tokenize(word: Normalized) -> list[Normalized]:
-        if add_prefix_space and word.text and not word.text.startswith(" "):
+    def __init__(self, add_prefix_space: bool, use_regex: bool):
+        self.add_prefix_space, self.use_regex = add_prefix_space, use_regex
+        # GPT-2's split starts a word at whitespace that follows anything else
+        self.break_chars = WHITESPACE if use_regex else ""
+
+    def __call__(self, word: Normalized) -> list[Normalized]:
+        if self.add_prefix_space and word.text and not word.text.startswith(" "):
             word = Normalized(" " + word.text, [word.spans[0], *word.spans])
-        words = pattern_split(gpt2_pattern(), "Isolated")(word) if use_regex else [word]
+        words = (
+            split(word, [m.span() for m in gpt2_pattern().finditer(word.text)], "Isolated")
+            if self.use_regex
+            else [word]
+        )
         return [as_bytes(w) for w in words]
 
-    return pre_tokenize
+    def starts_word(self, s: str) -> bool:
+        return self.use_regex and IS_WHITESPACE.match(s[:1]) is not None
+
+    def carries(self, s: str) -> str:
+        return as_bytes(Normalized.of(s)).text
 
 
 def as_bytes(word: Normalized) -> Normalized:
@@ -189,11 +290,29 @@ def as_bytes(word: Normalized) -> Normalized:
 ASCII_BYTE_CHARS = {b: c for b, c in BYTE_CHARS.items() if b < 128}
 
 
-def sequence(steps: Sequence[PreTokenizer]) -> PreTokenizer:
-    def pre_tokenize(word: Normalized) -> list[Normalized]:
+class Sequence:
+    """Several pre-tokenizers in turn, each splitting the words of the one before."""
+
+    def __init__(self, steps: abc.Sequence[PreTokenizer]):
+        self.steps = list(steps)
+        self.break_chars = "".join(dict.fromkeys(step.break_chars for step in self.steps))
+
+    def __call__(self, word: Normalized) -> list[Normalized]:
         words = [word]
-        for step in steps:
+        for step in self.steps:
             words = [piece for w in words for piece in step(w)]
         return words
 
-    return pre_tokenize
+    def starts_word(self, s: str) -> bool:
+        """A word starts there if one step starts it (pre-tokenizers only split words, never join them), as the
+        steps before that one spell the break."""
+        for step in self.steps:
+            if step.starts_word(s):
+                return True
+            s = step.carries(s)
+        return False
+
+    def carries(self, s: str) -> str:
+        for step in self.steps:
+            s = step.carries(s)
+        return s

@@ -20,14 +20,17 @@ that need other tables are listed below.
 from __future__ import annotations
 
 import base64
-import functools
 import struct
 import unicodedata
 
 import numpy as np
 
+from .memo import Memo
 
-class Precompiled:
+LAG_LIMIT = 1 << 16  # characters deleted at a text's start, at most, that `CharsMap.lag` counts
+
+
+class CharsMap:
     """The character map of a `precompiled_charsmap`."""
 
     def __init__(self, charsmap: str):
@@ -37,8 +40,8 @@ class Precompiled:
             raise ValueError(f"the trie of the charsmap claims {trie_size} bytes of {len(blob) - 4}")
         self.units = np.frombuffer(blob, dtype="<u4", count=trie_size // 4, offset=4).tolist()  # (trie_size / 4,)
         self.strings = blob[4 + trie_size :]
-        self.transform = functools.lru_cache(maxsize=65536)(self._transform)
-        self.ascii_kept = frozenset(c for c in map(chr, range(128)) if self.transform(c) is None)  # map to themselves
+        self.transform = Memo(self._transform, 1 << 16)  # a character or grapheme -> its replacement, or None
+        self.ascii_kept = frozenset(c for c in map(chr, range(128)) if self.transform[c] is None)  # map to themselves
 
     def _prefixes(self, key: bytes) -> list[int]:
         """Values (string offsets) of the keys that are prefixes of `key`, shortest first (Darts'
@@ -74,19 +77,47 @@ class Precompiled:
         for first, last in graphemes(text):
             grapheme = text[first:last]
             if last - first > 1 and len(grapheme.encode("utf-8", "surrogatepass")) < 6:
-                new = self.transform(grapheme)
+                new = self.transform[grapheme]
                 if new is not None:
                     _replace(changes, grapheme, new)
                     changed = True
                     continue
             for c in grapheme:
-                new = self.transform(c)
+                new = self.transform[c]
                 if new is None:
                     changes.append((c, 0))
                 else:
                     _replace(changes, c, new)
                     changed = True
         return changes if changed else None
+
+    def lag(self, text: str, limit: int = LAG_LIMIT) -> int | None:
+        """How many characters at the start of `text` the map deletes before it writes one: the alignment of the
+        Rust crate leaves them unrecorded (`_replace`), so the offsets of everything after lag behind by as
+        many. None when more than `limit` are (`text` may be cut past `limit` characters)."""
+        size = 64
+        while True:
+            deleted, chunk = 0, text[:size]
+            for first, last in graphemes(chunk):
+                if last == len(chunk) < len(text):
+                    break  # the cluster may go on past the chunk: a longer one
+                grapheme = text[first:last]
+                if last - first > 1 and len(grapheme.encode("utf-8", "surrogatepass")) < 6:
+                    new = self.transform[grapheme]
+                    if new is not None:
+                        if new:
+                            return deleted
+                        deleted += len(grapheme)
+                        continue
+                for c in grapheme:
+                    if self.transform[c] != "":
+                        return deleted
+                    deleted += 1
+            else:
+                return deleted if deleted <= limit else None  # the whole text deleted
+            if size > limit:
+                return None
+            size *= 4
 
 
 def _replace(changes: list[tuple[str, int]], old: str, new: str) -> None:
@@ -122,8 +153,7 @@ EXTEND_MC = frozenset(  # Grapheme_Extend characters of other categories (Mc, Cf
 SPACING_LO = frozenset("\u0e33\u0eb3")  # Thai and Lao SARA AM: letters that are spacing marks
 
 
-@functools.lru_cache(maxsize=65536)
-def break_class(c: str) -> str:
+def _break_class(c: str) -> str:
     """The character's Grapheme_Cluster_Break value (CR, LF, Control, Extend, ZWJ, RI, SpacingMark, L, V, T,
     LV, LVT or Other)."""
     if c in "\r\n":
@@ -150,6 +180,8 @@ def break_class(c: str) -> str:
     return "Other"
 
 
+break_class = Memo(_break_class, 1 << 16)  # break_class[c]: the character's Grapheme_Cluster_Break value
+
 HANGUL_JOINS = {("L", "L"), ("L", "V"), ("L", "LV"), ("L", "LVT"), ("LV", "V"), ("LV", "T"), ("V", "V")}
 HANGUL_JOINS |= {("V", "T"), ("LVT", "T"), ("T", "T")}
 
@@ -171,7 +203,7 @@ def graphemes(text: str) -> list[tuple[int, int]]:
     spans, start, regional_run = [], 0, 0
     before = None
     for i, c in enumerate(text):
-        after = break_class(c)
+        after = break_class[c]
         if before is not None and not joins(before, after, regional_run):
             spans.append((start, i))
             start = i

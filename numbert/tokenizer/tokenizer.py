@@ -1,119 +1,50 @@
-"""The `Tokenizer`: BERT's WordPiece tokenizer, token for token transformers' Rust-backed `BertTokenizer`.
+"""The `Tokenizer`: the stages of a tokenizer composed, as the Rust `tokenizers` library composes them.
 
-It loads vocab.txt (and a model directory's tokenizer options), cuts special tokens such as
-`[MASK]` out of the text whole, tokenizes the text between them (the stages of basic.py, made
-fast by fast.py), wraps the tokens in `[CLS] A [SEP]` / `[CLS] A [SEP] B [SEP]`, truncates
-(truncation.py) and pads; and turns ids back into text.
+    text ─> added tokens cut out whole (added_tokens.py)
+         ─> the text between them: normalizer (normalizers.py) ─> pre-tokenizer (pre_tokenizers.py)
+            ─> model on each word (models.py: WordPiece, bpe.py, unigram.py)      [stages.py; fast.py, pipeline_fast.py]
+         ─> truncation (truncation.py) ─> post-processor: the template (templates.py) ─> Encoding
+    ids ─> tokens ─> decoder (decoders.py) ─> text
+
+BERT's tokenizer is BertNormalizer + BertPreTokenizer + WordPiece + [CLS] A [SEP] (`Tokenizer.from_vocab`);
+RoBERTa's and XLM-R's are their tokenizer.json's stages (`Tokenizer.from_tokenizer_json`); load.py builds the
+parts from files (`Tokenizer.from_pretrained`). `encode` gives what transformers' Rust-backed tokenizers give:
+ids, tokens, type ids, offsets, word ids, truncation windows; and a text cut by truncation is read only as far
+as the tokens it keeps (`encode`'s docstring; cuts.py says where a text may be cut).
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import gc
-import json
 import os
-import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
-from .encoding import NO_TOKENS, Batch, Encoding, Segment, pad
+from . import load
+from .added_tokens import AddedToken, AddedTokens
+from .cuts import Cuts
+from .decoders import Decoder
+from .encoding import Batch, Encoding, Segment, pad
 from .fast import FastTokenizer
+from .models import Model
+from .normalizers import BertNormalizer, Normalizer
+from .pipeline_fast import fast_path
+from .pre_tokenizers import PreTokenizer
+from .stages import Stages, Words
+from .templates import PostProcessor
+from .tokenizer_json import TokenizerJson
 from .truncation import check_side, truncated_lengths, truncation_strategy, window_pairs, windows
 
-if TYPE_CHECKING:
-    from .pipeline import TokenizerJson
-    from .templates import Template
-
-TOKEN_FIELDS = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
-# the files of transformers' Python BPE and SentencePiece tokenizers, which numbert does not read
-SLOW_TOKENIZER_FILES = ("vocab.json", "merges.txt", "sentencepiece.bpe.model", "spiece.model", "tokenizer.model")
-
-
-def read_options(path: Path) -> dict:
-    """The tokenizer options in a tokenizer_config.json or special_tokens_map.json, as Tokenizer's
-    arguments; every field numbert reads is checked, and an error names the file and the field.
-
-    A token is a string or an AddedToken object {"content": ...}; model_max_length is kept only when it
-    is a real limit (transformers writes a huge number for "none")."""
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path} is not valid UTF-8 ({e})") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path} is not valid JSON: {e}") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"{path} must hold a JSON object, not a {type(config).__name__}")
-
-    def token(field: str, value) -> str:
-        value = value.get("content") if isinstance(value, dict) else value
-        if not (isinstance(value, str) and value):
-            raise ValueError(
-                f"{path}: {field} must be a non-empty string or an object with one as 'content', got {config[field]!r}"
-            )
-        return value
-
-    options: dict = {}
-    for field in ("do_lower_case", "strip_accents", "tokenize_chinese_chars"):
-        if field in config and not (
-            isinstance(config[field], bool) or (field == "strip_accents" and config[field] is None)
-        ):
-            raise ValueError(f"{path}: {field} must be true or false, got {config[field]!r}")
-        if field in config:
-            options[field] = config[field]
-    options |= {field: token(field, config[field]) for field in TOKEN_FIELDS if config.get(field) is not None}
-    for field in ("never_split", "additional_special_tokens"):
-        tokens = config.get(field) or []
-        if not isinstance(tokens, list):
-            raise ValueError(f"{path}: {field} must be a list of strings, got {tokens!r}")
-        if tokens:
-            options[field] = [token(field, t) for t in tokens]
-    max_length = config.get("model_max_length")
-    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, (int, float))):
-        raise ValueError(f"{path}: model_max_length must be an integer, got {max_length!r}")
-    if isinstance(max_length, int) and max_length < 10**12:
-        options["model_max_length"] = max_length
-    if config.get("truncation_side") is not None:
-        try:
-            options["truncation_side"] = check_side(config["truncation_side"])
-        except ValueError as e:
-            raise ValueError(f"{path}: {e}") from None
-    return options
-
-
-def load_vocab(path: str | os.PathLike) -> dict[str, int]:
-    """vocab.txt: one token a line, the line number is the id (a repeated token keeps its last id).
-
-    A line may end in "\n" or "\r\n", as both of transformers' tokenizers read it; a "\r" anywhere else
-    is refused, naming the line: the Python tokenizer reads it as a line break, the Rust one as part of
-    the token, so the ids would depend on which one made them.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"vocabulary file not found: {path}")
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line, column = raw.count(b"\n", 0, e.start) + 1, e.start - raw.rfind(b"\n", 0, e.start)
-        raise ValueError(
-            f"{path}: line {line} is not valid UTF-8 (byte {raw[e.start]:#04x} at column {column})"
-        ) from None
-    lone = re.search("\r(?!\n)", text)
-    if lone is not None:
-        raise ValueError(
-            f"{path}: line {text.count(chr(10), 0, lone.start()) + 1} holds a carriage return (\\r) that does "
-            f"not end the line; transformers' Python and Rust tokenizers read it differently, so numbert refuses it"
-        )
-    lines = text.replace("\r\n", "\n").split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    if not lines:
-        raise ValueError(f"vocabulary file is empty: {path}")
-    return {token: i for i, token in enumerate(lines)}
-
+# A text cut by truncation is read from a part of about READ_CHARS_PER_TOKEN characters a token it keeps (plus
+# READ_MARGIN), cut where no stage reaches across (cuts.py); a part holding too few tokens grows READ_GROWTH times.
+READ_CHARS_PER_TOKEN = 4
+READ_MARGIN = 64
+READ_GROWTH = 4
 
 # encode_batch(texts, max_length=512) on scripts/bench_tokenizer.py's corpus, collector paused vs
 # on (medians, 2 cores shared with other jobs, noisy; 2026-11-23): 32 texts 1.0x, 256 texts 1.24x,
@@ -140,139 +71,100 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-class Tokenizer:
-    """BERT's WordPiece tokenizer: `encode(text)` gives the ids, offsets and word ids of transformers'
-    Rust-backed `BertTokenizer`, built from the same vocab.txt."""
+def alias(value, old_value, name: str, old_name: str):
+    """An argument that also goes by an older name: the one given (a TypeError if both are)."""
+    if old_value is None:
+        return value
+    if value is not None:
+        raise TypeError(f"got both {name} and its older name {old_name}; pass {name} only")
+    return old_value
 
-    # BERT's pre-tokenizer splits words at whitespace and drops it, so a run of spaces tokenizes as one space
-    whitespace_runs_matter = False
+
+class Tokenizer:
+    """A tokenizer: its stages composed. `encode(text)` gives the ids, offsets and word ids of transformers'
+    Rust-backed tokenizer built from the same files.
+
+    `fast=False` runs the stages one after another (stages.py) where a fast path would (fast.py for BERT's
+    stages, pipeline_fast.py for GPT-2's and Metaspace ones): the same tokens, for tests and for reading."""
 
     def __init__(
         self,
-        vocab_path: str | os.PathLike | Mapping[str, int],
+        model: Model,
         *,
-        do_lower_case: bool = True,
-        strip_accents: bool | None = None,
-        tokenize_chinese_chars: bool = True,
-        never_split: Sequence[str] | None = None,
-        unk_token: str = "[UNK]",
-        sep_token: str = "[SEP]",
-        pad_token: str = "[PAD]",
-        cls_token: str = "[CLS]",
-        mask_token: str = "[MASK]",
-        max_input_chars_per_word: int = 100,
+        normalizer: Normalizer | None,
+        pre_tokenizer: PreTokenizer | None,
+        post_processor: PostProcessor,
+        decoder: Decoder,
+        vocab: dict[str, int],
+        added_tokens: Sequence[AddedToken],
+        cls_token: str,
+        sep_token: str,
+        pad_token: str,
+        unk_token: str,
+        mask_token: str | None,
+        appended: Sequence[str] = (),
+        vocab_file: Path | None = None,
         model_max_length: int | None = None,
         truncation_side: str = "right",
+        fast: bool = True,
     ):
-        self.vocab = dict(vocab_path) if isinstance(vocab_path, Mapping) else load_vocab(vocab_path)
-        self.vocab_file = None if isinstance(vocab_path, Mapping) else Path(vocab_path)  # named in errors
-        if not self.vocab:
-            raise ValueError("the vocabulary is empty")
-        self.do_lower_case = do_lower_case
-        self.strip_accents = do_lower_case if strip_accents is None else strip_accents  # None follows lowercasing
-        self.tokenize_chinese_chars = tokenize_chinese_chars
-        self.unk_token, self.sep_token, self.pad_token = unk_token, sep_token, pad_token
-        self.cls_token, self.mask_token = cls_token, mask_token
-        self.max_input_chars_per_word = max_input_chars_per_word
+        self.model, self.normalizer, self.pre_tokenizer = model, normalizer, pre_tokenizer
+        self.post_processor, self.decoder = post_processor, decoder
+        self.vocab, self.vocab_size, self.vocab_file = vocab, len(vocab), vocab_file  # (the file named in errors)
+        self.id_to_token = {i: t for t, i in vocab.items()}
+        self.added_tokens = AddedTokens(added_tokens)
+        self.appended = list(appended)  # special tokens the vocabulary lacked, given the next free ids
+        self.cls_token, self.sep_token, self.pad_token, self.unk_token = cls_token, sep_token, pad_token, unk_token
+        self.mask_token = mask_token  # None when the vocabulary has none (fill-mask then has nothing to fill)
+        self.cls_token_id, self.sep_token_id = vocab[cls_token], vocab[sep_token]
+        self.pad_token_id, self.unk_token_id = vocab[pad_token], vocab[unk_token]
+        self.mask_token_id = None if mask_token is None else vocab.get(mask_token)
         self.model_max_length = model_max_length
         self.truncation_side = check_side(truncation_side)  # where truncation cuts: "right" or "left"
-        # Special tokens are matched whole in the raw text, never normalized or split; like
-        # transformers, a special token missing from the vocabulary gets the next free id.
-        named = {
-            "unk_token": unk_token,
-            "sep_token": sep_token,
-            "pad_token": pad_token,
-            "cls_token": cls_token,
-            "mask_token": mask_token,
-        }
-        for option, token in [*named.items(), *(("never_split", t) for t in never_split or ())]:
-            if not (isinstance(token, str) and token):
-                raise ValueError(f"{option} must be a non-empty string, got {token!r}")
-        self.special_tokens = list(dict.fromkeys([*named.values(), *(never_split or ())]))
-        self.added_tokens = [t for t in self.special_tokens if t not in self.vocab]  # given the next free ids
-        next_id = max(self.vocab.values()) + 1
-        for token in self.special_tokens:
-            if token not in self.vocab:
-                self.vocab[token], next_id = next_id, next_id + 1
-        self.vocab_size = len(self.vocab)
-        self.unk_token_id, self.sep_token_id = self.vocab[unk_token], self.vocab[sep_token]
-        self.pad_token_id = self.vocab[pad_token]
-        self.cls_token_id, self.mask_token_id = self.vocab[cls_token], self.vocab[mask_token]
-        self._special_ids = {self.vocab[t] for t in self.special_tokens}
-        self._special = re.compile("|".join(map(re.escape, sorted(self.special_tokens, key=len, reverse=True))))
-        self._fast = FastTokenizer(
-            self.vocab,
-            lower=do_lower_case,
-            strip=self.strip_accents,
-            split_chinese=tokenize_chinese_chars,
-            unk_token=unk_token,
-            max_input_chars_per_word=max_input_chars_per_word,
-        )
-        self._id_to_token = self._fast.id_to_token
-        self.template: Template | None = None  # BERT's [CLS] A [SEP] B [SEP] (`_template`), unless set
-        self._cls = Segment([self.cls_token_id], [cls_token], [(0, 0)], [None])
-        self._sep = Segment([self.sep_token_id], [sep_token], [(0, 0)], [None])
+        stages = Stages(normalizer, pre_tokenizer, model)
+        # the text between added tokens -> its tokens: a fast path of the stages, or the stages
+        self.words: Words = (
+            fast and (FastTokenizer.of(normalizer, pre_tokenizer, model) or fast_path(stages))
+        ) or stages
+        self.cuts = Cuts(normalizer, pre_tokenizer, self.added_tokens)  # where a text may be cut
+
+    @classmethod
+    def from_vocab(cls, vocab: str | os.PathLike | dict[str, int], *, fast: bool = True, **options: Any) -> Tokenizer:
+        """BERT's WordPiece tokenizer over a vocab.txt (or a token -> id dict), with transformers' BertTokenizer
+        options: do_lower_case, strip_accents, tokenize_chinese_chars, never_split, the special tokens,
+        max_input_chars_per_word, model_max_length, truncation_side (load.wordpiece_parts)."""
+        return cls(**load.wordpiece_parts(vocab, **options), fast=fast)
+
+    @classmethod
+    def from_tokenizer_json(
+        cls, path: str | os.PathLike | TokenizerJson, *, fast: bool = True, **overrides: Any
+    ) -> Tokenizer:
+        """The tokenizer a Hugging Face tokenizer.json describes: BERT's WordPiece pipeline, or by its
+        `model.type`, a byte-level BPE or Unigram pipeline (load.from_tokenizer_json)."""
+        return cls(**load.from_tokenizer_json(path, **overrides), fast=fast)
 
     @classmethod
     def from_pretrained(
         cls, name_or_path: str | os.PathLike, *, revision: str | None = None, cache_dir: str | os.PathLike | None = None
     ) -> Tokenizer:
-        """The tokenizer of a model directory or hub id: vocab.txt (else a BERT tokenizer.json), with
-        the options of tokenizer_config.json and special_tokens_map.json when present."""
-        from ..checkpoint.hub import model_dir
-        from ..model.config import google_release_lowercases
+        """The tokenizer of a model directory or hub id: vocab.txt (else a tokenizer.json), with the options of
+        tokenizer_config.json and special_tokens_map.json when present (load.from_pretrained)."""
+        return cls(**load.from_pretrained(name_or_path, revision=revision, cache_dir=cache_dir))
 
-        directory = model_dir(name_or_path, weights=False, revision=revision, cache_dir=cache_dir)
-        options: dict = {}
-        for name in ("tokenizer_config.json", "special_tokens_map.json"):  # the second overrides the first
-            if (directory / name).is_file():
-                options |= read_options(directory / name)
-        never_split = [*options.pop("never_split", ()), *options.pop("additional_special_tokens", ())]
-        if "do_lower_case" not in options and (directory / "bert_config.json").is_file():  # Google's release
-            options["do_lower_case"] = google_release_lowercases(directory) is not False
-        max_length = options.pop("model_max_length", None)
-        if not (directory / "vocab.txt").is_file() and (directory / "tokenizer.json").is_file():
-            from .pipeline import TokenizerJson
+    @property
+    def do_lower_case(self) -> bool:
+        """Whether BERT's normalizer lowercases (False for other stages)."""
+        return isinstance(self.normalizer, BertNormalizer) and self.normalizer.lowercase
 
-            spec = TokenizerJson(directory / "tokenizer.json")
-            wordpiece = isinstance(spec.spec.get("model"), dict) and spec.spec["model"].get("type") == "WordPiece"
-            named = ("pad_token", "mask_token") if wordpiece else TOKEN_FIELDS  # WordPiece: the rest from the file
-            named = (*named, "truncation_side")
-            return cls.from_tokenizer_json(
-                spec, model_max_length=max_length, **{k: options[k] for k in named if k in options}
-            )
-        slow = [name for name in SLOW_TOKENIZER_FILES if (directory / name).is_file()]
-        if slow and not (directory / "vocab.txt").is_file():
-            raise ValueError(
-                f"{directory} has {' and '.join(slow)} but no tokenizer.json: numbert reads BPE and SentencePiece "
-                "tokenizers from a tokenizer.json only (transformers writes one: "
-                "AutoTokenizer.from_pretrained(directory).save_pretrained(directory))"
-            )
-        return cls(directory / "vocab.txt", never_split=never_split or None, **options, model_max_length=max_length)
+    @property
+    def strip_accents(self) -> bool:
+        """Whether BERT's normalizer strips accents (False for other stages)."""
+        return isinstance(self.normalizer, BertNormalizer) and self.normalizer.strip_accents
 
-    @classmethod
-    def from_tokenizer_json(cls, path: str | os.PathLike | TokenizerJson, **overrides) -> Tokenizer:
-        """The tokenizer a Hugging Face tokenizer.json describes: BERT's WordPiece pipeline (vocabulary,
-        [UNK], lowercasing, accents, Chinese characters and special tokens from the file), or by its
-        `model.type`, a byte-level BPE or Unigram pipeline (pipeline.py's PipelineTokenizer)."""
-        from .pipeline import PipelineTokenizer, TokenizerJson
-        from .tokenizer_json import is_berts_template, wordpiece_settings
-
-        spec = path if isinstance(path, TokenizerJson) else TokenizerJson(Path(path))
-        model = spec.spec.get("model")
-        if isinstance(model, dict) and model.get("type") != "WordPiece":
-            if spec.component("model", model, "model")[0] in ("BPE", "Unigram"):  # (any other type is refused)
-                return PipelineTokenizer(spec, **overrides)
-        template = None if is_berts_template(spec.path, spec.spec) else _other_frame(spec)
-        if template is None:  # BERT's frame (or a broken one, which wordpiece_settings refuses by name)
-            vocab, settings = wordpiece_settings(spec.path, spec.spec)
-            tokenizer = cls(vocab, **(settings | overrides))
-        else:  # WordPiece in another frame (MPNet: <s> A </s></s> B </s>), read by templates.py
-            vocab, settings = wordpiece_settings(spec.path, spec.spec, framing=template.named_tokens())
-            tokenizer = cls(vocab, **(settings | overrides))
-            tokenizer.template = template
-        tokenizer.vocab_file = spec.path
-        return tokenizer
+    @property
+    def tokenize_chinese_chars(self) -> bool:
+        """Whether BERT's normalizer spaces out CJK ideographs (False for other stages)."""
+        return isinstance(self.normalizer, BertNormalizer) and self.normalizer.handle_chinese_chars
 
     def check_embedding_rows(self, rows: int, model: str) -> None:
         """Refuse this vocabulary for `model`, whose word-embedding table has `rows` rows, naming the vocabulary
@@ -280,7 +172,7 @@ class Tokenizer:
         [CLS], [SEP], [PAD] or [UNK] (the id made up for it would read the row of another token)."""
         source = self.vocab_file or "the vocabulary"
         for option in ("cls_token", "sep_token", "pad_token", "unk_token"):
-            if getattr(self, option) in self.added_tokens:
+            if getattr(self, option) in self.appended:
                 raise ValueError(
                     f"{source} has no {getattr(self, option)!r} (the {option}, which inputs hold), so the word "
                     f"embeddings of {model} have no row of its own for it; the vocabulary is not this model's"
@@ -295,33 +187,76 @@ class Tokenizer:
     # -- text to tokens ------------------------------------------------------------------------------
 
     def normalize(self, text: str) -> tuple[str, Sequence[int]]:
-        """The normalized text, and for each of its characters the index of the original character it
-        came from (`basic.normalize` with this tokenizer's options)."""
-        return self._fast.normalize(text)
+        """The normalized text, and for each of its characters the index of the original character it came from."""
+        return self.words.normalize(text)
 
     def tokenize(self, text: str) -> list[str]:
-        """The WordPiece tokens of `text`, without [CLS]/[SEP]."""
-        return self._segment(text).tokens
+        """The tokens of `text`, without special tokens of the template."""
+        return self._tokens(text, "text").tokens
 
-    def _segment(self, text: str, name: str = "text", limit: int | None = None) -> Segment:
-        """Tokens, ids, offsets and word indices of one text. Special tokens are cut out of the raw
-        text first and make words of their own. With `limit`, tokenizing may stop once the first
-        `limit` tokens are known."""
+    def _tokens(self, text: str, name: str) -> Segment:
+        """All the tokens of `text` (a str, else a TypeError naming it)."""
         if not isinstance(text, str):
             raise TypeError(f"{name} must be a str, not {type(text).__name__}")
-        parts, pos, count = [], 0, 0
-        for special in self._special.finditer(text):
-            token = special.group()
-            parts += [
-                self._fast.segment(text[pos : special.start()], pos, None if limit is None else limit - count),
-                Segment([self.vocab[token]], [token], [special.span()], [0]),
-            ]
-            count += len(parts[-2].ids) + 1
-            pos = special.end()
-            if limit is not None and count >= limit:
-                return Segment.join(parts)
-        parts.append(self._fast.segment(text[pos:], pos, None if limit is None else limit - count))
+        return self._segment(text, name)
+
+    def _segment(self, text: str, name: str, start: int = 0) -> Segment:
+        """Tokens, ids, offsets and word indices of `text` (found at `start` of the whole text: offsets count from
+        there): added tokens cut out whole, each a word of its own; the text between them through the stages."""
+        limit = self.words.max_chars
+        if limit is not None and len(text) > limit:
+            raise ValueError(
+                f"{name} has {len(text)} characters; this tokenizer reads at most {limit} at once (past that, "
+                "only a truncated encoding, read from the end it keeps): split the text or truncate it"
+            )
+        parts, pos = [], 0
+        for first, last, token in self.added_tokens.find(text):
+            parts.append(self.words(text[pos:first], start + pos))
+            # the token is the text matched, with the whitespace it strips (as Rust keeps it)
+            parts.append(Segment([token.id], [text[first:last]], [(start + first, start + last)], [0]))
+            pos = last
+        parts.append(self.words(text[pos:], start + pos))
         return Segment.join(parts)
+
+    def _read(self, text: str, name: str, need: int | None, side: str) -> tuple[Segment, bool]:
+        """The tokens of `text` and whether they are all of its tokens: all of them when `need` is None; else at
+        least its first `need` (side "right") or its last `need` (side "left"), read from a part of the text
+        that decides them: one that ends (right) or starts (left) at a break (cuts.py), growing until it holds
+        enough tokens. Of a part starting at a break, the tokens before its next break are left out: a text's
+        start may change its first word (a prepended space, stripped whitespace), never the rest. Word ids of a
+        part count from its first word."""
+        if need is None:
+            return self._tokens(text, name), True
+        if not isinstance(text, str):
+            raise TypeError(f"{name} must be a str, not {type(text).__name__}")
+        limit = self.words.max_chars
+        size = READ_CHARS_PER_TOKEN * need + READ_MARGIN
+        while size < len(text):
+            if side == "right":
+                cut = self.cuts.after(text, size)
+                if cut is None or (limit is not None and cut > limit):
+                    break
+                segment = self._segment(text[:cut], name)
+                if len(segment.ids) >= need:
+                    return segment, False
+                read = cut
+            else:
+                cut = self.cuts.before(text, len(text) - size)
+                if cut is None or (limit is not None and len(text) - cut > limit):
+                    break
+                guard, lag = self.cuts.after(text, cut + 1), self.cuts.lag(text, cut)
+                if guard is not None and lag is not None:
+                    segment = self._segment(text[cut:], name, cut)
+                    first = bisect.bisect_left(segment.offsets, guard, key=lambda span: span[0])
+                    if len(segment.ids) - first >= need:
+                        return lagging(segment[first, len(segment.ids)], lag, self._piece_end(text, cut)), False
+                read = len(text) - cut
+            size = max(size * READ_GROWTH, read + 1)  # (past the part just read, which may reach far beyond size)
+        return self._segment(text, name), True
+
+    def _piece_end(self, text: str, start: int) -> int:
+        """Where the first added token from `start` on begins (the text's length if none does)."""
+        return next((start + first for first, _, _ in self.added_tokens.find(text[start:])), len(text))
 
     # -- encoding ------------------------------------------------------------------------------------
 
@@ -338,19 +273,25 @@ class Tokenizer:
         truncation_side: str | None = None,
         pair: str | None = None,
     ) -> Encoding:
-        """Token ids and their alignment for `text` (and `text_pair`): `[CLS] text [SEP] text_pair [SEP]`.
+        """Token ids and their alignment for `text` (and `text_pair`), framed by the template: `[CLS] text [SEP]
+        text_pair [SEP]` for BERT.
 
-        Truncation as transformers': "longest_first" (or True), "only_first", "only_second"; False
-        never cuts. Unset (None), it cuts only when `max_length` is given; True without `max_length`
-        cuts at the tokenizer's `model_max_length`, when it has one. An empty `text_pair` is dropped,
-        as transformers' single-text call drops it (`encode_batch` keeps it, as its batch call does).
-        Texts are cut at their end, or with `truncation_side="left"` (default: the tokenizer's
-        `truncation_side`, from tokenizer_config.json) at their start, keeping their last tokens.
+        Truncation as transformers': "longest_first" (or True), "only_first", "only_second"; False never cuts.
+        Unset (None), it cuts only when `max_length` is given; True without `max_length` cuts at the tokenizer's
+        `model_max_length`, when it has one. An empty `text_pair` is dropped, as transformers' single-text call
+        drops it (`encode_batch` keeps it, as its batch call does). Texts are cut at their end, or with
+        `truncation_side="left"` (default: the tokenizer's `truncation_side`, from tokenizer_config.json) at
+        their start, keeping their last tokens. With `return_overflowing_tokens`, the cut tokens come back in
+        `.overflowing` as further windows, each overlapping the previous one by `stride` tokens. `pair` is an
+        older name of `text_pair`.
 
-        A text cut at its end is tokenized only as far as the kept tokens reach, so a long text costs no
-        more than its first window. With `return_overflowing_tokens`, the whole text is tokenized and
-        the cut tokens come back in `.overflowing` as further windows, each overlapping the previous
-        one by `stride` tokens. `pair` is an older name of `text_pair`.
+        A text cut without overflowing windows is read only as far as the tokens it keeps: the result is the
+        whole text's encoding truncated (ids, tokens, type ids, offsets, special tokens), at a cost that follows
+        max_length, not the text's length, on either side, whatever the model. (Only where the text's first
+        tokens are cut, on the left, the word ids count from the first word kept, 0, instead of from the text's
+        first word, which only reading the whole text could tell.) A caller learns that a text has more than N
+        tokens by asking for N + 1. A pair both of whose texts are cut, by longest_first to an odd number of
+        tokens, is read whole: which text is longer decides which keeps the odd token.
         """
         text_pair = alias(text_pair, pair, "text_pair", "pair")
         return self._encode(
@@ -384,26 +325,43 @@ class Tokenizer:
         strategy = truncation_strategy(truncation, max_length, stride)
         side = check_side(self.truncation_side if truncation_side is None else truncation_side)
         if max_length is None or strategy == "do_not_truncate":
-            return self._template(
-                self._segment(text), None if text_pair is None else self._segment(text_pair, "pair"), add_special_tokens
+            a = self._tokens(text, "text")
+            return self.post_processor.apply(
+                a, None if text_pair is None else self._tokens(text_pair, "pair"), add_special_tokens
             )
         n_special = self.num_special_tokens(text_pair is not None) if add_special_tokens else 0
         if max_length < n_special:
             raise ValueError(f"max_length={max_length} leaves no room for the {n_special} special tokens")
         budget = max_length - n_special
-        # A single text cut at its end without windows needs only its first `budget` tokens (plus one,
-        # to know whether it was cut); a pair's split depends on both lengths.
-        enough = budget + 1 if text_pair is None and not return_overflowing_tokens and side == "right" else None
-        a = self._segment(text, limit=enough)
-        b = None if text_pair is None else self._segment(text_pair, "pair")
-        len_a, len_b = truncated_lengths(len(a.ids), None if b is None else len(b.ids), budget, strategy)
+        # Without windows, each text needs only the tokens it may keep, and one more: whether it is cut decides
+        # the other's share, or whether a strategy can cut it at all.
+        need = None if return_overflowing_tokens else budget + 1
+        a, whole_a = self._read(text, "text", need, side)
+        b, whole_b = (None, True) if text_pair is None else self._read(text_pair, "pair", need, side)
+        try:
+            len_a, len_b = truncated_lengths(len(a.ids), None if b is None else len(b.ids), budget, strategy)
+            # the length of a text read in part is only "more than the budget", which decides every split but
+            # longest_first's of an odd budget between two texts over it: the longer keeps the odd token
+            over = b is not None and len(a.ids) > budget and len(b.ids) > budget
+            decided = (whole_a and whole_b) or not (over and strategy == "longest_first" and budget % 2)
+        except ValueError:
+            if whole_a and whole_b:
+                raise
+            decided = False  # the error names the lengths: those of the whole texts
+        if not decided:
+            a, whole_a = self._tokens(text, "text"), True
+            b, whole_b = (None, True) if text_pair is None else (self._tokens(text_pair, "pair"), True)
+            len_a, len_b = truncated_lengths(len(a.ids), None if b is None else len(b.ids), budget, strategy)
         windows_a = windows(len(a.ids), len_a, stride, side)
         windows_b = [None] if b is None or len_b is None else windows(len(b.ids), len_b, stride, side)
         if not return_overflowing_tokens:
             windows_a, windows_b = windows_a[:1], windows_b[:1]
         first, *overflowing = (
-            self._template(
-                a[wa], None if b is None else b[wb], add_special_tokens, (wa != windows_a[0], wb != windows_b[0])
+            self.post_processor.apply(
+                kept(a, wa, whole_a or side == "right"),
+                None if b is None else kept(b, wb, whole_b or side == "right"),
+                add_special_tokens,
+                (wa != windows_a[0], wb != windows_b[0]),
             )
             for wa, wb in window_pairs(windows_a, windows_b)
         )
@@ -411,30 +369,8 @@ class Tokenizer:
         return first
 
     def num_special_tokens(self, pair: bool) -> int:
-        """How many tokens the template adds: [CLS] A [SEP] (2), [CLS] A [SEP] B [SEP] (3)."""
-        return (3 if pair else 2) if self.template is None else self.template.count(pair)
-
-    def _template(
-        self, a: Segment, b: Segment | None, add_special_tokens: bool, overflow: tuple[bool, bool] = (False, False)
-    ) -> Encoding:
-        """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`: type ids 0 up to the first [SEP], 1 after it;
-        sequence ids None for the template's own tokens. (`overflow`: whether A and B are further windows,
-        which only other templates treat differently.)"""
-        if self.template is not None:  # another frame, from a tokenizer.json (templates.py)
-            return self.template.apply(a, b, add_special_tokens, overflow)
-        cls, sep = (self._cls, self._sep) if add_special_tokens else (NO_TOKENS, NO_TOKENS)
-        b, sep_b = (NO_TOKENS, NO_TOKENS) if b is None else (b, sep)
-        n_cls, n_a, n_sep, n_b, n_sep_b = len(cls.ids), len(a.ids), len(sep.ids), len(b.ids), len(sep_b.ids)
-        return Encoding(
-            ids=[*cls.ids, *a.ids, *sep.ids, *b.ids, *sep_b.ids],
-            tokens=[*cls.tokens, *a.tokens, *sep.tokens, *b.tokens, *sep_b.tokens],
-            type_ids=[0] * (n_cls + n_a + n_sep) + [1] * (n_b + n_sep_b),
-            attention_mask=[1] * (n_cls + n_a + n_sep + n_b + n_sep_b),
-            offsets=[*cls.offsets, *a.offsets, *sep.offsets, *b.offsets, *sep_b.offsets],
-            word_ids=[*cls.words, *a.words, *sep.words, *b.words, *sep_b.words],
-            sequence_ids=[*[None] * n_cls, *[0] * n_a, *[None] * n_sep, *[1] * n_b, *[None] * n_sep_b],
-            special_tokens_mask=[*[1] * n_cls, *[0] * n_a, *[1] * n_sep, *[0] * n_b, *[1] * n_sep_b],
-        )
+        """How many tokens the template adds: [CLS] A [SEP] (2), [CLS] A [SEP] B [SEP] (3) for BERT."""
+        return self.post_processor.count(pair)
 
     def encode_batch(
         self,
@@ -576,86 +512,58 @@ class Tokenizer:
     # -- ids back to text ----------------------------------------------------------------------------
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
-        """Text from ids, as the Rust WordPiece decoder: `##` pieces glue to the previous token, other
-        tokens get a space, except `.`, `,`, `!` and `?`. Ids outside the vocabulary are dropped.
-
-        The decoder cleans up each token on its own, so its rules that span tokens (" n't", " 's", ...)
-        never apply: "don't" comes back as "don ' t" (transformers' Python tokenizer gives "don't").
-        """
+        """Text from ids, by the decoder (BERT's WordPiece decoder: `##` pieces glue to the previous token, other
+        tokens get a space, except `.`, `,`, `!` and `?`). Ids outside the vocabulary are dropped."""
+        special = self.added_tokens.special_ids
         return self.convert_tokens_to_string(
             [
-                self._id_to_token[i]
+                self.id_to_token[i]
                 for i in map(int, ids)
-                if i in self._id_to_token and not (skip_special_tokens and i in self._special_ids)
+                if i in self.id_to_token and not (skip_special_tokens and i in special)
             ]
         )
 
     def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
-        """Tokens joined as the Rust WordPiece decoder joins them (see `decode`): "##ing" glues on."""
-        out = []
-        for i, token in enumerate(tokens):
-            if i > 0:
-                token = token[2:] if token.startswith("##") else " " + token
-            out.append(_cleanup(token))
-        return "".join(out)
+        """Tokens joined by the decoder (WordPiece: "##ing" glues on; ByteLevel: bytes back to UTF-8; Metaspace:
+        "▁" back to spaces, the first one dropped)."""
+        return self.decoder.decode(tokens)
 
     def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
-        """The id of a token (the [UNK] id when it is not in the vocabulary), or of each token of a list."""
+        """The id of a token (the unknown token's id when it is not in the vocabulary), or of each token of a list."""
         if isinstance(tokens, str):
             return self.vocab.get(tokens, self.unk_token_id)
         return [self.vocab.get(t, self.unk_token_id) for t in tokens]
 
     def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
-        """The token of an id (the [UNK] token for an id outside the vocabulary), or of each id of a list."""
+        """The token of an id (the unknown token for an id outside the vocabulary), or of each id of a list."""
         if isinstance(ids, (int, np.integer)):
-            return self._id_to_token.get(int(ids), self.unk_token)
-        return [self._id_to_token.get(int(i), self.unk_token) for i in ids]
+            return self.id_to_token.get(int(ids), self.unk_token)
+        return [self.id_to_token.get(int(i), self.unk_token) for i in ids]
 
     def __repr__(self) -> str:
-        return (
-            f"Tokenizer(vocab_size={self.vocab_size}, do_lower_case={self.do_lower_case}, "
-            f"strip_accents={self.strip_accents}, tokenize_chinese_chars={self.tokenize_chinese_chars})"
+        options = (
+            f", do_lower_case={self.do_lower_case}, strip_accents={self.strip_accents}, "
+            f"tokenize_chinese_chars={self.tokenize_chinese_chars}"
+            if isinstance(self.normalizer, BertNormalizer)
+            else ""
         )
+        source = "" if self.vocab_file is None else f", file={self.vocab_file}"
+        return f"Tokenizer({type(self.model).__name__}, vocab_size={self.vocab_size}{options}{source})"
 
 
-def _other_frame(spec: TokenizerJson) -> Template | None:
-    """The post-processor of a WordPiece tokenizer.json that frames inputs otherwise than BERT (None when
-    templates.py cannot read it either)."""
-    from .templates import read_template
-
-    model = spec.spec.get("model")
-    vocab = dict(model.get("vocab") or {}) if isinstance(model, dict) and isinstance(model.get("vocab"), dict) else {}
-    try:
-        for token in spec.added_tokens(vocab):
-            vocab.setdefault(token["content"], len(vocab))
-        return read_template(spec, vocab)
-    except ValueError:
-        return None
+def lagging(segment: Segment, lag: int, end: int) -> Segment:
+    """`segment` with the offsets of its tokens before `end` moved back by `lag` characters (cuts.Cuts.lag)."""
+    if not lag:
+        return segment
+    offsets = [(s - lag, e - lag) if s < end else (s, e) for s, e in segment.offsets]
+    return Segment(segment.ids, segment.tokens, offsets, segment.words)
 
 
-def alias(value, old_value, name: str, old_name: str):
-    """An argument that also goes by an older name: the one given (a TypeError if both are)."""
-    if old_value is None:
-        return value
-    if value is not None:
-        raise TypeError(f"got both {name} and its older name {old_name}; pass {name} only")
-    return old_value
-
-
-def _cleanup(token: str) -> str:
-    """The Rust WordPiece decoder's clean-up, applied to each (space-prefixed) token."""
-    for dirty, clean in (
-        (" .", "."),
-        (" ?", "?"),
-        (" !", "!"),
-        (" ,", ","),
-        (" ' ", "'"),
-        (" n't", "n't"),
-        (" 'm", "'m"),
-        (" do not", " don't"),
-        (" 's", "'s"),
-        (" 've", "'ve"),
-        (" 're", "'re"),
-    ):
-        token = token.replace(dirty, clean)
-    return token
+def kept(segment: Segment, window: tuple[int, int], words_counted: bool) -> Segment:
+    """The tokens of `segment` in `window`; their word ids counted from the first one's word (0) unless the
+    segment's word ids are the text's (`words_counted`)."""
+    part = segment[window]
+    if words_counted or not part.words:
+        return part
+    first = part.words[0]
+    return Segment(part.ids, part.tokens, part.offsets, [w - first for w in part.words])

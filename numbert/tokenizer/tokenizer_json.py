@@ -1,51 +1,64 @@
-"""BERT's WordPiece settings from a Hugging Face `tokenizer.json`, for directories without a vocab.txt.
+"""The one reader of a Hugging Face `tokenizer.json`: the Rust `tokenizers` library's pipeline, read component by
+component into numbert's stages. A component numbert does not implement is refused when the file is read,
+naming the file and the field and listing what is supported.
 
-A tokenizer.json describes a pipeline of the Rust `tokenizers` library. numbert's tokenizer is that
-pipeline for BERT, so the file is read only when it is exactly BERT's:
+    added_tokens    added_tokens.py: cut out of the raw text whole (with lstrip / rstrip whitespace)
+    normalizer      normalizers.py (BertNormalizer; NFKC, Lowercase, Strip, Replace, Precompiled, Sequence, ...)
+    pre_tokenizer   pre_tokenizers.py (BertPreTokenizer; ByteLevel, Metaspace, WhitespaceSplit, Split, Digits, ...)
+    model           models.py: WordPiece, BPE (bpe.py), Unigram (unigram.py)
+    post_processor  templates.py (BertProcessing, RobertaProcessing, TemplateProcessing, ByteLevel, Sequence)
+    decoder         decoders.py (WordPiece, ByteLevel, Metaspace)
 
-    normalizer      BertNormalizer(clean_text=true, handle_chinese_chars, strip_accents, lowercase)
-    pre_tokenizer   BertPreTokenizer (whitespace, then punctuation)
-    model           WordPiece(vocab, unk_token, continuing_subword_prefix="##", max_input_chars_per_word)
-    post_processor  [CLS] $A [SEP] / [CLS] $A [SEP] $B [SEP], type ids 0...0 / 1...1
-                    (TemplateProcessing or BertProcessing)
-    added_tokens    the special tokens, matched whole in the raw text
-
-Any other pipeline (BPE, Unigram, other normalizers or templates) is refused, naming the field.
+A WordPiece file is read only when its stages are exactly BERT's (`wordpiece_settings`: BertNormalizer with
+clean_text, BertPreTokenizer, "##" pieces, BERT's template or another frame templates.py reads, as MPNet's);
+BPE and Unigram files (`read_pipeline`) may combine the other normalizers and pre-tokenizers.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .added_tokens import AddedToken
+from .bpe import BPE
+from .decoders import ByteLevelDecoder, Decoder, MetaspaceDecoder, SpaceDecoder
+from .encoding import Segment
+from .models import Model
+from .normalizers import (
+    Lowercase,
+    Normalizer,
+    Precompiled,
+    Replace,
+    Sequence,
+    Strip,
+    UnicodeForm,
+    pattern_kind,
+)
+from .pre_tokenizers import (
+    BEHAVIORS,
+    ByteLevel,
+    Digits,
+    Metaspace,
+    PreTokenizer,
+    Split,
+    WhitespaceSplit,
+)
+from .pre_tokenizers import Sequence as PreTokenizerSequence
+from .precompiled import CharsMap
+from .templates import Template
+from .unigram import Unigram
 
-class _Spec:
-    """A tokenizer.json's contents, read field by field: a wrong field is a ValueError naming the file and it."""
-
-    def __init__(self, path: Path, spec: dict):
-        self.path, self.spec = path, spec
-
-    def refuse(self, field: str, value: Any, expected: str) -> ValueError:
-        return ValueError(
-            f"{self.path}: {field} is {json.dumps(value)[:200]}, not {expected}; numbert runs BERT's "
-            f"WordPiece tokenizer only"
-        )
-
-    def section(self, name: str) -> dict:
-        """A part of the pipeline (model, normalizer, ...): an object, or {} when it is absent or null."""
-        value = self.spec.get(name)
-        if value is not None and not isinstance(value, dict):
-            raise self.refuse(name, value, "an object")
-        return value or {}
-
-    def setting(self, name: str, field: str, kind: type, default: Any, expected: str) -> Any:
-        """Field `field` of section `name` (`default` when absent), refused unless a `kind` (a bool is no int)."""
-        value = self.section(name).get(field, default)
-        if value is not default and not (isinstance(value, kind) and isinstance(value, bool) == (kind is bool)):
-            raise self.refuse(f"{name}.{field}", value, expected)
-        return value
+SUPPORTED = {  # of BPE and Unigram files; a WordPiece file has BERT's stages
+    "model": ("BPE", "Unigram", "WordPiece"),
+    "normalizer": ("Sequence", "NFC", "NFD", "NFKC", "NFKD", "Lowercase", "Strip", "Replace", "Precompiled"),
+    "pre_tokenizer": ("Sequence", "ByteLevel", "Metaspace", "WhitespaceSplit", "Split", "Digits"),
+    "decoder": ("ByteLevel", "Metaspace"),
+    "post_processor": ("RobertaProcessing", "TemplateProcessing", "BertProcessing", "ByteLevel", "Sequence"),
+}
 
 
 def read_json_object(path: Path) -> dict:
@@ -59,15 +72,408 @@ def read_json_object(path: Path) -> dict:
     return contents
 
 
+class TokenizerJson:
+    """A tokenizer.json's contents, read part by part; errors name the file and the field."""
+
+    def __init__(self, path: str | os.PathLike, contents: dict | None = None):
+        self.path = Path(path)
+        self.spec = read_json_object(self.path) if contents is None else contents
+
+    def model_type(self) -> str:
+        """The model's type, refused unless one numbert implements."""
+        return self.component("model", self.spec.get("model"), "model")[0]
+
+    # -- errors -------------------------------------------------------------------------------------------
+
+    def error(self, field: str, message: str) -> ValueError:
+        return ValueError(f"{self.path}: {field} {message}")
+
+    def refuse(self, field: str, value: Any, expected: str) -> ValueError:
+        """A WordPiece file's field that is not BERT's."""
+        return ValueError(
+            f"{self.path}: {field} is {json.dumps(value)[:200]}, not {expected}; numbert runs BERT's "
+            f"WordPiece tokenizer only"
+        )
+
+    def unsupported(self, field: str, kind: Any, section: str) -> ValueError:
+        return self.error(
+            field,
+            f"is {json.dumps(kind)[:100]}, which numbert does not implement; it supports {section}s of type "
+            + ", ".join(SUPPORTED[section]),
+        )
+
+    # -- fields -------------------------------------------------------------------------------------------
+
+    def component(self, field: str, value: Any, section: str) -> tuple[str, dict]:
+        """(type, settings) of a pipeline component, refused unless an object of a supported type."""
+        if not isinstance(value, dict):
+            raise self.error(field, f"must be an object with a 'type', not {json.dumps(value)[:100]}")
+        if value.get("type") not in SUPPORTED[section]:
+            raise self.unsupported(f"{field}.type", value.get("type"), section)
+        return value["type"], value
+
+    def flag(self, field: str, value: Any, default: bool) -> bool:
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.error(field, f"must be true or false, not {json.dumps(value)[:100]}")
+        return value
+
+    def pattern(self, field: str, value: Any) -> tuple[re.Pattern, Any]:
+        """A {"String": s} or {"Regex": r} pattern (the Rust crate's regular expressions read as Python's), and
+        what its matches hold (normalizers.pattern_kind)."""
+        if isinstance(value, dict) and isinstance(value.get("String"), str):
+            return re.compile(re.escape(value["String"])), pattern_kind(value["String"], literal=True)
+        if isinstance(value, dict) and isinstance(value.get("Regex"), str):
+            try:
+                compiled = re.compile(value["Regex"].replace(r"\z", r"\Z"))
+            except re.error as e:
+                raise self.error(field, f"holds a regular expression Python cannot read ({e})") from None
+            return compiled, pattern_kind(value["Regex"], literal=False)
+        raise self.error(field, f'must be {{"String": ...}} or {{"Regex": ...}}, not {json.dumps(value)[:100]}')
+
+    def section(self, name: str) -> dict:
+        """A part of a WordPiece file's pipeline: an object, or {} when it is absent or null."""
+        value = self.spec.get(name)
+        if value is not None and not isinstance(value, dict):
+            raise self.refuse(name, value, "an object")
+        return value or {}
+
+    def setting(self, name: str, field: str, kind: type, default: Any, expected: str) -> Any:
+        """Field `field` of section `name` (`default` when absent), refused unless a `kind` (a bool is no int)."""
+        value = self.section(name).get(field, default)
+        if value is not default and not (isinstance(value, kind) and isinstance(value, bool) == (kind is bool)):
+            raise self.refuse(f"{name}.{field}", value, expected)
+        return value
+
+    # -- the stages of BPE and Unigram files --------------------------------------------------------------
+
+    def normalizer(self, value: Any, field: str = "normalizer") -> Normalizer | None:
+        if value is None:
+            return None
+        kind, spec = self.component(field, value, "normalizer")
+        if kind == "Sequence":
+            steps = spec.get("normalizers")
+            if not isinstance(steps, list):
+                raise self.error(f"{field}.normalizers", "must be a list")
+            return Sequence([self.normalizer(s, f"{field}.normalizers[{i}]") for i, s in enumerate(steps)])  # type: ignore[misc]
+        if kind in ("NFC", "NFD", "NFKC", "NFKD"):
+            return UnicodeForm(kind)  # type: ignore[arg-type]
+        if kind == "Lowercase":
+            return Lowercase()
+        if kind == "Strip":
+            return Strip(
+                self.flag(f"{field}.strip_left", spec.get("strip_left"), True),
+                self.flag(f"{field}.strip_right", spec.get("strip_right"), True),
+            )
+        if kind == "Replace":
+            if not isinstance(spec.get("content"), str):
+                raise self.error(f"{field}.content", "must be a string")
+            pattern, kind_of_matches = self.pattern(f"{field}.pattern", spec.get("pattern"))
+            return Replace(pattern, spec["content"], kind_of_matches)
+        charsmap = spec.get("precompiled_charsmap")
+        if not isinstance(charsmap, str):
+            raise self.error(f"{field}.precompiled_charsmap", "must be a base64 string")
+        try:
+            return Precompiled(CharsMap(charsmap))
+        except (ValueError, IndexError) as e:
+            raise self.error(f"{field}.precompiled_charsmap", f"is not a SentencePiece charsmap ({e})") from None
+
+    def pre_tokenizer(self, value: Any, field: str = "pre_tokenizer") -> PreTokenizer | None:
+        if value is None:
+            return None
+        kind, spec = self.component(field, value, "pre_tokenizer")
+        if kind == "Sequence":
+            steps = spec.get("pretokenizers")
+            if not isinstance(steps, list):
+                raise self.error(f"{field}.pretokenizers", "must be a list")
+            return PreTokenizerSequence(
+                [self.pre_tokenizer(s, f"{field}.pretokenizers[{i}]") for i, s in enumerate(steps)]  # type: ignore[misc]
+            )
+        if kind == "ByteLevel":
+            return ByteLevel(
+                self.flag(f"{field}.add_prefix_space", spec.get("add_prefix_space"), True),
+                self.flag(f"{field}.use_regex", spec.get("use_regex"), True),
+            )
+        if kind == "Metaspace":
+            return Metaspace(*self.metaspace(field, spec))
+        if kind == "WhitespaceSplit":
+            return WhitespaceSplit()
+        if kind == "Digits":
+            return Digits(self.flag(f"{field}.individual_digits", spec.get("individual_digits"), False))
+        behavior = spec.get("behavior")
+        if behavior not in BEHAVIORS:
+            raise self.error(f"{field}.behavior", f"must be one of {', '.join(BEHAVIORS)}")
+        if self.flag(f"{field}.invert", spec.get("invert"), False):
+            raise self.error(f"{field}.invert", "is true, which numbert does not implement")
+        pattern, kind_of_matches = self.pattern(f"{field}.pattern", spec.get("pattern"))
+        return Split(pattern, behavior, kind_of_matches)
+
+    def metaspace(self, field: str, spec: dict) -> tuple[str, str, bool]:
+        """(replacement, prepend_scheme, split) of a Metaspace pre-tokenizer or decoder."""
+        replacement = spec.get("replacement", "▁")
+        if not (isinstance(replacement, str) and len(replacement) == 1):
+            raise self.error(f"{field}.replacement", "must be one character")
+        scheme = spec.get("prepend_scheme")
+        if scheme is None:  # the older spelling
+            scheme = "always" if self.flag(f"{field}.add_prefix_space", spec.get("add_prefix_space"), True) else "never"
+        if scheme not in ("always", "first", "never"):
+            raise self.error(f"{field}.prepend_scheme", 'must be "always", "first" or "never"')
+        return replacement, scheme, self.flag(f"{field}.split", spec.get("split"), True)
+
+    def model(self) -> tuple[BPE | Unigram, dict[str, int]]:
+        """The BPE or Unigram model and its vocabulary (token -> id)."""
+        kind, spec = self.component("model", self.spec.get("model"), "model")
+        source = str(self.path)
+        if kind == "BPE":
+            for name in ("dropout", "continuing_subword_prefix", "end_of_word_suffix"):
+                if spec.get(name) not in (None, ""):  # "" (as transformers saves RoBERTa's) adds nothing: none
+                    raise self.error(f"model.{name}", f"is {json.dumps(spec[name])}, which numbert does not implement")
+            vocab = spec.get("vocab")
+            if not (isinstance(vocab, dict) and all(type(i) is int for i in vocab.values())):
+                raise self.error("model.vocab", "must map each token to its integer id")
+            merges = spec.get("merges")
+            if not isinstance(merges, list):
+                raise self.error("model.merges", "must be a list")
+            pairs = []
+            for i, merge in enumerate(merges):  # "left right" (older files) or [left, right]
+                pair = merge.split(" ") if isinstance(merge, str) else merge
+                if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
+                    raise self.error(f"model.merges[{i}]", f"must be two tokens, not {json.dumps(merge)[:100]}")
+                pairs.append((pair[0], pair[1]))
+            return BPE(
+                vocab,
+                pairs,
+                unk_token=spec.get("unk_token"),
+                fuse_unk=self.flag("model.fuse_unk", spec.get("fuse_unk"), False),
+                byte_fallback=self.flag("model.byte_fallback", spec.get("byte_fallback"), False),
+                ignore_merges=self.flag("model.ignore_merges", spec.get("ignore_merges"), False),
+                source=source,
+            ), dict(vocab)
+        pieces = spec.get("vocab")
+        if not isinstance(pieces, list):
+            raise self.error("model.vocab", "must be a list of [piece, score]")
+        for i, item in enumerate(pieces):
+            if not (
+                isinstance(item, list)
+                and len(item) == 2
+                and isinstance(item[0], str)
+                and isinstance(item[1], (int, float))
+                and not isinstance(item[1], bool)
+            ):
+                raise self.error(f"model.vocab[{i}]", f"must be [piece, score], not {json.dumps(item)[:100]}")
+        unk_id = spec.get("unk_id")
+        if unk_id is not None and type(unk_id) is not int:
+            raise self.error("model.unk_id", "must be an integer or null")
+        model = Unigram(
+            [(p, s) for p, s in pieces],
+            unk_id,
+            self.flag("model.byte_fallback", spec.get("byte_fallback"), False),
+            source,
+        )
+        return model, dict(model.vocab)
+
+    def added_tokens(self, vocab: dict[str, int]) -> list[AddedToken]:
+        """The added tokens: content, id (which must agree with the vocabulary; added to it when it lacks the
+        token), special, lstrip, rstrip."""
+        tokens = self.spec.get("added_tokens") or []
+        if not isinstance(tokens, list):
+            raise self.error("added_tokens", "must be a list")
+        out = []
+        for i, token in enumerate(tokens):
+            field = f"added_tokens[{i}]"
+            if not (isinstance(token, dict) and isinstance(token.get("content"), str) and type(token.get("id")) is int):
+                raise self.error(field, 'must be {"content": a string, "id": an integer, ...}')
+            if not token["content"]:
+                raise self.error(field, "has an empty content")
+            if token.get("normalized") is True or token.get("single_word") is True:
+                raise self.error(
+                    field,
+                    f"({token['content']!r}) is matched after normalization or as a single word, which numbert "
+                    "does not implement: it matches added tokens whole in the raw text",
+                )
+            if vocab.setdefault(token["content"], token["id"]) != token["id"]:
+                raise self.error(
+                    field, f"gives {token['content']!r} id {token['id']}, model.vocab {vocab[token['content']]}"
+                )
+            out.append(
+                AddedToken(
+                    token["content"],
+                    token["id"],
+                    special=self.flag(f"{field}.special", token.get("special"), False),
+                    lstrip=self.flag(f"{field}.lstrip", token.get("lstrip"), False),
+                    rstrip=self.flag(f"{field}.rstrip", token.get("rstrip"), False),
+                )
+            )
+        return out
+
+    def decoder(self) -> Decoder:
+        value = self.spec.get("decoder")
+        if value is None:
+            return SpaceDecoder()
+        kind, spec = self.component("decoder", value, "decoder")
+        if kind == "Metaspace":
+            replacement, scheme, _ = self.metaspace("decoder", spec)
+            return MetaspaceDecoder(replacement, scheme)
+        return ByteLevelDecoder()
+
+    # -- the post-processor ------------------------------------------------------------------------------
+
+    def post_processor(self, vocab: dict[str, int]) -> Template:
+        """The template of the post_processor (none: A, then B, type ids 0)."""
+        value = self.spec.get("post_processor")
+        if value is None:
+            return Template([("A", 0)], [("A", 0), ("B", 1)])
+        return self._template(value, "post_processor", vocab)
+
+    def _special(self, field: str, tokens: list[str], ids: list[int], vocab: dict[str, int]) -> Segment:
+        for token, token_id in zip(tokens, ids):
+            if vocab.get(token) != token_id:
+                raise self.error(field, f"names {token!r} with id {token_id}, which the vocabulary does not give it")
+        return Segment(list(ids), list(tokens), [(0, 0)] * len(ids), [None] * len(ids))
+
+    def _pair_token(self, field: str, value: Any, vocab: dict[str, int]) -> Segment:
+        if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str) and type(value[1]) is int):
+            raise self.error(field, f"must be [token, id], not {json.dumps(value)[:100]}")
+        return self._special(field, [value[0]], [value[1]], vocab)
+
+    def _template(self, value: Any, field: str, vocab: dict[str, int]) -> Template:
+        if not isinstance(value, dict) or value.get("type") not in SUPPORTED["post_processor"]:
+            kind = value.get("type") if isinstance(value, dict) else value
+            raise self.unsupported(f"{field}.type", kind, "post_processor")
+        kind = value["type"]
+        if kind in ("RobertaProcessing", "BertProcessing"):
+            cls = self._pair_token(f"{field}.cls", value.get("cls"), vocab)
+            sep = self._pair_token(f"{field}.sep", value.get("sep"), vocab)
+            if kind == "BertProcessing":
+                return Template.bert(cls, sep)
+            return Template(
+                [(cls, 0), ("A", 0), (sep, 0)],
+                [(cls, 0), ("A", 0), (sep, 0), (sep, 0), ("B", 0), (sep, 0)],
+                trim_offsets=self.flag(f"{field}.trim_offsets", value.get("trim_offsets"), True),
+                add_prefix_space=self.flag(f"{field}.add_prefix_space", value.get("add_prefix_space"), True),
+                named=(cls.tokens[0], sep.tokens[0]),
+                own_types_in_further_windows=(False, True),
+            )
+        if kind == "ByteLevel":
+            return Template(
+                [("A", 0)],
+                [("A", 0), ("B", 1)],
+                trim_offsets=self.flag(f"{field}.trim_offsets", value.get("trim_offsets"), True),
+                add_prefix_space=self.flag(f"{field}.add_prefix_space", value.get("add_prefix_space"), True),
+            )
+        if kind == "Sequence":
+            steps = value.get("processors")
+            if not isinstance(steps, list) or not steps:
+                raise self.error(f"{field}.processors", "must be a non-empty list")
+            templates = [self._template(s, f"{field}.processors[{i}]", vocab) for i, s in enumerate(steps)]
+            framing = [t for t in templates if t.count(True)] or templates[-1:]
+            if len(framing) > 1:
+                raise self.error(field, "adds special tokens in more than one step, which numbert does not implement")
+            trimming = [t for t in templates if t.trim_offsets]
+            return Template(
+                framing[0].single,
+                framing[0].pair,
+                trim_offsets=bool(trimming),
+                add_prefix_space=bool(trimming) and trimming[0].add_prefix_space,
+                named=framing[0].named,
+                own_types_in_further_windows=framing[0].own_types_in_further_windows,
+            )
+        specials = value.get("special_tokens") or {}
+        if not isinstance(specials, dict):
+            raise self.error(f"{field}.special_tokens", "must be an object")
+
+        def items(name: str) -> list[tuple[Segment | str, int]]:
+            template = value.get(name)
+            if not isinstance(template, list):
+                raise self.error(f"{field}.{name}", "must be a list")
+            out: list[tuple[Segment | str, int]] = []
+            for i, item in enumerate(template):
+                where = f"{field}.{name}[{i}]"
+                ((kind, piece),) = item.items() if isinstance(item, dict) and len(item) == 1 else [(None, None)]
+                if not isinstance(piece, dict) or type(piece.get("type_id", 0)) is not int:
+                    raise self.error(where, f"must be a Sequence or a SpecialToken, not {json.dumps(item)[:100]}")
+                if kind == "Sequence" and piece.get("id") in ("A", "B"):
+                    out.append((piece["id"], piece.get("type_id", 0)))
+                elif kind == "SpecialToken" and isinstance(piece.get("id"), str) and piece["id"] in specials:
+                    entry = specials[piece["id"]]
+                    if not (
+                        isinstance(entry, dict)
+                        and isinstance(entry.get("ids"), list)
+                        and isinstance(entry.get("tokens"), list)
+                    ):
+                        raise self.error(f"{field}.special_tokens.{piece['id']}", "must hold ids and tokens")
+                    out.append(
+                        (
+                            self._special(f"{field}.special_tokens", entry["tokens"], entry["ids"], vocab),
+                            piece.get("type_id", 0),
+                        )
+                    )
+                else:
+                    raise self.error(
+                        where,
+                        "must be Sequence A/B or a SpecialToken listed in special_tokens, not "
+                        + json.dumps(item)[:100],
+                    )
+            return out
+
+        single, pair = items("single"), items("pair")
+        a: int = (
+            next(i for i, (item, _) in enumerate(single) if item == "A")
+            if any(item == "A" for item, _ in single)
+            else 0
+        )
+        before = [item.tokens[0] for item, _ in single[:a] if isinstance(item, Segment)]
+        after = [item.tokens[0] for item, _ in single[a + 1 :] if isinstance(item, Segment)]
+        named = (
+            before[0] if before else (after[0] if after else ""),
+            after[0] if after else (before[0] if before else ""),
+        )
+        return Template(single, pair, named=named, own_types_in_further_windows=(True, True))
+
+
+@dataclass
+class Pipeline:
+    """The stages of a BPE or Unigram tokenizer.json, and the tokens it names."""
+
+    model: Model
+    vocab: dict[str, int]  # the model's, with the added tokens
+    normalizer: Normalizer | None
+    pre_tokenizer: PreTokenizer | None
+    post_processor: Template
+    decoder: Decoder
+    added_tokens: list[AddedToken]
+    pad_token: str | None  # the padding section's
+
+
+def read_pipeline(spec: TokenizerJson) -> Pipeline:
+    """Every stage of a BPE or Unigram tokenizer.json."""
+    model, vocab = spec.model()
+    added = spec.added_tokens(vocab)
+    padding = spec.spec.get("padding")
+    return Pipeline(
+        model,
+        vocab,
+        spec.normalizer(spec.spec.get("normalizer")),
+        spec.pre_tokenizer(spec.spec.get("pre_tokenizer")),
+        spec.post_processor(vocab),
+        spec.decoder(),
+        added,
+        padding.get("pad_token") if isinstance(padding, dict) else None,
+    )
+
+
+# -- a WordPiece file: BERT's stages --------------------------------------------------------------------------
+
+
 def wordpiece_settings(
     path: str | os.PathLike, contents: Any = None, framing: tuple[str, str] | None = None
 ) -> tuple[dict[str, int], dict[str, Any]]:
-    """(vocabulary token -> id, keyword arguments for Tokenizer) of the tokenizer.json at `path` (whose
-    `contents` may be given, already read). `framing`: the (cls, sep) of another template the caller
-    reads itself (MPNet's `<s> A </s></s> B </s>`), instead of BERT's."""
-    path = Path(path)
-    contents = read_json_object(path) if contents is None else contents
-    spec = _Spec(path, contents)
+    """(vocabulary token -> id, BERT's options: keyword arguments of `load.wordpiece_parts`) of the WordPiece
+    tokenizer.json at `path` (whose `contents` may be given, already read). `framing`: the (cls, sep) of another
+    template the caller reads itself (MPNet's `<s> A </s></s> B </s>`), instead of BERT's."""
+    spec = TokenizerJson(path, contents)
+    path, contents = spec.path, spec.spec
     model, normalizer = spec.section("model"), spec.section("normalizer")
     if model.get("type") != "WordPiece":
         raise spec.refuse("model.type", model.get("type"), '"WordPiece"')
@@ -85,7 +491,8 @@ def wordpiece_settings(
     vocab = model.get("vocab")
     if not (isinstance(vocab, dict) and vocab and all(type(i) is int for i in vocab.values())):
         raise ValueError(f"{path}: model.vocab must map each token to its integer id")
-    special = _added_tokens(spec, vocab)
+    vocab = dict(vocab)
+    special = _special_tokens(spec, vocab)
     token, flag = "a non-empty string", "true or false"
     options = {
         "do_lower_case": spec.setting("normalizer", "lowercase", bool, True, flag),
@@ -113,9 +520,9 @@ def wordpiece_settings(
     return vocab, options
 
 
-def _added_tokens(spec: _Spec, vocab: dict[str, int]) -> list[str]:
-    """The contents of the added tokens, each a special token, non-empty, with the vocabulary's id for it (added
-    to the vocabulary when it is not there)."""
+def _special_tokens(spec: TokenizerJson, vocab: dict[str, int]) -> list[str]:
+    """The contents of a WordPiece file's added tokens, each a special token, non-empty, with the vocabulary's
+    id for it (added to the vocabulary when it is not there)."""
     tokens = spec.spec.get("added_tokens") or []
     expected = 'a list of {"content": a non-empty string, "id": an integer, "special": true}'
     if not isinstance(tokens, list):
@@ -140,16 +547,31 @@ def _added_tokens(spec: _Spec, vocab: dict[str, int]) -> list[str]:
     return contents
 
 
-def is_berts_template(path: Path, contents: dict) -> bool:
+def is_berts_template(spec: TokenizerJson) -> bool:
     """Whether the post_processor frames inputs as BERT does ([CLS] A [SEP] / [CLS] A [SEP] B:1 [SEP]:1)."""
     try:
-        _template_tokens(_Spec(path, contents))
+        _template_tokens(spec)
     except ValueError:
         return False
     return True
 
 
-def _template_tokens(spec: _Spec) -> tuple[str, str]:
+def other_frame(spec: TokenizerJson) -> Template | None:
+    """The post-processor of a WordPiece tokenizer.json that frames inputs otherwise than BERT (None when it
+    is BERT's, or when templates.py cannot read it either: then `wordpiece_settings` refuses it by name)."""
+    if is_berts_template(spec):
+        return None
+    model = spec.spec.get("model")
+    vocab = dict(model.get("vocab") or {}) if isinstance(model, dict) and isinstance(model.get("vocab"), dict) else {}
+    try:
+        for token in spec.added_tokens(vocab):
+            vocab.setdefault(token.content, len(vocab))
+        return spec.post_processor(vocab)
+    except ValueError:
+        return None
+
+
+def _template_tokens(spec: TokenizerJson) -> tuple[str, str]:
     """(cls, sep) of a post-processor that frames inputs as BERT does; anything else is refused."""
     processor = spec.spec.get("post_processor")
     refused = spec.refuse("post_processor", processor, "BERT's template [CLS] $A [SEP] / [CLS] $A [SEP] $B:1 [SEP]:1")

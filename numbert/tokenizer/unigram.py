@@ -45,6 +45,11 @@ class Unigram:
                     break
                 self.prefixes[piece[:k]] = None
 
+    @property
+    def unk_token(self) -> str | None:
+        """The unknown piece (None: a character no piece covers is refused)."""
+        return None if self.unk_id is None else self.pieces[self.unk_id]
+
     def tokenize(self, word: str) -> list[tuple[int, str, int, int]]:
         """(id, token, start, end) of each token of `word` (character positions in it)."""
         tokens = []
