@@ -48,7 +48,18 @@ def test_gelu_tanh_and_relu():
     tanh_form = 0.5 * x64 * (1 + np.tanh(math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64**3)))
     np.testing.assert_allclose(layers.gelu_tanh(x), tanh_form, atol=2e-6)
     np.testing.assert_array_equal(layers.relu(x), np.maximum(x, 0))
-    assert set(layers.ACTIVATIONS) == {"gelu", "gelu_new", "gelu_pytorch_tanh", "relu"}
+    assert set(layers.ACTIVATIONS) == {"gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu"}
+
+
+@EXP_BASES
+def test_silu_is_x_times_its_sigmoid(monkeypatch, base):
+    monkeypatch.setattr(layers, "EXP", base[0])
+    monkeypatch.setattr(layers, "EXP_PER_E", base[1])
+    x = np.concatenate([np.linspace(-120, 120, 20_001, dtype=f32), np.array([0.0, -0.0, np.inf], f32)])
+    x64 = x.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        exact = np.where(np.isinf(x64), np.maximum(x64, 0), x64 / (1 + np.exp(-x64)))
+    np.testing.assert_allclose(layers.silu(x), exact, atol=1e-6, rtol=1e-6)
 
 
 def test_exp_base_is_the_one_numpy_vectorizes():

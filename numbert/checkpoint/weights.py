@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from ..model.config import CONFIG_FILES, BertConfig
-from ..model.tensors import MAX_DIMS, POOLER, bert_name, tensor_shapes
+from ..model.tensors import MAX_DIMS, POOLER, POOLER_NAME, bert_name, tensor_shapes
 from . import tf_bundle
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # the files numbert reads weights from, in this order
@@ -76,7 +76,13 @@ TORCH_STORAGES = {
     "BoolStorage": "BOOL",
 }
 # pre-training heads (cls.*, a relative's masked-LM head renamed so) and fine-tuning heads (DistilBERT's pre_classifier)
-HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.", "pre_classifier.")
+HEAD_PREFIXES = (
+    "cls.",
+    "classifier.",
+    "qa_outputs.",
+    "pre_classifier.",
+    "head.",
+)  # head.: ModernBERT's prediction head
 BUFFER_SUFFIXES = ("position_ids", "token_type_ids")  # index buffers some checkpoints save
 SHARD_INDEXES = tuple(f"{name}.index.json" for name in WEIGHT_FILES)  # weight_map -> shards, for large checkpoints
 FORMATS = {  # the file a checkpoint is found by -> its format
@@ -258,8 +264,8 @@ def _check_weights(
         )
     _check_layer_count(weights, config, path)
     expected = tensor_shapes(config)
-    if not any(name in weights for name in POOLER):
-        expected = {name: shape for name, shape in expected.items() if name not in POOLER}
+    if not any(name in weights for name in POOLER):  # the pooler's tensors, and its task adapters (jina)
+        expected = {name: shape for name, shape in expected.items() if not name.startswith(POOLER_NAME + ".")}
     missing = [name for name in expected if name not in weights]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""

@@ -197,13 +197,20 @@ def add_dimensions(p: argparse.ArgumentParser) -> None:
 
 
 def add_prompt_options(p: argparse.ArgumentParser) -> None:
-    """--prompt and --prompt-name: the text prepended to every input, as sentence-transformers prompts it."""
+    """--prompt and --prompt-name: the text prepended to every input, as sentence-transformers prompts it; --task:
+    jina-embeddings-v3's task adapters."""
     p.add_argument("--prompt", metavar="TEXT", help="prepend TEXT to every input (e.g. 'query: ')")
     p.add_argument(
         "--prompt-name",
         metavar="NAME",
         help="prepend the model's prompt NAME (sentence-transformers prompts, e.g. query; "
         "default: the model's default_prompt_name, if any)",
+    )
+    p.add_argument(
+        "--task",
+        metavar="NAME",
+        help="run the model's task adapters NAME (jina-embeddings-v3: retrieval.query, retrieval.passage, "
+        "separation, classification, text-matching), its task instruction prepended unless a prompt is given",
     )
 
 
@@ -212,6 +219,8 @@ def sentence_options(args: argparse.Namespace) -> dict:
     options = {"pooling": args.pooling, "layers": args.strategy or args.layers, "combine": args.combine}
     if getattr(args, "normalize", None) is not None:
         options["normalize"] = args.normalize
+    if getattr(args, "task", None) is not None:
+        options["task"] = args.task
     return options
 
 

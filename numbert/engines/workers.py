@@ -227,7 +227,7 @@ class Pool:
     ) -> Iterator[tuple[Sequence[int], np.ndarray]]:
         """Run each planned batch (inputs, rows); yield (inputs, their pooled vectors before recipe.finish), in order.
 
-        A worker runs `Pipeline.run(rows, recipe.max_length, recipe.stride, window_batch)` and
+        A worker runs `Pipeline.run(rows, recipe.max_length, recipe.stride, window_batch, task=recipe.task)` and
         the recipe's `sentence_vectors`, as one process would. At most 2 x workers batches are read ahead of
         the one to yield next, so a stream of batches runs in bounded memory. An error in a batch is raised
         again here; after an error, or if the caller stops iterating early, the pool is closed.
@@ -372,7 +372,7 @@ def serve(receive_end: Connection, send_end: Connection) -> None:
         number, rows = message
         try:
             assert recipe is not None, "a batch came before its recipe"
-            out = pipeline.run(rows, recipe.max_length, recipe.stride, window_batch)
+            out = pipeline.run(rows, recipe.max_length, recipe.stride, window_batch, task=recipe.task)
             send_end.send(("ok", number, recipe.sentence_vectors(out)))
         except Exception as e:  # noqa: BLE001
             send_end.send(("error", number, picklable(e)))

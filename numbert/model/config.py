@@ -1,8 +1,12 @@
 """The handful of numbers that define a BERT encoder, read from a checkpoint's config.json.
 
 config.json's `model_type` names the member of BERT's family (`FAMILY`: BERT, RoBERTa, XLM-RoBERTa,
-DistilBERT, ELECTRA, MPNet); each is BERT's encoder with the few differences its `Relative` lists
-(docs/family.md). DistilBERT names its sizes its own way (`dim`, `n_layers`, ...): read as BERT's.
+DistilBERT, ELECTRA, MPNet, and the modern family: ModernBERT, NomicBERT, GTE, jina-embeddings-v3); each is
+BERT's encoder with the few differences its `Relative` lists (docs/family.md). DistilBERT names its sizes its
+own way (`dim`, `n_layers`, ...), NomicBERT GPT-2's (`n_embd`, `n_layer`, ...): read as BERT's. The modern
+family's configs circulate in two shapes, transformers 5's (`layer_types`, `rope_parameters`) and their
+authors' remote code's (ModernBERT's `global_rope_theta`, GTE's model type "new", jina's "xlm-roberta" with
+rotary positions and LoRA adapters): `MODERN_READERS` reads both into BertConfig's fields.
 
 Google's TensorFlow release names the file bert_config.json, with the same keys less three whose
 defaults are BERT's own: layer_norm_eps (1e-12), pad_token_id (0) and model_type (bert). Its
@@ -16,12 +20,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .layers import ACTIVATIONS, RELATIVE_BUCKETS  # the hidden_act names numbert runs, each with its function
+from .rotary import Rope
 
 CONFIG_FILES = ("config.json", "bert_config.json")  # transformers', then Google's TensorFlow release's
 # Google's release folders, as google-research/bert's validate_case_matches_checkpoint names them, by casing
@@ -38,9 +44,210 @@ class Relative:
     name: str  # transformers' class names start with it: RobertaModel, RobertaForMaskedLM, ...
     prefix: str  # the encoder's tensors' prefix in a task model's checkpoint: roberta.embeddings...
     positions_past_padding: bool = False  # RoBERTa's rule: position ids count from pad_token_id + 1, not 0
-    token_types: bool = True  # a token_type_embeddings table (DistilBERT and MPNet have none)
+    token_types: bool | None = True  # a token_type_embeddings table (DistilBERT and MPNet have none); None: as
+    # its config's type_vocab_size says (GTE: gte-base-en-v1.5 has none)
     relative_attention: bool = False  # MPNet: a learned bias per head and relative distance on every layer's scores
     config_keys: tuple[tuple[str, str], ...] = ()  # its own config.json names -> BERT's
+    # the modern family
+    rotary: bool = False  # positions rotate each query and key (numbert.model.rotary); no position table
+    pre_norm: bool = False  # ModernBERT: LayerNorm before attention and feed-forward (none before layer 0's
+    # attention), a final LayerNorm after the last layer; BERT normalises after each
+    glu: str | None = None  # a gated feed-forward, activation(x W_gate) * (x W_up): "gate_first" (one Linear, its
+    # first half the gate: ModernBERT's Wi), "up_first" (GTE's up_gate_proj), "two" (NomicBERT's fc11 and fc12)
+    defaults: tuple[tuple[str, object], ...] = ()  # transformers' defaults for its config, where they are not BERT's
+    read_config: Callable[[dict, str], dict] | None = dataclasses.field(
+        default=None, compare=False, repr=False
+    )  # its own
+    # config shapes -> BertConfig's fields (MODERN_READERS)
+
+
+BIASES = ("qkv", "attention_output", "up", "down", "norm")  # the tensor kinds that may carry a bias (BertConfig.biases)
+LAYER_TYPES = ("full_attention", "sliding_attention")  # ModernBERT's layer kinds, as transformers 5 names them
+
+
+def _number(d: dict, key: str, default, source: str, kind: type = int):
+    """d[key] (default if absent or null), checked to be a `kind` (int: not a bool, float: int or float)."""
+    value = d.get(key)
+    if value is None:
+        return default
+    kinds = (int, float) if kind is float else (kind,)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise ValueError(f"{source}: {key} must be {'a number' if kind is float else 'an integer'}, got {value!r}")
+    return value
+
+
+def _refuse(d: dict, source: str, flags: Mapping[str, tuple[object, str]]) -> None:
+    """Refuse each key of `flags` whose value in `d` is not its allowed one, naming the key and why."""
+    for key, (allowed, why) in flags.items():
+        if key in d and d[key] != allowed and not (allowed is None and d[key] is None):
+            raise ValueError(f"{source}: {key} is {d[key]!r}; numbert runs {allowed!r} only ({why})")
+
+
+def _biases(**flags: bool) -> tuple[str, ...]:
+    """The kinds of BIASES whose flag is true."""
+    return tuple(kind for kind in BIASES if flags.get(kind, False))
+
+
+def _rope(parameters: dict, theta: float, positions: int, source: str) -> Rope:
+    """A Rope from rope_parameters (or an older rope_scaling), its theta defaulting to `theta`."""
+    if not isinstance(parameters, dict):
+        raise ValueError(f"{source}: rope_parameters must be an object, got {parameters!r}")
+    return Rope.from_dict({"rope_theta": theta, **parameters}, positions, source)
+
+
+def _rope_of(d: dict, theta: float, source: str) -> Rope:
+    """The one Rope of a config: transformers 5's rope_parameters, else rope_theta and rope_scaling."""
+    positions = _number(d, "max_position_embeddings", 512, source)
+    if d.get("rope_parameters") is not None:
+        return _rope(d["rope_parameters"], theta, positions, f"{source}: rope_parameters")
+    theta = _number(d, "rope_theta", theta, source, float)
+    return _rope(d.get("rope_scaling") or {}, theta, positions, f"{source}: rope_scaling")
+
+
+def read_modernbert(d: dict, source: str) -> dict:
+    """ModernBERT's config in its two shapes: transformers 5's layer_types and rope_parameters (one per layer
+    kind), or the older global_attn_every_n_layers, global_rope_theta and local_rope_theta."""
+    layers = _number(d, "num_hidden_layers", 22, source)
+    types = d.get("layer_types")
+    if types is None:
+        every = _number(d, "global_attn_every_n_layers", 3, source)
+        if every < 1:
+            raise ValueError(f"{source}: global_attn_every_n_layers must be at least 1, got {every}")
+        types = [LAYER_TYPES[bool(i % every)] for i in range(layers)]  # layer 0 global, then every `every`-th
+    positions = _number(d, "max_position_embeddings", 8192, source)
+    nested, scaling = d.get("rope_parameters") or {}, d.get("rope_scaling") or {}
+    if not isinstance(nested, dict) or not isinstance(scaling, dict):
+        raise ValueError(f"{source}: rope_parameters and rope_scaling must be objects")
+    if not set(nested) <= set(LAYER_TYPES):  # one dict for both kinds
+        nested = dict.fromkeys(LAYER_TYPES, nested)
+    ropes = {
+        kind: _rope(
+            {**scaling, **(nested.get(kind) or {})},
+            _number(d, key, default, source, float),
+            positions,
+            f"{source}: rope_parameters[{kind!r}]",
+        )
+        for kind, key, default in (
+            ("full_attention", "global_rope_theta", 160000.0),
+            ("sliding_attention", "local_rope_theta", 10000.0),
+        )
+    }
+    attention, mlp = d.get("attention_bias", False), d.get("mlp_bias", False)
+    return {
+        "hidden_act": d.get("hidden_activation", d.get("hidden_act", "gelu")),
+        "layer_norm_eps": _number(d, "norm_eps", 1e-5, source, float),
+        "type_vocab_size": 0,
+        "layer_types": tuple(types) if isinstance(types, list) else types,
+        "local_attention": _number(d, "local_attention", 128, source),
+        "rope": ropes["full_attention"],
+        "local_rope": ropes["sliding_attention"],
+        "biases": _biases(qkv=attention, attention_output=attention, up=mlp, down=mlp, norm=d.get("norm_bias", False)),
+    }
+
+
+NOMIC_REFUSED = {  # nomic's remote-code options transformers' NomicBertModel does not run
+    "prenorm": (False, "post-norm layers"),
+    "use_rms_norm": (False, "LayerNorm"),
+    "parallel_block": (False, "attention, then the feed-forward"),
+    "causal": (False, "a bidirectional encoder"),
+    "rotary_emb_interleaved": (False, "the two halves of each head rotate together"),
+    "rotary_emb_fraction": (1.0, "the whole head rotates"),
+    "rotary_emb_scale_base": (None, "no xPos scaling"),
+    "rotary_scaling_factor": (None, "transformers reads rope_parameters, not nomic's dynamic NTK factor"),
+}
+NOMIC_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu"}  # nomic's activation_function -> the gate's
+
+
+def read_nomic_bert(d: dict, source: str) -> dict:
+    """NomicBERT's config in its two shapes: the hub's GPT-2 keys (n_embd, n_layer, n_head, n_inner,
+    n_positions, rotary_emb_base, activation_function "swiglu", qkv_proj_bias, ...) or transformers 5's."""
+    if "n_embd" not in d and "n_layer" not in d:
+        head_dim = d.get("head_dim")
+        hidden, heads = _number(d, "hidden_size", 768, source), _number(d, "num_attention_heads", 12, source)
+        if head_dim is not None and heads and head_dim * heads != hidden:
+            raise ValueError(f"{source}: head_dim {head_dim!r} is not hidden_size / num_attention_heads")
+        return {"rope": _rope_of(d, 1000.0, source), "biases": _biases(norm=True)}
+    _refuse(d, source, NOMIC_REFUSED)
+    activation = d.get("activation_function", "swiglu")
+    if activation not in NOMIC_ACTIVATIONS:
+        raise ValueError(
+            f"{source}: activation_function {activation!r}; numbert runs NomicBERT's gated feed-forwards "
+            f"{', '.join(NOMIC_ACTIVATIONS)}"
+        )
+    hidden = _number(d, "n_embd", 768, source)
+    qkv, fc1, fc2 = (bool(d.get(key, False)) for key in ("qkv_proj_bias", "mlp_fc1_bias", "mlp_fc2_bias"))
+    positions = _number(d, "n_positions", 2048, source)
+    return {
+        "hidden_size": hidden,
+        "num_hidden_layers": _number(d, "n_layer", 12, source),
+        "num_attention_heads": _number(d, "n_head", 12, source),
+        "intermediate_size": _number(d, "n_inner", 4 * hidden, source),
+        "max_position_embeddings": positions,
+        "layer_norm_eps": _number(d, "layer_norm_epsilon", 1e-12, source, float),
+        "hidden_act": NOMIC_ACTIVATIONS[activation],
+        "rope": _rope({}, _number(d, "rotary_emb_base", 1000.0, source, float), positions, source),
+        "biases": _biases(qkv=qkv, attention_output=qkv, up=fc1, down=fc2, norm=True),
+    }
+
+
+GTE_REFUSED = {  # GTE's remote-code options transformers' GteModel does not run
+    "position_embedding_type": ("rope", "rotary positions"),
+    "layer_norm_type": ("layer_norm", "LayerNorm"),
+    "pack_qkv": (True, "one qkv_proj"),
+    "logn_attention_scale": (False, "scores scaled by 1 / sqrt(head_size) only"),
+}
+
+
+def read_gte(d: dict, source: str) -> dict:
+    """GTE's config: transformers 5's (model_type "gte", rope_parameters) or Alibaba's remote code's (model_type
+    "new", rope_theta and rope_scaling; its "ntk" scaling is refused, as transformers' GteModel fails on it)."""
+    _refuse(d, source, GTE_REFUSED)
+    return {
+        "rope": _rope_of(d, 160000.0, source),
+        "position_embedding_type": "rotary",
+        "biases": _biases(qkv=True, attention_output=True, down=True, norm=True),
+    }
+
+
+JINA_REFUSED = {
+    "rotary_emb_interleaved": (False, "the two halves of each head rotate together"),
+    "rotary_emb_scale_base": (None, "no xPos scaling"),
+}
+
+
+def read_jina_embeddings_v3(d: dict, source: str) -> dict:
+    """jina-embeddings-v3's config: transformers 5's (model_type "jina_embeddings_v3", rope_parameters), or the
+    hub's (model_type "xlm-roberta", position_embedding_type "rotary", rotary_emb_base, and its task LoRA
+    adapters: lora_adaptations, lora_rank, lora_alpha, task_instructions, matryoshka_dimensions)."""
+    _refuse(d, source, JINA_REFUSED)
+    if d.get("rope_parameters") is not None:
+        rope = _rope_of(d, 20000.0, source)
+    else:
+        positions = _number(d, "max_position_embeddings", 8194, source)
+        rope = _rope({}, _number(d, "rotary_emb_base", 20000.0, source, float), positions, source)
+    adapters = d.get("lora_adaptations") or []
+    instructions = d.get("task_instructions") or {}
+    dimensions = d.get("matryoshka_dimensions") or []
+    if not (
+        isinstance(adapters, list) and all(isinstance(a, str) for a in adapters) and len(set(adapters)) == len(adapters)
+    ):
+        raise ValueError(f"{source}: lora_adaptations must be a list of distinct task names, got {adapters!r}")
+    if not (isinstance(instructions, dict) and all(isinstance(v, str) for v in instructions.values())):
+        raise ValueError(f"{source}: task_instructions must map task names to texts, got {instructions!r}")
+    unknown = sorted(set(instructions) - set(adapters))
+    if unknown:
+        raise ValueError(f"{source}: task_instructions names tasks lora_adaptations lacks: {unknown}")
+    if not (isinstance(dimensions, list) and all(isinstance(n, int) and not isinstance(n, bool) for n in dimensions)):
+        raise ValueError(f"{source}: matryoshka_dimensions must be a list of integers, got {dimensions!r}")
+    return {
+        "rope": rope,
+        "position_embedding_type": "rotary",
+        "task_adapters": tuple(adapters),
+        "lora_rank": _number(d, "lora_rank", 4, source),
+        "lora_alpha": _number(d, "lora_alpha", 1.0, source, float),
+        "task_instructions": tuple(instructions.items()),
+        "matryoshka_dimensions": tuple(dimensions),
+    }
 
 
 FAMILY = {  # config.json's model_type -> how that relative differs from BERT
@@ -61,6 +268,76 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
     ),
     "electra": Relative("Electra", "electra."),  # and embeddings of embedding_size, projected to hidden_size
     "mpnet": Relative("MPNet", "mpnet.", positions_past_padding=True, token_types=False, relative_attention=True),
+    # the modern family: rotary positions, gated feed-forwards, ModernBERT's pre-norm and sliding windows
+    "modernbert": Relative(
+        "ModernBert",
+        "model.",
+        token_types=False,
+        rotary=True,
+        pre_norm=True,
+        glu="gate_first",
+        defaults=(
+            ("vocab_size", 50368),
+            ("intermediate_size", 1152),
+            ("num_hidden_layers", 22),
+            ("max_position_embeddings", 8192),
+            ("pad_token_id", 50283),
+        ),
+        read_config=read_modernbert,
+    ),
+    "nomic_bert": Relative(
+        "NomicBert",
+        "nomic_bert.",
+        rotary=True,
+        glu="two",
+        defaults=(("vocab_size", 30528), ("max_position_embeddings", 2048), ("hidden_act", "silu")),
+        read_config=read_nomic_bert,
+    ),
+    "gte": Relative(
+        "Gte",
+        "gte.",
+        token_types=None,
+        rotary=True,
+        glu="up_first",
+        defaults=(
+            ("vocab_size", 250048),
+            ("max_position_embeddings", 8192),
+            ("type_vocab_size", 1),
+            ("pad_token_id", 1),
+        ),
+        read_config=read_gte,
+    ),
+    "new": Relative(  # GTE as Alibaba's remote code names it (gte-base-en-v1.5, gte-multilingual-base: NewModel)
+        "New",
+        "new.",
+        token_types=None,
+        rotary=True,
+        glu="up_first",
+        defaults=(
+            ("vocab_size", 250048),
+            ("max_position_embeddings", 8192),
+            ("type_vocab_size", 1),
+            ("pad_token_id", 1),
+        ),
+        read_config=read_gte,
+    ),
+    "jina_embeddings_v3": Relative(
+        "JinaEmbeddingsV3",
+        "roberta.",
+        rotary=True,
+        defaults=(
+            ("vocab_size", 250002),
+            ("hidden_size", 1024),
+            ("num_hidden_layers", 24),
+            ("num_attention_heads", 16),
+            ("intermediate_size", 4096),
+            ("max_position_embeddings", 8194),
+            ("type_vocab_size", 1),
+            ("layer_norm_eps", 1e-5),
+            ("pad_token_id", 1),
+        ),
+        read_config=read_jina_embeddings_v3,
+    ),
 }
 
 
@@ -68,6 +345,8 @@ def model_type_of(d: dict, source: str) -> str:
     """config.json's model_type, else the family member its first architecture names (RobertaModel: roberta),
     else BERT (Google's bert_config.json has neither); one numbert does not run is refused, naming it."""
     model_type = d.get("model_type")
+    if model_type == "xlm-roberta" and d.get("position_embedding_type") == "rotary":
+        model_type = "jina_embeddings_v3"  # the hub's jina-embeddings-v3 (XLMRobertaLoRA) names itself XLM-R
     if model_type is None:
         architectures = d.get("architectures")
         first = architectures[0] if isinstance(architectures, list) and architectures else ""
@@ -115,6 +394,17 @@ class BertConfig:
     model_type: str = "bert"  # the member of BERT's family: a key of FAMILY
     embedding_size: int | None = None  # ELECTRA: embeddings this wide, projected to hidden_size; None: hidden_size
     relative_attention_num_buckets: int = 32  # MPNet: rows of its relative position bias
+    # the modern family (docs/family.md); BERT's are these defaults
+    rope: Rope | None = None  # rotary positions (Relative.rotary): every layer's, or ModernBERT's full-attention ones'
+    local_rope: Rope | None = None  # ModernBERT: its sliding-window layers' (None: `rope`)
+    layer_types: tuple[str, ...] = ()  # each layer's LAYER_TYPES kind (ModernBERT); (): every layer full attention
+    local_attention: int = 128  # a sliding-window layer's keys lie within local_attention // 2 of the query
+    biases: tuple[str, ...] = BIASES  # the kinds of Linear and LayerNorm that carry a bias (ModernBERT's: none)
+    task_adapters: tuple[str, ...] = ()  # jina-embeddings-v3: its LoRA adapters' tasks (lora_adaptations), in order
+    lora_rank: int = 4  # their rank,
+    lora_alpha: float = 1.0  # and alpha: each adapted weight is W + (alpha / rank) B A
+    task_instructions: tuple[tuple[str, str], ...] = ()  # jina: the text its encode prepends for each task
+    matryoshka_dimensions: tuple[int, ...] = ()  # jina: the widths its vectors may be cut to
 
     def __post_init__(self):
         where = "BertConfig"
@@ -150,8 +440,9 @@ class BertConfig:
                 f"(encoder.relative_attention_bias.weight, a row a bucket, as transformers reads it): at least "
                 f"{RELATIVE_BUCKETS}"
             )
-        if self.type_vocab_size < 0 or (self.type_vocab_size >= 1) != self.relative.token_types:
-            has = "has no token types: 0" if not self.relative.token_types else "has token types: at least 1"
+        token_types = self.relative.token_types
+        if self.type_vocab_size < 0 or (token_types is not None and (self.type_vocab_size >= 1) != token_types):
+            has = "has no token types: 0" if not token_types else "has token types: at least 1"
             raise ValueError(f"{where}: type_vocab_size is {self.type_vocab_size}; {self.model_type} {has}")
         if self.max_tokens < 1:
             raise ValueError(
@@ -171,17 +462,58 @@ class BertConfig:
             raise ValueError(
                 f"{where}: unsupported hidden_act {self.hidden_act!r}; numbert runs {', '.join(ACTIVATIONS)}"
             )
-        if self.position_embedding_type != "absolute":
+        positions = "rotary" if self.relative.rotary else "absolute"
+        if self.position_embedding_type != positions:
             raise ValueError(
                 f"{where}: unsupported position_embedding_type "
-                f"{self.position_embedding_type!r}; numbert runs absolute positions only"
+                f"{self.position_embedding_type!r}; numbert runs {positions} positions only for {self.model_type}"
             )
+        self._check_modern(where)
         float32 = np.finfo(np.float32)  # LayerNorm adds eps in float32, where 1e-50 is 0 and 1e308 infinite
         if not float(float32.smallest_subnormal) <= self.layer_norm_eps <= float(float32.max):
             raise ValueError(
                 f"{where}: layer_norm_eps must be positive and finite in float32 (1e-45 to 3e38), "
                 f"got {self.layer_norm_eps!r}"
             )
+
+    def _check_modern(self, where: str) -> None:
+        """The modern family's fields: a rope exactly where positions rotate, layer kinds, biases, adapters."""
+        rotary = self.relative.rotary
+        if rotary != (self.rope is not None) or (self.local_rope is not None and not rotary):
+            raise ValueError(f"{where}: {self.model_type} {'needs' if rotary else 'has no'} rotary positions (rope)")
+        for name in ("rope", "local_rope"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), Rope):
+                raise ValueError(f"{where}: {name} must be a Rope, got {getattr(self, name)!r}")
+        if self.head_size % 2 and rotary:
+            raise ValueError(
+                f"{where}: rotary positions rotate pairs of a head's numbers; head size {self.head_size} is odd"
+            )
+        types = self.layer_types
+        if not isinstance(types, tuple) or (types and len(types) != self.num_hidden_layers):
+            raise ValueError(
+                f"{where}: layer_types must name each of the {self.num_hidden_layers} layers' kind, got {types!r}"
+            )
+        unknown = [t for t in types if t not in LAYER_TYPES]
+        if unknown:
+            raise ValueError(f"{where}: unknown layer type {unknown[0]!r}; numbert runs {', '.join(LAYER_TYPES)}")
+        if "sliding_attention" in types and not rotary:
+            raise ValueError(f"{where}: sliding-window layers need rotary positions ({self.model_type} has none)")
+        if self.local_attention < 2:
+            raise ValueError(f"{where}: local_attention must be at least 2 tokens, got {self.local_attention}")
+        if not isinstance(self.biases, tuple) or not set(self.biases) <= set(BIASES):
+            raise ValueError(f"{where}: biases must name kinds among {', '.join(BIASES)}, got {self.biases!r}")
+        adapters = self.task_adapters
+        if not isinstance(adapters, tuple) or not all(isinstance(a, str) for a in adapters):
+            raise ValueError(f"{where}: task_adapters must be task names, got {adapters!r}")
+        if adapters and (self.lora_rank < 1 or not 0 < abs(self.lora_alpha) < float("inf")):
+            raise ValueError(
+                f"{where}: LoRA adapters need a rank >= 1 and a finite alpha, got {self.lora_rank}, {self.lora_alpha}"
+            )
+        for n in self.matryoshka_dimensions:
+            if not 1 <= n <= self.hidden_size:
+                raise ValueError(
+                    f"{where}: matryoshka dimension {n} is not between 1 and hidden_size {self.hidden_size}"
+                )
 
     @property
     def head_size(self) -> int:
@@ -204,13 +536,33 @@ class BertConfig:
         offset = self.pad_token_id + 1 if self.relative.positions_past_padding else 0
         return self.max_position_embeddings - offset
 
+    @property
+    def window(self) -> int:
+        """A sliding-window layer's keys lie within this many tokens of the query, either side (ModernBERT: 64)."""
+        return self.local_attention // 2
+
+    def layer_type(self, layer: int) -> str:
+        """The LAYER_TYPES kind of layer `layer` (0-based): full attention unless layer_types says otherwise."""
+        return self.layer_types[layer] if self.layer_types else "full_attention"
+
+    def layer_rope(self, layer: int) -> Rope | None:
+        """The rotary embedding of layer `layer`: local_rope on sliding-window layers if set, else rope."""
+        sliding = self.layer_type(layer) == "sliding_attention"
+        return self.local_rope if sliding and self.local_rope is not None else self.rope
+
     @classmethod
     def from_dict(cls, d: dict, source: str = "config") -> BertConfig:
         """The config of a checkpoint of BERT's family (FAMILY); other architectures are refused."""
         model_type = model_type_of(d, source)
         relative = FAMILY[model_type]
+        d = {**d, **{key: value for key, value in relative.defaults if d.get(key) is None}}
         d = {**d, **{bert: d[own] for own, bert in relative.config_keys if own in d}, "model_type": model_type}
-        if not relative.token_types:
+        if relative.read_config is not None:
+            try:
+                d |= relative.read_config(d, source) | {"position_embedding_type": "rotary"}
+            except (TypeError, KeyError) as e:  # a field of the wrong kind deep in its rope or layer settings
+                raise ValueError(f"{source}: {model_type} config is malformed ({e!r})") from None
+        if relative.token_types is False:
             d["type_vocab_size"] = 0
         for flag in ("is_decoder", "add_cross_attention"):
             if d.get(flag):
@@ -242,9 +594,52 @@ class BertConfig:
         return cls.from_dict(d, source=str(path))
 
     def to_dict(self) -> dict:
-        fields = dataclasses.asdict(self)
+        """The config as config.json writes it; the modern family's in transformers 5's shape (rope_parameters,
+        layer_types), which both numbert and transformers read back."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in MODERN_FIELDS}
         if self.embedding_size is None:
             del fields["embedding_size"]
         if not self.relative.relative_attention:
             del fields["relative_attention_num_buckets"]
-        return fields | {"architectures": [f"{self.relative.name}Model"]}
+        fields = fields | {"architectures": [f"{self.relative.name}Model"]}
+        if not self.relative.rotary:
+            return fields
+        assert self.rope is not None  # __post_init__ checked it
+        del fields["position_embedding_type"]
+        fields["rope_parameters"] = self.rope.to_dict()
+        if self.model_type == "modernbert":
+            local = self.local_rope or self.rope
+            fields |= {
+                "hidden_activation": fields.pop("hidden_act"),
+                "norm_eps": fields.pop("layer_norm_eps"),
+                "layer_types": list(self.layer_types) or ["full_attention"] * self.num_hidden_layers,
+                "local_attention": self.local_attention,
+                "rope_parameters": {"full_attention": self.rope.to_dict(), "sliding_attention": local.to_dict()},
+                "attention_bias": "qkv" in self.biases,
+                "mlp_bias": "up" in self.biases,
+                "norm_bias": "norm" in self.biases,
+            }
+        if self.task_adapters:  # jina-embeddings-v3's adapters, by the hub's names
+            fields |= {
+                "lora_adaptations": list(self.task_adapters),
+                "lora_rank": self.lora_rank,
+                "lora_alpha": self.lora_alpha,
+                "task_instructions": dict(self.task_instructions),
+            }
+        if self.matryoshka_dimensions:
+            fields["matryoshka_dimensions"] = list(self.matryoshka_dimensions)
+        return fields
+
+
+MODERN_FIELDS = (  # BertConfig's fields of the modern family, written by to_dict in their own configs' names
+    "rope",
+    "local_rope",
+    "layer_types",
+    "local_attention",
+    "biases",
+    "task_adapters",
+    "lora_rank",
+    "lora_alpha",
+    "task_instructions",
+    "matryoshka_dimensions",
+)

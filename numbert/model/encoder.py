@@ -7,7 +7,10 @@ connection and LayerNorm; `pool` is the dense + tanh over [CLS] used for sentenc
 numbert/model/reference.py is the same pass written plainly; tests/test_reference.py proves the two equal.
 BERT's relatives (numbert.model.config.FAMILY) run this same encoder with the options their config sets: positions
 past the padding index, no token types, a projected embedding, a relative-position bias on the attention
-scores (docs/family.md).
+scores (docs/family.md). The modern family adds five: rotary positions instead of a position table, a gated
+feed-forward, pre-norm layers with a final norm (ModernBERT), sliding-window layers (ModernBERT), and task
+adapters chosen per call (jina-embeddings-v3, `Encoder.adapted`); long sequences' attention runs a block of
+queries at a time (numbert/model/attention_blocks.py).
 Token ids in, an `Output` out: text is numbert/pipeline/bert.py's business.
 """
 
@@ -23,8 +26,10 @@ from .config import BertConfig
 from .layers import (
     ACTIVATIONS,
     Linear,
+    LowRank,
     Norm,
     feed_forward,
+    gated_feed_forward,
     layer_norm,
     linear,
     positions_past_padding,
@@ -32,21 +37,31 @@ from .layers import (
 )
 from .packing import Packing, attention_by_group
 from .pooling import Layers, Word, sentence_vectors, token_vectors, word_vectors
+from .rotary import Rope, rotate, rotation_table
 from .scratch import Scratch, scratch_array
-from .tensors import EMBEDDING_NAMES, LAYER_NAMES, POOLER_NAME, PROJECTION_NAME, RELATIVE_ATTENTION_NAME
+from .tensors import (
+    EMBEDDING_NAMES,
+    FINAL_NORM_NAME,
+    LAYER_NAMES,
+    POOLER_NAME,
+    PROJECTION_NAME,
+    RELATIVE_ATTENTION_NAME,
+    ROTARY_LAYER_NAMES,
+)
 
 
 class EncoderLayer(NamedTuple):
-    """The weights of one transformer layer (their checkpoint names: tensors.LAYER_NAMES)."""
+    """The weights of one transformer layer (their checkpoint names: tensors.LAYER_NAMES, ROTARY_LAYER_NAMES)."""
 
     query: Linear
     key: Linear
     value: Linear
     attention_output: Linear  # W_O, after the heads are concatenated
-    attention_norm: Norm
+    attention_norm: Norm | None  # after attention; before it in pre-norm layers (ModernBERT: none in layer 0)
     up: Linear  # the feed-forward network: hidden -> intermediate,
     down: Linear  # and back: intermediate -> hidden
-    feed_forward_norm: Norm
+    feed_forward_norm: Norm  # after the feed-forward; before it in pre-norm layers
+    gate: Linear | None = None  # a gated feed-forward's gate, hidden -> intermediate (the modern family)
 
 
 @dataclass(repr=False)
@@ -136,31 +151,106 @@ class Output:
 class Encoder:
     """BERT's encoder: token ids in, hidden states out, on a config and the checkpoint's tensors by name."""
 
-    def __init__(self, config: BertConfig, weights: dict[str, np.ndarray]):
+    def __init__(self, config: BertConfig, weights: dict[str, np.ndarray], task: str | None = None):
         self.config = config
         self.weights = weights  # the checkpoint's tensors, by bare BertModel name
+        self.task = task  # jina-embeddings-v3: the task whose adapters this encoder runs (`adapted`); None: none
+        self._adapted: dict[str | None, Encoder] = {task: self}
         table = lambda name: weights[name + ".weight"]
         pair = lambda kind, name: kind(weights[name + ".weight"], weights[name + ".bias"])
         self.word_embeddings = table(EMBEDDING_NAMES["word"])  # (vocab, hidden)
-        self.position_embeddings = table(EMBEDDING_NAMES["position"])  # (max_positions, hidden)
+        # (max_positions, hidden); None for the modern family, whose positions rotate queries and keys instead
+        self.position_embeddings = None if config.relative.rotary else table(EMBEDDING_NAMES["position"])
         # (type_vocab, hidden); None for DistilBERT and MPNet, which have no token types
         self.token_type_embeddings = table(EMBEDDING_NAMES["segment"]) if config.type_vocab_size else None
-        self.embedding_norm = pair(Norm, EMBEDDING_NAMES["norm"])
+        self.embedding_norm = self._norm(EMBEDDING_NAMES["norm"])
         # ELECTRA: (hidden, embedding_size), the embeddings projected up to hidden_size; None where they are that wide
         self.embedding_projection = pair(Linear, PROJECTION_NAME) if PROJECTION_NAME + ".weight" in weights else None
         # MPNet: (buckets, heads), a learned bias per relative distance bucket and head; None for the others
         self.relative_attention_bias = table(RELATIVE_ATTENTION_NAME) if config.relative.relative_attention else None
-        self.layers = [
-            EncoderLayer(
-                **{
-                    field: pair(Norm if field.endswith("norm") else Linear, f"encoder.layer.{i}.{name}")
-                    for field, name in LAYER_NAMES.items()
-                }
-            )
-            for i in range(config.num_hidden_layers)
-        ]
-        self.pooler = pair(Linear, POOLER_NAME) if POOLER_NAME + ".weight" in weights else None
+        if config.relative.rotary:
+            self.layers = [self._rotary_layer(i) for i in range(config.num_hidden_layers)]
+        else:
+            self.layers = [
+                EncoderLayer(
+                    **{
+                        field: pair(Norm if field.endswith("norm") else Linear, f"encoder.layer.{i}.{name}")
+                        for field, name in LAYER_NAMES.items()
+                    }
+                )
+                for i in range(config.num_hidden_layers)
+            ]
+        # ModernBERT: the LayerNorm after the last layer (pre-norm layers leave their output unnormalised)
+        self.final_norm = self._norm(FINAL_NORM_NAME) if config.relative.pre_norm else None
+        self.pooler = self._linear(POOLER_NAME) if POOLER_NAME + ".weight" in weights else None
         self.activation = ACTIVATIONS[config.hidden_act]
+        # jina's task adapters on the embedding tables: rows E[ids] + A[ids] (scale B); None without a task
+        self.word_adapter = self._low_rank(EMBEDDING_NAMES["word"], table=True)
+        self.segment_adapter = self._low_rank(EMBEDDING_NAMES["segment"], table=True)
+
+    # --- building the modern family's layers from their tensors -----------------------------------------
+
+    def _norm(self, name: str) -> Norm:
+        """A LayerNorm; its shift None where the checkpoint has none (ModernBERT)."""
+        return Norm(self.weights[name + ".weight"], self.weights.get(name + ".bias"))
+
+    def _low_rank(self, name: str, table: bool = False, rows: slice = slice(None)) -> LowRank | None:
+        """This encoder's task's adapter of the weight `name` (its `rows` of a fused weight), scale folded into B;
+        None without a task. A table's adapter is A (rows, r) and B (r, hidden); a Linear's A (r, in), B (out, r)."""
+        if self.task is None or name + ".lora_A" not in self.weights:
+            return None
+        t, scale = (
+            self.config.task_adapters.index(self.task),
+            np.float32(self.config.lora_alpha / self.config.lora_rank),
+        )
+        a, b = self.weights[name + ".lora_A"][t], self.weights[name + ".lora_B"][t] * scale
+        return LowRank(a, b) if table else LowRank(a, b[rows])
+
+    def _linear(self, name: str, rows: slice = slice(None)) -> Linear:
+        """A Linear (its `rows` of a fused weight: views, not copies), its bias None where the checkpoint has none,
+        with this encoder's task adapter."""
+        bias = self.weights.get(name + ".bias")
+        return Linear(
+            self.weights[name + ".weight"][rows], None if bias is None else bias[rows], self._low_rank(name, rows=rows)
+        )
+
+    def _rotary_layer(self, i: int) -> EncoderLayer:
+        """Layer i of the modern family: Q, K and V cut from the fused qkv; the gated feed-forward's gate and up
+        from their fused Linear in the checkpoint's order (Relative.glu), or NomicBERT's two."""
+        c, names = self.config, {field: f"encoder.layer.{i}.{name}" for field, name in ROTARY_LAYER_NAMES.items()}
+        h, n, glu = c.hidden_size, c.intermediate_size, c.relative.glu
+        q, k, v = (self._linear(names["qkv"], slice(j * h, (j + 1) * h)) for j in range(3))
+        gate: Linear | None = None
+        if glu in ("gate_first", "up_first"):
+            first, second = self._linear(names["up"], slice(0, n)), self._linear(names["up"], slice(n, 2 * n))
+            gate, up = (first, second) if glu == "gate_first" else (second, first)
+        else:
+            gate, up = (self._linear(names["gate"]) if glu == "two" else None), self._linear(names["up"])
+        attention_norm = names["attention_norm"]
+        return EncoderLayer(
+            q,
+            k,
+            v,
+            self._linear(names["attention_output"]),
+            self._norm(attention_norm) if attention_norm + ".weight" in self.weights else None,
+            up,
+            self._linear(names["down"]),
+            self._norm(names["feed_forward_norm"]),
+            gate,
+        )
+
+    def adapted(self, task: str | None) -> Encoder:
+        """This encoder with `task`'s adapters (jina-embeddings-v3's LoRA: every table and Linear W becomes
+        W + (alpha / rank) B A, applied as two thin products), sharing every weight; None: without adapters.
+        Made once per task and kept."""
+        if task not in self._adapted:
+            if task is not None and task not in self.config.task_adapters:
+                tasks = ", ".join(self.config.task_adapters) or "none: it has no task adapters"
+                raise ValueError(f"unknown task {task!r}; this model's tasks are {tasks}")
+            adapted = Encoder(self.config, self.weights, task)
+            adapted._adapted = self._adapted  # one table of them, whichever was asked
+            self._adapted[task] = adapted
+        return self._adapted[task]
 
     def embeddings(
         self, input_ids: np.ndarray, token_type_ids: np.ndarray, out: np.ndarray | None = None
@@ -172,12 +262,18 @@ class Encoder:
         MPNet), and the normalised embeddings projected to hidden (ELECTRA, when embedding_size is smaller)."""
         c, seq = self.config, input_ids.shape[1]
         x = self.word_embeddings[input_ids]
-        if c.relative.positions_past_padding:
+        if self.word_adapter is not None:  # jina's task adapter: + A[ids] (scale B)
+            x += self.word_adapter.a[input_ids] @ self.word_adapter.b
+        if self.position_embeddings is None:  # the modern family: positions rotate queries and keys instead
+            pass
+        elif c.relative.positions_past_padding:
             x += self.position_embeddings[positions_past_padding(input_ids, c.pad_token_id)]
         else:
             x += self.position_embeddings[:seq]
         if self.token_type_embeddings is not None:
             x += self.token_type_embeddings[token_type_ids]
+            if self.segment_adapter is not None:
+                x += self.segment_adapter.a[token_type_ids] @ self.segment_adapter.b
         if self.embedding_projection is None:
             return layer_norm(x, self.embedding_norm, c.layer_norm_eps, out=x if out is None else out)
         return linear(layer_norm(x, self.embedding_norm, c.layer_norm_eps, out=x), self.embedding_projection, out)
@@ -191,6 +287,19 @@ class Encoder:
         buckets = relative_position_buckets(seq)  # (seq, seq); transformers always uses 32 (RELATIVE_BUCKETS) here
         return np.ascontiguousarray(self.relative_attention_bias[buckets].transpose(2, 0, 1))
 
+    def rotations(self, seq: int, packing: Packing) -> dict[Rope, tuple[np.ndarray, np.ndarray]]:
+        """The modern family's rotary tables, cos and sin (tokens, head_size) at each packed token's position
+        (its index in its row, as transformers' position_ids), one pair per layer kind's Rope; {} for the others."""
+        c = self.config
+        ropes = {c.layer_rope(i) for i in range(c.num_hidden_layers)} - {None}
+        positions = packing.index % seq  # each packed token's place in its padded row
+        tables = {}
+        for rope in ropes:
+            assert rope is not None
+            cos, sin = rotation_table(rope, c.head_size, seq, c.max_position_embeddings)
+            tables[rope] = (cos[positions], sin[positions])
+        return tables
+
     def encoder_layer(
         self,
         x: np.ndarray,
@@ -201,25 +310,91 @@ class Encoder:
         out: np.ndarray | None = None,
         probs_out: np.ndarray | None = None,
         score_bias: np.ndarray | None = None,
+        rotation: tuple[np.ndarray, np.ndarray] | None = None,
+        window: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """One transformer layer on a batch's real tokens, packed (numbert/model/packing.py):
         x: (tokens, hidden) -> (tokens, hidden), and the attention probabilities (batch, heads, seq, seq)
         if output_probs, else None; written into `out` and `probs_out` (zeros) if given, else new arrays.
         score_bias: (heads, seq, seq) added to the attention scores (MPNet's
-        `position_bias`), or None. Reference: `reference.encoder_layer`, on the padded batch."""
-        eps, heads = self.config.layer_norm_eps, self.config.num_attention_heads
+        `position_bias`), or None. rotation: the modern family's cos and sin at each token (`rotations`),
+        rotating queries and keys; window: a sliding-window layer's reach (ModernBERT), or None.
+        Reference: `reference.encoder_layer`, on the padded batch."""
+        if self.config.relative.pre_norm:
+            return self.pre_norm_layer(x, packing, layer, output_probs, out, probs_out, rotation, window)
+        eps = self.config.layer_norm_eps
         tokens, hidden = x.shape
         # Multi-head self-attention, then Add & Norm: the products on every token, attention per group.
-        q, k, v = (linear(x, p, scratch_array(tokens, hidden)) for p in (layer.query, layer.key, layer.value))
-        context = scratch_array(tokens, hidden)
-        probs = attention_by_group(q, k, v, packing, heads, score_bias, output_probs, out=context, probs_out=probs_out)
+        context, probs = self.attention(x, packing, layer, output_probs, probs_out, score_bias, rotation, window)
         h = linear(context, layer.attention_output, scratch_array(tokens, hidden))
         h += x
+        assert layer.attention_norm is not None  # post-norm layers all have it
         layer_norm(h, layer.attention_norm, eps, out=h)
         # Position-wise feed-forward network, then Add & Norm.
-        f = feed_forward(h, layer.up, layer.down, self.activation, scratch_array(tokens, hidden))
+        f = self.feed_forward(h, layer, scratch_array(tokens, hidden))
         f += h
         return layer_norm(f, layer.feed_forward_norm, eps, out=out), probs
+
+    def pre_norm_layer(
+        self,
+        x: np.ndarray,
+        packing: Packing,
+        layer: EncoderLayer,
+        output_probs: bool,
+        out: np.ndarray | None,
+        probs_out: np.ndarray | None,
+        rotation: tuple[np.ndarray, np.ndarray] | None,
+        window: int | None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """ModernBERT's layer: each sublayer reads its input normalised and adds its output to the input as it
+        was, x + attention(norm(x)), then h + feed_forward(norm(h)); layer 0's attention reads x itself.
+        Reference: `reference.pre_norm_layer`."""
+        eps = self.config.layer_norm_eps
+        tokens, hidden = x.shape
+        a = (
+            x
+            if layer.attention_norm is None
+            else layer_norm(x, layer.attention_norm, eps, out=scratch_array(tokens, hidden))
+        )
+        context, probs = self.attention(a, packing, layer, output_probs, probs_out, None, rotation, window)
+        h = linear(context, layer.attention_output, scratch_array(tokens, hidden))
+        h += x
+        f = self.feed_forward(
+            layer_norm(h, layer.feed_forward_norm, eps, out=scratch_array(tokens, hidden)), layer, out
+        )
+        f += h
+        return f, probs
+
+    def attention(
+        self,
+        x: np.ndarray,
+        packing: Packing,
+        layer: EncoderLayer,
+        output_probs: bool,
+        probs_out: np.ndarray | None,
+        score_bias: np.ndarray | None,
+        rotation: tuple[np.ndarray, np.ndarray] | None,
+        window: int | None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Multi-head self-attention's context before W_O: the Q, K, V products on every token, the modern
+        family's rotation of queries and keys, attention per group. -> (tokens, hidden), probabilities or None"""
+        heads = self.config.num_attention_heads
+        tokens, hidden = x.shape
+        q, k, v = (linear(x, p, scratch_array(tokens, hidden)) for p in (layer.query, layer.key, layer.value))
+        if rotation is not None:
+            for a in (q, k):
+                rotate(a.reshape(tokens, heads, hidden // heads), *rotation)
+        context = scratch_array(tokens, hidden)
+        probs = attention_by_group(
+            q, k, v, packing, heads, score_bias, output_probs, out=context, probs_out=probs_out, window=window
+        )
+        return context, probs
+
+    def feed_forward(self, h: np.ndarray, layer: EncoderLayer, out: np.ndarray | None) -> np.ndarray:
+        """The position-wise feed-forward network, gated where the layer has a gate (the modern family)."""
+        if layer.gate is None:
+            return feed_forward(h, layer.up, layer.down, self.activation, out)
+        return gated_feed_forward(h, layer.gate, layer.up, layer.down, self.activation, out)
 
     def pooler_output(self, last_hidden_state: np.ndarray) -> np.ndarray | None:
         """The pooler: tanh(W h_[CLS] + b). ([batch,] seq, hidden) -> ([batch,] hidden); None without a pooler."""
@@ -254,12 +429,14 @@ class Encoder:
         )
         packing = Packing(mask, every_position)  # the layers run on the real tokens only (or on every position)
         score_bias = self.position_bias(seq)  # MPNet's, computed once for every layer; None for the others
+        rotations = self.rotations(seq, packing)  # the modern family's, once per layer kind; {} for the others
         self.embeddings(ids, types, out=hidden_states[0])
         x = packing.pack(hidden_states[0])  # (tokens, hidden)
         if not every_position:
             hidden_states[0][mask == 0] = 0  # padding holds zeros in every layer
         scratch = Scratch()  # each layer's temporaries, reused by the next
         for i, layer in enumerate(self.layers):
+            rope = c.layer_rope(i)
             with scratch:  # without padding each layer writes straight into hidden_states
                 x, _ = self.encoder_layer(
                     x,
@@ -269,7 +446,11 @@ class Encoder:
                     out=packing.pack(hidden_states[i + 1]) if packing.whole else None,
                     probs_out=None if attentions is None else attentions[i],
                     score_bias=score_bias,
+                    rotation=None if rope is None else rotations[rope],
+                    window=c.window if c.layer_type(i) == "sliding_attention" else None,
                 )
+                if self.final_norm is not None and i == len(self.layers) - 1:  # ModernBERT: its last state, normalised
+                    layer_norm(x, self.final_norm, c.layer_norm_eps, out=x)
                 packing.unpack(x, out=hidden_states[i + 1])
         if single:
             hidden_states = hidden_states[:, 0]

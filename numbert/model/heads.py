@@ -23,6 +23,11 @@ hidden_act (DistilBERT's: its activation), and their sequence classifier brings 
 first token instead of the pooler (SEQUENCE_HEADS): RoBERTa's dense + tanh + out_proj, ELECTRA's with GELU,
 DistilBERT's pre_classifier + ReLU + classifier.
 
+The modern family: NomicBERT's and GTE's heads are BERT's (NomicBERT's transform uses its hidden_act, SiLU);
+jina-embeddings-v3's are RoBERTa's. ModernBERT has one prediction head, `head` (dense without bias, its
+classifier_activation, a LayerNorm without shift), under both its masked LM (then `decoder`, tied) and its
+sequence classifier, which reads [CLS] or the mean of the tokens (classifier_pooling), then `classifier`.
+
 Weights are by bare `BertModel` names as numbert.checkpoint.weights.load_weights returns them. `Heads`
 builds each head from them when a task first asks for it, so a checkpoint without a head still
 loads, and the task that needs the head fails naming the tensors it lacks.
@@ -41,6 +46,7 @@ import numpy as np
 
 from .config import BertConfig
 from .layers import ACTIVATIONS, Linear, Norm, exp_shifted, layer_norm, linear, matmul_weight, row_sums
+from .pooling import masked_mean
 
 f32 = np.float32
 
@@ -71,8 +77,8 @@ class MaskedLM(NamedTuple):
     transform: Linear  # (hidden, hidden)
     norm: Norm  # (hidden,)
     decoder: np.ndarray  # (vocab, hidden): the word embeddings themselves, unless the checkpoint unties them
-    bias: np.ndarray  # (vocab,)
-    activation: str = "gelu"  # the transform's: BERT's and DistilBERT's hidden_act, GELU for the others
+    bias: np.ndarray | None  # (vocab,); None where the checkpoint has none (ModernBERT with decoder_bias false)
+    activation: str = "gelu"  # the transform's: BERT's, DistilBERT's and NomicBERT's hidden_act, GELU for the others
 
 
 class SequenceClassifier(NamedTuple):
@@ -82,6 +88,9 @@ class SequenceClassifier(NamedTuple):
     out: Linear  # (labels, hidden)
     dense: Linear | None = None  # (hidden, hidden); None: BERT's, on the pooler output the encoder computes
     activation: str = "tanh"
+    norm: Norm | None = None  # ModernBERT: its prediction head's LayerNorm after the activation,
+    eps: float = 1e-5  # with its epsilon (norm_eps)
+    pooling: str = "first"  # what the dense layer reads: the first token, or (ModernBERT) "mean" of the tokens
 
 
 # model_type -> the names of its sequence classifier's dense layer, its activation and its output layer
@@ -91,7 +100,9 @@ SEQUENCE_HEADS = {
     "mpnet": ("classifier.dense", "tanh", "classifier.out_proj"),  # MPNetClassificationHead
     "electra": ("classifier.dense", "gelu", "classifier.out_proj"),  # ElectraClassificationHead
     "distilbert": ("pre_classifier", "relu", "classifier"),  # DistilBertForSequenceClassification
+    "jina_embeddings_v3": ("classifier.dense", "tanh", "classifier.out_proj"),  # as XLM-R's
 }
+MODERNBERT_HEAD = ("head.dense", "head.norm")  # ModernBertPredictionHead, under its masked LM and classifiers
 HEAD_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"tanh": np.tanh, **ACTIVATIONS}
 
 
@@ -107,7 +118,8 @@ def masked_lm_logits(h: np.ndarray, head: MaskedLM, eps: float) -> np.ndarray:
     x = ACTIVATIONS[head.activation](linear(h, head.transform))
     x = layer_norm(x, head.norm, eps)
     logits = matmul_weight(x, head.decoder)
-    logits += head.bias
+    if head.bias is not None:
+        logits += head.bias
     return logits
 
 
@@ -144,13 +156,24 @@ def classifier_logits(x: np.ndarray, head: Linear) -> np.ndarray:
 
 
 def sequence_logits(first_token: np.ndarray, pooled: np.ndarray | None, head: SequenceClassifier) -> np.ndarray:
-    """A sequence classifier's logits. first_token: the last layer's [CLS] (<s>) states, (batch, hidden);
-    pooled: BERT's pooler output (batch, hidden), read when the head has no dense layer of its own.
-    -> (batch, labels)"""
+    """A sequence classifier's logits. first_token: the last layer's [CLS] (<s>) states, (batch, hidden), or
+    for a head pooling "mean" (ModernBERT) the mean of each row's tokens (`sequence_input`); pooled: BERT's pooler
+    output (batch, hidden), read when the head has no dense layer of its own. -> (batch, labels)"""
     if head.dense is None:
         assert pooled is not None  # Heads.sequence_classifier requires a pooler for BERT's head
         return classifier_logits(pooled, head.out)
-    return classifier_logits(HEAD_ACTIVATIONS[head.activation](linear(first_token, head.dense)), head.out)
+    x = HEAD_ACTIVATIONS[head.activation](linear(first_token, head.dense))
+    if head.norm is not None:  # ModernBERT's prediction head
+        x = layer_norm(x, head.norm, head.eps)
+    return classifier_logits(x, head.out)
+
+
+def sequence_input(last_hidden_state: np.ndarray, attention_mask: np.ndarray, head: SequenceClassifier) -> np.ndarray:
+    """What a sequence classifier's dense layer reads: each row's first token, or the mean of its tokens for a head
+    pooling "mean" (ModernBERT's classifier_pooling). (batch, seq, hidden) -> (batch, hidden)"""
+    if head.pooling == "mean":
+        return masked_mean(last_hidden_state, attention_mask)
+    return last_hidden_state[:, 0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,6 +189,12 @@ class HeadConfig:
     problem_type: str | None = None  # one of PROBLEM_TYPES, or None: decided by the number of labels
     tie_word_embeddings: bool = True  # the MLM decoder is the word-embedding matrix
     activation_fn: str | None = None  # a cross-encoder's score activation (a dotted torch path), if it names one
+    # ModernBERT's prediction head: what its classifier reads ("cls" or "mean"), its activation, its dense layer's
+    # bias and its decoder's
+    classifier_pooling: str = "cls"
+    classifier_activation: str = "gelu"
+    classifier_bias: bool = False
+    decoder_bias: bool = True
 
     @classmethod
     def from_dict(cls, d: Mapping, source: str = "config") -> HeadConfig:
@@ -195,7 +224,28 @@ class HeadConfig:
         activation = d.get("sbert_ce_default_activation_function") if activation is None else activation
         if activation is not None and not isinstance(activation, str):
             raise ValueError(f"{source}: a cross-encoder's activation_fn must be a dotted path, got {activation!r}")
-        return cls(tuple(architectures), id2label, problem_type, tie is not False, activation)
+        pooling, head_activation = d.get("classifier_pooling", "cls"), d.get("classifier_activation", "gelu")
+        if pooling not in ("cls", "mean"):
+            raise ValueError(f"{source}: classifier_pooling must be 'cls' or 'mean', got {pooling!r}")
+        if head_activation not in HEAD_ACTIVATIONS:
+            runs = ", ".join(HEAD_ACTIVATIONS)
+            raise ValueError(f"{source}: unsupported classifier_activation {head_activation!r}; numbert runs {runs}")
+        flags = {}
+        for key, default in (("classifier_bias", False), ("decoder_bias", True)):
+            flags[key] = d.get(key, default)
+            if not isinstance(flags[key], bool):
+                raise ValueError(f"{source}: {key} must be true or false, got {flags[key]!r}")
+        return cls(
+            tuple(architectures),
+            id2label,
+            problem_type,
+            tie is not False,
+            activation,
+            pooling,
+            head_activation,
+            flags["classifier_bias"],
+            flags["decoder_bias"],
+        )
 
     @classmethod
     def from_json(cls, path: str | Path) -> HeadConfig:
@@ -245,6 +295,8 @@ class Heads:
     @functools.cached_property
     def masked_lm(self) -> MaskedLM:
         """The masked-LM head of BertForMaskedLM / BertForPreTraining checkpoints (bert-base-uncased has one)."""
+        if self.config.model_type == "modernbert":
+            return self._modernbert_masked_lm()
         e, vocab = self.config.embedding_width, self.config.vocab_size
         shapes = {
             name: shape
@@ -271,7 +323,7 @@ class Heads:
             if not self.head_config.tie_word_embeddings
             else self.weights["embeddings.word_embeddings.weight"]
         )
-        own_activation = self.config.model_type in ("bert", "distilbert")  # the others' heads use GELU
+        own_activation = self.config.model_type in ("bert", "distilbert", "nomic_bert")  # the others' heads use GELU
         return MaskedLM(
             transform=Linear(w["cls.predictions.transform.dense.weight"], w["cls.predictions.transform.dense.bias"]),
             norm=Norm(w["cls.predictions.transform.LayerNorm.weight"], w["cls.predictions.transform.LayerNorm.bias"]),
@@ -296,10 +348,50 @@ class Heads:
         self._require_pooler("next-sentence prediction")
         return Linear(w["cls.seq_relationship.weight"], w["cls.seq_relationship.bias"])
 
+    def _modernbert_masked_lm(self) -> MaskedLM:
+        """ModernBertForMaskedLM's head: `head` (dense, activation, norm), then the decoder, tied, with its bias."""
+        h, vocab, hc = self.config.hidden_size, self.config.vocab_size, self.head_config
+        shapes = self._modernbert_head_shapes()
+        if not hc.tie_word_embeddings:
+            shapes["cls.predictions.decoder.weight"] = (vocab, h)
+        if hc.decoder_bias:
+            shapes["cls.predictions.bias"] = (vocab,)
+        w = self._take(
+            "masked-LM head", shapes, "fill_mask and embed_sparse need a checkpoint saved from ModernBertForMaskedLM"
+        )
+        dense, norm = self._modernbert_head(w)
+        decoder = w.get("cls.predictions.decoder.weight", self.weights["embeddings.word_embeddings.weight"])
+        return MaskedLM(dense, norm, decoder, w.get("cls.predictions.bias"), hc.classifier_activation)
+
+    def _modernbert_head_shapes(self) -> dict[str, tuple[int, ...]]:
+        h, (dense, norm) = self.config.hidden_size, MODERNBERT_HEAD
+        shapes = {f"{dense}.weight": (h, h), f"{norm}.weight": (h,)}
+        if self.head_config.classifier_bias:
+            shapes[f"{dense}.bias"] = (h,)
+        if "norm" in self.config.biases:
+            shapes[f"{norm}.bias"] = (h,)
+        return shapes
+
+    def _modernbert_head(self, w: Mapping[str, np.ndarray]) -> tuple[Linear, Norm]:
+        dense, norm = MODERNBERT_HEAD
+        return Linear(w[f"{dense}.weight"], w.get(f"{dense}.bias")), Norm(w[f"{norm}.weight"], w.get(f"{norm}.bias"))
+
     @functools.cached_property
     def sequence_classifier(self) -> SequenceClassifier:
         """The classifier of BertForSequenceClassification checkpoints, (labels, hidden) on the pooler output;
-        a relative's (RobertaForSequenceClassification, ...) with its own dense layer on the first token."""
+        a relative's (RobertaForSequenceClassification, ...) with its own dense layer on the first token;
+        ModernBERT's on its prediction head over [CLS] or the tokens' mean."""
+        if self.config.model_type == "modernbert":
+            head = self._classifier("ForSequenceClassification", "ForTokenClassification", "ner")
+            w = self._take(
+                "ModernBertForSequenceClassification head",
+                self._modernbert_head_shapes(),
+                "classify needs a ModernBertForSequenceClassification",
+            )
+            transform, norm = self._modernbert_head(w)
+            pooling = "mean" if self.head_config.classifier_pooling == "mean" else "first"
+            activation, eps = self.head_config.classifier_activation, self.config.layer_norm_eps
+            return SequenceClassifier(head, transform, activation, norm, eps, pooling)
         if self.config.model_type not in SEQUENCE_HEADS:
             head = self._classifier("ForSequenceClassification", "ForTokenClassification", "ner")
             self._require_pooler("sequence classification")
@@ -313,11 +405,13 @@ class Heads:
     @functools.cached_property
     def token_classifier(self) -> Linear:
         """The classifier (labels, hidden) on every token of BertForTokenClassification checkpoints."""
+        self._refuse_modernbert_token_head("ForTokenClassification")
         return self._classifier("ForTokenClassification", "ForSequenceClassification", "classify")
 
     @functools.cached_property
     def question_answering(self) -> Linear:
         """The span head (2, hidden) of BertForQuestionAnswering checkpoints: start and end logits per token."""
+        self._refuse_modernbert_token_head("ForQuestionAnswering")
         h = self.config.hidden_size
         w = self._take(
             "question-answering head",
@@ -334,6 +428,14 @@ class Heads:
         if self.head_config.id2label is None:
             return [f"LABEL_{i}" for i in range(rows)]
         return [label for _, label in self.head_config.id2label]
+
+    def _refuse_modernbert_token_head(self, task: str) -> None:
+        """ModernBERT's token heads run its prediction head first: not built, so refused rather than misread."""
+        if self.config.model_type == "modernbert":
+            raise ValueError(
+                f"{self.source}: ModernBert{task}'s head (its prediction head on every token, then the classifier) "
+                f"is not built; numbert runs ModernBERT's masked LM and sequence classifier"
+            )
 
     def _architecture(self, task: str) -> str:
         """This model's architecture for `task`: BertForTokenClassification, RobertaForSequenceClassification..."""

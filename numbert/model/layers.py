@@ -52,23 +52,35 @@ def result(out: np.ndarray | None, *shape: int) -> np.ndarray:
     return view
 
 
+class LowRank(NamedTuple):
+    """A LoRA adapter's change of a weight, scale B A (jina-embeddings-v3's task adapters): rank r, much below
+    the weight's sides, so x (W + scale B A)^T is computed as x W^T + ((x A^T) (scale B)^T), never forming B A."""
+
+    a: np.ndarray  # (r, in)
+    b: np.ndarray  # (out, r), already times the scale alpha / r
+
+
 class Linear(NamedTuple):
     weight: np.ndarray  # (out, in), as torch stores it
-    bias: np.ndarray  # (out,)
+    bias: np.ndarray | None  # (out,); None where the checkpoint has none (ModernBERT, NomicBERT)
+    low_rank: LowRank | None = None  # a task adapter's change of the weight, or None
 
 
 class Norm(NamedTuple):
     weight: np.ndarray  # (hidden,) the gain, gamma
-    bias: np.ndarray  # (hidden,) the shift, beta
+    bias: np.ndarray | None  # (hidden,) the shift, beta; None where the checkpoint has none (ModernBERT)
 
 
 def linear(x: np.ndarray, p: Linear, out: np.ndarray | None = None) -> np.ndarray:
-    """y = x W^T + b over the last axis. (..., in) -> (..., out)
+    """y = x W^T + b over the last axis (with a task adapter: + x A^T B^T). (..., in) -> (..., out)
 
     Reference: `reference.linear`. Faster by `matmul_weight`, and by adding b in place.
     """
     y = matmul_weight(x, p.weight, out)
-    y += p.bias
+    if p.bias is not None:
+        y += p.bias
+    if p.low_rank is not None:
+        y += (x @ p.low_rank.a.T) @ p.low_rank.b.T  # (..., r) then (..., out): the adapter's two thin products
     return y
 
 
@@ -110,7 +122,8 @@ def layer_norm(x: np.ndarray, p: Norm, eps: float, out: np.ndarray | None = None
         var = np.einsum("...i,...i->...", block, block) / n
         block *= (1 / np.sqrt(var + f32(eps)))[..., None]
         block *= p.weight
-        block += p.bias
+        if p.bias is not None:
+            block += p.bias
 
     in_blocks(normalize, y_rows)
     return y
@@ -181,6 +194,18 @@ def relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return np.maximum(x, f32(0), out=out)
 
 
+def silu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """x * sigmoid(x) = x / (1 + e^-x) (also called swish): NomicBERT's gate (SwiGLU). Reference: `reference.silu`.
+
+    Faster by the base-2 exp where NumPy's is the faster (`EXP`); x is clipped to +-88 inside the exp only,
+    where e^-x still fits float32 and the quotient is x or 0 already."""
+    e = np.clip(x, f32(-88), f32(88))
+    e *= f32(-EXP_PER_E)
+    EXP(e, out=e)
+    e += f32(1)
+    return np.divide(x, e, out=e if out is None else out)
+
+
 def in_blocks(work: Callable[[slice], object], rows: np.ndarray) -> None:
     """work(block) for consecutive blocks of the (n, width) `rows` that fit in the CPU cache with the few
     temporaries a function makes of them (BLOCK_BYTES), shared among the row threads (numbert.model.row_threads).
@@ -220,16 +245,46 @@ def feed_forward(
     (tokens, hidden) -> (tokens, intermediate) -> (tokens, hidden); 768 -> 3072 -> 768 for bert-base.
     """
     inner = matmul_weight(x, up.weight, scratch_array(*x.shape[:-1], len(up.weight)))
+    if up.low_rank is not None:  # jina's task adapter
+        inner += (x @ up.low_rank.a.T) @ up.low_rank.b.T
 
     def activate(rows: np.ndarray) -> np.ndarray:
-        rows += up.bias
+        if up.bias is not None:
+            rows += up.bias
         return activation(rows, out=rows)
 
     h = by_rows(activate, inner)
     return linear(h, down, out)
 
 
-ACTIVATIONS = {"gelu": gelu, "gelu_new": gelu_tanh, "gelu_pytorch_tanh": gelu_tanh, "relu": relu}
+def gated_feed_forward(
+    x: np.ndarray,
+    gate: Linear,
+    up: Linear,
+    down: Linear,
+    activation: Callable[..., np.ndarray],
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """GLU(x) = (activation(x W_gate^T + b) * (x W_up^T + b)) W_down^T + b: the modern family's feed-forward, GeGLU
+    with GELU (ModernBERT, GTE), SwiGLU with SiLU (NomicBERT). The gate decides, per number, how much of the up
+    projection passes. Reference: `reference.feed_forward`'s gated line. Faster as `feed_forward`: the
+    activation and the product in place, in cache-sized blocks, the two (tokens, intermediate) arrays in scratch.
+    (tokens, hidden) -> 2 x (tokens, intermediate) -> (tokens, hidden)"""
+    tokens = x.shape[:-1]
+    g = linear(x, gate, scratch_array(*tokens, len(gate.weight)))
+    u = linear(x, up, scratch_array(*tokens, len(up.weight)))
+    g_rows, u_rows = g.reshape(-1, g.shape[-1]), u.reshape(-1, u.shape[-1])
+
+    def gated(rows: slice) -> None:
+        block = g_rows[rows]
+        activation(block, out=block)
+        block *= u_rows[rows]
+
+    in_blocks(gated, g_rows)
+    return linear(g, down, out)
+
+
+ACTIVATIONS = {"gelu": gelu, "gelu_new": gelu_tanh, "gelu_pytorch_tanh": gelu_tanh, "relu": relu, "silu": silu}
 
 
 def exp_shifted(x: np.ndarray) -> np.ndarray:
@@ -311,7 +366,8 @@ def attention(
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Scaled dot-product attention: softmax(q k^T / sqrt(d) + bias + mask) v, for every head at once.
 
-    q, k, v: (batch, heads, seq, head_size); mask_bias: (batch, 1, 1, seq), or None without padding;
+    q, k, v: (batch, heads, seq, head_size) (k and v: keys, not seq, for a block of queries); mask_bias: (batch, 1,
+    1, seq) or any shape that broadcasts to the scores, or None without padding;
     score_bias: (heads, seq, seq) added to every row's scores (MPNet's relative positions), or None.
     Returns the context (batch, heads, seq, head_size), written into `out` if given, and, if asked
     for, the probabilities (batch, heads, seq, seq), written into `probs_out` if given.
@@ -321,8 +377,9 @@ def attention(
     (`exp_shifted`), and by dividing the context rather than the probabilities by the row sums.
     """
     batch, heads, seq, head_size = q.shape
+    keys = k.shape[2]  # seq, but for a block of queries (numbert.model.attention_blocks)
     q = np.multiply(q, f32(1 / np.sqrt(head_size)), out=heads_layout(scratch_array(batch, seq, heads, head_size)))
-    scores = result(probs_out, batch, heads, seq, seq) if output_probs else scratch_array(batch, heads, seq, seq)
+    scores = result(probs_out, batch, heads, seq, keys) if output_probs else scratch_array(batch, heads, seq, keys)
     np.matmul(q, k.transpose(0, 1, 3, 2), out=scores)
     if score_bias is not None:
         scores += score_bias

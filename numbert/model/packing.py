@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .attention_blocks import attention_in_blocks, band, is_long
 from .layers import attention, attention_mask_bias, heads_layout, split_heads
 
 
@@ -104,13 +105,17 @@ def attention_by_group(
     *,
     out: np.ndarray,
     probs_out: np.ndarray | None = None,
+    window: int | None = None,
 ) -> np.ndarray | None:
     """Scaled dot-product attention (`layers.attention`) over the packed tokens, one group at a time.
 
     q, k, v and out: (tokens, hidden), packed by `packing`; the context is written into `out`.
     score_bias: (heads, seq, seq) added to every sequence's scores (a relative-position bias), cut to
-    each group's length, or None. Returns the probabilities (batch, heads, seq, seq), zero where a
+    each group's length, or None. window: a sliding-window layer's reach (ModernBERT: keys within 64 tokens
+    of the query), or None. Returns the probabilities (batch, heads, seq, seq), zero where a
     query or key is padding, written into `probs_out` if given (it must hold zeros), if output_probs.
+    A group whose scores would be long (attention_blocks.is_long) or whose sequences outreach the window runs
+    a block of queries at a time (attention_blocks.attention_in_blocks), unless the probabilities are asked for.
     """
     batch, seq = packing.shape
     hidden = q.shape[-1]
@@ -124,6 +129,15 @@ def attention_by_group(
             cut = score_bias[:, :length, :length]
             bias = cut if bias is None else bias + cut
         context = heads_layout(out[part].reshape(n, length, heads, hidden // heads))
+        masked = window is not None and length > window + 1  # some keys lie outside some query's window
+        banded = window is not None and length > 4 * window  # a band then does less work than the whole, masked
+        if not output_probs and (banded or is_long(n, heads, length)):
+            attention_in_blocks(q_g, k_g, v_g, bias, window if banded else None, out=context)
+            continue
+        if masked:
+            assert window is not None
+            full = band(length, length, 0, window)
+            bias = full if bias is None else np.minimum(bias, full)  # both 0 or the minimum: never -inf
         _, probs = attention(q_g, k_g, v_g, bias, output_probs, out=context)
         if probs_out is not None and probs is not None:
             probs_out[group.rows, :, :length, :length] = probs

@@ -6,6 +6,9 @@ Shapes: (batch, seq, hidden), bert-base's hidden 768 = 12 heads x 64.
 
 BERT's relatives (docs/family.md) differ in the lines marked with their names: `position_ids` (RoBERTa,
 XLM-R, MPNet), `embeddings` (DistilBERT and MPNet have no segments; ELECTRA projects), `position_bias` (MPNet).
+The modern family (ModernBERT, NomicBERT, GTE, jina-embeddings-v3) differs in the lines marked "modern" and
+the short functions beside them: `rotate` (positions rotate queries and keys), `band` (ModernBERT's sliding
+windows), the gated line of `feed_forward`, `pre_norm_layer` (ModernBERT), and a task adapter in `linear`.
 """
 
 from __future__ import annotations
@@ -16,13 +19,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .layers import Linear, Norm, relative_position_buckets
+from .rotary import Rope
 
 if TYPE_CHECKING:
     from .encoder import Encoder, EncoderLayer
 
 
 def linear(x: np.ndarray, p: Linear) -> np.ndarray:
-    return x @ p.weight.T + p.bias  # the weight is stored (out, in), as torch does
+    w = p.weight if p.low_rank is None else p.weight + p.low_rank.b @ p.low_rank.a  # modern: jina's W + s B A
+    return x @ w.T + (0 if p.bias is None else p.bias)  # the weight is stored (out, in), as torch does
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
@@ -39,7 +44,13 @@ def relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0)
 
 
-ACTIVATIONS = {"gelu": gelu, "gelu_new": gelu_tanh, "gelu_pytorch_tanh": gelu_tanh, "relu": relu}
+def silu(x: np.ndarray) -> np.ndarray:
+    """x * sigmoid(x), NomicBERT's gate (SwiGLU)."""
+    with np.errstate(over="ignore"):  # e^-x overflows for x below -88: x / inf = 0, as the limit is
+        return x / (1 + np.exp(-x))
+
+
+ACTIVATIONS = {"gelu": gelu, "gelu_new": gelu_tanh, "gelu_pytorch_tanh": gelu_tanh, "relu": relu, "silu": silu}
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
@@ -49,7 +60,7 @@ def softmax(x: np.ndarray) -> np.ndarray:
 
 def layer_norm(x: np.ndarray, p: Norm, eps: float) -> np.ndarray:
     mean, var = x.mean(axis=-1, keepdims=True), x.var(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * p.weight + p.bias
+    return (x - mean) / np.sqrt(var + eps) * p.weight + (0 if p.bias is None else p.bias)  # modern: ModernBERT's none
 
 
 def attention(
@@ -63,29 +74,90 @@ def attention(
 
 
 def multi_head_attention(
-    x: np.ndarray, mask: np.ndarray, bias: np.ndarray, layer: EncoderLayer, heads: int
+    x: np.ndarray,
+    mask: np.ndarray,
+    bias: np.ndarray | float,
+    layer: EncoderLayer,
+    heads: int,
+    rotation: tuple[np.ndarray, np.ndarray] | None = None,
+    window: int | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Q, K, V split into heads, attention per head, the heads concatenated, then W_O. mask: (batch, seq) of 1/0."""
     batch, seq, hidden = x.shape
     split = lambda y: y.reshape(batch, seq, heads, hidden // heads).transpose(0, 2, 1, 3)
     mask_bias = np.where(mask[:, None, None, :] > 0, 0, np.finfo(x.dtype).min).astype(x.dtype)  # -inf, but finite
     q, k, v = (split(linear(x, p)) for p in (layer.query, layer.key, layer.value))
+    if rotation is not None:  # modern: positions rotate each query and key
+        q, k = rotate(q, *rotation), rotate(k, *rotation)
+    if window is not None:  # modern: ModernBERT's sliding-window layers mask the keys beyond the window too
+        mask_bias = np.minimum(mask_bias, band(seq, window))
     context, probs = attention(q, k, v, mask_bias, bias)
     return linear(context.transpose(0, 2, 1, 3).reshape(batch, seq, hidden), layer.attention_output), probs
 
 
 def feed_forward(x: np.ndarray, layer: EncoderLayer, activation: str) -> np.ndarray:
+    if layer.gate is not None:  # modern: gated, activation(x W_gate) * (x W_up): GeGLU, SwiGLU
+        return linear(ACTIVATIONS[activation](linear(x, layer.gate)) * linear(x, layer.up), layer.down)
     return linear(ACTIVATIONS[activation](linear(x, layer.up)), layer.down)
 
 
 def encoder_layer(
-    x: np.ndarray, mask: np.ndarray, bias: np.ndarray, layer: EncoderLayer, encoder: Encoder
+    x: np.ndarray,
+    mask: np.ndarray,
+    bias: np.ndarray,
+    layer: EncoderLayer,
+    encoder: Encoder,
+    rotation: tuple[np.ndarray, np.ndarray] | None = None,
+    window: int | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Attention, then the feed-forward network, each added to its input and normalised."""
     c = encoder.config
-    a, probs = multi_head_attention(x, mask, bias, layer, c.num_attention_heads)
+    if c.relative.pre_norm:  # modern: ModernBERT normalises before each sublayer instead
+        return pre_norm_layer(x, mask, layer, encoder, rotation, window)
+    a, probs = multi_head_attention(x, mask, bias, layer, c.num_attention_heads, rotation, window)
+    assert layer.attention_norm is not None  # post-norm layers all have it
     h = layer_norm(x + a, layer.attention_norm, c.layer_norm_eps)
     return layer_norm(h + feed_forward(h, layer, c.hidden_act), layer.feed_forward_norm, c.layer_norm_eps), probs
+
+
+def pre_norm_layer(
+    x: np.ndarray,
+    mask: np.ndarray,
+    layer: EncoderLayer,
+    encoder: Encoder,
+    rotation: tuple[np.ndarray, np.ndarray] | None,
+    window: int | None,
+) -> tuple[np.ndarray, ...]:
+    """ModernBERT: each sublayer reads its input normalised (layer 0's attention reads it as it is) and adds its
+    output to the input unnormalised; the residual stream is normalised once, after the last layer."""
+    c = encoder.config
+    normed = x if layer.attention_norm is None else layer_norm(x, layer.attention_norm, c.layer_norm_eps)
+    a, probs = multi_head_attention(normed, mask, 0, layer, c.num_attention_heads, rotation, window)
+    h = x + a
+    return h + feed_forward(layer_norm(h, layer.feed_forward_norm, c.layer_norm_eps), layer, c.hidden_act), probs
+
+
+def rotation(rope: Rope, head_size: int, seq: int, max_positions: int) -> tuple[np.ndarray, np.ndarray]:
+    """Modern: the angles of position p are p * inv_freq, each frequency for a pair (i, i + d/2) of the head's
+    numbers. -> cos, sin (seq, head_size), times the rope's attention scaling (YaRN's; 1 for the others)"""
+    inv_freq, scaling = rope.frequencies(head_size, max_positions)
+    angles = np.arange(seq, dtype=np.float32)[:, None] * inv_freq
+    angles = np.concatenate([angles, angles], axis=-1)
+    return np.cos(angles) * np.float32(scaling), np.sin(angles) * np.float32(scaling)
+
+
+def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Modern: each pair (x_i, x_{i + d/2}) of a head's numbers turned by its angle: x cos + rotate_half(x) sin,
+    rotate_half(x) = (-x2, x1) for the halves (x1, x2). (..., seq, head_size)"""
+    half = x.shape[-1] // 2
+    return x * cos + np.concatenate([-x[..., half:], x[..., :half]], axis=-1) * sin
+
+
+def band(seq: int, window: int) -> np.ndarray:
+    """Modern: ModernBERT's sliding window, 0 where the key lies within `window` tokens of the query, -inf (but
+    finite) elsewhere. -> (seq, seq)"""
+    distance = np.arange(seq)[None, :] - np.arange(seq)[:, None]
+    return np.where(np.abs(distance) <= window, 0, np.finfo(np.float32).min).astype(np.float32)
 
 
 def position_ids(encoder: Encoder, input_ids: np.ndarray) -> np.ndarray:
@@ -101,9 +173,15 @@ def position_ids(encoder: Encoder, input_ids: np.ndarray) -> np.ndarray:
 def embeddings(encoder: Encoder, input_ids: np.ndarray, token_type_ids: np.ndarray) -> np.ndarray:
     """Word + position + segment embeddings, normalised. (batch, seq) -> (batch, seq, hidden)"""
     e = encoder
-    x = e.word_embeddings[input_ids] + e.position_embeddings[position_ids(e, input_ids)]
+    x = e.word_embeddings[input_ids]
+    if e.word_adapter is not None:  # modern: jina's task adapter, the table E + s A B
+        x = x + e.word_adapter.a[input_ids] @ e.word_adapter.b
+    if e.position_embeddings is not None:  # modern: none, positions rotate queries and keys instead
+        x = x + e.position_embeddings[position_ids(e, input_ids)]
     if e.token_type_embeddings is not None:  # DistilBERT, MPNet: no segments
         x = x + e.token_type_embeddings[token_type_ids]
+        if e.segment_adapter is not None:  # modern: jina's task adapter
+            x = x + e.segment_adapter.a[token_type_ids] @ e.segment_adapter.b
     x = layer_norm(x, e.embedding_norm, e.config.layer_norm_eps)
     if e.embedding_projection is not None:  # ELECTRA: embedding_size up to hidden_size
         x = linear(x, e.embedding_projection)
@@ -125,13 +203,18 @@ def forward(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(batch, seq) ids, segments and 1/0 mask -> hidden_states (layers + 1, batch, seq, hidden),
     attentions (layers, batch, heads, seq, seq) and the pooler's output (batch, hidden), or None."""
-    e = encoder
+    e, c, seq = encoder, encoder.config, input_ids.shape[1]
     hidden_states = [embeddings(e, input_ids, token_type_ids)]
-    bias = position_bias(e, input_ids.shape[1])
+    bias = position_bias(e, seq)
     attentions = []
-    for layer in e.layers:
-        x, probs = encoder_layer(hidden_states[-1], attention_mask, bias, layer, e)
+    for i, layer in enumerate(e.layers):
+        rope = c.layer_rope(i)  # modern: each layer kind's rotation; ModernBERT's sliding layers' window
+        turn = None if rope is None else rotation(rope, c.head_size, seq, c.max_position_embeddings)
+        window = c.window if c.layer_type(i) == "sliding_attention" else None
+        x, probs = encoder_layer(hidden_states[-1], attention_mask, bias, layer, e, turn, window)
         hidden_states.append(x)
         attentions.append(probs)
+    if e.final_norm is not None:  # modern: ModernBERT's final norm
+        hidden_states[-1] = layer_norm(hidden_states[-1], e.final_norm, c.layer_norm_eps)
     pooled = None if e.pooler is None else np.tanh(linear(hidden_states[-1][:, 0], e.pooler))
     return np.stack(hidden_states), np.stack(attentions), pooled

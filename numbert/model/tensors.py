@@ -32,6 +32,20 @@ LAYER_NAMES = {  # under encoder.layer.{i}.; Linear weights first, then the norm
 }
 PROJECTION_NAME = "embeddings_project"  # ELECTRA: embedding_size -> hidden_size, when the two differ
 RELATIVE_ATTENTION_NAME = "encoder.relative_attention_bias"  # MPNet: (buckets, heads), one bias per head and bucket
+# The modern family's layers (Relative.rotary), under encoder.layer.{i}.: one fused Linear for Q, K and V; the
+# norms keep BERT's names, though ModernBERT's (pre-norm) come before their sublayer; a gated feed-forward's up
+# projection is intermediate.dense, holding the gate too where the checkpoint fuses them (Relative.glu)
+ROTARY_LAYER_NAMES = {
+    "qkv": "attention.self.qkv",  # (3 hidden, hidden): Q, K, V one under the other
+    "attention_output": "attention.output.dense",
+    "up": "intermediate.dense",  # (intermediate, hidden), or (2 intermediate, hidden) holding the gate too
+    "gate": "intermediate.gate",  # NomicBERT's fc12: the gate, a Linear of its own
+    "down": "output.dense",
+    "attention_norm": "attention.output.LayerNorm",  # ModernBERT: attn_norm, before attention (none in layer 0)
+    "feed_forward_norm": "output.LayerNorm",  # ModernBERT: mlp_norm, before the feed-forward
+}
+FINAL_NORM_NAME = "final_norm"  # ModernBERT: the LayerNorm after the last layer
+LOW_RANK = ("lora_A", "lora_B")  # jina-embeddings-v3: a weight's task adapters, {name}.lora_A and {name}.lora_B
 
 # Each relative's own names -> BERT's, by whole dotted parts from the start of the name (its prefix, such as
 # `distilbert.`, removed first). Under `encoder.layer.{i}.`, LAYER_RENAMES; masked-LM heads become BERT's
@@ -61,6 +75,7 @@ _LM_HEAD = {  # RobertaLMHead, MPNetLMHead
     "lm_head.decoder": "cls.predictions.decoder",
     "lm_head.bias": "cls.predictions.bias",
 }
+_LAYERS = {"layers": "encoder.layer", "encoder.layers": "encoder.layer"}  # the modern family's layer list
 RENAMES = {
     "roberta": _LM_HEAD,
     "xlm-roberta": _LM_HEAD,
@@ -78,13 +93,76 @@ RENAMES = {
         "generator_lm_head.weight": "cls.predictions.decoder.weight",
         "generator_lm_head.bias": "cls.predictions.bias",
     },
+    "modernbert": {  # its prediction head `head` (dense, norm) serves the masked LM and the classifiers: kept
+        "embeddings.tok_embeddings": "embeddings.word_embeddings",
+        "embeddings.norm": "embeddings.LayerNorm",
+        **_LAYERS,
+        "decoder.weight": "cls.predictions.decoder.weight",
+        "decoder.bias": "cls.predictions.bias",
+    },
+    "nomic_bert": {
+        "emb_ln": "embeddings.LayerNorm",
+        **_LAYERS,
+        "cls.predictions.transform.layer_norm": "cls.predictions.transform.LayerNorm",
+    },
+    "gte": {
+        "lm_head.dense": "cls.predictions.transform.dense",
+        "lm_head.layer_norm": "cls.predictions.transform.LayerNorm",
+        "lm_head.norm": "cls.predictions.transform.LayerNorm",  # Alibaba's remote code's name
+        "lm_head.decoder.weight": "cls.predictions.decoder.weight",
+        "lm_head.decoder.bias": "cls.predictions.bias",
+    },
+    "jina_embeddings_v3": {"emb_ln": "embeddings.LayerNorm", **_LAYERS, **_LM_HEAD},
 }
+RENAMES["new"] = RENAMES["gte"]
+LAYER_RENAMES |= {
+    "modernbert": {
+        "attn_norm": "attention.output.LayerNorm",
+        "attn.Wqkv": "attention.self.qkv",
+        "attn.Wo": "attention.output.dense",
+        "mlp_norm": "output.LayerNorm",
+        "mlp.Wi": "intermediate.dense",
+        "mlp.Wo": "output.dense",
+    },
+    "nomic_bert": {
+        "attn.Wqkv": "attention.self.qkv",
+        "attn.out_proj": "attention.output.dense",
+        "norm1": "attention.output.LayerNorm",
+        "mlp.fc11": "intermediate.dense",
+        "mlp.fc12": "intermediate.gate",
+        "mlp.fc2": "output.dense",
+        "norm2": "output.LayerNorm",
+    },
+    "gte": {
+        "attention.qkv_proj": "attention.self.qkv",
+        "attention.o_proj": "attention.output.dense",
+        "attn_ln": "attention.output.LayerNorm",
+        "mlp.up_gate_proj": "intermediate.dense",
+        "mlp.down_proj": "output.dense",
+        "mlp_ln": "output.LayerNorm",
+    },
+    "jina_embeddings_v3": {
+        "mixer.Wqkv": "attention.self.qkv",
+        "mixer.out_proj": "attention.output.dense",
+        "norm1": "attention.output.LayerNorm",
+        "mlp.fc1": "intermediate.dense",
+        "mlp.fc2": "output.dense",
+        "norm2": "output.LayerNorm",
+    },
+}
+LAYER_RENAMES["new"] = LAYER_RENAMES["gte"]
+# torch's parametrize (jina's LoRA): a weight saved as {name}.parametrizations.weight.original, its adapters as
+# {name}.parametrizations.weight.0.lora_A / lora_B
+PARAMETRIZED = re.compile(r"(.*)\.parametrizations\.weight\.(?:original|0\.(lora_[AB]))")
 LAYER = re.compile(r"(encoder\.layer\.\d+\.)(.*)")
 
 
 def bert_name(name: str, config: BertConfig) -> str:
     """A checkpoint's tensor name as BERT's: `distilbert.transformer.layer.0.ffn.lin1.weight` ->
     `encoder.layer.0.intermediate.dense.weight`; `lm_head.bias` -> `cls.predictions.bias`."""
+    parametrized = PARAMETRIZED.fullmatch(name)
+    if parametrized:
+        name = f"{parametrized[1]}.{parametrized[2] or 'weight'}"
     name = _renamed(name.removeprefix(config.relative.prefix), RENAMES.get(config.model_type, {}))
     layer = LAYER.fullmatch(name)
     return layer[1] + _renamed(layer[2], LAYER_RENAMES.get(config.model_type, {})) if layer else name
@@ -112,6 +190,8 @@ def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
 
     Linear weights are stored as torch does, (out_features, in_features): y = x @ W.T + b.
     """
+    if config.relative.rotary:
+        return rotary_tensor_shapes(config)
     h, i, e = config.hidden_size, config.intermediate_size, config.embedding_width
     word, position, segment, norm = (EMBEDDING_NAMES[k] for k in ("word", "position", "segment", "norm"))
     shapes = {
@@ -146,4 +226,53 @@ def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
             shapes[f"encoder.layer.{n}.{name}.bias"] = layer_shapes[field][:1]
     shapes[f"{POOLER_NAME}.weight"] = (h, h)
     shapes[f"{POOLER_NAME}.bias"] = (h,)
+    return shapes
+
+
+def rotary_tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
+    """The modern family's tensors (Relative.rotary) by their names here (ROTARY_LAYER_NAMES), with their shapes:
+    no position table; a fused QKV; a gated feed-forward's gate (fused into the up projection, or NomicBERT's own);
+    biases and LayerNorm shifts where config.biases has them; ModernBERT's final norm and no norm before layer 0's
+    attention; jina-embeddings-v3's task adapters (LOW_RANK) on every Linear and embedding table."""
+    h, i, r = config.hidden_size, config.intermediate_size, config.relative
+    word, segment, norm = (EMBEDDING_NAMES[k] for k in ("word", "segment", "norm"))
+    biases = set(config.biases)
+
+    def linear(name: str, rows: int, columns: int, kind: str) -> dict[str, tuple[int, ...]]:
+        return {f"{name}.weight": (rows, columns), **({f"{name}.bias": (rows,)} if kind in biases else {})}
+
+    def layer_norm(name: str) -> dict[str, tuple[int, ...]]:
+        return {f"{name}.weight": (h,), **({f"{name}.bias": (h,)} if "norm" in biases else {})}
+
+    shapes: dict[str, tuple[int, ...]] = {f"{word}.weight": (config.vocab_size, h)}
+    if config.type_vocab_size:
+        shapes[f"{segment}.weight"] = (config.type_vocab_size, h)
+    shapes |= layer_norm(norm)
+    up_rows = 2 * i if r.glu in ("gate_first", "up_first") else i
+    for n in range(config.num_hidden_layers):
+        names = {field: f"encoder.layer.{n}.{name}" for field, name in ROTARY_LAYER_NAMES.items()}
+        shapes |= linear(names["qkv"], 3 * h, h, "qkv") | linear(names["attention_output"], h, h, "attention_output")
+        if not (r.pre_norm and n == 0):
+            shapes |= layer_norm(names["attention_norm"])
+        shapes |= linear(names["up"], up_rows, h, "up")
+        if r.glu == "two":
+            shapes |= linear(names["gate"], i, h, "up")
+        shapes |= linear(names["down"], h, i, "down") | layer_norm(names["feed_forward_norm"])
+    if r.pre_norm:
+        shapes |= layer_norm(FINAL_NORM_NAME)
+    shapes[f"{POOLER_NAME}.weight"] = (h, h)
+    shapes[f"{POOLER_NAME}.bias"] = (h,)
+    tasks = len(config.task_adapters)
+    if tasks:  # jina: an adapter per task on each table and Linear, A (tasks, r, in) and B (tasks, out, r)
+        rank, adapted = config.lora_rank, dict(shapes)
+        for name, shape in adapted.items():
+            base = name.removesuffix(".weight")
+            if not name.endswith(".weight") or len(shape) != 2:
+                continue
+            if base.startswith(
+                "embeddings."
+            ):  # an embedding table (rows, hidden): A (tasks, rows, r), B (tasks, r, hidden)
+                shapes |= {f"{base}.lora_A": (tasks, shape[0], rank), f"{base}.lora_B": (tasks, rank, shape[1])}
+            else:
+                shapes |= {f"{base}.lora_A": (tasks, rank, shape[1]), f"{base}.lora_B": (tasks, shape[0], rank)}
     return shapes

@@ -16,7 +16,7 @@ what they use from here, never from the modules behind it.
 """
 
 from ..model.pooling import COMBINES, POOLINGS, STRATEGIES
-from .batcher import Batcher
+from .batcher import Batcher, Readout
 from .bert import Bert, load
 from .embedding import Runner
 from .late_interaction import maxsim, similarity_of
@@ -61,6 +61,7 @@ __all__ = [
     "M3Vectors",
     "MultiVectors",
     "Pipeline",
+    "Readout",
     "Recipe",
     "Row",
     "Runner",

@@ -43,6 +43,9 @@ class Readout(Protocol):
     """What a forward's rows become for one task (numbert.pipeline.readouts): one answer per row (an array, or a
     task's tuple of them)."""
 
+    @property
+    def task(self) -> str | None: ...  # the task adapters the rows run through (jina-embeddings-v3), or None
+
     def __call__(self, out: Output) -> list: ...
 
 
@@ -87,12 +90,12 @@ class Batcher:
 
     def __init__(
         self,
-        forward: Callable[[list[Row]], Output],
+        forward: Callable[[list[Row], str | None], Output],
         max_batch_tokens: int,
         max_batch_size: int,
         metrics: Counters,
     ):
-        self.forward = forward  # rows -> one forward's Output (Pipeline.forward_rows)
+        self.forward = forward  # rows, task -> one forward's Output (Pipeline.forward_rows)
         self.max_batch_tokens, self.max_batch_size = max_batch_tokens, max_batch_size
         self.metrics = metrics
         self.inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
@@ -152,7 +155,7 @@ class Batcher:
         width = max(item.length for item in batch)
         start = time.time_ns()
         try:
-            answers = readout(self.forward([item.job.rows[item.position] for item in batch]))
+            answers = readout(self.forward([item.job.rows[item.position] for item in batch], readout.task))
         except Exception as e:  # a bug, not a bad request (those are refused before they queue): answer 500
             log.exception("the forward pass failed on a batch of %d x %d tokens", len(batch), width)
             for item in batch:

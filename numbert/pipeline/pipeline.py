@@ -183,14 +183,15 @@ class Pipeline:
         """Run the encoder on token ids of shape (seq,) or (batch, seq): `Encoder.forward`."""
         return self.encoder.forward(input_ids, token_type_ids, attention_mask, output_attentions=output_attentions)
 
-    def forward_rows(self, rows: Sequence[Row], *, output_attentions: bool = False) -> Output:
-        """One forward over rows of different lengths, right-padded to the longest. Output arrays (batch, ...)"""
-        return planner.forward(self.encoder, rows, output_attentions=output_attentions)
+    def forward_rows(self, rows: Sequence[Row], task: str | None = None, *, output_attentions: bool = False) -> Output:
+        """One forward over rows of different lengths, right-padded to the longest, through `task`'s adapters
+        (jina-embeddings-v3; None: none). Output arrays (batch, ...)"""
+        return planner.forward(self.encoder.adapted(task), rows, output_attentions=output_attentions)
 
-    def run(self, rows: Sequence[Row], limit: int, stride: int, window_batch: int) -> Output:
+    def run(self, rows: Sequence[Row], limit: int, stride: int, window_batch: int, task: str | None = None) -> Output:
         """A planned batch's Output: one forward, or for a single row over `limit` tokens its windows, stitched
-        (an Output without a batch axis)."""
-        return planner.run(self.encoder, rows, limit, stride, window_batch)
+        (an Output without a batch axis); with `task`, through its adapters (jina-embeddings-v3: Encoder.adapted)."""
+        return planner.run(self.encoder.adapted(task), rows, limit, stride, window_batch)
 
     # --- text in, hidden states out ------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from ..model.heads import (
     SequenceClassifier,
     classifier_logits,
     masked_lm_logits,
+    sequence_input,
     sequence_logits,
     splade_weights,
 )
@@ -67,6 +68,11 @@ class SentenceVectors:
     recipe: Recipe
     name = "embed"
 
+    @property
+    def task(self) -> str | None:
+        """The task adapters its rows run through (jina-embeddings-v3: the recipe's task), or None."""
+        return self.recipe.task
+
     def __call__(self, out: Output) -> list[np.ndarray]:
         vectors = self.recipe.sentence_vectors(out)
         return list(vectors if out.batched else vectors[None])
@@ -77,6 +83,7 @@ class TokenVectors:
     """Every real token's vector of the last layer, unpooled (text-embeddings-inference's /embed_all). (seq, hidden)"""
 
     name = "embed_all"
+    task = None  # no task adapters
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         return per_token(out, out.last_hidden_state)
@@ -89,11 +96,15 @@ class SequenceLogits:
 
     classifier: SequenceClassifier  # Heads.sequence_classifier
     name = "classify"
+    task = None  # no task adapters
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         pooled = out.pooler_output if out.batched or out.pooler_output is None else out.pooler_output[None]
-        first = out.last_hidden_state[..., 0, :]
-        return list(sequence_logits(first if out.batched else first[None], pooled, self.classifier))
+        last, mask = out.last_hidden_state, out.attention_mask
+        first = sequence_input(
+            last if out.batched else last[None], mask if out.batched else mask[None], self.classifier
+        )
+        return list(sequence_logits(first, pooled, self.classifier))
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,6 +113,7 @@ class TokenLogits:
 
     classifier: Linear  # Heads.token_classifier: (labels, hidden)
     name = "token_classify"
+    task = None  # no task adapters
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         return per_token(out, classifier_logits(out.last_hidden_state, self.classifier))
@@ -113,6 +125,7 @@ class SpanLogits:
 
     qa_outputs: Linear  # Heads.question_answering: (2, hidden)
     name = "qa"
+    task = None  # no task adapters
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         return per_token(out, classifier_logits(out.last_hidden_state, self.qa_outputs))
@@ -127,6 +140,7 @@ class MaskedLMLogits:
     head: MaskedLM  # Heads.masked_lm
     config: BertConfig  # its LayerNorm epsilon
     name = "masked_lm"
+    task = None  # no task adapters
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         c = self.config
@@ -166,6 +180,7 @@ class SparseVectors:
     pooling: SpladePooling = SpladePooling()
     top_k: int | None = None  # the weights each vector keeps (`prune`); None: every non-zero one
     name = "embed_sparse"
+    task = None  # no task adapters
 
     def __call__(self, out: Output) -> list[SparseVector]:
         c, by_max = self.config, self.pooling.strategy == "max"
@@ -173,7 +188,7 @@ class SparseVectors:
         rows = per_token(out, out.last_hidden_state)
         tokens = np.concatenate(rows)  # (real tokens, hidden)
         row_of_token = np.repeat(np.arange(len(rows)), [len(r) for r in rows])  # (real tokens,)
-        vectors = np.zeros((len(rows), len(self.head.bias)), np.float32)  # max: relu comes with the 0s
+        vectors = np.zeros((len(rows), len(self.head.decoder)), np.float32)  # max: relu comes with the 0s
         for start in range(0, len(tokens), BLOCK_TOKENS):
             scores = masked_lm_logits(tokens[start : start + BLOCK_TOKENS], self.head, c.layer_norm_eps)
             if not by_max:
@@ -201,6 +216,7 @@ class MultiVectors:
     expansion: int = 0  # a query's expansion length: its first `expansion` positions are kept
     first: int = 0  # positions dropped at the start of each row
     name = "embed_multi"
+    task = None  # no task adapters
 
     def kept(self, out: Output) -> np.ndarray:
         """Which positions of the batch give a vector. (batch, seq) bool"""
@@ -232,6 +248,7 @@ class LexicalWeights:
     unused_ids: np.ndarray  # ids whose weights are dropped
     top_k: int | None = None  # the weights each vector keeps (the largest; ties: the lower ids); None: all
     name = "embed_sparse"
+    task = None  # no task adapters
 
     def __call__(self, out: Output) -> list[SparseVector]:
         weights = relu(linear(out.last_hidden_state, self.head))[..., 0]  # ([batch,] seq)
@@ -261,6 +278,7 @@ class M3Vectors:
     sparse: LexicalWeights
     multi: MultiVectors
     name = "embed_m3"
+    task = None  # no task adapters
 
     class Answer(NamedTuple):
         dense: np.ndarray  # (hidden,)

@@ -44,7 +44,10 @@ class Recipe:
     width: the width of the pooled vectors after the Dense layers.
     dense: sentence-transformers Dense modules, applied in order to the pooled vector.
     prompt: text prepended to every input; lowercase: the input is lowercased first (do_lower_case).
-    dimensions: keep the first `dimensions` values (Matryoshka); renormalized when `normalize`.
+    dimensions: keep the first `dimensions` values (Matryoshka); renormalized when `normalize`. With
+        matryoshka "layer_norm" (nomic-embed-text-v1.5's rule, its model card's): a LayerNorm without weights over
+        the whole vector first, then the cut, then always the L2 normalization.
+    task: jina-embeddings-v3's task adapter the encoder runs (numbert.model.encoder.Encoder.adapted), or None.
     precision: float32, or quantized for an index (numbert.pipeline.quantization): int8 and uint8 scaled by `ranges`
         ((2, dim): each dimension's minimum and maximum), else by the min and max of the vectors finished
         together (embed: the whole call's); binary and ubinary pack the signs eight to a byte.
@@ -65,6 +68,8 @@ class Recipe:
     truncation_side: str = "right"
     precision: str = "float32"
     ranges: np.ndarray | None = field(default=None, repr=False, compare=False)
+    matryoshka: str = "cut"  # how `dimensions` cuts: "cut", or "layer_norm" first (NomicBERT)
+    task: str | None = None
 
     @property
     def dim(self) -> int:
@@ -86,6 +91,9 @@ class Recipe:
     def finish(self, vectors: np.ndarray) -> np.ndarray:
         """Pooled vectors as answered: L2-normalized if `normalize`; cut to `dimensions` (and normalized again);
         quantized to `precision`, all the rows together. ([rows,] width) float32 -> ([rows,] dim)"""
+        if self.dimensions is not None and self.matryoshka == "layer_norm":  # nomic-embed-text-v1.5's model card
+            vectors = normalize(plain_layer_norm(vectors)[..., : self.dimensions])
+            return quantization.quantize(vectors, self.precision, self.ranges)
         if self.normalize:
             vectors = normalize(vectors)
         if self.dimensions is not None:
@@ -130,6 +138,9 @@ class Recipe:
             **({} if self.truncation_side == "right" else {"truncation_side": self.truncation_side}),
             # float32 adds nothing, so the manifests of jobs from before quantization still match
             **({} if self.precision == "float32" else {"precision": self.precision, "ranges": ranges}),
+            # and so do those of models before the modern family
+            **({} if self.matryoshka == "cut" else {"matryoshka": self.matryoshka}),
+            **({} if self.task is None else {"task": self.task}),
         }
 
 
@@ -153,6 +164,7 @@ def build(
     precision: str = "float32",
     ranges: np.ndarray | None = None,
     calibration_embeddings: np.ndarray | None = None,
+    task: str | None = None,
 ) -> Recipe:
     """The recipe of a model (its config, its sentence-transformers config if any) with the caller's choices.
 
@@ -161,7 +173,9 @@ def build(
     and default prompt; for a plain BERT the mean of the second-to-last layer (bert-as-service's default)
     over all its positions. `truncate_dim` is sentence-transformers' name for `dimensions`. int8 and uint8
     take their `ranges` as given, or from `calibration_embeddings` (their min and max), or else from the
-    vectors each `finish` quantizes. Every choice is checked here, with an error naming it.
+    vectors each `finish` quantizes. `task` chooses jina-embeddings-v3's task adapter and, unless a prompt is
+    chosen, prepends its task instruction (as its own encode does). Every choice is checked here, with an error
+    naming it.
     """
     st = sentence_config
     if st is not None and pooling is None and st.unsupported:
@@ -193,6 +207,14 @@ def build(
         dimensions = truncate_dim
     elif dimensions is not None:
         check_dimensions(dimensions, width)
+    if dimensions is not None and config.matryoshka_dimensions and dimensions not in config.matryoshka_dimensions:
+        raise ValueError(
+            f"dimensions {dimensions} is not one this model was trained to be cut to: "
+            f"{', '.join(map(str, config.matryoshka_dimensions))}"
+        )
+    check_task(config, task)
+    if task is not None and prompt is None and prompt_name is None:
+        prompt = dict(config.task_instructions).get(task)
     quantization.check_precision(precision)
     ranges = output_ranges(precision, ranges, calibration_embeddings, width if dimensions is None else dimensions)
     max_length = tokens_per_input(config, st, max_length)
@@ -216,7 +238,22 @@ def build(
         truncation_side=truncation_side,
         precision=precision,
         ranges=ranges,
+        matryoshka="layer_norm" if config.model_type == "nomic_bert" else "cut",
+        task=task,
     )
+
+
+def plain_layer_norm(vectors: np.ndarray, eps: float = 1e-5) -> np.ndarray:
+    """A LayerNorm without weights over each whole vector, as torch.nn.functional.layer_norm with its default eps."""
+    centered = vectors - vectors.mean(axis=-1, keepdims=True)
+    return (centered / np.sqrt((centered * centered).mean(axis=-1, keepdims=True) + np.float32(eps))).astype(np.float32)
+
+
+def check_task(config: BertConfig, task: str | None) -> None:
+    """A task is one of the model's task adapters (jina-embeddings-v3); a model without them takes none."""
+    if task is not None and task not in config.task_adapters:
+        tasks = ", ".join(config.task_adapters) or "none (it has no task adapters)"
+        raise ValueError(f"unknown task {task!r}; this model's tasks are {tasks}")
 
 
 CHOICES = tuple(inspect.signature(build).parameters)[3:]  # the keyword arguments a recipe is built with

@@ -37,7 +37,7 @@ from starlette.routing import Route
 
 from .. import __version__
 from ..model.blas import own_process_threads
-from ..pipeline import CALIBRATED, Batcher, InputTooLong, InvalidTokenId, Recipe, Row, TooManyTokens, ranking
+from ..pipeline import CALIBRATED, Batcher, InputTooLong, InvalidTokenId, Readout, Recipe, Row, TooManyTokens, ranking
 from . import openapi, protocol
 from .auth import OPEN_PATHS, BearerAuth
 from .metrics import Metrics
@@ -370,7 +370,7 @@ class Server:
             rows = await self.run(http, self.embedding_rows, served, request, recipe, name, model=served)
         _, batcher = served.ready()
         refuse_other_kinds(served)
-        answers = await self.queue(http, batcher, rows, served.embedding)
+        answers = await self.queue(http, batcher, rows, served.embedding_for(recipe))
         tokens = sum(len(row.ids) for row in rows)
         with self.phase("render"):
             answer = await self.run(http, self.render, request, served.name, recipe, answers, tokens)
@@ -513,7 +513,7 @@ class Server:
         relevance = scores[:, 0]
         return protocol.rerank_response(request, relevance, ranking(relevance, request.top_n), served.name, tokens)
 
-    async def queue(self, http: Request, batcher: Batcher, rows: list, readout: Callable) -> list:
+    async def queue(self, http: Request, batcher: Batcher, rows: list, readout: Readout) -> list:
         """The rows' answers from the model thread (until_answered); traced, with queue and forward spans."""
         if self.tracing is None:
             return await self.until_answered(http, batcher.submit(rows, readout))
@@ -551,7 +551,9 @@ class Server:
         """The request, checked, the model it is for and the recipe it asks for."""
         request = parse(body, self.settings.max_client_batch_size)
         served = self.models.pick(route, request.model)
-        recipe = served.request_recipe(request.prompt_name, request.normalize, request.dimensions, request.precision)
+        recipe = served.request_recipe(
+            request.prompt_name, request.normalize, request.dimensions, request.precision, request.task
+        )
         if recipe.precision in CALIBRATED and recipe.ranges is None and len(request.inputs) < 2:
             raise ApiError(
                 422,

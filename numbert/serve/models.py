@@ -16,6 +16,7 @@ model cannot take, a task its heads cannot do.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 import hashlib
@@ -33,6 +34,7 @@ from ..pipeline import (
     LexicalWeights,
     MultiVectors,
     Recipe,
+    SentenceVectors,
     SequenceLogits,
     SparseVectors,
     activation_of,
@@ -55,6 +57,7 @@ class ServedModel:
         self.pipeline: Bert | None = None
         self.batcher: Batcher | None = None
         self.load_error: str | None = None
+        self.task_readouts: dict[str | None, SentenceVectors] = {}  # jina's tasks other than the server's
         self.multi_readouts: dict[bool, MultiVectors] = {}  # /embed_multi's readouts, queries' and documents'
         self.sparse_only = self.multi_only = False
 
@@ -122,14 +125,25 @@ class ServedModel:
     # --- a request's choices and tasks, refused in the server's words --------------------------------
 
     def request_recipe(
-        self, prompt_name: str | None, normalize: bool | None, dimensions: int | None, precision: str | None = None
+        self,
+        prompt_name: str | None,
+        normalize: bool | None,
+        dimensions: int | None,
+        precision: str | None = None,
+        task: str | None = None,
     ) -> Recipe:
         """The server's recipe with a request's choices: the model's prompt `prompt_name` (a 422 if it has
-        no such prompt), normalization, dimensions and precision (None keeps the server's). int8 and uint8 are
+        no such prompt), normalization, dimensions and precision (None keeps the server's), and its task adapters
+        `task` (jina-embeddings-v3; a 422 if it has none such). int8 and uint8 are
         scaled by the served recipe's ranges if it has them (at its precision and width), else by the min and
         max of the request's own vectors, as quantize_embeddings scales them without ranges."""
         pipeline = self.opened()
         recipe = self.recipe
+        if task is not None:
+            try:
+                recipe = pipeline.recipe(**{**self.choices, "task": task})
+            except ValueError as e:
+                raise ApiError(422, f"'task': {e}", param="task") from None
         if prompt_name is not None:
             if pipeline.sentence_config is None:
                 raise ApiError(
@@ -138,7 +152,7 @@ class ServedModel:
                     param="prompt_name",
                 )
             try:
-                recipe = pipeline.recipe(**{**self.choices, "prompt": None, "prompt_name": prompt_name})
+                recipe = pipeline.recipe(**{**self.choices, "prompt": None, "prompt_name": prompt_name, "task": task})
             except ValueError as e:
                 raise ApiError(422, f"'prompt_name': {e}", param="prompt_name") from None
         if dimensions is not None and dimensions > recipe.width:
@@ -153,6 +167,17 @@ class ServedModel:
                 param="dimensions",
             )
         return recipe.with_output(normalize=normalize, dimensions=dimensions, precision=precision)
+
+    def embedding_for(self, recipe: Recipe) -> SentenceVectors:
+        """The embedding readout for a request's recipe: the server's, or (another task's adapters) one made once
+        per task, so the Batcher batches a task's rows together and runs them through its adapters."""
+        if recipe.task == self.recipe.task:
+            return self.embedding
+        if recipe.task not in self.task_readouts:
+            self.task_readouts[recipe.task] = self.opened().sentence_vectors(
+                dataclasses.replace(self.recipe, task=recipe.task)
+            )
+        return self.task_readouts[recipe.task]
 
     @functools.cached_property
     def scores(self) -> SequenceLogits:

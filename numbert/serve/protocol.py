@@ -69,6 +69,7 @@ class EmbeddingRequest:
         None  # Infinity's embedding_type, as numbert.pipeline.quantization names it (None: the server's)
     )
     truncation_side: str | None = None  # TEI's truncation_direction: "right" or "left" (None: the tokenizer's)
+    task: str | None = None  # jina's embeddings API: the task adapters to run (None: the server's)
 
 
 def json_object(body: bytes) -> dict:
@@ -196,7 +197,7 @@ def check_ids(ids: list, name: str) -> None:
 
 
 def openai_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
-    """POST /v1/embeddings: {"input", "model", "encoding_format", "dimensions", "user"}."""
+    """POST /v1/embeddings: {"input", "model", "encoding_format", "dimensions", "user", "task" (jina's)}."""
     obj = json_object(body)
     texts, ids = inputs(obj, "input", max_inputs)
     model = field(obj, "model", (str,), what="a string")
@@ -209,7 +210,10 @@ def openai_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
     dimensions = field(obj, "dimensions", (int,), what="a positive integer")
     if dimensions is not None and dimensions < 1:
         raise ApiError(400, f"'dimensions' must be a positive integer, not {dimensions}", param="dimensions")
-    return EmbeddingRequest(texts, ids, encoding_format, dimensions, model=model, precision=embedding_type(obj))
+    task = field(obj, "task", (str,), None, "a string")  # jina-embeddings-v3's task, as jina's API names it
+    return EmbeddingRequest(
+        texts, ids, encoding_format, dimensions, model=model, precision=embedding_type(obj), task=task
+    )
 
 
 def embedding_type(obj: dict) -> str | None:
@@ -238,7 +242,7 @@ def truncation_direction(obj: dict, name: str = "truncation_direction") -> str |
 
 def tei_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
     """POST /embed (text-embeddings-inference): {"inputs", "normalize": true, "truncate", "truncation_direction",
-    "prompt_name"}."""
+    "prompt_name", "task" (jina's)}."""
     obj = json_object(body)
     texts, ids = inputs(obj, "inputs", max_inputs)
     return EmbeddingRequest(
@@ -248,6 +252,7 @@ def tei_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
         truncate=field(obj, "truncate", (bool,), None, "a boolean"),
         prompt_name=field(obj, "prompt_name", (str,), None, "a string"),
         truncation_side=truncation_direction(obj),
+        task=field(obj, "task", (str,), None, "a string"),
     )
 
 
