@@ -217,6 +217,51 @@ def test_checkpoints_multivectorencoder_saves_equal_its_vectors(mve, torch, tmp_
     assert_equal_to_mve(mve, directory)
 
 
+def modernbert_mve(mve, torch, transformers, directory: Path) -> Path:
+    """A MultiVectorEncoder over a tiny random ModernBERT (GTE-ModernColBERT's backbone; ModernBERT's byte-level BPE,
+    a window of +-4 tokens, shorter than the texts), saved by sentence-transformers: markers as prompts, [MASK]
+    expansion, a Dense on token_embeddings, the punctuation skiplist, Normalize."""
+    from sentence_transformers.base.modules import Normalize, Transformer
+    from sentence_transformers.base.modules.dense import Dense
+    from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
+    from test_modern import MODELS, SHAPE
+    from test_modern_text import transformers_tokenizer
+
+    tokenizer = transformers_tokenizer(transformers, "modernbert_bpe")
+    ids = {k: tokenizer.convert_tokens_to_ids(t) for k, t in (("cls_token_id", "[CLS]"), ("sep_token_id", "[SEP]"))}
+    fields = dict(MODELS["modernbert"][1], vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+    fields |= ids | {"bos_token_id": ids["cls_token_id"], "eos_token_id": ids["sep_token_id"]}
+    torch.manual_seed(0)
+    backbone = transformers.ModernBertModel(transformers.ModernBertConfig(**{**SHAPE, **fields})).eval()
+    with torch.no_grad():
+        for parameter in backbone.parameters():
+            if parameter.dim() == 1:
+                parameter.add_(torch.randn_like(parameter) * 0.1)
+    backbone.save_pretrained(directory.parent / "modernbert")
+    tokenizer.save_pretrained(directory.parent / "modernbert")
+    expansion = {"strategy": "fixed", "length": 16}
+    transformer = Transformer(
+        str(directory.parent / "modernbert"), query_length=16, document_length=24, query_expansion=expansion
+    )
+    modules = [
+        transformer,
+        Dense(32, 24, bias=False, activation_function=torch.nn.Identity(), module_input_name="token_embeddings"),
+        MultiVectorMask(skiplist_words=list(string.punctuation)),
+        Normalize(module_input_name="token_embeddings"),
+    ]
+    mve(modules=modules, device="cpu", prompts={"query": "[Q] ", "document": "[D] "}).save(str(directory))
+    return directory
+
+
+@pytest.mark.parity
+def test_a_modernbert_backbone_multivectorencoder_saves_equal_its_vectors(mve, torch, transformers, tmp_path):
+    """The issue's second backbone: ModernBERT's rotary positions, pre-norm layers and sliding windows under the
+    ColBERT readout, as MultiVectorEncoder computes them (queries, documents, MaxSim and the ranking)."""
+    directory = modernbert_mve(mve, torch, transformers, tmp_path / "modern-colbert")
+    assert numbert.load(directory).config.model_type == "modernbert"
+    assert_equal_to_mve(mve, directory)
+
+
 @pytest.mark.parity
 def test_a_pylate_checkpoint_resaved_by_multivectorencoder(mve, variants, tmp_path):
     """MultiVectorEncoder reads the PyLate checkpoint and saves it in its own format ([Q] as a special token and a
