@@ -250,6 +250,21 @@ def read_jina_embeddings_v3(d: dict, source: str) -> dict:
     }
 
 
+GTE = Relative(  # transformers' GteModel
+    "Gte",
+    "gte.",
+    token_types=None,
+    rotary=True,
+    glu="up_first",
+    defaults=(
+        ("vocab_size", 250048),
+        ("max_position_embeddings", 8192),
+        ("type_vocab_size", 1),
+        ("pad_token_id", 1),
+    ),
+    read_config=read_gte,
+)
+
 FAMILY = {  # config.json's model_type -> how that relative differs from BERT
     "bert": Relative("Bert", "bert."),
     "roberta": Relative("Roberta", "roberta.", positions_past_padding=True),
@@ -293,34 +308,9 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
         defaults=(("vocab_size", 30528), ("max_position_embeddings", 2048), ("hidden_act", "silu")),
         read_config=read_nomic_bert,
     ),
-    "gte": Relative(
-        "Gte",
-        "gte.",
-        token_types=None,
-        rotary=True,
-        glu="up_first",
-        defaults=(
-            ("vocab_size", 250048),
-            ("max_position_embeddings", 8192),
-            ("type_vocab_size", 1),
-            ("pad_token_id", 1),
-        ),
-        read_config=read_gte,
-    ),
-    "new": Relative(  # GTE as Alibaba's remote code names it (gte-base-en-v1.5, gte-multilingual-base: NewModel)
-        "New",
-        "new.",
-        token_types=None,
-        rotary=True,
-        glu="up_first",
-        defaults=(
-            ("vocab_size", 250048),
-            ("max_position_embeddings", 8192),
-            ("type_vocab_size", 1),
-            ("pad_token_id", 1),
-        ),
-        read_config=read_gte,
-    ),
+    "gte": GTE,
+    # GTE as Alibaba's remote code names it (gte-base-en-v1.5, gte-multilingual-base: NewModel)
+    "new": dataclasses.replace(GTE, name="New", prefix="new."),
     "jina_embeddings_v3": Relative(
         "JinaEmbeddingsV3",
         "roberta.",
