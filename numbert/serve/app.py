@@ -171,15 +171,7 @@ class Server:
             request, served, readout = await self.run(http, self.multi_request, routed(http), body)
             del body
             rows = await self.run(http, self.multi_rows, served, request, model=served)
-        tokens, limit = sum(len(row.ids) for row in rows), self.settings.max_batch_tokens
-        if tokens > limit:
-            raise ApiError(
-                413,
-                f"the inputs are {tokens} tokens; /embed_multi answers at most {limit} tokens a request "
-                f"(--max-batch-tokens), a vector each: send fewer inputs at a time",
-                param="inputs",
-                code="input_too_long",
-            )
+        tokens = self.within_token_budget(rows, "/embed_multi")
         _, batcher = served.ready()
         vectors = await self.queue(http, batcher, rows, readout)
         with self.phase("render"):
@@ -410,15 +402,7 @@ class Server:
         request, served, recipe = await self.run(http, self.embedding_request, routed(http), body, parse)
         del body
         rows = await self.run(http, self.embedding_rows, served, request, recipe, "inputs", model=served)
-        tokens, limit = sum(len(row.ids) for row in rows), self.settings.max_batch_tokens
-        if tokens > limit:
-            raise ApiError(
-                413,
-                f"the inputs are {tokens} tokens; /embed_all answers at most {limit} tokens a request "
-                f"(--max-batch-tokens), a vector each: send fewer inputs at a time",
-                param="inputs",
-                code="input_too_long",
-            )
+        tokens = self.within_token_budget(rows, "/embed_all")
         _, batcher = served.ready()
         vectors = await self.queue(http, batcher, rows, served.token_vectors)
         answer = await self.run(http, protocol.embed_all_response, vectors)
@@ -522,6 +506,20 @@ class Server:
         answers = await self.until_answered(http, batcher.submit(rows, readout, forwards))
         self.tracing.waited(queued, forwards)
         return answers
+
+    def within_token_budget(self, rows: list[Row], route: str) -> int:
+        """The rows' tokens, refused with a 413 beyond --max-batch-tokens: `route` answers a vector a token, so its
+        answer is bounded by that budget."""
+        tokens, limit = sum(len(row.ids) for row in rows), self.settings.max_batch_tokens
+        if tokens > limit:
+            raise ApiError(
+                413,
+                f"the inputs are {tokens} tokens; {route} answers at most {limit} tokens a request "
+                f"(--max-batch-tokens), a vector each: send fewer inputs at a time",
+                param="inputs",
+                code="input_too_long",
+            )
+        return tokens
 
     def phase(self, name: str) -> contextlib.AbstractContextManager:
         """A span around a phase of the request when traced (--otlp-endpoint), else nothing."""
