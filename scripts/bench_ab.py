@@ -54,13 +54,12 @@ model.embed(corpus[:64], progress=False)  # warm
 start = time.perf_counter()
 model.embed(corpus, progress=False)
 embed = time.perf_counter() - start
-try:  # two worker processes: numbert.engines.workers.embed since the pipeline layer, embed(workers=2) before it
+try:  # two worker processes: numbert.engines.workers.embed since the house, numbert.workers.embed before it
     from numbert.engines.workers import embed as in_workers
-    def two():
-        return in_workers(model, corpus, 2, progress=False)
 except ImportError:
-    def two():
-        return model.embed(corpus, workers=2, progress=False)
+    from numbert.workers import embed as in_workers
+def two():
+    return in_workers(model, corpus, 2, progress=False)
 start = time.perf_counter()
 two()
 workers = time.perf_counter() - start
