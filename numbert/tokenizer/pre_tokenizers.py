@@ -26,6 +26,7 @@ from typing import Literal, Protocol
 
 from . import basic, unicode_tables
 from .normalizers import IS_WHITESPACE, WHITESPACE, Normalized
+from .patterns import Pattern
 
 BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
 
@@ -113,20 +114,20 @@ def split(word: Normalized, matches: abc.Sequence[tuple[int, int]], behavior: st
 
 
 class Split:
-    """Split at the (non-empty) matches of a regular expression, by `behavior`; `kind`: what the matches hold
-    (normalizers.pattern_kind)."""
+    """Split at the matches of a tokenizer.json pattern (patterns.py: Oniguruma's dialect and its iterator, so
+    empty matches cut too), by `behavior`; `kind`: what the matches hold (normalizers.pattern_kind)."""
 
-    def __init__(self, pattern: re.Pattern, behavior: str, kind: Literal["whitespace", "no whitespace"] | None):
+    def __init__(self, pattern: Pattern, behavior: str, kind: Literal["whitespace", "no whitespace"] | None):
         self.pattern, self.behavior = pattern, behavior
         # a word starts at whitespace the pattern matches, unless the match joins the piece before it
         self.cuts = kind == "whitespace" and behavior != "MergedWithPrevious"
         self.break_chars = WHITESPACE if self.cuts else ""
 
     def __call__(self, word: Normalized) -> list[Normalized]:
-        return split(word, [m.span() for m in self.pattern.finditer(word.text) if m.end() > m.start()], self.behavior)
+        return split(word, self.pattern.spans(word.text), self.behavior)
 
     def starts_word(self, s: str) -> bool:
-        return self.cuts and s != "" and self.pattern.fullmatch(s[0]) is not None
+        return self.cuts and s != "" and self.pattern.fullmatch(s[0])
 
     def carries(self, s: str) -> str:
         return s
