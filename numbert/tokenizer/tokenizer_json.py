@@ -37,6 +37,7 @@ from .normalizers import (
     UnicodeForm,
     pattern_kind,
 )
+from .patterns import Pattern, Unreadable
 from .pre_tokenizers import (
     BEHAVIORS,
     ByteLevel,
@@ -47,7 +48,6 @@ from .pre_tokenizers import (
     WhitespaceSplit,
 )
 from .pre_tokenizers import Sequence as PreTokenizerSequence
-from .patterns import Pattern, Unreadable
 from .precompiled import CharsMap
 from .templates import Template
 from .unigram import Unigram
