@@ -16,6 +16,7 @@ what they use from here, never from the modules behind it.
 """
 
 from ..model.pooling import COMBINES, POOLINGS, STRATEGIES
+from ..tokenizer.patterns import PatternTimeout
 from .batcher import Batcher
 from .bert import Bert, load
 from .embedding import Runner
@@ -60,6 +61,7 @@ __all__ = [
     "M3Embeddings",
     "M3Vectors",
     "MultiVectors",
+    "PatternTimeout",
     "Pipeline",
     "Recipe",
     "Row",

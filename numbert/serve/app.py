@@ -8,9 +8,10 @@ within body_timeout (408), admission once it is whole (429 with Retry-After beyo
 max_concurrent_requests), parsing, the model picked (404 for one not served, 503 until it is loaded),
 tokenizing, the model's queue, and the answer rendered within request_timeout (504), or the error in
 OpenAI's shape. API keys (`auth`) and CORS are middleware around the routes. Parsing, tokenizing and
-rendering run in threads, except for small requests (a thread hop costs more than they do), so the event
-loop never stalls on a big one and the model never runs on it. An unexpected error is a 500 and the
-server keeps serving.
+rendering run in threads whatever the body's size (`Server.run`), each model's tokenizing in threads of its own,
+so the event loop never stalls and one model's slow tokenizer holds no other model's requests; a tokenizer.json
+pattern matches with the GIL released and within its time bound (a 422 past it), and the model never runs on the
+event loop. An unexpected error is a 500 and the server keeps serving.
 """
 
 from __future__ import annotations
@@ -37,7 +38,17 @@ from starlette.routing import Route
 
 from .. import __version__
 from ..model.blas import own_process_threads
-from ..pipeline import CALIBRATED, Batcher, InputTooLong, InvalidTokenId, Recipe, Row, TooManyTokens, ranking
+from ..pipeline import (
+    CALIBRATED,
+    Batcher,
+    InputTooLong,
+    InvalidTokenId,
+    PatternTimeout,
+    Recipe,
+    Row,
+    TooManyTokens,
+    ranking,
+)
 from . import openapi, protocol
 from .auth import OPEN_PATHS, BearerAuth
 from .metrics import Metrics
@@ -669,8 +680,9 @@ def decode_answer(served: ServedModel, body: bytes, max_inputs: int) -> bytes:
 
 @contextlib.contextmanager
 def refused(names: list[str], hint: str, pairs: bool = False) -> Iterator[None]:
-    """The pipeline's refusal of an input (too long, a token id outside the vocabulary) as the ApiError naming
-    it in the request: `names[i]` is where input i is; `hint` ends a 413 (how the client may have it cut)."""
+    """The pipeline's refusal of an input (too long, a token id outside the vocabulary) as the ApiError naming it
+    in the request, and a tokenizer pattern past its time bound as a 422: `names[i]` is where input i is; `hint`
+    ends a 413 (how the client may have it cut)."""
     try:
         yield
     except InputTooLong as e:
@@ -684,6 +696,8 @@ def refused(names: list[str], hint: str, pairs: bool = False) -> Iterator[None]:
             param=where,
             code="input_too_long",
         ) from None
+    except PatternTimeout as e:  # a tokenizer.json pattern that backtracks catastrophically on an input
+        raise ApiError(422, f"this model's tokenizer cannot read the inputs: {e}", code="pattern_timeout") from None
     except InvalidTokenId as e:
         where = f"{names[e.index]}[{e.position}]"
         raise ApiError(

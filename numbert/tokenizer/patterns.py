@@ -29,10 +29,12 @@ Matches are found as Oniguruma's iterator finds them (`Pattern.spans`): each sea
 ended, and an empty match right where the last match ended is skipped, one character on. So Split "" on "ab"
 gives "a", "b", and `x*` on "axb" matches "", "x", "" (Python's `finditer` gives a fourth).
 
-Every search of a text is bounded: `MATCH_SECONDS` plus `MATCH_SECONDS_PER_CHAR` a character, for all the
-searches of one text together, with the GIL released while the `regex` package matches (`concurrent=True`), so a
-pattern that backtracks catastrophically costs one text at most that long, and other threads run meanwhile. Past
-it, `PatternTimeout` names the file, the field and the pattern (Oniguruma stops at its retry limit instead).
+Every search of a text is bounded: `MATCH_SECONDS` plus `MATCH_SECONDS_PER_CHAR` a character of the matching
+thread's CPU time (the `regex` package's `timeout` counts CPU time, so on a busy machine the wall time is longer),
+for all the searches of one text together, with the GIL released while the `regex` package matches
+(`concurrent=True`): a pattern that backtracks catastrophically costs one text at most that long, and other threads
+run meanwhile. Past it, `PatternTimeout` names the file, the field and the pattern (Oniguruma, whose backtracking
+the `regex` package often avoids, stops at its retry limit instead, with an error).
 
 Characters the `regex` package's Unicode version assigns and the Rust crate's Oniguruma does not yet (Unicode 16
 and 17's new letters, digits...) are classed by the newer tables; no other difference is known.
@@ -318,7 +320,7 @@ class Pattern:
         return f"Pattern({self.source!r}, literal={self.literal})"
 
     def bound(self, text: str) -> float:
-        """Seconds the searches of `text` may take together."""
+        """Seconds of CPU time the searches of `text` may take together."""
         return MATCH_SECONDS + MATCH_SECONDS_PER_CHAR * len(text)
 
     def spans(self, text: str) -> list[tuple[int, int]]:
@@ -333,10 +335,10 @@ class Pattern:
             return []
         found: list[tuple[int, int]] = []
         at, last_end = 0, -1
-        deadline = time.monotonic() + self.bound(text)
+        deadline = time.thread_time() + self.bound(text)
         try:
             while at <= len(text):
-                timeout = deadline - time.monotonic()
+                timeout = deadline - time.thread_time()
                 for match in self.compiled.finditer(text, at, timeout=max(timeout, 1e-6), concurrent=True):
                     start, end = match.span()
                     if start == end:
@@ -347,11 +349,11 @@ class Pattern:
                         break
                     found.append((start, end))
                     last_end = end
-                    if time.monotonic() > deadline:
+                    if time.thread_time() > deadline:
                         raise TimeoutError
                 else:
                     break
-                if time.monotonic() > deadline:
+                if time.thread_time() > deadline:
                     raise TimeoutError
         except TimeoutError:
             raise self.timeout(text) from None
