@@ -14,6 +14,7 @@ reads it, and matched in bounded time.
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import string
@@ -240,7 +241,8 @@ def test_every_fixture_pattern_as_the_rust_library():
         literal = "String" in spec
         source = spec["String"] if literal else spec["Regex"]
         for text in texts:
-            assert our_outputs(source, text, literal) == rust_outputs(tokenizers, source, text, literal), (file, text)
+            ours, rust = our_outputs(source, text, literal), rust_outputs(tokenizers, source, text, literal)
+            assert ours == rust, (file, field, text)
 
 
 @pytest.mark.parametrize(
@@ -336,13 +338,21 @@ def test_api_and_command_line_end_in_one_line_errors(tmp_path):
     assert lines[0].startswith("numbert tokenize: error: ") and "did not finish matching" in lines[0]
 
 
+def cpu_seconds(pid: int) -> float:
+    """The user and system CPU time a process has used (Linux's /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def test_served_a_catastrophic_pattern_holds_no_other_request(tmp_path):
     """One model's tokenizer.json carries the catastrophic pattern, another model's a plain one. A 41-character
-    request to the first answers 422 within --request-timeout while /health (polled every 10 ms from a thread)
-    answers in under 100 ms throughout and the other model embeds; SIGTERM then stops the server in time."""
+    request to the first answers 422 (its pattern's bound, 1 s of CPU) or 504 (--request-timeout, 3 s, on a busy
+    machine) while /health (polled every 10 ms from a thread) answers in under 100 ms throughout and the other model
+    embeds. 40 inputs each just under the bound answer 504 at the deadline, and the server stops matching them
+    then (its CPU time stays put). SIGTERM with a hostile request in flight stops the server in time."""
     hostile = hostile_model(tmp_path / "hostile", CATASTROPHIC)
     plain = hostile_model(tmp_path / "plain", "[.,]")
-    s = ServerProcess(hostile, "--model", f"plain={plain}", "--request-timeout", "20", "--graceful-timeout", "5")
+    s = ServerProcess(hostile, "--model", f"plain={plain}", "--request-timeout", "3", "--graceful-timeout", "5")
     latencies: list[float] = []
     done = threading.Event()
 
@@ -369,13 +379,23 @@ def test_served_a_catastrophic_pattern_holds_no_other_request(tmp_path):
             other_done = time.perf_counter() - started
             thread.join(30)
             slow_done = time.perf_counter() - started
-        done.set()
-        poller.join(10)
+            done.set()
+            poller.join(10)
+            many = client.post("/embed", json={"inputs": ["a" * 20 + "c"] * 40})  # 0.5 s of CPU each
+            time.sleep(0.5)  # the search running at the deadline ends
+            answered_many = cpu_seconds(s.proc.pid)
+            time.sleep(1.5)
+            after_many = cpu_seconds(s.proc.pid) - answered_many
         answer = slow["answer"]
-        assert answer.status_code == 422 and "did not finish matching" in answer.json()["error"]["message"]
+        assert answer.status_code in (422, 504), answer.text
+        said = answer.json()["error"]["message"]
+        assert "did not finish matching" in said if answer.status_code == 422 else "--request-timeout" in said
         assert other.status_code == 200 and len(other.json()[0]) == 32
         assert other_done < slow_done, (other_done, slow_done)
-        print(f"/health: {len(latencies)} polls, max {1e3 * max(latencies):.1f} ms; 422 after {slow_done:.2f} s")
+        assert many.status_code == 504 and "--request-timeout" in many.json()["error"]["message"]
+        assert after_many < 0.2, after_many  # 0.5 to 2 s after the 504, the inputs' matching has stopped
+        print(f"/health: {len(latencies)} polls, max {1e3 * max(latencies):.1f} ms; {answer.status_code} after")
+        print(f"{slow_done:.2f} s; 0.5 to 2 s after the 504 of 40 inputs, the server used {after_many:.2f} s of CPU")
         assert len(latencies) > 10 and max(latencies) < 0.1, max(latencies)
         # SIGTERM with a hostile request in flight: the server stops within its graceful timeout
         threading.Thread(

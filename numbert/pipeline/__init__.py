@@ -17,6 +17,7 @@ what they use from here, never from the modules behind it.
 
 from ..model.pooling import COMBINES, POOLINGS, STRATEGIES
 from ..tokenizer.patterns import PatternTimeout
+from ..tokenizer.patterns import deadline as pattern_deadline
 from .batcher import Batcher
 from .bert import Bert, load
 from .embedding import Runner
@@ -76,6 +77,7 @@ __all__ = [
     "label_scores",
     "load",
     "maxsim",
+    "pattern_deadline",
     "positive",
     "prune",
     "quantize",

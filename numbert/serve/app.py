@@ -47,6 +47,7 @@ from ..pipeline import (
     Recipe,
     Row,
     TooManyTokens,
+    pattern_deadline,
     ranking,
 )
 from . import openapi, protocol
@@ -540,15 +541,18 @@ class Server:
 
     async def run(self, http: Request, work: Callable, *args, model: ServedModel | None = None):
         """work(*args) (parsing, tokenizing, rendering) in a thread, never on the event loop, within the request's
-        deadline (--request-timeout: a 504 when it passes; the thread's work is bounded on its own). A `model`'s
-        work runs in its own threads, so that one model's slow tokenizer never holds another model's requests."""
+        deadline (--request-timeout: a 504 when it passes; the thread's work is bounded on its own, and a tokenizer
+        pattern's searches end at the deadline too). A `model`'s work runs in its own threads, so that one model's
+        slow tokenizer never holds another model's requests."""
         limiter = self.threads if model is None else model.threads
         deadline = getattr(http.state, "deadline", None)
         if deadline is None:
             return await anyio.to_thread.run_sync(work, *args, limiter=limiter)
         try:
             with anyio.fail_after(max(0.0, deadline - time.monotonic())):
-                return await anyio.to_thread.run_sync(work, *args, limiter=limiter, abandon_on_cancel=True)
+                return await anyio.to_thread.run_sync(
+                    within_deadline, deadline, work, *args, limiter=limiter, abandon_on_cancel=True
+                )
         except TimeoutError:
             raise ApiError(
                 504,
@@ -618,6 +622,12 @@ class Server:
         if request.normalize is None:  # OpenAI
             return protocol.openai_response(vectors, request.encoding_format, model, tokens)
         return protocol.tei_response(vectors)
+
+
+def within_deadline(deadline: float, work: Callable, *args):
+    """work(*args), its tokenizer patterns' searches ending by time.monotonic() `deadline` (a request's)."""
+    with pattern_deadline(deadline):
+        return work(*args)
 
 
 def refuse_other_kinds(served: ServedModel) -> None:

@@ -34,7 +34,8 @@ thread's CPU time (the `regex` package's `timeout` counts CPU time, so on a busy
 for all the searches of one text together, with the GIL released while the `regex` package matches
 (`concurrent=True`): a pattern that backtracks catastrophically costs one text at most that long, and other threads
 run meanwhile. Past it, `PatternTimeout` names the file, the field and the pattern (Oniguruma, whose backtracking
-the `regex` package often avoids, stops at its retry limit instead, with an error).
+the `regex` package often avoids, stops at its retry limit instead, with an error). A caller may set a deadline as
+well (`deadline`: the server's --request-timeout), so that a request it has given up on stops matching.
 
 Characters the `regex` package's Unicode version assigns and the Rust crate's Oniguruma does not yet (Unicode 16
 and 17's new letters, digits...) are classed by the newer tables; no other difference is known.
@@ -42,13 +43,32 @@ and 17's new letters, digits...) are classed by the newer tables; no other diffe
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import time
+from collections.abc import Iterator
 
 import regex
 
 MATCH_SECONDS = 1.0  # every text may take this long in one pattern's searches...
 MATCH_SECONDS_PER_CHAR = 2e-6  # ... plus this much per character (a 1,000,000-character text: 3 s)
 FLAGS = regex.V1 | regex.FULLCASE
+
+
+# A caller's deadline (time.monotonic()) by which every search in its context ends too: a served request's, so that
+# a request answered 504 stops matching (`deadline`). None: the bound per text alone.
+DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("numbert_pattern_deadline", default=None)
+
+
+@contextlib.contextmanager
+def deadline(at: float | None) -> Iterator[None]:
+    """Every pattern search in this context ends by time.monotonic() `at` (None: no deadline) as well as within its
+    bound per text; past it, a PatternTimeout."""
+    token = DEADLINE.set(at)
+    try:
+        yield
+    finally:
+        DEADLINE.reset(token)
 
 
 class PatternTimeout(ValueError):
@@ -335,11 +355,10 @@ class Pattern:
             return []
         found: list[tuple[int, int]] = []
         at, last_end = 0, -1
-        deadline = time.thread_time() + self.bound(text)
+        end_cpu, end_wall = time.thread_time() + self.bound(text), DEADLINE.get()
         try:
             while at <= len(text):
-                timeout = deadline - time.thread_time()
-                for match in self.compiled.finditer(text, at, timeout=max(timeout, 1e-6), concurrent=True):
+                for match in self.compiled.finditer(text, at, timeout=self.left(end_cpu, end_wall), concurrent=True):
                     start, end = match.span()
                     if start == end:
                         if end != last_end:  # an empty match right where the last one ended is skipped
@@ -349,27 +368,41 @@ class Pattern:
                         break
                     found.append((start, end))
                     last_end = end
-                    if time.thread_time() > deadline:
-                        raise TimeoutError
+                    self.left(end_cpu, end_wall)
                 else:
                     break
-                if time.thread_time() > deadline:
-                    raise TimeoutError
         except TimeoutError:
-            raise self.timeout(text) from None
+            raise self.timeout(text, end_wall) from None
         return found
+
+    @staticmethod
+    def left(end_cpu: float, end_wall: float | None) -> float:
+        """Seconds left until the text's bound (CPU time) or the caller's deadline (wall time), whichever is first;
+        a TimeoutError when none are."""
+        left = end_cpu - time.thread_time()
+        if end_wall is not None:
+            left = min(left, end_wall - time.monotonic())
+        if left <= 0:
+            raise TimeoutError
+        return left
 
     def fullmatch(self, text: str) -> bool:
         """Whether the pattern matches all of `text` (a break's character, cuts.py)."""
+        end_cpu, end_wall = time.thread_time() + self.bound(text), DEADLINE.get()
         try:
-            return self.compiled.fullmatch(text, timeout=self.bound(text), concurrent=True) is not None
+            return self.compiled.fullmatch(text, timeout=self.left(end_cpu, end_wall), concurrent=True) is not None
         except TimeoutError:
-            raise self.timeout(text) from None
+            raise self.timeout(text, end_wall) from None
 
-    def timeout(self, text: str) -> PatternTimeout:
+    def timeout(self, text: str, end_wall: float | None) -> PatternTimeout:
         shown = self.source if len(self.source) <= 80 else self.source[:77] + "..."
+        if end_wall is not None and time.monotonic() >= end_wall:
+            within = "before its caller's deadline"
+        else:
+            within = (
+                f"within {self.bound(text):.1f} s (numbert bounds every tokenizer.json pattern, "
+                "numbert.tokenizer.patterns.MATCH_SECONDS): it backtracks catastrophically on this text"
+            )
         return PatternTimeout(
-            f"{self.origin}: the pattern {shown!r} did not finish matching a text of {len(text):,} characters "
-            f"within {self.bound(text):.1f} s (numbert bounds every tokenizer.json pattern, "
-            "numbert.tokenizer.patterns.MATCH_SECONDS): it backtracks catastrophically on this text"
+            f"{self.origin}: the pattern {shown!r} did not finish matching a text of {len(text):,} characters {within}"
         )
