@@ -268,6 +268,20 @@ def test_what_numbert_cannot_read_as_oniguruma_is_refused_naming_file_and_field(
         Tokenizer.from_tokenizer_json(path)
 
 
+def test_any_pattern_compiles_or_is_refused_by_name_in_bounded_time():
+    """Random strings of the dialect's pieces: each is compiled or refused with an Unreadable (a ValueError naming
+    the construct), never another error or a loop."""
+    rng = random.Random(2)
+    pieces = [*"()[]{}^$|\\?*+.-:'<>=!#&~,", "a", "1", "\\x{", "(?", "[:", ":]", "\\p{", "\\k<", "(?'", "}", "\\"]
+    with bounded(20, 100e6):
+        for _ in range(3000):
+            source = "".join(rng.choices(pieces, k=rng.randrange(1, 12)))
+            try:
+                Pattern(source, False, "test")
+            except patterns.Unreadable:
+                pass
+
+
 def test_translation_spells_oniguruma_in_the_regex_packages_syntax():
     """A few translations, as the module's docstring tells them."""
     assert translate("^a$") == r"(?:\A|(?<=\n)(?!\z))a(?=\n|\z)"

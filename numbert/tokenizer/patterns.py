@@ -10,10 +10,11 @@ has spelled Oniguruma's meaning in its syntax:
     ^  $            line anchors always: ^ at the start and after every "\\n" but the last character's, $ before
                     every "\\n" and at the end
     \\Z  \\z          before a final "\\n" or at the end; the very end
-    \\w \\d \\s \\b \\h  Oniguruma's Unicode sets: \\w letters, marks, numbers, connector punctuation; \\d decimal
-                    numbers; \\s \\t-\\r, U+0085 and separators; \\h a hexadecimal digit [0-9a-fA-F] (not
+    \\w \\d \\s \\b \\h  Oniguruma's Unicode sets: \\w alphabetic characters, marks, decimal numbers, connector
+                    punctuation; \\d decimal numbers; \\s White_Space; \\h a hexadecimal digit [0-9a-fA-F] (not
                     horizontal space)
-    [[:digit:]]     POSIX brackets with their Unicode meaning (digit: Nd; alpha: letters and marks; ...)
+    [[:digit:]]     POSIX brackets with Oniguruma's Unicode meaning (digit: Nd; alpha: Alphabetic; punct:
+                    punctuation and symbols; ...)
     \\R \\N \\O        a line break (\\r\\n first); any character but "\\n"; any character
     (?m)            Oniguruma's m: "." matches "\\n" too (Python's s)
     a(?i)b|c        an isolated option reaches to the end of its group: a(?i:b|c)
@@ -101,10 +102,10 @@ POSIX = {  # [[:name:]] and \p{Name}
     "word": WORD,
 }
 CLASS_ESCAPES = {"w": WORD, "s": SPACE, "h": HEX, "d": r"\p{Nd}"}  # and their capitals, negated
-SIMPLE_ESCAPES = {"e": r"\x1b", "z": r"\z", "A": r"\A", "G": r"\G", "K": r"\K", "X": r"\X"}
-_W = f"[{WORD_OUTSIDE}]"
-BOUNDARY = f"(?:(?<={_W})(?!{_W})|(?<!{_W})(?={_W}))"  # \b, by Oniguruma's \w
-NOT_BOUNDARY = f"(?:(?<={_W})(?={_W})|(?<!{_W})(?!{_W}))"
+SIMPLE_ESCAPES = {"z": r"\z", "A": r"\A", "G": r"\G", "K": r"\K", "X": r"\X"}
+WORD_CHAR = f"[{WORD_OUTSIDE}]"
+BOUNDARY = f"(?:(?<={WORD_CHAR})(?!{WORD_CHAR})|(?<!{WORD_CHAR})(?={WORD_CHAR}))"  # \b, by Oniguruma's \w
+NOT_BOUNDARY = f"(?:(?<={WORD_CHAR})(?={WORD_CHAR})|(?<!{WORD_CHAR})(?!{WORD_CHAR}))"
 ANCHORS = {
     "^": r"(?:\A|(?<=\n)(?!\z))",  # Oniguruma's ^: not after a newline that ends the text
     "$": r"(?=\n|\z)",
@@ -204,11 +205,13 @@ class Translation:
             raise Unreadable("absent groups '(?~...)'")
         if self.peek(1) == "'":
             end = self.source.find("'", self.at + 2)
+            if end < 0:
+                raise Unreadable("an unclosed group name '(?''")
             name = self.source[self.at + 2 : end]
             self.at = end + 1
             self.closers.append(0)
             return f"(?<{name}>"
-        if self.peek(1) in "WDSPy" or (self.peek(1) == "-" and self.peek(2) in "WDSPy"):
+        if self.peek(1) and (self.peek(1) in "WDSPy" or (self.peek(1) == "-" and self.peek(2) in "WDSPy")):
             raise Unreadable(f"the option '(?{self.source[self.at + 1 : self.at + 3]}' (ASCII-only sets)")
         self.closers.append(0)
         return "("
@@ -223,6 +226,8 @@ class Translation:
             if c.islower():
                 return body if in_class else f"[{body}]"
             return f"[^{body}]"
+        if c == "e":
+            return r"\x1b"
         if c in SIMPLE_ESCAPES and not in_class:
             return SIMPLE_ESCAPES[c]
         if c == "b":
