@@ -250,7 +250,7 @@ class Server:
     async def ollama_show_answer(self, http: Request) -> tuple[bytes, int, int]:
         """POST /api/show: {"model"} -> the model's details, as Ollama describes a model (a 404 for one not served)."""
         body = await self.read_body(http)
-        name = protocol.ollama_model(protocol.json_object(body))
+        name = await self.run(http, ollama_model_of, body)  # parsed off the event loop, as every body
         served = self.models.pick(routed(http), name)
         served.ready()
         return json.dumps(await self.run(http, served.ollama_show)).encode(), 0, 0
@@ -716,6 +716,11 @@ def refused(names: list[str], hint: str, pairs: bool = False) -> Iterator[None]:
             param=where,
             code="invalid_token_id",
         ) from None
+
+
+def ollama_model_of(body: bytes) -> str | None:
+    """The model an Ollama /api/show body names."""
+    return protocol.ollama_model(protocol.json_object(body))
 
 
 def ollama_render(kind: str, model: str, recipe: Recipe, answers: list, tokens: int, start: int) -> bytes:
