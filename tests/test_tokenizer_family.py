@@ -200,7 +200,7 @@ def test_bpe_merges_as_the_plain_rule():
 
 
 def test_the_ascii_split_is_gpt2s_split_on_ascii():
-    """pipeline_fast.ASCII_SPLIT finds GPT-2's words in ASCII text: every pair of ASCII characters, and
+    """pre_tokenizers.ASCII_SPLIT finds GPT-2's words in ASCII text: every pair of ASCII characters, and
     random mixtures of them with contractions and runs of spaces."""
     gpt2 = pre_tokenizers.gpt2_pattern()
     texts = [a + b for a in map(chr, range(128)) for b in map(chr, range(128))]
@@ -208,7 +208,7 @@ def test_the_ascii_split_is_gpt2s_split_on_ascii():
     parts = [*map(chr, range(128)), "  ", " \t ", "'s", "'ll", "'re", "ab", "12"]
     texts += ["".join(rng.choices(parts, k=rng.randrange(1, 16))) for _ in range(3000)]
     for text in texts:
-        assert pipeline_fast.ASCII_SPLIT.findall(text) == gpt2.findall(text), repr(text)
+        assert pre_tokenizers.ASCII_SPLIT.findall(text) == gpt2.findall(text), repr(text)
 
 
 def test_the_metaspace_fast_path_prepends_as_the_stages(tmp_path):

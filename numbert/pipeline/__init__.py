@@ -16,6 +16,8 @@ what they use from here, never from the modules behind it.
 """
 
 from ..model.pooling import COMBINES, POOLINGS, STRATEGIES
+from ..tokenizer.patterns import PatternTimeout
+from ..tokenizer.patterns import deadline as pattern_deadline
 from .batcher import Batcher, Readout
 from .bert import Bert, load
 from .embedding import Runner
@@ -60,6 +62,7 @@ __all__ = [
     "M3Embeddings",
     "M3Vectors",
     "MultiVectors",
+    "PatternTimeout",
     "Pipeline",
     "Readout",
     "Recipe",
@@ -75,6 +78,7 @@ __all__ = [
     "label_scores",
     "load",
     "maxsim",
+    "pattern_deadline",
     "positive",
     "prune",
     "quantize",

@@ -8,9 +8,10 @@ within body_timeout (408), admission once it is whole (429 with Retry-After beyo
 max_concurrent_requests), parsing, the model picked (404 for one not served, 503 until it is loaded),
 tokenizing, the model's queue, and the answer rendered within request_timeout (504), or the error in
 OpenAI's shape. API keys (`auth`) and CORS are middleware around the routes. Parsing, tokenizing and
-rendering run in threads, except for small requests (a thread hop costs more than they do), so the event
-loop never stalls on a big one and the model never runs on it. An unexpected error is a 500 and the
-server keeps serving.
+rendering run in threads whatever the body's size (`Server.run`), each model's tokenizing in threads of its own,
+so the event loop never stalls and one model's slow tokenizer holds no other model's requests; a tokenizer.json
+pattern matches with the GIL released and within its time bound (a 422 past it), and the model never runs on the
+event loop. An unexpected error is a 500 and the server keeps serving.
 """
 
 from __future__ import annotations
@@ -37,7 +38,19 @@ from starlette.routing import Route
 
 from .. import __version__
 from ..model.blas import own_process_threads
-from ..pipeline import CALIBRATED, Batcher, InputTooLong, InvalidTokenId, Readout, Recipe, Row, TooManyTokens, ranking
+from ..pipeline import (
+    CALIBRATED,
+    Batcher,
+    InputTooLong,
+    InvalidTokenId,
+    PatternTimeout,
+    Readout,
+    Recipe,
+    Row,
+    TooManyTokens,
+    pattern_deadline,
+    ranking,
+)
 from . import openapi, protocol
 from .auth import OPEN_PATHS, BearerAuth
 from .metrics import Metrics
@@ -230,7 +243,7 @@ class Server:
     async def ollama_show_answer(self, http: Request) -> tuple[bytes, int, int]:
         """POST /api/show: {"model"} -> the model's details, as Ollama describes a model (a 404 for one not served)."""
         body = await self.read_body(http)
-        name = protocol.ollama_model(protocol.json_object(body))
+        name = await self.run(http, ollama_model_of, body)  # parsed off the event loop, as every body
         served = self.models.pick(routed(http), name)
         served.ready()
         return json.dumps(await self.run(http, served.ollama_show)).encode(), 0, 0
@@ -527,15 +540,18 @@ class Server:
 
     async def run(self, http: Request, work: Callable, *args, model: ServedModel | None = None):
         """work(*args) (parsing, tokenizing, rendering) in a thread, never on the event loop, within the request's
-        deadline (--request-timeout: a 504 when it passes; the thread's work is bounded on its own). A `model`'s
-        work runs in its own threads, so that one model's slow tokenizer never holds another model's requests."""
+        deadline (--request-timeout: a 504 when it passes; the thread's work is bounded on its own, and a tokenizer
+        pattern's searches end at the deadline too). A `model`'s work runs in its own threads, so that one model's
+        slow tokenizer never holds another model's requests."""
         limiter = self.threads if model is None else model.threads
         deadline = getattr(http.state, "deadline", None)
         if deadline is None:
             return await anyio.to_thread.run_sync(work, *args, limiter=limiter)
         try:
             with anyio.fail_after(max(0.0, deadline - time.monotonic())):
-                return await anyio.to_thread.run_sync(work, *args, limiter=limiter, abandon_on_cancel=True)
+                return await anyio.to_thread.run_sync(
+                    within_deadline, deadline, work, *args, limiter=limiter, abandon_on_cancel=True
+                )
         except TimeoutError:
             raise ApiError(
                 504,
@@ -609,6 +625,12 @@ class Server:
         return protocol.tei_response(vectors)
 
 
+def within_deadline(deadline: float, work: Callable, *args):
+    """work(*args), its tokenizer patterns' searches ending by time.monotonic() `deadline` (a request's)."""
+    with pattern_deadline(deadline):
+        return work(*args)
+
+
 def refuse_other_kinds(served: ServedModel) -> None:
     """A 400 for a sentence-vector request to a model whose vectors are sparse (SPLADE) or one per token (ColBERT)."""
     if served.sparse_only:
@@ -669,8 +691,9 @@ def decode_answer(served: ServedModel, body: bytes, max_inputs: int) -> bytes:
 
 @contextlib.contextmanager
 def refused(names: list[str], hint: str, pairs: bool = False) -> Iterator[None]:
-    """The pipeline's refusal of an input (too long, a token id outside the vocabulary) as the ApiError naming
-    it in the request: `names[i]` is where input i is; `hint` ends a 413 (how the client may have it cut)."""
+    """The pipeline's refusal of an input (too long, a token id outside the vocabulary) as the ApiError naming it
+    in the request, and a tokenizer pattern past its time bound as a 422: `names[i]` is where input i is; `hint`
+    ends a 413 (how the client may have it cut)."""
     try:
         yield
     except InputTooLong as e:
@@ -684,6 +707,8 @@ def refused(names: list[str], hint: str, pairs: bool = False) -> Iterator[None]:
             param=where,
             code="input_too_long",
         ) from None
+    except PatternTimeout as e:  # a tokenizer.json pattern that backtracks catastrophically on an input
+        raise ApiError(422, f"this model's tokenizer cannot read the inputs: {e}", code="pattern_timeout") from None
     except InvalidTokenId as e:
         where = f"{names[e.index]}[{e.position}]"
         raise ApiError(
@@ -692,6 +717,11 @@ def refused(names: list[str], hint: str, pairs: bool = False) -> Iterator[None]:
             param=where,
             code="invalid_token_id",
         ) from None
+
+
+def ollama_model_of(body: bytes) -> str | None:
+    """The model an Ollama /api/show body names."""
+    return protocol.ollama_model(protocol.json_object(body))
 
 
 def ollama_render(kind: str, model: str, recipe: Recipe, answers: list, tokens: int, start: int) -> bytes:

@@ -14,7 +14,8 @@ Read in this order (docs/tokenizer.md tells the whole story):
 - encoding.py, truncation.py, cuts.py, tokenizer.py: the `Tokenizer` composes the stages: `encode` and
   `encode_batch` (the template, truncation into windows, a long text read only as far as its kept tokens,
   padding) and `decode`.
-- tokenizer_json.py, load.py: a tokenizer.json read stage by stage; the factory of a model directory.
+- tokenizer_json.py, load.py: a tokenizer.json read stage by stage; the factory of a model directory;
+  patterns.py: its regular expressions, read in Oniguruma's dialect and matched in bounded time.
 """
 
 from .basic import (
@@ -33,12 +34,14 @@ from .basic import (
 from .encoding import Batch, Encoding
 from .fast import keeps_combining_mark
 from .load import load_vocab
+from .patterns import PatternTimeout
 from .tokenizer import Tokenizer
 from .truncation import truncated_lengths, windows
 
 __all__ = [
     "Batch",
     "Encoding",
+    "PatternTimeout",
     "Tokenizer",
     "clean_char",
     "is_chinese_char",

@@ -13,7 +13,7 @@ Offsets of tokens are then (span of their first character's start, span of their
     NFC, NFD, ...    Unicode's forms (`UnicodeForm`)
     Lowercase        character by character, as Rust (no final sigma)
     Strip            whitespace off the ends
-    Replace          a pattern's matches replaced by a string
+    Replace          a pattern's matches replaced by a string (patterns.py: Oniguruma's dialect, bounded)
     Precompiled      SentencePiece's compiled character map (precompiled.py)
     Sequence         several in turn
 
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, overload
 
 from . import basic
+from .patterns import Pattern
 from .precompiled import CharsMap, break_class
 from .unicode_tables import NEW_LOWERCASE
 
@@ -311,16 +312,16 @@ class Replace:
     take the span of the match's last character (Rust's NormalizedString.replace). `kind`: what the matches
     hold (`pattern_kind`)."""
 
-    def __init__(self, pattern: re.Pattern, content: str, kind: Literal["whitespace", "no whitespace"] | None):
+    def __init__(self, pattern: Pattern, content: str, kind: Literal["whitespace", "no whitespace"] | None):
         self.pattern, self.content, self.kind = pattern, content, kind
 
     def __call__(self, normalized: Normalized) -> Normalized:
         text, pieces, pos = normalized.text, [], 0
-        for match in self.pattern.finditer(text):
-            pieces += [(text[i], i, i + 1) for i in range(pos, match.start())]
-            pieces.append(("", match.start(), match.end()))
-            pieces += [(c, match.end(), match.end()) for c in self.content]
-            pos = match.end()
+        for start, end in self.pattern.spans(text):  # empty matches too: the content is inserted there
+            pieces += [(text[i], i, i + 1) for i in range(pos, start)]
+            pieces.append(("", start, end))
+            pieces += [(c, end, end) for c in self.content]
+            pos = end
         if not pieces:
             return normalized
         pieces += [(text[i], i, i + 1) for i in range(pos, len(text))]

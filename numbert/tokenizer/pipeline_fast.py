@@ -3,9 +3,8 @@ offsets and word indices as the stages one after another (stages.py; tests/test_
 fast == stages).
 
 - Byte-level (GPT-2, RoBERTa: no normalizer, ByteLevel without a prefix space). GPT-2's split tiles the
-  text, so its words are found by one `findall`, and their start positions add up from their lengths. On
-  ASCII text the split's classes of letters, numbers and whitespace are their ASCII members (`ASCII_SPLIT`,
-  several times faster than the classes of all of Unicode).
+  text, so its words are found by one `findall` (pre_tokenizers.gpt2_split: on ASCII text directly, on any
+  other on the characters written as their classes), and their start positions add up from their lengths.
 - Metaspace (SentencePiece, XLM-R: a normalizer, then Metaspace). When the normalizer leaves the text as
   it is (its stages hand back the very `Normalized` they were given), each character is its own origin: the
   text's spaces become "▁" and one regular expression cuts it into words, with no span per character. A
@@ -34,11 +33,6 @@ from .models import Model
 from .normalizers import Normalized, Normalizer
 from .pre_tokenizers import ByteLevel, Metaspace
 from .stages import MEMO_SIZE, Stages
-
-_SPACE = r"\t\n\x0b\x0c\r "  # the ASCII members of Unicode's White_Space (not \x1c-\x1f)
-ASCII_SPLIT = re.compile(  # pre_tokenizers.gpt2_pattern() on ASCII text
-    rf"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^{_SPACE}A-Za-z0-9]+|[{_SPACE}]+(?![^{_SPACE}])|[{_SPACE}]+"
-)
 
 # (ids, tokens, starts, ends, lengths, firsts) of one word: its tokens, where each starts and ends in the word,
 # their lengths when they tile the word (else None), and 1, 0, 0, ...: which token starts the word
@@ -116,14 +110,8 @@ class ByteLevelWords:
         return self.stages.normalize(text)
 
     def __call__(self, text: str, start: int) -> Segment:
-        split = ASCII_SPLIT if text.isascii() else pre_tokenizers.gpt2_pattern()
-        words = split.findall(text)
-        starts = list(itertools.accumulate(map(len, words), initial=start))
-        if starts[-1] != start + len(text):  # the split's words always tile the text; else, word by word
-            matches = list(split.finditer(text))
-            words, starts = [m.group() for m in matches], [start + m.start() for m in matches]
-            return join_words(words, starts, self.memo, contiguous=False)
-        return join_words(words, starts, self.memo)
+        words = pre_tokenizers.gpt2_split(text)  # they tile the text
+        return join_words(words, list(itertools.accumulate(map(len, words), initial=start)), self.memo)
 
 
 class MetaspaceWords:

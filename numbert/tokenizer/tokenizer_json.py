@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from .normalizers import (
     UnicodeForm,
     pattern_kind,
 )
+from .patterns import Pattern, Unreadable
 from .pre_tokenizers import (
     BEHAVIORS,
     ByteLevel,
@@ -119,17 +119,18 @@ class TokenizerJson:
             raise self.error(field, f"must be true or false, not {json.dumps(value)[:100]}")
         return value
 
-    def pattern(self, field: str, value: Any) -> tuple[re.Pattern, Any]:
-        """A {"String": s} or {"Regex": r} pattern (the Rust crate's regular expressions read as Python's), and
-        what its matches hold (normalizers.pattern_kind)."""
-        if isinstance(value, dict) and isinstance(value.get("String"), str):
-            return re.compile(re.escape(value["String"])), pattern_kind(value["String"], literal=True)
-        if isinstance(value, dict) and isinstance(value.get("Regex"), str):
-            try:
-                compiled = re.compile(value["Regex"].replace(r"\z", r"\Z"))
-            except re.error as e:
-                raise self.error(field, f"holds a regular expression Python cannot read ({e})") from None
-            return compiled, pattern_kind(value["Regex"], literal=False)
+    def pattern(self, field: str, value: Any) -> tuple[Pattern, Any]:
+        """A {"String": s} or {"Regex": r} pattern (Oniguruma's dialect, read by patterns.py), and what its matches
+        hold (normalizers.pattern_kind)."""
+        for key, literal in (("String", True), ("Regex", False)):
+            if isinstance(value, dict) and isinstance(value.get(key), str):
+                try:
+                    pattern = Pattern(value[key], literal, f"{self.path}: {field}")
+                except Unreadable as e:
+                    raise self.error(
+                        field, f"holds a regular expression numbert cannot read as Oniguruma does ({e})"
+                    ) from None
+                return pattern, pattern_kind(value[key], literal=literal)
         raise self.error(field, f'must be {{"String": ...}} or {{"Regex": ...}}, not {json.dumps(value)[:100]}')
 
     def section(self, name: str) -> dict:
