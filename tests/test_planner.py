@@ -7,15 +7,28 @@ import asyncio
 import dataclasses
 import pickle
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
+from numbert.model.encoder import Output
 from numbert.pipeline import planner, readouts
 from numbert.pipeline.batcher import Batcher
 from numbert.pipeline.planner import row_of
 from numbert.serve.metrics import Metrics
 from numbert.tokenizer.encoding import pad
+
+
+@dataclasses.dataclass(eq=False)
+class Watched:
+    """A readout (numbert.pipeline.batcher.Readout) that calls `read` on each forward's Output: no task adapters."""
+
+    read: Callable[[Output], list]
+    task = None
+
+    def __call__(self, out: Output) -> list:
+        return self.read(out)
 
 
 def test_rows_of_a_pair_keep_their_token_type_ids_and_pad_in_one_place(model):
@@ -71,9 +84,11 @@ def test_the_queue_drops_a_request_whose_client_has_gone_before_its_forward(mode
     """Rows of one readout share a forward; a cancelled request's rows never run (the readout sees 1 row, not 4)."""
     seen: list[int] = []
 
-    def readout(out):
+    def read(out):
         seen.append(len(out.input_ids))
         return readouts.SentenceVectors(model.recipe())(out)
+
+    readout = Watched(read)
 
     row = row_of(model.tokenizer.encode("a text"))
     gate = threading.Event()
@@ -97,11 +112,11 @@ def test_the_queue_runs_one_readout_per_forward_and_pairs_with_their_type_ids(mo
     calls: list[tuple[str, int]] = []
 
     def named(name):
-        def readout(out):
+        def read(out):
             calls.append((name, len(out.input_ids)))
             return list(out.pooler_output)
 
-        return readout
+        return Watched(read)
 
     a, b = named("a"), named("b")
     pair = row_of(model.tokenizer.encode("a question", "an answer"))
