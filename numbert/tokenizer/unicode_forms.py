@@ -171,17 +171,20 @@ def changes(form: Form, text: str) -> list[tuple[str, int]]:
 @functools.cache
 def restless(form: Form) -> re.Pattern:
     """A run of characters that may change or move under `form`, or make a character before them change: those
-    with a combining class, a decomposition, or (NFC, NFKC) a part in a composition. Every other character is a
-    starter that stays as it is and composes with nothing, so the text on either side of it normalizes apart."""
+    with a combining class, a decomposition, or (NFC, NFKC) a part in a composition (or Hangul). Every other
+    character is a starter that stays as it is and composes with nothing, so the text on either side of it
+    normalizes apart. (By Python's tables: a superset of the Rust crate's older ones, which only makes an island
+    bigger.)"""
     compatibility, composing = form in ("NFKC", "NFKD"), form in ("NFC", "NFKC")
-    parts = {part for pair in compositions() for part in pair} if composing else set()
+    parts = {ord(part) for pair in compositions() for part in pair} if composing else set()
+    combining, mapping = unicodedata.combining, unicodedata.decomposition  # (a superset does no harm: a bigger island)
     codes = [
         code
-        for code in range(LAST_DECOMPOSED + 1)
-        if combining_class(chr(code))
-        or decomposition(chr(code), compatibility) != chr(code)
-        or chr(code) in parts
-        or (composing and is_hangul(code))
+        for code, c in zip(range(LAST_DECOMPOSED + 1), map(chr, range(LAST_DECOMPOSED + 1)))
+        if combining(c)
+        or ((m := mapping(c)) and (compatibility or m[0] != "<"))
+        or code in parts
+        or is_hangul(code)  # (syllables decompose by arithmetic: unicodedata.decomposition gives "")
     ]
     ranges, start = [], codes[0]
     for previous, code in zip(codes, [*codes[1:], -1]):
