@@ -99,40 +99,47 @@ def compose(first: str, second: str) -> str | None:
     return compositions().get((first, second))
 
 
-def decomposed(text: str, compatibility: bool) -> list[tuple[str, int]]:
-    """The text decomposed and canonically reordered, as (character, change)."""
+@functools.lru_cache(maxsize=1 << 16)
+def pieces(c: str, compatibility: bool) -> tuple[tuple[str, int, int], ...]:
+    """The decomposition of one character as (character, change, combining class): the first replaces it (0),
+    the others are inserted (+1)."""
+    return tuple((d, 1 if k else 0, combining_class(d)) for k, d in enumerate(decomposition(c, compatibility)))
+
+
+def decomposed(text: str, compatibility: bool) -> tuple[list[tuple[str, int]], list[int]]:
+    """The text decomposed and canonically reordered, as (character, change), and each one's combining class."""
     out: list[tuple[str, int]] = []
     classes: list[int] = []
     pending = 0  # where the run of characters not yet sorted starts (at its starter)
     for original in text:
-        for k, c in enumerate(decomposition(original, compatibility)):
-            cc = combining_class(c)
+        for c, change, cc in pieces(original, compatibility):
             if cc == 0:
-                _reorder(out, classes, pending)
+                if len(out) - pending > 1:
+                    _reorder(out, classes, pending)
                 pending = len(out)
-            out.append((c, 1 if k else 0))
+            out.append((c, change))
             classes.append(cc)
     _reorder(out, classes, pending)
-    return out
+    return out, classes
 
 
 def _reorder(out: list[tuple[str, int]], classes: list[int], start: int) -> None:
     """Sort out[start:] by combining class, stably (a starter at `start` stays first)."""
-    if len(out) - start > 2 or (len(out) - start == 2 and classes[start] > classes[start + 1]):
+    tail = classes[start:]
+    if any(a > b for a, b in zip(tail, tail[1:])):
         order = sorted(range(start, len(out)), key=classes.__getitem__)
         out[start:] = [out[i] for i in order]
         classes[start:] = [classes[i] for i in order]
 
 
-def composed(chars: list[tuple[str, int]]) -> list[tuple[str, int]]:
+def composed(chars: list[tuple[str, int]], classes: list[int]) -> list[tuple[str, int]]:
     """Canonical composition of a decomposed text, as the Rust crate runs it: a starter waits (the composee)
     while the characters after it compose with it or are kept aside, until a starter it does not compose with."""
     out: list[tuple[str, int]] = []
     composee: tuple[str, int] | None = None
     kept: list[tuple[str, int]] = []  # the characters after the composee that did not compose with it
     last_class = -1  # the class of the last character kept (-1: none)
-    for c, change in chars:
-        cc = combining_class(c)
+    for (c, change), cc in zip(chars, classes):
         if composee is None:
             if cc == 0:
                 composee = (c, change)
@@ -164,8 +171,8 @@ def composed(chars: list[tuple[str, int]]) -> list[tuple[str, int]]:
 
 def changes(form: Form, text: str) -> list[tuple[str, int]]:
     """The normalized text as (character, change) (see the module's docstring)."""
-    chars = decomposed(text, compatibility=form in ("NFKC", "NFKD"))
-    return composed(chars) if form in ("NFC", "NFKC") else chars
+    chars, classes = decomposed(text, compatibility=form in ("NFKC", "NFKD"))
+    return composed(chars, classes) if form in ("NFC", "NFKC") else chars
 
 
 @functools.cache
