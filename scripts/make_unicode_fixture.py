@@ -24,9 +24,12 @@ import test_tokenizer_unicode as forms  # noqa: E402
 
 def main() -> None:
     expected = [
-        {"input": text, "form": form, **forms.rust(tokenizers, text, form)} for text in forms.TEXTS for form in forms.FORMS
+        {"input": text, "form": form, **forms.rust(tokenizers, text, form)}
+        for text in forms.TEXTS
+        for form in forms.FORMS
     ]
-    (TESTS / "fixtures" / "unicode_expected.json").write_text(json.dumps({"forms": expected}, ensure_ascii=False) + "\n")
+    path = TESTS / "fixtures" / "unicode_expected.json"
+    path.write_text(json.dumps({"forms": expected}, ensure_ascii=False) + "\n")
     outputs = {}
     with tempfile.TemporaryDirectory() as directory:
         for name, (spec, texts, rust_spec) in tables.CASES.items():
