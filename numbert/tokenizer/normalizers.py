@@ -43,7 +43,7 @@ WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f
 IS_WHITESPACE = re.compile(f"[{WHITESPACE}]")
 ANY_SPACE = WHITESPACE + "\x1c-\x1f"  # whitespace to any stage: Unicode's, and Python's str.isspace (U+001C..U+001F)
 NOTHING: frozenset[str] = frozenset()
-# characters whose normalization Python's tables (newer) would change where Rust's would not, or the other way
+# characters whose normalization Python's tables (Unicode 14) change where the Rust crate's (Unicode 9) do not
 ONLY_RUST_CHANGES = re.compile(
     "[{}]".format(
         "".join(map(re.escape, sorted(NEW_COMBINING_MARKS | NEW_DECOMPOSITIONS | NEW_COMPATIBILITY_DECOMPOSITIONS)))

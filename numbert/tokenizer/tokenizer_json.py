@@ -93,7 +93,7 @@ class TokenizerJson:
         self.path = Path(path)
         self.spec = read_json_object(self.path) if contents is None else contents
         for name in ("normalizer", "pre_tokenizer", "post_processor", "decoder", "added_tokens"):
-            self.shallow(name, self.spec.get(name))  # (read recursively: a Sequence of Sequences of ...)
+            self.check_depth(name, self.spec.get(name))  # (read recursively: a Sequence of Sequences of ...)
 
     def model_type(self) -> str:
         """The model's type, refused unless one numbert implements."""
@@ -133,8 +133,8 @@ class TokenizerJson:
             raise self.error(field, f"is {shown(value, 100)}, not an id (an integer from 0 to {MAX_ID})")
         return value
 
-    def shallow(self, field: str, value: Any) -> Any:
-        """`value`, refused when it nests arrays and objects deeper than MAX_DEPTH."""
+    def check_depth(self, field: str, value: Any) -> None:
+        """Refuse `value` when it nests arrays and objects deeper than MAX_DEPTH (walked level by level)."""
         level, depth = [value], 0
         while level:
             depth += 1
@@ -146,7 +146,6 @@ class TokenizerJson:
                 if isinstance(item, (list, dict))
                 for v in (item.values() if isinstance(item, dict) else item)
             ]
-        return value
 
     def flag(self, field: str, value: Any, default: bool) -> bool:
         if value is None:
