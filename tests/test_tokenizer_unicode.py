@@ -118,13 +118,13 @@ def test_the_rust_crates_older_tables(tokenizers):
 
 
 def test_a_flood_of_marks_is_linear():
-    """200,000 combining marks after one letter: normalized in bounded time and memory, in canonical order
+    """100,000 combining marks after one letter: normalized in bounded time and memory, in canonical order
     (CPython's own unicodedata.normalize sorts such a run in quadratic time, so it is not the oracle here)."""
-    text = "a" + "\u0301\u0316" * 100_000
-    with bounded(seconds=10, memory=100e6):
+    text = "a" + "\u0301\u0316" * 50_000
+    with bounded(seconds=20, memory=60e6):
         nfc = UnicodeForm("NFC")(Normalized.of(text))
-    assert nfc.text == "\u00e1" + "\u0316" * 100_000 + "\u0301" * 99_999
-    assert unicode_forms.normalize("NFD", text) == "a" + "\u0316" * 100_000 + "\u0301" * 100_000
+    assert nfc.text == "\u00e1" + "\u0316" * 50_000 + "\u0301" * 49_999
+    assert unicode_forms.normalize("NFD", text) == "a" + "\u0316" * 50_000 + "\u0301" * 50_000
     assert list(nfc.spans[:3]) == [(0, 1), (2, 3), (3, 4)]  # positional: the first ́ composed, the marks moved
 
 

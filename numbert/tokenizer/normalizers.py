@@ -25,7 +25,6 @@ whitespace at an edge); an empty set when this normalizer may reach across the b
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 from collections import abc
@@ -210,7 +209,17 @@ class UnicodeForm:
 
     def __init__(self, form: Form):
         self.form = form
-        self.changes = Memo(functools.partial(unicode_forms.changes, form), 1 << 14)  # a short island -> its changes
+        self.layouts = Memo(self.layout, 1 << 14)  # a short island -> its layout
+
+    def layout(self, island: str) -> tuple[str, list[int]]:
+        """The island normalized, and for each of its characters the island's character whose span it takes (the
+        alignment of Normalized.transform; -1: the character before the island's)."""
+        new, where, pos = [], [], 0
+        for c, change in unicode_forms.changes(self.form, island):
+            new.append(c)
+            where.append(pos - 1 if change > 0 else pos)
+            pos += 0 if change > 0 else 1 - change
+        return "".join(new), where
 
     def __call__(self, normalized: Normalized) -> Normalized:
         form, text = self.form, normalized.text
@@ -222,11 +231,12 @@ class UnicodeForm:
         for start, end in unicode_forms.islands(form, text):
             texts.append(text[pos:start])
             spans += normalized.spans[pos:start]
-            part = text[start:end]
-            changes = self.changes[part] if end - start <= MEMO_ISLAND else unicode_forms.changes(form, part)
-            island = normalized[start:end].transform(changes)
-            texts.append(island.text)
-            spans += island.spans
+            island = text[start:end]
+            new, where = self.layouts[island] if end - start <= MEMO_ISLAND else self.layout(island)
+            texts.append(new)
+            before = normalized.spans[start - 1] if start > 0 else (0, 0)
+            old = normalized.spans[start:end]
+            spans += [old[i] if i >= 0 else before for i in where]
             pos = end
         if pos == 0:
             return normalized
