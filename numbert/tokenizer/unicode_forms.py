@@ -11,9 +11,10 @@ The algorithm, on the whole text:
                 nothing between them blocks it (a starter, or a mark of the same or a higher class); a composite
                 of k characters whose changes sum to s has change s - (k - 1): it replaces one and removes k - 1
 
-The (character, change) list is what `normalizers.Normalized.transform` reads: a change 0 takes the span of the
-next original character, +1 that of the one before, -n the next one's and skips n more. So the spans are
-positional, as Rust's are: after a reordering, a mark takes the span of the character that stood at its place.
+The (character, change) list is aligned as `normalizers.Normalized.transform` aligns it (`UnicodeForm.layout`): a
+change 0 takes the span of the next original character, +1 that of the one before, -n the next one's and skips n
+more. So the spans are positional, as Rust's are: after a reordering, a mark takes the span of the character that
+stood at its place.
 
 Only a few parts of a text ever change: `islands` finds them, so the rest is neither decomposed nor rebuilt.
 The tables are Python's `unicodedata`, but for the characters the Rust crate's older tables (Unicode 9.0)
