@@ -328,7 +328,7 @@ def edited(tmp_path: Path, name: str, edit) -> Path:
 @pytest.mark.parametrize(
     ("name", "edit", "message"),
     [
-        ("roberta_bpe", lambda s: s["model"].update(type="WordLevel"), r'model.type is "WordLevel".*BPE, Unigram'),
+        ("roberta_bpe", lambda s: s["model"].update(type="WordLevelX"), r'model.type is "WordLevelX".*BPE, Unigram'),
         ("unigram", lambda s: s.update(normalizer={"type": "BertNormalizer"}), r"normalizer.type.*NFKC"),
         (
             "unigram",
@@ -341,7 +341,7 @@ def edited(tmp_path: Path, name: str, edit) -> Path:
         ("unigram", lambda s: s["model"]["vocab"].__setitem__(5, ["x"]), r"model.vocab\[5\] must be \[piece, score\]"),
         ("unigram", lambda s: s["model"].update(unk_id=10**6), r"model.unk_id 1000000"),
         ("roberta_bpe", lambda s: s["added_tokens"][4].update(normalized=True), r"added_tokens\[4\].*<mask>"),
-        ("roberta_bpe", lambda s: s["model"].update(dropout=0.1), r"model.dropout"),
+        ("roberta_bpe", lambda s: s["model"].update(continuing_subword_prefix="##"), r"model.continuing_subword"),
     ],
 )
 def test_unsupported_components_are_refused_by_name(tmp_path, name, edit, message):

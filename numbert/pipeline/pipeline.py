@@ -249,7 +249,7 @@ class Pipeline:
         """Run tokenizer Encodings of different lengths as one batch, right-padded to the longest."""
         tokenizer = self.require_tokenizer()
         out = self.forward_rows([row_of(e) for e in encodings], output_attentions=output_attentions)
-        return with_tokens(out, encodings, tokenizer.pad_token)
+        return with_tokens(out, encodings, tokenizer.pad_token or "")
 
     def windowed(self, text: str, *, stride: int = 128, max_length: int | None = None, batch_size: int = 32) -> Output:
         """Run a text of any length as overlapping windows and stitch them into one Output.
@@ -295,7 +295,7 @@ class Pipeline:
             pooling="mean", max_length=max_length, long=long, stride=stride, truncation_side=truncation_side
         )
         lower = str.lower if shape.lowercase else str
-        pad = self.require_tokenizer().pad_token
+        pad = self.require_tokenizer().pad_token or ""
         for positions, encodings in self.plan(texts, text_pair, shape, batch_size, prepare=lower):
             out = self.run([row_of(e) for e in encodings], shape.max_length, stride, batch_size)
             yield positions, with_tokens(out, encodings, pad)
@@ -555,7 +555,8 @@ class Pipeline:
             tokenizer = self.require_tokenizer()
             unk = tokenizer.unk_token_id
             ids = [tokenizer.vocab.get(word, unk) for word in c.skiplist]  # words not in the vocabulary: none
-            skip = np.array(sorted({i for i, w in zip(ids, c.skiplist) if i != unk or w == tokenizer.unk_token}))
+            kept = {i for i, w in zip(ids, c.skiplist) if i is not None and (i != unk or w == tokenizer.unk_token)}
+            skip = np.array(sorted(kept), np.int64)
         expansion = c.expansion.length if is_query and c.expansion is not None else 0
         return MultiVectors(c.projection, c.normalize, skip, expansion)
 
@@ -565,7 +566,8 @@ class Pipeline:
         if self.m3 is None:
             raise ValueError(f"{self.name} has no BGE-M3 heads (colbert_linear.pt, sparse_linear.pt)")
         t = self.require_tokenizer()
-        unused = np.array(sorted({t.cls_token_id, t.sep_token_id, t.pad_token_id, t.unk_token_id}), np.int64)
+        named = {t.cls_token_id, t.sep_token_id, t.pad_token_id, t.unk_token_id}
+        unused = np.array(sorted(i for i in named if i is not None), np.int64)
         return LexicalWeights(self.m3.sparse, unused, top_k)
 
     def m3_vectors(self) -> M3Vectors:

@@ -38,7 +38,7 @@ class BPE:
                     raise ValueError(
                         f"{source}: model.merges[{rank}] ({left} {right}) uses {part!r}, not in model.vocab"
                     )
-            self.ranks.setdefault((left, right), rank)
+            self.ranks[left, right] = rank  # a merge listed twice takes its last rank, as in Rust
         if unk_token is not None and unk_token not in self.vocab:
             raise ValueError(f"{source}: model.unk_token {unk_token!r} is not in model.vocab")
         self.unk_token, self.fuse_unk, self.byte_fallback = unk_token, fuse_unk, byte_fallback

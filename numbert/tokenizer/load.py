@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
@@ -53,10 +54,10 @@ class Parts(TypedDict):
     decoder: Decoder
     vocab: dict[str, int]  # every token's id: the model's, the added tokens', the appended ones'
     added_tokens: list[AddedToken]
-    cls_token: str
-    sep_token: str
-    pad_token: str
-    unk_token: str
+    cls_token: str | None
+    sep_token: str | None
+    pad_token: str | None
+    unk_token: str | None
     mask_token: str | None
     appended: list[str]  # special tokens the vocabulary lacked, given the next free ids
     vocab_file: Path | None
@@ -168,9 +169,17 @@ def from_tokenizer_json(path: str | os.PathLike | TokenizerJson, **overrides: An
     byte-level BPE or Unigram pipeline. `overrides`: options the file does not hold (model_max_length,
     truncation_side) or that a tokenizer_config.json names (the special tokens)."""
     spec = path if isinstance(path, TokenizerJson) else TokenizerJson(path)
+    try:
+        return _tokenizer_json_parts(spec, **overrides)
+    except (RecursionError, LookupError, AttributeError, struct.error) as e:  # a malformed file's last resort
+        raise ValueError(f"{spec.path} is not a tokenizer.json numbert can read ({type(e).__name__}: {e})") from None
+
+
+def _tokenizer_json_parts(spec: TokenizerJson, **overrides: Any) -> Parts:
+    """`from_tokenizer_json`'s parts: the pipeline its model type names, or BERT's WordPiece stages."""
     model = spec.spec.get("model")
     if isinstance(model, dict) and model.get("type") != "WordPiece":
-        if spec.model_type() in ("BPE", "Unigram"):  # (any other type is refused)
+        if spec.model_type() in ("BPE", "Unigram", "WordLevel"):  # (any other type is refused)
             return pipeline_parts(spec, **overrides)
     frame = other_frame(spec)  # None: BERT's frame (or a broken one, which wordpiece_settings refuses by name)
     vocab, settings = wordpiece_settings(spec.path, spec.spec, framing=None if frame is None else frame.named_tokens())
@@ -190,15 +199,16 @@ def pipeline_parts(
     read = read_pipeline(spec)
     vocab, model_unk = read.vocab, read.model.unk_token
     cls, sep = read.post_processor.named_tokens()
-    cls_token = tokens.get("cls_token") or cls or _first_in(vocab, "<s>", "[CLS]") or model_unk or ""
+    # each None when neither the options, the file nor the vocabulary name one (a WordLevel or BPE file without a
+    # template has no cls and sep: it encodes without special tokens, as Rust does)
+    cls_token = tokens.get("cls_token") or cls or _first_in(vocab, "<s>", "[CLS]")
     sep_token = tokens.get("sep_token") or sep or _first_in(vocab, "</s>", "[SEP]") or cls_token
-    unk_token = tokens.get("unk_token") or model_unk or sep_token
+    unk_token = tokens.get("unk_token") or model_unk
     pad_token = tokens.get("pad_token") or read.pad_token or _first_in(vocab, "<pad>", "[PAD]") or unk_token
-    # None when the vocabulary has no mask token (fill-mask then has nothing to fill)
     mask_token = tokens.get("mask_token") or _first_in(vocab, "<mask>", "[MASK]")
     named = {"cls_token": cls_token, "sep_token": sep_token, "pad_token": pad_token, "unk_token": unk_token}
     for option, token in named.items():
-        if token not in vocab:
+        if token is not None and token not in vocab:
             raise ValueError(f"{spec.path}: the {option} {token!r} is not in the vocabulary")
     return Parts(
         model=read.model,

@@ -3,6 +3,7 @@
 WordPiece   BERT's: greedy longest match first, "##" inside a word (here; the plain rule is basic.wordpiece)
 BPE         byte-pair merges by rank (bpe.py)
 Unigram     the pieces whose scores sum highest, by Viterbi (unigram.py)
+WordLevel   each word one token (here)
 """
 
 from __future__ import annotations
@@ -42,3 +43,26 @@ class WordPiece:
             max_input_chars_per_word=self.max_input_chars_per_word,
         )
         return [(self.vocab[piece], piece, start, end) for piece, start, end in pieces]
+
+
+class WordLevel:
+    """Each word is one token: its id in the vocabulary, else the unknown token's. A word the vocabulary lacks,
+    when it lacks the unknown token too, is an error (as in Rust, which loads such a file and fails on the word)."""
+
+    def __init__(self, vocab: dict[str, int], unk_token: str):
+        self.vocab, self.unknown = vocab, unk_token
+
+    @property
+    def unk_token(self) -> str | None:
+        return self.unknown if self.unknown in self.vocab else None
+
+    def tokenize(self, word: str) -> list[tuple[int, str, int, int]]:
+        if not word:
+            return []
+        if word in self.vocab:
+            return [(self.vocab[word], word, 0, len(word))]
+        if self.unknown in self.vocab:
+            return [(self.vocab[self.unknown], self.unknown, 0, len(word))]
+        raise ValueError(
+            f"{word[:50]!r} is not in the WordLevel vocabulary, which has no unknown token ({self.unknown!r})"
+        )

@@ -31,16 +31,24 @@ from collections import abc
 from dataclasses import dataclass
 from typing import Literal, Protocol, overload
 
-from . import basic
+from . import basic, unicode_forms
+from .memo import Memo
 from .patterns import Pattern
 from .precompiled import CharsMap, break_class
-from .unicode_tables import NEW_LOWERCASE
+from .unicode_forms import Form
+from .unicode_tables import NEW_COMBINING_MARKS, NEW_COMPATIBILITY_DECOMPOSITIONS, NEW_DECOMPOSITIONS, NEW_LOWERCASE
 
 # Rust's char::is_whitespace (Unicode White_Space): Python's str.isspace also counts U+001C..U+001F.
 WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 IS_WHITESPACE = re.compile(f"[{WHITESPACE}]")
 ANY_SPACE = WHITESPACE + "\x1c-\x1f"  # whitespace to any stage: Unicode's, and Python's str.isspace (U+001C..U+001F)
 NOTHING: frozenset[str] = frozenset()
+# characters whose normalization Python's tables (Unicode 14) change where the Rust crate's (Unicode 9) do not
+ONLY_RUST_CHANGES = re.compile(
+    "[{}]".format(
+        "".join(map(re.escape, sorted(NEW_COMBINING_MARKS | NEW_DECOMPOSITIONS | NEW_COMPATIBILITY_DECOMPOSITIONS)))
+    )
+)
 
 
 class Normalizer(Protocol):
@@ -193,27 +201,49 @@ class BertNormalizer:
         )
 
 
-Form = Literal["NFC", "NFD", "NFKC", "NFKD"]
-MAX_RUN = 64  # characters composed together at most (a run of combining marks is cut there)
+MEMO_ISLAND = 64  # islands up to this long are memoized (words repeat; a flood of marks need not be kept)
 
 
 class UnicodeForm:
-    """NFC, NFD, NFKC or NFKD, run by run: a run is a character and what composes with it."""
+    """NFC, NFD, NFKC or NFKD (unicode_forms.py), each output character aligned as the Rust crate aligns it. Only
+    the parts of the text that may change are normalized (`unicode_forms.islands`), each as a text of its own."""
 
     def __init__(self, form: Form):
         self.form = form
+        self.layouts = Memo(self.layout, 1 << 14)  # a short island -> its layout
+
+    def layout(self, island: str) -> tuple[str, list[int]]:
+        """The island normalized, and for each of its characters the island's character whose span it takes (the
+        alignment of Normalized.transform; -1: the character before the island's)."""
+        new, where, pos = [], [], 0
+        for c, change in unicode_forms.changes(self.form, island):
+            new.append(c)
+            where.append(pos - 1 if change > 0 else pos)
+            pos += 0 if change > 0 else 1 - change
+        return "".join(new), where
 
     def __call__(self, normalized: Normalized) -> Normalized:
         form, text = self.form, normalized.text
-        if unicodedata.is_normalized(form, text):
+        if text.isascii() or (unicodedata.is_normalized(form, text) and not ONLY_RUST_CHANGES.search(text)):
             return normalized
-        pieces, start = [], 0
-        for end in range(1, len(text) + 1):
-            if end == len(text) or (end - start >= MAX_RUN or _separable(form, text[start:end], text[end])):
-                run = unicodedata.normalize(form, text[start:end])
-                pieces += _aligned(run, start, end)
-                start = end
-        return normalized.rebuild(pieces)
+        texts: list[str] = []
+        spans: list[tuple[int, int]] = []
+        pos = 0
+        for start, end in unicode_forms.islands(form, text):
+            texts.append(text[pos:start])
+            spans += normalized.spans[pos:start]
+            island = text[start:end]
+            new, where = self.layouts[island] if end - start <= MEMO_ISLAND else self.layout(island)
+            texts.append(new)
+            before = normalized.spans[start - 1] if start > 0 else (0, 0)
+            old = normalized.spans[start:end]
+            spans += [old[i] if i >= 0 else before for i in where]
+            pos = end
+        if pos == 0:
+            return normalized
+        texts.append(text[pos:])
+        spans += normalized.spans[pos:]
+        return Normalized("".join(texts), spans)
 
     lags = False
 
@@ -221,25 +251,9 @@ class UnicodeForm:
         return 0
 
     def at_break(self, text: str | None, at: int, char: str) -> frozenset[str]:
-        """Whitespace composes with nothing and starts a run of its own: a break there changes nothing."""
-        return frozenset([unicodedata.normalize(self.form, char)]) if is_space(char) else NOTHING
-
-
-def _separable(form: Form, run: str, c: str) -> bool:
-    """Whether character `c` starts a new run after `run` (it neither composes nor reorders with it)."""
-    if IS_WHITESPACE.match(c):
-        return True
-    if unicodedata.combining(c) or not unicodedata.is_normalized(form, c):
-        return unicodedata.normalize(form, run + c) == unicodedata.normalize(form, run) + unicodedata.normalize(form, c)
-    return not ("\u1100" <= run[-1] <= "\u11ff" or "\uac00" <= run[-1] <= "\ud7a3")  # Hangul jamo compose
-
-
-def _aligned(run: str, start: int, end: int) -> list[tuple[str, int, int]]:
-    """The normalized `run` of original characters [start, end) as rebuild pieces: character for character
-    when the lengths agree, else the whole run at once."""
-    if len(run) == end - start:
-        return [(c, start + i, start + i + 1) for i, c in enumerate(run)]
-    return [(run, start, end)]
+        """Whitespace is a starter that no decomposition starts with a mark and that composes with nothing: the text
+        on either side of it normalizes apart (tests/test_tokenizer_unicode.py checks every whitespace character)."""
+        return frozenset([unicode_forms.normalize(self.form, char)]) if is_space(char) else NOTHING
 
 
 def lower(c: str) -> str:

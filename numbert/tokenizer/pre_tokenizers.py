@@ -75,16 +75,19 @@ class BertPreTokenizer:
         return s
 
 
-def split(word: Normalized, matches: abc.Sequence[tuple[int, int]], behavior: str) -> list[Normalized]:
-    """`word` cut at the (start, end) `matches` of a pattern (in order, not overlapping), by `behavior`."""
+def split(
+    word: Normalized, matches: abc.Sequence[tuple[int, int]], behavior: str, invert: bool = False
+) -> list[Normalized]:
+    """`word` cut at the (start, end) `matches` of a pattern (in order, not overlapping), by `behavior`; with
+    `invert`, the matches and the pieces between them trade places (Rust's Split `invert`)."""
     pieces, pos = [], 0  # [start, end, is_match]
     for start, end in matches:
         if start > pos:
-            pieces.append([pos, start, False])
-        pieces.append([start, end, True])
+            pieces.append([pos, start, invert])
+        pieces.append([start, end, not invert])
         pos = end
     if pos < len(word.text):
-        pieces.append([pos, len(word.text), False])
+        pieces.append([pos, len(word.text), invert])
     if behavior == "Removed":
         pieces = [p for p in pieces if not p[2]]
     elif behavior == "MergedWithPrevious":  # a match joins the piece before it (unless that was a match)
@@ -116,16 +119,24 @@ def split(word: Normalized, matches: abc.Sequence[tuple[int, int]], behavior: st
 
 class Split:
     """Split at the matches of a tokenizer.json pattern (patterns.py: Oniguruma's dialect and its iterator, so
-    empty matches cut too), by `behavior`; `kind`: what the matches hold (normalizers.pattern_kind)."""
+    empty matches cut too), by `behavior` (with `invert`, the text between them counts as the matches); `kind`:
+    what the matches hold (normalizers.pattern_kind)."""
 
-    def __init__(self, pattern: Pattern, behavior: str, kind: Literal["whitespace", "no whitespace"] | None):
-        self.pattern, self.behavior = pattern, behavior
-        # a word starts at whitespace the pattern matches, unless the match joins the piece before it
-        self.cuts = kind == "whitespace" and behavior != "MergedWithPrevious"
+    def __init__(
+        self,
+        pattern: Pattern,
+        behavior: str,
+        kind: Literal["whitespace", "no whitespace"] | None,
+        invert: bool = False,
+    ):
+        self.pattern, self.behavior, self.invert = pattern, behavior, invert
+        # a word starts at whitespace the pattern matches, unless the match joins the piece before it (inverted,
+        # the text between matches is what counts: no break is claimed)
+        self.cuts = kind == "whitespace" and behavior != "MergedWithPrevious" and not invert
         self.break_chars = WHITESPACE if self.cuts else ""
 
     def __call__(self, word: Normalized) -> list[Normalized]:
-        return split(word, self.pattern.spans(word.text), self.behavior)
+        return split(word, self.pattern.spans(word.text), self.behavior, self.invert)
 
     def starts_word(self, s: str) -> bool:
         return self.cuts and s != "" and self.pattern.fullmatch(s[0])

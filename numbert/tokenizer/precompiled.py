@@ -35,11 +35,15 @@ class CharsMap:
 
     def __init__(self, charsmap: str):
         blob = base64.b64decode(charsmap, validate=True)
+        if len(blob) < 4:
+            raise ValueError(f"the charsmap holds {len(blob)} of the 4 bytes that give the size of its trie")
         (trie_size,) = struct.unpack_from("<I", blob)
-        if trie_size % 4 or 4 + trie_size > len(blob):
+        if trie_size == 0 or trie_size % 4 or 4 + trie_size > len(blob):
             raise ValueError(f"the trie of the charsmap claims {trie_size} bytes of {len(blob) - 4}")
-        self.units = np.frombuffer(blob, dtype="<u4", count=trie_size // 4, offset=4).tolist()  # (trie_size / 4,)
+        units = np.frombuffer(blob, dtype="<u4", count=trie_size // 4, offset=4)  # (trie_size / 4,)
         self.strings = blob[4 + trie_size :]
+        check_trie(units, self.strings)
+        self.units = units.tolist()
         self.transform = Memo(self._transform, 1 << 16)  # a character or grapheme -> its replacement, or None
         self.ascii_kept = frozenset(c for c in map(chr, range(128)) if self.transform[c] is None)  # map to themselves
 
@@ -131,6 +135,36 @@ def _replace(changes: list[tuple[str, int]], old: str, new: str) -> None:
         changes[-diff:] = [(c, 1) for c, _ in changes[-diff:]]
     elif diff < 0 and changes:
         changes[-1] = (changes[-1][0], changes[-1][1] + diff)
+
+
+def check_trie(units: np.ndarray, strings: bytes) -> None:
+    """Refuse a trie that would read outside itself or its strings (a ValueError saying where): every key that
+    ends must point at a unit of the trie, whose value must start a NUL-terminated UTF-8 string of the blob. The
+    trie is walked breadth first from its root, a byte at a time for all 255 bytes (units no key reaches may hold
+    anything: SentencePiece leaves them so)."""
+    units = units.astype(np.int64)
+    n = len(units)
+    labels = units & 0x800000FF  # a unit's label: the byte that leads to it (a set high bit: no label)
+    parents = np.where((labels > 0) & (labels < 256), np.arange(n) ^ labels, -1)  # the base it is a child of
+    seen = np.zeros(n, dtype=bool)
+    values = []
+    bases = np.array([_offset(int(units[0]))])  # where the children of the nodes of this level are
+    while bases.size:
+        children = np.flatnonzero(np.isin(parents, bases) & ~seen)  # (a crafted trie could loop: each unit once)
+        seen[children] = True
+        bases = children ^ ((units[children] >> 10) << ((units[children] & (1 << 9)) >> 6))
+        ends = bases[((units[children] >> 8) & 1) == 1]  # a key ends at the child: its value is at the new base
+        if ends.size and ends.max() >= n:
+            raise ValueError(f"a key of the trie points at unit {int(ends.max())} of {n}")
+        values.append(units[ends] & 0x7FFFFFFF)
+    for value in np.unique(np.concatenate(values)).tolist():
+        end = strings.find(b"\0", value)
+        if value >= len(strings) or end < 0:
+            raise ValueError(f"a key of the trie points at byte {value} of {len(strings)} bytes of strings")
+        try:
+            strings[value:end].decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(f"the string at byte {value} of the charsmap is not UTF-8") from None
 
 
 def _offset(unit: int) -> int:

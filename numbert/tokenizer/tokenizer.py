@@ -97,10 +97,10 @@ class Tokenizer:
         decoder: Decoder,
         vocab: dict[str, int],
         added_tokens: Sequence[AddedToken],
-        cls_token: str,
-        sep_token: str,
-        pad_token: str,
-        unk_token: str,
+        cls_token: str | None,
+        sep_token: str | None,
+        pad_token: str | None,
+        unk_token: str | None,
         mask_token: str | None,
         appended: Sequence[str] = (),
         vocab_file: Path | None = None,
@@ -114,11 +114,14 @@ class Tokenizer:
         self.id_to_token = {i: t for t, i in vocab.items()}
         self.added_tokens = AddedTokens(added_tokens)
         self.appended = list(appended)  # special tokens the vocabulary lacked, given the next free ids
+        # the named tokens, each None when the tokenizer has none (a tokenizer.json without a template, a WordLevel
+        # model without an unknown token: transformers' tokenizer then says None too)
         self.cls_token, self.sep_token, self.pad_token, self.unk_token = cls_token, sep_token, pad_token, unk_token
-        self.mask_token = mask_token  # None when the vocabulary has none (fill-mask then has nothing to fill)
-        self.cls_token_id, self.sep_token_id = vocab[cls_token], vocab[sep_token]
-        self.pad_token_id, self.unk_token_id = vocab[pad_token], vocab[unk_token]
-        self.mask_token_id = None if mask_token is None else vocab.get(mask_token)
+        self.mask_token = mask_token  # (fill-mask then has nothing to fill)
+        self.cls_token_id, self.sep_token_id = self._id(cls_token), self._id(sep_token)
+        self.unk_token_id, self.mask_token_id = self._id(unk_token), self._id(mask_token)
+        # padding fills with 0 when there is no padding token, as the Rust library's padding does by default
+        self.pad_token_id: int = self._id(pad_token) or 0
         self.model_max_length = model_max_length
         self.truncation_side = check_side(truncation_side)  # where truncation cuts: "right" or "left"
         stages = Stages(normalizer, pre_tokenizer, model)
@@ -127,6 +130,9 @@ class Tokenizer:
             fast and (FastTokenizer.of(normalizer, pre_tokenizer, model) or fast_path(stages))
         ) or stages
         self.cuts = Cuts(normalizer, pre_tokenizer, self.added_tokens)  # where a text may be cut
+
+    def _id(self, token: str | None) -> int | None:
+        return None if token is None else self.vocab.get(token)
 
     @classmethod
     def from_vocab(cls, vocab: str | os.PathLike | dict[str, int], *, fast: bool = True, **options: Any) -> Tokenizer:
@@ -528,17 +534,20 @@ class Tokenizer:
         "▁" back to spaces, the first one dropped)."""
         return self.decoder.decode(tokens)
 
-    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
-        """The id of a token (the unknown token's id when it is not in the vocabulary), or of each token of a list."""
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | None | list[int | None]:
+        """The id of a token (the unknown token's id when it is not in the vocabulary, None without one), or of each
+        token of a list."""
         if isinstance(tokens, str):
             return self.vocab.get(tokens, self.unk_token_id)
         return [self.vocab.get(t, self.unk_token_id) for t in tokens]
 
     def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
-        """The token of an id (the unknown token for an id outside the vocabulary), or of each id of a list."""
+        """The token of an id (the unknown token for an id outside the vocabulary, "" without one), or of each id
+        of a list."""
+        unknown = self.unk_token or ""
         if isinstance(ids, (int, np.integer)):
-            return self.id_to_token.get(int(ids), self.unk_token)
-        return [self.id_to_token.get(int(i), self.unk_token) for i in ids]
+            return self.id_to_token.get(int(ids), unknown)
+        return [self.id_to_token.get(int(i), unknown) for i in ids]
 
     def __repr__(self) -> str:
         options = (

@@ -26,7 +26,7 @@ from .added_tokens import AddedToken
 from .bpe import BPE
 from .decoders import ByteLevelDecoder, Decoder, MetaspaceDecoder, SpaceDecoder
 from .encoding import Segment
-from .models import Model
+from .models import Model, WordLevel
 from .normalizers import (
     Lowercase,
     Normalizer,
@@ -53,12 +53,16 @@ from .templates import Template
 from .unigram import Unigram
 
 SUPPORTED = {  # of BPE and Unigram files; a WordPiece file has BERT's stages
-    "model": ("BPE", "Unigram", "WordPiece"),
+    "model": ("BPE", "Unigram", "WordLevel", "WordPiece"),
     "normalizer": ("Sequence", "NFC", "NFD", "NFKC", "NFKD", "Lowercase", "Strip", "Replace", "Precompiled"),
     "pre_tokenizer": ("Sequence", "ByteLevel", "Metaspace", "WhitespaceSplit", "Split", "Digits"),
     "decoder": ("ByteLevel", "Metaspace"),
     "post_processor": ("RobertaProcessing", "TemplateProcessing", "BertProcessing", "ByteLevel", "Sequence"),
 }
+
+
+MAX_ID = 2**32 - 1  # token and type ids are the Rust library's u32: it refuses a file with a larger or negative one
+MAX_DEPTH = 128  # arrays and objects nested deeper are refused (the Rust library's JSON reader stops at 128)
 
 
 def read_json_object(path: Path) -> dict:
@@ -67,9 +71,19 @@ def read_json_object(path: Path) -> dict:
         contents = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{path} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise ValueError(f"{path} nests arrays and objects too deeply to be read") from None
     if not isinstance(contents, dict):
         raise ValueError(f"{path} must hold a JSON object")
     return contents
+
+
+def shown(value: Any, limit: int = 100) -> str:
+    """`value` as JSON, cut to `limit` characters, for an error message (whatever it holds)."""
+    try:
+        return json.dumps(value)[:limit]
+    except (RecursionError, ValueError, TypeError):
+        return "(a value nested too deeply to show)"
 
 
 class TokenizerJson:
@@ -78,6 +92,8 @@ class TokenizerJson:
     def __init__(self, path: str | os.PathLike, contents: dict | None = None):
         self.path = Path(path)
         self.spec = read_json_object(self.path) if contents is None else contents
+        for name in ("normalizer", "pre_tokenizer", "post_processor", "decoder", "added_tokens"):
+            self.check_depth(name, self.spec.get(name))  # (read recursively: a Sequence of Sequences of ...)
 
     def model_type(self) -> str:
         """The model's type, refused unless one numbert implements."""
@@ -91,14 +107,13 @@ class TokenizerJson:
     def refuse(self, field: str, value: Any, expected: str) -> ValueError:
         """A WordPiece file's field that is not BERT's."""
         return ValueError(
-            f"{self.path}: {field} is {json.dumps(value)[:200]}, not {expected}; numbert runs BERT's "
-            f"WordPiece tokenizer only"
+            f"{self.path}: {field} is {shown(value, 200)}, not {expected}; numbert runs BERT's WordPiece tokenizer only"
         )
 
     def unsupported(self, field: str, kind: Any, section: str) -> ValueError:
         return self.error(
             field,
-            f"is {json.dumps(kind)[:100]}, which numbert does not implement; it supports {section}s of type "
+            f"is {shown(kind, 100)}, which numbert does not implement; it supports {section}s of type "
             + ", ".join(SUPPORTED[section]),
         )
 
@@ -107,16 +122,36 @@ class TokenizerJson:
     def component(self, field: str, value: Any, section: str) -> tuple[str, dict]:
         """(type, settings) of a pipeline component, refused unless an object of a supported type."""
         if not isinstance(value, dict):
-            raise self.error(field, f"must be an object with a 'type', not {json.dumps(value)[:100]}")
+            raise self.error(field, f"must be an object with a 'type', not {shown(value, 100)}")
         if value.get("type") not in SUPPORTED[section]:
             raise self.unsupported(f"{field}.type", value.get("type"), section)
         return value["type"], value
+
+    def token_id(self, field: str, value: Any) -> int:
+        """A token or type id: an integer from 0 to MAX_ID, as the Rust library reads it."""
+        if type(value) is not int or not 0 <= value <= MAX_ID:
+            raise self.error(field, f"is {shown(value, 100)}, not an id (an integer from 0 to {MAX_ID})")
+        return value
+
+    def check_depth(self, field: str, value: Any) -> None:
+        """Refuse `value` when it nests arrays and objects deeper than MAX_DEPTH (walked level by level)."""
+        level, depth = [value], 0
+        while level:
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise self.error(field, f"nests arrays and objects more than {MAX_DEPTH} deep")
+            level = [
+                v
+                for item in level
+                if isinstance(item, (list, dict))
+                for v in (item.values() if isinstance(item, dict) else item)
+            ]
 
     def flag(self, field: str, value: Any, default: bool) -> bool:
         if value is None:
             return default
         if not isinstance(value, bool):
-            raise self.error(field, f"must be true or false, not {json.dumps(value)[:100]}")
+            raise self.error(field, f"must be true or false, not {shown(value, 100)}")
         return value
 
     def pattern(self, field: str, value: Any) -> tuple[Pattern, Any]:
@@ -131,7 +166,7 @@ class TokenizerJson:
                         field, f"holds a regular expression numbert cannot read as Oniguruma does ({e})"
                     ) from None
                 return pattern, pattern_kind(value[key], literal=literal)
-        raise self.error(field, f'must be {{"String": ...}} or {{"Regex": ...}}, not {json.dumps(value)[:100]}')
+        raise self.error(field, f'must be {{"String": ...}} or {{"Regex": ...}}, not {shown(value, 100)}')
 
     def section(self, name: str) -> dict:
         """A part of a WordPiece file's pipeline: an object, or {} when it is absent or null."""
@@ -205,10 +240,9 @@ class TokenizerJson:
         behavior = spec.get("behavior")
         if behavior not in BEHAVIORS:
             raise self.error(f"{field}.behavior", f"must be one of {', '.join(BEHAVIORS)}")
-        if self.flag(f"{field}.invert", spec.get("invert"), False):
-            raise self.error(f"{field}.invert", "is true, which numbert does not implement")
+        invert = self.flag(f"{field}.invert", spec.get("invert"), False)
         pattern, kind_of_matches = self.pattern(f"{field}.pattern", spec.get("pattern"))
-        return Split(pattern, behavior, kind_of_matches)
+        return Split(pattern, behavior, kind_of_matches, invert)
 
     def metaspace(self, field: str, spec: dict) -> tuple[str, str, bool]:
         """(replacement, prepend_scheme, split) of a Metaspace pre-tokenizer or decoder."""
@@ -222,17 +256,32 @@ class TokenizerJson:
             raise self.error(f"{field}.prepend_scheme", 'must be "always", "first" or "never"')
         return replacement, scheme, self.flag(f"{field}.split", spec.get("split"), True)
 
-    def model(self) -> tuple[BPE | Unigram, dict[str, int]]:
-        """The BPE or Unigram model and its vocabulary (token -> id)."""
+    def vocabulary(self, vocab: Any) -> dict[str, int]:
+        """model.vocab of a BPE, WordLevel or WordPiece file: each token's id (MAX_ID at most, as in Rust)."""
+        if not isinstance(vocab, dict):
+            raise self.error("model.vocab", "must map each token to its integer id")
+        for token, i in vocab.items():
+            if type(i) is not int or not 0 <= i <= MAX_ID:
+                self.token_id(f"model.vocab[{shown(token, 60)}]", i)
+        return vocab
+
+    def model(self) -> tuple[Model, dict[str, int]]:
+        """The BPE, Unigram or WordLevel model and its vocabulary (token -> id)."""
         kind, spec = self.component("model", self.spec.get("model"), "model")
         source = str(self.path)
+        if kind == "WordLevel":
+            if not isinstance(spec.get("unk_token"), str):  # (Rust requires the field)
+                raise self.error("model.unk_token", f"must be a string, not {shown(spec.get('unk_token'))}")
+            vocab = self.vocabulary(spec.get("vocab"))
+            return WordLevel(vocab, spec["unk_token"]), dict(vocab)
         if kind == "BPE":
-            for name in ("dropout", "continuing_subword_prefix", "end_of_word_suffix"):
+            for name in ("continuing_subword_prefix", "end_of_word_suffix"):
                 if spec.get(name) not in (None, ""):  # "" (as transformers saves RoBERTa's) adds nothing: none
-                    raise self.error(f"model.{name}", f"is {json.dumps(spec[name])}, which numbert does not implement")
-            vocab = spec.get("vocab")
-            if not (isinstance(vocab, dict) and all(type(i) is int for i in vocab.values())):
-                raise self.error("model.vocab", "must map each token to its integer id")
+                    raise self.error(f"model.{name}", f"is {shown(spec[name])}, which numbert does not implement")
+            dropout = spec.get("dropout")  # BPE-dropout, a training device: numbert tokenizes without it (docs)
+            if dropout is not None and (type(dropout) not in (int, float) or not 0 <= dropout <= 1):
+                raise self.error("model.dropout", f"is {shown(dropout)}, not a probability from 0 to 1")
+            vocab = self.vocabulary(spec.get("vocab"))
             merges = spec.get("merges")
             if not isinstance(merges, list):
                 raise self.error("model.merges", "must be a list")
@@ -240,7 +289,7 @@ class TokenizerJson:
             for i, merge in enumerate(merges):  # "left right" (older files) or [left, right]
                 pair = merge.split(" ") if isinstance(merge, str) else merge
                 if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
-                    raise self.error(f"model.merges[{i}]", f"must be two tokens, not {json.dumps(merge)[:100]}")
+                    raise self.error(f"model.merges[{i}]", f"must be two tokens, not {shown(merge, 100)}")
                 pairs.append((pair[0], pair[1]))
             return BPE(
                 vocab,
@@ -262,7 +311,7 @@ class TokenizerJson:
                 and isinstance(item[1], (int, float))
                 and not isinstance(item[1], bool)
             ):
-                raise self.error(f"model.vocab[{i}]", f"must be [piece, score], not {json.dumps(item)[:100]}")
+                raise self.error(f"model.vocab[{i}]", f"must be [piece, score], not {shown(item, 100)}")
         unk_id = spec.get("unk_id")
         if unk_id is not None and type(unk_id) is not int:
             raise self.error("model.unk_id", "must be an integer or null")
@@ -285,6 +334,7 @@ class TokenizerJson:
             field = f"added_tokens[{i}]"
             if not (isinstance(token, dict) and isinstance(token.get("content"), str) and type(token.get("id")) is int):
                 raise self.error(field, 'must be {"content": a string, "id": an integer, ...}')
+            self.token_id(f"{field}.id", token["id"])
             if not token["content"]:
                 raise self.error(field, "has an empty content")
             if token.get("normalized") is True or token.get("single_word") is True:
@@ -328,15 +378,23 @@ class TokenizerJson:
         return self._template(value, "post_processor", vocab)
 
     def _special(self, field: str, tokens: list[str], ids: list[int], vocab: dict[str, int]) -> Segment:
+        """The special tokens `tokens` with their `ids`, which must be the vocabulary's (none at all: Rust adds
+        nothing for them)."""
+        if len(tokens) != len(ids) or not all(isinstance(t, str) for t in tokens):
+            raise self.error(
+                field, f"must pair each of its ids with a token (string), not {shown(ids)} and {shown(tokens)}"
+            )
+        for i, token_id in enumerate(ids):
+            self.token_id(f"{field}.ids[{i}]", token_id)
         for token, token_id in zip(tokens, ids):
             if vocab.get(token) != token_id:
                 raise self.error(field, f"names {token!r} with id {token_id}, which the vocabulary does not give it")
         return Segment(list(ids), list(tokens), [(0, 0)] * len(ids), [None] * len(ids))
 
     def _pair_token(self, field: str, value: Any, vocab: dict[str, int]) -> Segment:
-        if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str) and type(value[1]) is int):
-            raise self.error(field, f"must be [token, id], not {json.dumps(value)[:100]}")
-        return self._special(field, [value[0]], [value[1]], vocab)
+        if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)):
+            raise self.error(field, f"must be [token, id], not {shown(value, 100)}")
+        return self._special(field, [value[0]], [self.token_id(f"{field}[1]", value[1])], vocab)
 
     def _template(self, value: Any, field: str, vocab: dict[str, int]) -> Template:
         if not isinstance(value, dict) or value.get("type") not in SUPPORTED["post_processor"]:
@@ -392,8 +450,9 @@ class TokenizerJson:
             for i, item in enumerate(template):
                 where = f"{field}.{name}[{i}]"
                 ((kind, piece),) = item.items() if isinstance(item, dict) and len(item) == 1 else [(None, None)]
-                if not isinstance(piece, dict) or type(piece.get("type_id", 0)) is not int:
-                    raise self.error(where, f"must be a Sequence or a SpecialToken, not {json.dumps(item)[:100]}")
+                if not isinstance(piece, dict):
+                    raise self.error(where, f"must be a Sequence or a SpecialToken, not {shown(item, 100)}")
+                self.token_id(f"{where}.type_id", piece.get("type_id", 0))
                 if kind == "Sequence" and piece.get("id") in ("A", "B"):
                     out.append((piece["id"], piece.get("type_id", 0)))
                 elif kind == "SpecialToken" and isinstance(piece.get("id"), str) and piece["id"] in specials:
@@ -406,15 +465,16 @@ class TokenizerJson:
                         raise self.error(f"{field}.special_tokens.{piece['id']}", "must hold ids and tokens")
                     out.append(
                         (
-                            self._special(f"{field}.special_tokens", entry["tokens"], entry["ids"], vocab),
+                            self._special(
+                                f"{field}.special_tokens.{piece['id']}", entry["tokens"], entry["ids"], vocab
+                            ),
                             piece.get("type_id", 0),
                         )
                     )
                 else:
                     raise self.error(
                         where,
-                        "must be Sequence A/B or a SpecialToken listed in special_tokens, not "
-                        + json.dumps(item)[:100],
+                        "must be Sequence A/B or a SpecialToken listed in special_tokens, not " + shown(item, 100),
                     )
             return out
 
@@ -424,8 +484,8 @@ class TokenizerJson:
             if any(item == "A" for item, _ in single)
             else 0
         )
-        before = [item.tokens[0] for item, _ in single[:a] if isinstance(item, Segment)]
-        after = [item.tokens[0] for item, _ in single[a + 1 :] if isinstance(item, Segment)]
+        before = [item.tokens[0] for item, _ in single[:a] if isinstance(item, Segment) and item.tokens]
+        after = [item.tokens[0] for item, _ in single[a + 1 :] if isinstance(item, Segment) and item.tokens]
         named = (
             before[0] if before else (after[0] if after else ""),
             after[0] if after else (before[0] if before else ""),
@@ -489,10 +549,9 @@ def wordpiece_settings(
         raise spec.refuse("decoder", decoder, 'a WordPiece decoder with prefix "##"')
     cls_token, sep_token = framing or _template_tokens(spec)
 
-    vocab = model.get("vocab")
-    if not (isinstance(vocab, dict) and vocab and all(type(i) is int for i in vocab.values())):
+    vocab = dict(spec.vocabulary(model.get("vocab")))
+    if not vocab:
         raise ValueError(f"{path}: model.vocab must map each token to its integer id")
-    vocab = dict(vocab)
     special = _special_tokens(spec, vocab)
     token, flag = "a non-empty string", "true or false"
     options = {
@@ -532,7 +591,7 @@ def _special_tokens(spec: TokenizerJson, vocab: dict[str, int]) -> list[str]:
     for i, token in enumerate(tokens):
         if not (isinstance(token, dict) and isinstance(token.get("content"), str) and type(token.get("id")) is int):
             raise spec.refuse(f"added_tokens[{i}]", token, expected)
-        content, token_id = token["content"], token["id"]
+        content, token_id = token["content"], spec.token_id(f"added_tokens[{i}].id", token["id"])
         if not content:
             raise spec.refuse(f"added_tokens[{i}]", token, "a token with a non-empty content")
         if token.get("special") is not True:
