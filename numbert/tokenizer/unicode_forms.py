@@ -29,7 +29,8 @@ import re
 import unicodedata
 from typing import Literal
 
-from .unicode_tables import NEW_COMBINING_MARKS, NEW_COMPATIBILITY_DECOMPOSITIONS, NEW_DECOMPOSITIONS
+from .basic import combining_class  # the canonical combining class, by the Rust crate's tables
+from .unicode_tables import NEW_COMPATIBILITY_DECOMPOSITIONS, NEW_DECOMPOSITIONS
 
 Form = Literal["NFC", "NFD", "NFKC", "NFKD"]
 FORMS: tuple[Form, ...] = ("NFC", "NFD", "NFKC", "NFKD")
@@ -39,11 +40,6 @@ S_BASE, L_BASE, V_BASE, T_BASE = 0xAC00, 0x1100, 0x1161, 0x11A7
 L_COUNT, V_COUNT, T_COUNT = 19, 21, 28
 S_COUNT = L_COUNT * V_COUNT * T_COUNT
 LAST_DECOMPOSED = 0x2FFFF  # no character past this one decomposes, composes or has a combining class > 0
-
-
-def combining_class(c: str) -> int:
-    """The canonical combining class, by the Rust crate's tables."""
-    return 0 if c in NEW_COMBINING_MARKS else unicodedata.combining(c)
 
 
 @functools.lru_cache(maxsize=1 << 16)
