@@ -132,9 +132,8 @@ def run_planned(
     `workers` (a Runner), which receive the batches' rows and run them as this process would."""
     if workers is None:
         for positions, encodings in planned:
-            out = model.run(
-                [row_of(e) for e in encodings], recipe.max_length, recipe.stride, batch_size, task=recipe.task
-            )
+            rows = [row_of(e) for e in encodings]
+            out = model.run(rows, recipe.max_length, recipe.stride, batch_size, recipe.task, recipe.first_only)
             yield positions, recipe.sentence_vectors(out)
         return
     batches = ((positions, [row_of(e) for e in encodings]) for positions, encodings in planned)

@@ -79,7 +79,8 @@ def logits(model: Pipeline, pairs: Sequence[tuple[str, str]], *, batch_size: int
         prepare=model.segment,
     )
     for positions, encodings in planned:
-        out[positions] = np.stack(readout(model.forward_rows([row_of(e) for e in encodings])))
+        rows = [row_of(e) for e in encodings]
+        out[positions] = np.stack(readout(model.forward_rows(rows, first_only=readout.first_only)))
     return out
 
 
@@ -105,7 +106,7 @@ def best_window_logits(
     best = np.full((len(pairs), 1), -np.inf, np.float32)
     for batch in planner.by_length([len(e) for _, e in windows], limit, batch_size):
         rows = [row_of(windows[w][1]) for w in batch]
-        for w, row_logits in zip(batch, readout(model.forward_rows(rows))):
+        for w, row_logits in zip(batch, readout(model.forward_rows(rows, first_only=readout.first_only))):
             i = windows[w][0]
             best[i] = np.maximum(best[i], row_logits)
     return best
