@@ -74,3 +74,15 @@ def test_threads_asks_for_batches_side_by_side_within_its_block(side_by_side):
     with numbert.threads(2):
         assert blas.side_by_side() == 2
     assert blas.side_by_side() == 1
+
+
+def test_rerank_side_by_side_gives_the_bits_of_one_blas_thread(side_by_side):
+    from pathlib import Path
+
+    model = numbert.load(Path(__file__).parent / "fixtures" / "cross_encoder")
+    pairs = [(f"question {i}", "an answer " * (i % 9)) for i in range(40)]
+    with threadpool_limits(1, user_api="blas"):
+        side_by_side(1)
+        one = model.predict(pairs, batch_size=4)
+    side_by_side(2)
+    assert np.array_equal(model.predict(pairs, batch_size=4), one)
