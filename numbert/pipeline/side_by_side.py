@@ -12,7 +12,9 @@ Each batch runs as it would alone on one BLAS thread (the same plan, the same sh
 answers are those of a one-BLAS-thread run, bit for bit (docs/architecture.md's numeric contract). BLAS is held
 to one thread (threadpoolctl) and the row threads (numbert.model.row_threads) to one while batches run side by
 side, and given back after. Who runs side by side is numbert.model.blas.side_by_side's rule: numbert's own
-processes, and a user's process after `numbert.threads(n)`.
+processes, and a user's process after `numbert.threads(n)`. The BLAS limit is the process's: a program that calls
+`embed` from several threads of its own at once should keep them at one BLAS thread each (`numbert.threads(1)`, the
+rule of docs/usage.md's Threads), which runs each call's batches one after the other.
 """
 
 from __future__ import annotations
