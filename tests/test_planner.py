@@ -75,6 +75,8 @@ def test_the_queue_drops_a_request_whose_client_has_gone_before_its_forward(mode
         seen.append(len(out.input_ids))
         return readouts.SentenceVectors(model.recipe())(out)
 
+    readout.task, readout.first_only = None, False  # the Readout protocol's: no task adapters, every token read
+
     row = row_of(model.tokenizer.encode("a text"))
     gate = threading.Event()
 
@@ -101,6 +103,7 @@ def test_the_queue_runs_one_readout_per_forward_and_pairs_with_their_type_ids(mo
             calls.append((name, len(out.input_ids)))
             return list(out.pooler_output)
 
+        readout.task, readout.first_only = None, False  # the Readout protocol's
         return readout
 
     a, b = named("a"), named("b")
