@@ -11,6 +11,8 @@ scores (docs/family.md). The modern family adds five: rotary positions instead o
 feed-forward, pre-norm layers with a final norm (ModernBERT), sliding-window layers (ModernBERT), and task
 adapters chosen per call (jina-embeddings-v3, `Encoder.adapted`); long sequences' attention runs a block of
 queries at a time (numbert/model/attention_blocks.py).
+A reader of each row's first token alone ([CLS]: classifiers, rerank, CLS pooling) asks for `first_only`: the last
+layer then computes that token's query, attention output, feed-forward and norms only (`first_position_layer`).
 Token ids in, an `Output` out: text is numbert/pipeline/bert.py's business.
 """
 

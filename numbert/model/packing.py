@@ -10,6 +10,7 @@ contiguous (rows, length, hidden) block of the packed array with no padding and 
     x = packing.pack(padded)                    # (batch, seq, hidden) -> (tokens, hidden)
     packing.unpack(x, out=padded)               # and back, padding left as it was in `out`
     context = attention_by_group(q, k, v, packing, heads, out=...)
+    first = first_query_attention(q_first, k, v, packing, heads, out=...)   # each row's [CLS] query alone
 
 The rows are packed shortest first, so each length's rows lie together. A mask that is not right-padded
 (padding on the left or in the middle) packs every position as one group with the mask as a bias, the
