@@ -61,6 +61,7 @@ QUIET = {
 SYSTEMS = {
     "numbert 1x2": (1, 2),
     "numbert 1x2 as its command": (1, 2),
+    "numbert 1x2 threads(2)": (1, 2),
     "numbert 1x1 worker": (1, 1),
     "numbert 2x1 workers": (2, 1),
     "transformers": (1, 2),
@@ -215,14 +216,20 @@ def systems(system: str, bert, directory: Path, batch_size: int):
     """(embed function, or None with a start function that starts a pool and returns the embed function)."""
     import numpy as np
 
+    import numbert
+
     options = {"pooling": "mean", "layers": -1, "normalize": False, "batch_size": batch_size, "progress": False}
     if system == "numbert 1x2":
         return (lambda texts: bert.embed(texts, **options)), None
     if system == "numbert 1x2 as its command":  # its process set up as numbert's own (run_system's environment)
         from numbert.model import row_threads
-        from numbert.model.blas import process_threads
+        from numbert.model.blas import process_threads, use_side_by_side
 
         row_threads.use(process_threads(os.environ))  # the row threads configure_own_process would choose
+        use_side_by_side(process_threads(os.environ))  # and its batches side by side
+        return (lambda texts: bert.embed(texts, **options)), None
+    if system == "numbert 1x2 threads(2)":  # a user's process that asked for threads: batches side by side
+        numbert.threads(2)
         return (lambda texts: bert.embed(texts, **options)), None
     if system.startswith("numbert"):
         from numbert.engines import workers

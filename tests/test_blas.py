@@ -80,12 +80,6 @@ def test_threads_limits_blas_within_the_block_and_restores_it():
         numbert.threads(0)
 
 
-def test_threads_without_threadpoolctl_names_the_extra(monkeypatch):
-    monkeypatch.setitem(sys.modules, "threadpoolctl", None)  # import fails as if not installed
-    with pytest.raises(ImportError, match=r"pip install threadpoolctl .*pip install '\.\[threads\]' in numbert's"):
-        numbert.threads(1)
-
-
 def test_the_environment_of_numberts_own_processes():
     from numbert.model import blas
 

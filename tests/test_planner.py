@@ -25,7 +25,8 @@ class Watched:
     """A readout (numbert.pipeline.batcher.Readout) that calls `read` on each forward's Output: no task adapters."""
 
     read: Callable[[Output], list]
-    task = None
+    task = None  # no task adapters
+    first_only = False  # every token read
 
     def __call__(self, out: Output) -> list:
         return self.read(out)

@@ -372,7 +372,7 @@ def serve(receive_end: Connection, send_end: Connection) -> None:
         number, rows = message
         try:
             assert recipe is not None, "a batch came before its recipe"
-            out = pipeline.run(rows, recipe.max_length, recipe.stride, window_batch, task=recipe.task)
+            out = pipeline.run(rows, recipe.max_length, recipe.stride, window_batch, recipe.task, recipe.first_only)
             send_end.send(("ok", number, recipe.sentence_vectors(out)))
         except Exception as e:  # noqa: BLE001
             send_end.send(("error", number, picklable(e)))

@@ -9,9 +9,14 @@ their last bits with what else runs; on a loaded machine set OPENBLAS_NUM_THREAD
 Threads section and docs/performance.md have the figures). numbert's processes also share the element-wise
 phases among as many row threads (numbert.model.row_threads) as they have BLAS threads, which pays only while idle
 BLAS threads sleep. In a user's Python process numbert sets nothing unless asked: `numbert.threads(n)` limits
-the BLAS threads through threadpoolctl (`pip install threadpoolctl`, numbert's [threads] extra);
+the BLAS threads through threadpoolctl (a dependency of numbert's);
 `numbert.model.row_threads.use(n)` shares the element-wise work (with OPENBLAS_THREAD_TIMEOUT=4 set before NumPy
 loads). This module imports no third-party module, so it can run before NumPy loads.
+
+Batches side by side: numbert's own processes, and a user's process after `numbert.threads(n)`, run a corpus's
+planned batches n at once, each on a Python thread of its own with one BLAS thread (`side_by_side`,
+numbert.pipeline.side_by_side): the element-wise work (GELU, softmax, LayerNorm: one NumPy pass each, on one core)
+then uses every core as the products do. The bits are those of a one-BLAS-thread run of the same plan.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ THREAD_VARIABLES = (  # a thread count for every BLAS (and OpenMP) NumPy may be 
     "VECLIB_MAXIMUM_THREADS",
     "NUMEXPR_NUM_THREADS",
 )
+_side_by_side = 1  # planned batches of a corpus run at once (`side_by_side`): 1 unless asked
 THREAD_TIMEOUT = "4"  # idle OpenBLAS threads sleep after 2^4 cycles (OpenBLAS's least; its default 2^28 is ~0.1 s)
 
 
@@ -57,6 +63,40 @@ def configure_own_process(threads: int | None = None) -> None:
     timeout = os.environ["OPENBLAS_THREAD_TIMEOUT"].strip()
     sleeping = timeout.isdigit() and int(timeout) <= int(THREAD_TIMEOUT)
     row_threads.use(process_threads(os.environ) if sleeping else 1)
+    use_side_by_side(process_threads(os.environ))
+
+
+def side_by_side() -> int:
+    """How many planned batches of a corpus run at once, each on its own thread with one BLAS thread
+    (numbert.pipeline.side_by_side): as many as BLAS threads in numbert's own processes and after a user's
+    `threads(n)`, else 1 (one batch after the other, with the process's BLAS threads)."""
+    return _side_by_side
+
+
+def use_side_by_side(n: int) -> None:
+    """Run `n` planned batches at once from now on (1: one after the other)."""
+    global _side_by_side
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"batches side by side must be an integer >= 1, got {n!r}")
+    _side_by_side = n
+
+
+class Threads:
+    """What `threads(n)` returns: threadpoolctl's limiter, and the batches side by side to restore with it."""
+
+    def __init__(self, limiter: Any, previous: int):
+        self.limiter, self.previous = limiter, previous
+
+    def __enter__(self) -> Threads:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.restore_original_limits()
+
+    def restore_original_limits(self) -> None:
+        """The BLAS threads and the batches side by side as they were before `threads(n)`."""
+        self.limiter.restore_original_limits()
+        use_side_by_side(self.previous)
 
 
 def process_threads(environ: Mapping[str, str]) -> int:
@@ -69,23 +109,23 @@ def process_threads(environ: Mapping[str, str]) -> int:
     return cores()
 
 
-def threads(n: int) -> Any:
+def threads(n: int) -> Threads:
     """Limit the BLAS threads of this process to `n` (one per Python thread that runs a model is the rule),
-    through threadpoolctl. Returns threadpoolctl's limiter: `with numbert.threads(1): ...` restores the
+    through threadpoolctl, and run a corpus's planned batches `n` at once (`side_by_side`: `embed` of more than
+    one batch, each batch on its own thread with one BLAS thread). `with numbert.threads(1): ...` restores the
     previous limits at the end of the block; a plain call keeps them until changed."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"threads must be an integer >= 1, got {n!r}")
-    try:
-        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
-    except ImportError:
-        raise ImportError(
-            "numbert.threads needs threadpoolctl: pip install threadpoolctl "
-            "(numbert's [threads] extra: pip install '.[threads]' in numbert's checkout)"
-        ) from None
-    return threadpool_limits(limits=n, user_api="blas")
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]  # (here: NumPy is loaded by now)
+
+    previous = _side_by_side
+    limiter = threadpool_limits(limits=n, user_api="blas")
+    use_side_by_side(n)
+    return Threads(limiter, previous)
 
 
 def own_process_threads(n: int) -> None:
-    """A process of numbert's own, NumPy loaded: `n` BLAS threads (threadpoolctl) and as many row threads."""
+    """A process of numbert's own, NumPy loaded: `n` BLAS threads (threadpoolctl), as many row threads, and as
+    many batches side by side."""
     threads(n)
     row_threads.use(n)

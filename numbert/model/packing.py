@@ -10,6 +10,7 @@ contiguous (rows, length, hidden) block of the packed array with no padding and 
     x = packing.pack(padded)                    # (batch, seq, hidden) -> (tokens, hidden)
     packing.unpack(x, out=padded)               # and back, padding left as it was in `out`
     context = attention_by_group(q, k, v, packing, heads, out=...)
+    first = first_query_attention(q_first, k, v, packing, heads, out=...)   # each row's [CLS] query alone
 
 The rows are packed shortest first, so each length's rows lie together. A mask that is not right-padded
 (padding on the left or in the middle) packs every position as one group with the mask as a bias, the
@@ -81,6 +82,17 @@ class Packing:
         """True if the packed array is the padded batch in its own order (no padding): pack can be a view."""
         return self.tokens == self.shape[0] * self.shape[1] and len(self.groups) == 1
 
+    @property
+    def firsts(self) -> np.ndarray:
+        """Where each row's first token lies in the packed arrays, group after group. (rows,) int"""
+        starts = [g.start + np.arange(len(g.rows)) * g.length for g in self.groups]
+        return np.concatenate(starts) if starts else np.empty(0, np.int64)
+
+    @property
+    def first_rows(self) -> np.ndarray:
+        """The batch row of each of `firsts`. (rows,) int"""
+        return np.concatenate([g.rows for g in self.groups]) if self.groups else np.empty(0, np.int64)
+
     def pack(self, padded: np.ndarray) -> np.ndarray:
         """(batch, seq, ...) -> (tokens, ...): the real tokens, a view of `padded` when it has no padding."""
         flat = padded.reshape(-1, *padded.shape[2:])
@@ -142,3 +154,39 @@ def attention_by_group(
         if probs_out is not None and probs is not None:
             probs_out[group.rows, :, :length, :length] = probs
     return probs_out
+
+
+def first_query_attention(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    packing: Packing,
+    heads: int,
+    score_bias: np.ndarray | None = None,
+    *,
+    out: np.ndarray,
+    window: int | None = None,
+) -> np.ndarray:
+    """Scaled dot-product attention of each row's first token only (its [CLS]) against every key of its row:
+    `attention_by_group`'s first query of each sequence, for a last layer whose other positions nobody reads.
+
+    q, out: (rows, hidden), the first tokens' queries in `packing.firsts` order; k, v: (tokens, hidden), packed.
+    score_bias: (heads, seq, seq) as for attention_by_group (its first row is used), or None; window: a
+    sliding-window layer's reach, or None. The context is written into `out`, which is returned."""
+    hidden = k.shape[-1]
+    done = 0
+    for group in packing.groups:
+        n, length, part = len(group.rows), group.length, group.tokens
+        q_g = split_heads(q[done : done + n].reshape(n, 1, hidden), heads)  # (n, heads, 1, head_size)
+        k_g, v_g = (split_heads(a[part].reshape(n, length, hidden), heads) for a in (k, v))
+        bias = group.mask_bias
+        if score_bias is not None:
+            cut = score_bias[:, :1, :length]
+            bias = cut if bias is None else bias + cut
+        if window is not None and length > window + 1:  # keys beyond the first token's window
+            near = band(1, length, 0, window)
+            bias = near if bias is None else np.minimum(bias, near)
+        context = heads_layout(out[done : done + n].reshape(n, 1, heads, hidden // heads))
+        attention(q_g, k_g, v_g, bias, out=context)
+        done += n
+    return out

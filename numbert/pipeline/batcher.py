@@ -46,7 +46,17 @@ class Readout(Protocol):
     @property
     def task(self) -> str | None: ...  # the task adapters the rows run through (jina-embeddings-v3), or None
 
+    @property
+    def first_only(self) -> bool: ...  # whether it reads each row's first token alone ([CLS])
+
     def __call__(self, out: Output) -> list: ...
+
+
+class Forward(Protocol):
+    """One forward over rows (Pipeline.forward_rows): through `task`'s adapters, the last layer for the first
+    tokens alone if `first_only`."""
+
+    def __call__(self, rows: list[Row], task: str | None = None, *, first_only: bool = False) -> Output: ...
 
 
 @dataclass(eq=False)
@@ -90,7 +100,7 @@ class Batcher:
 
     def __init__(
         self,
-        forward: Callable[[list[Row], str | None], Output],
+        forward: Forward,
         max_batch_tokens: int,
         max_batch_size: int,
         metrics: Counters,
@@ -155,7 +165,8 @@ class Batcher:
         width = max(item.length for item in batch)
         start = time.time_ns()
         try:
-            answers = readout(self.forward([item.job.rows[item.position] for item in batch], readout.task))
+            rows = [item.job.rows[item.position] for item in batch]
+            answers = readout(self.forward(rows, readout.task, first_only=readout.first_only))
         except Exception as e:  # a bug, not a bad request (those are refused before they queue): answer 500
             log.exception("the forward pass failed on a batch of %d x %d tokens", len(batch), width)
             for item in batch:

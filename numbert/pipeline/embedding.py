@@ -15,12 +15,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..model import pooling
+from ..model import blas, pooling
 from ..tokenizer import Encoding
 from ..tokenizer.tokenizer import alias
 from .pipeline import Pipeline
 from .planner import Row, row_of, text_list
 from .recipe import Recipe, check_long
+from .side_by_side import in_order
 
 
 class Runner(Protocol):
@@ -94,8 +95,9 @@ def embed(
     texts = text_list([texts] if single else texts)
     vectors = np.empty((len(texts), recipe.width), np.float32)
     planned = model.plan(texts, None, recipe, batch_size)
+    side = blas.side_by_side() if len(texts) > batch_size else 1  # batches side by side where there are several
     with progress_bar(progress, len(texts)) as bar:
-        for positions, pooled in run_planned(model, planned, recipe, batch_size, workers):
+        for positions, pooled in run_planned(model, planned, recipe, batch_size, workers, side):
             vectors[positions] = pooled
             bar.update(len(positions))
     vectors = recipe.finish(vectors)
@@ -127,15 +129,20 @@ def run_planned(
     recipe: Recipe,
     batch_size: int,
     workers: Runner | None = None,
+    side_by_side: int = 1,
 ) -> Iterator[tuple[list[int], np.ndarray]]:
-    """(positions, their pooled vectors before `recipe.finish`) of each planned batch: run here, or by
-    `workers` (a Runner), which receive the batches' rows and run them as this process would."""
+    """(positions, their pooled vectors before `recipe.finish`) of each planned batch: run here, `side_by_side`
+    batches at once (numbert.pipeline.side_by_side: the bits of one BLAS thread), or by `workers` (a Runner),
+    which receive the batches' rows and run them as this process would."""
     if workers is None:
-        for positions, encodings in planned:
-            out = model.run(
-                [row_of(e) for e in encodings], recipe.max_length, recipe.stride, batch_size, task=recipe.task
-            )
-            yield positions, recipe.sentence_vectors(out)
+
+        def run_one(batch: tuple[list[int], list[Encoding]]) -> tuple[list[int], np.ndarray]:
+            positions, encodings = batch
+            rows = [row_of(e) for e in encodings]
+            out = model.run(rows, recipe.max_length, recipe.stride, batch_size, recipe.task, recipe.first_only)
+            return positions, recipe.sentence_vectors(out)
+
+        yield from in_order(run_one, planned, side_by_side)
         return
     batches = ((positions, [row_of(e) for e in encodings]) for positions, encodings in planned)
     for done, pooled in workers.map(recipe, batches, batch_size):

@@ -178,20 +178,48 @@ class Pipeline:
     # --- ids in, hidden states out -------------------------------------------------------------------
 
     def forward(
-        self, input_ids, token_type_ids=None, attention_mask=None, *, output_attentions: bool = False
+        self,
+        input_ids,
+        token_type_ids=None,
+        attention_mask=None,
+        *,
+        output_attentions: bool = False,
+        first_only: bool = False,
     ) -> Output:
-        """Run the encoder on token ids of shape (seq,) or (batch, seq): `Encoder.forward`."""
-        return self.encoder.forward(input_ids, token_type_ids, attention_mask, output_attentions=output_attentions)
+        """Run the encoder on token ids of shape (seq,) or (batch, seq): `Encoder.forward` (first_only: the last
+        layer for each row's first token alone, for a reader of [CLS])."""
+        return self.encoder.forward(
+            input_ids, token_type_ids, attention_mask, output_attentions=output_attentions, first_only=first_only
+        )
 
-    def forward_rows(self, rows: Sequence[Row], task: str | None = None, *, output_attentions: bool = False) -> Output:
+    def forward_rows(
+        self,
+        rows: Sequence[Row],
+        task: str | None = None,
+        *,
+        output_attentions: bool = False,
+        first_only: bool = False,
+    ) -> Output:
         """One forward over rows of different lengths, right-padded to the longest, through `task`'s adapters
-        (jina-embeddings-v3; None: none). Output arrays (batch, ...)"""
-        return planner.forward(self.encoder.adapted(task), rows, output_attentions=output_attentions)
+        (jina-embeddings-v3; None: none). Output arrays (batch, ...); first_only: for a readout that reads each
+        row's first token alone (its `first_only`), the last layer computes that token only."""
+        return planner.forward(
+            self.encoder.adapted(task), rows, output_attentions=output_attentions, first_only=first_only
+        )
 
-    def run(self, rows: Sequence[Row], limit: int, stride: int, window_batch: int, task: str | None = None) -> Output:
+    def run(
+        self,
+        rows: Sequence[Row],
+        limit: int,
+        stride: int,
+        window_batch: int,
+        task: str | None = None,
+        first_only: bool = False,
+    ) -> Output:
         """A planned batch's Output: one forward, or for a single row over `limit` tokens its windows, stitched
-        (an Output without a batch axis); with `task`, through its adapters (jina-embeddings-v3: Encoder.adapted)."""
-        return planner.run(self.encoder.adapted(task), rows, limit, stride, window_batch)
+        (an Output without a batch axis); with `task`, through its adapters (jina-embeddings-v3: Encoder.adapted);
+        first_only: a forward's last layer for each row's first token alone (not windows)."""
+        return planner.run(self.encoder.adapted(task), rows, limit, stride, window_batch, first_only)
 
     # --- text in, hidden states out ------------------------------------------------------------------
 
@@ -277,6 +305,7 @@ class Pipeline:
         stride: int = 128,
         truncation_side: str | None = None,
         pairs: Sequence[str | None] | None = None,
+        first_only: bool = False,
     ) -> Iterator[tuple[list[int], Output]]:
         """Run many texts, yielding (positions in `texts`, Output) batch by batch, longest texts first.
 
@@ -288,7 +317,8 @@ class Pipeline:
         tokenized; at their start with truncation_side="left", default the tokenizer's), or, with
         long="window", run alone as windows, their Output then having no batch
         axis. A sentence-transformers model with do_lower_case sees lowercased text, as in
-        sentence-transformers. `pairs` is an older name of `text_pair`.
+        sentence-transformers. `pairs` is an older name of `text_pair`. first_only: each Output's last layer
+        for the rows' first tokens alone, for a reader of [CLS] (`Encoder.forward`).
         """
         text_pair = alias(text_pair, pairs, "text_pair", "pairs")
         shape = self.recipe(  # lengths, lowercasing
@@ -297,7 +327,7 @@ class Pipeline:
         lower = str.lower if shape.lowercase else str
         pad = self.require_tokenizer().pad_token or ""
         for positions, encodings in self.plan(texts, text_pair, shape, batch_size, prepare=lower):
-            out = self.run([row_of(e) for e in encodings], shape.max_length, stride, batch_size)
+            out = self.run([row_of(e) for e in encodings], shape.max_length, stride, batch_size, first_only=first_only)
             yield positions, with_tokens(out, encodings, pad)
 
     def plan(

@@ -54,8 +54,12 @@ def row_of(encoding: Encoding) -> Row:
 # --- running a planned batch -----------------------------------------------------------------------------
 
 
-def forward(encoder: Encoder, rows: Sequence[Row], *, output_attentions: bool = False) -> Output:
-    """One forward over rows of different lengths, right-padded to the longest. Output arrays (batch, ...)
+def forward(
+    encoder: Encoder, rows: Sequence[Row], *, output_attentions: bool = False, first_only: bool = False
+) -> Output:
+    """One forward over rows of different lengths, right-padded to the longest. Output arrays (batch, ...);
+    first_only: each row's first token alone in the last layer, for a readout that reads nothing else
+    (`Encoder.forward`).
 
     A row whose tokens past `attended` are read by none (ColBERT's query expansion) has them masked out of the
     attention mask, and every position of the batch runs, as transformers runs a padded batch."""
@@ -66,16 +70,24 @@ def forward(encoder: Encoder, rows: Sequence[Row], *, output_attentions: bool = 
             mask[i, row.attended :] = 0
             expanded = True
     return encoder.forward(
-        batch.input_ids, batch.token_type_ids, mask, output_attentions=output_attentions, every_position=expanded
+        batch.input_ids,
+        batch.token_type_ids,
+        mask,
+        output_attentions=output_attentions,
+        every_position=expanded,
+        first_only=first_only,
     )
 
 
-def run(encoder: Encoder, rows: Sequence[Row], limit: int, stride: int, window_batch: int) -> Output:
-    """A planned batch's Output: one forward, or for a single row over `limit` tokens its windows, stitched
-    (an Output without a batch axis, as `run_windows` gives)."""
+def run(
+    encoder: Encoder, rows: Sequence[Row], limit: int, stride: int, window_batch: int, first_only: bool = False
+) -> Output:
+    """A planned batch's Output: one forward (its last layer for the first tokens alone if `first_only`), or for a
+    single row over `limit` tokens its windows, stitched (an Output without a batch axis, as `run_windows` gives,
+    every position computed: each token's states are averaged over the windows holding it)."""
     if len(rows) == 1 and len(rows[0].ids) > limit:
         return run_windows(encoder, rows[0], limit, stride, window_batch)
-    return forward(encoder, rows)
+    return forward(encoder, rows, first_only=first_only)
 
 
 def run_windows(encoder: Encoder, row: Row, size: int, stride: int, batch_size: int) -> Output:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..checkpoint.sentence_config import Dense, SentenceConfig
 from ..model.config import BertConfig
-from ..model.encoder import Output
+from ..model.encoder import FIRST_POOLINGS, Output
 from ..model.pooling import Layers, normalize, sentence_vectors
 from ..model.windows import window_spans
 from ..tokenizer.truncation import check_side
@@ -75,6 +75,12 @@ class Recipe:
     def dim(self) -> int:
         """The width of the vectors `finish` returns (bytes of bits for binary and ubinary)."""
         return quantization.width(self.width if self.dimensions is None else self.dimensions, self.precision)
+
+    @property
+    def first_only(self) -> bool:
+        """Whether its vectors read each row's first token alone ("cls", "pooler"): the forward's last layer can
+        compute that token only (`Encoder.forward`'s first_only)."""
+        return set(self.pooling) <= FIRST_POOLINGS
 
     def prepare(self, text: str) -> str:
         """The text as the tokenizer sees it: the prompt prepended, lowercased if the model says do_lower_case."""

@@ -25,11 +25,14 @@ from typing import Any
 
 import numpy as np
 
+from ..model import blas
 from ..model.heads import sigmoid, softmax
+from ..tokenizer import Encoding
 from . import planner
 from .pipeline import Pipeline
 from .planner import row_of, text_list
 from .recipe import check_long
+from .side_by_side import in_order
 
 Activation = Callable[[np.ndarray], np.ndarray]
 ACTIVATIONS: dict[str, Activation] = {"sigmoid": sigmoid, "identity": lambda logits: logits, "tanh": np.tanh}
@@ -65,8 +68,9 @@ def activation_of(model: Pipeline, activation_fn: str | Activation | None) -> Ac
 
 
 def logits(model: Pipeline, pairs: Sequence[tuple[str, str]], *, batch_size: int, limit: int) -> np.ndarray:
-    """The classifier's logits of each pair cut to `limit` tokens, planned by length as embed plans texts.
-    (n, labels) float32"""
+    """The classifier's logits of each pair cut to `limit` tokens, planned by length as embed plans texts, the
+    planned batches side by side where the process runs them so (numbert.model.blas.side_by_side). (n, labels)
+    float32"""
     readout = model.sequence_logits()
     out = np.empty((len(pairs), len(model.labels)), np.float32)
     planned = planner.plan_texts(
@@ -78,8 +82,15 @@ def logits(model: Pipeline, pairs: Sequence[tuple[str, str]], *, batch_size: int
         window=False,
         prepare=model.segment,
     )
-    for positions, encodings in planned:
-        out[positions] = np.stack(readout(model.forward_rows([row_of(e) for e in encodings])))
+
+    def scored(batch: tuple[list[int], list[Encoding]]) -> tuple[list[int], np.ndarray]:
+        positions, encodings = batch
+        rows = [row_of(e) for e in encodings]
+        return positions, np.stack(readout(model.forward_rows(rows, first_only=readout.first_only)))
+
+    side = blas.side_by_side() if len(pairs) > batch_size else 1
+    for positions, logits_of_batch in in_order(scored, planned, side):
+        out[positions] = logits_of_batch
     return out
 
 
@@ -105,7 +116,7 @@ def best_window_logits(
     best = np.full((len(pairs), 1), -np.inf, np.float32)
     for batch in planner.by_length([len(e) for _, e in windows], limit, batch_size):
         rows = [row_of(windows[w][1]) for w in batch]
-        for w, row_logits in zip(batch, readout(model.forward_rows(rows))):
+        for w, row_logits in zip(batch, readout(model.forward_rows(rows, first_only=readout.first_only))):
             i = windows[w][0]
             best[i] = np.maximum(best[i], row_logits)
     return best

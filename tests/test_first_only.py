@@ -1,0 +1,148 @@
+"""A last layer for the first tokens alone (Encoder.forward's first_only): each row's [CLS] as the whole forward
+computes it, within rounding, for BERT, its relatives and the modern family; and the readouts that read [CLS] alone
+(a cross-encoder's scores, a classifier's logits, CLS pooling) give the whole forward's answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_modern import MODELS, batch, modern_encoder
+from test_reference import RELATIVES, random_encoder, random_inputs
+from test_sentence_transformers import SENTENCES, SentenceTransformer, cosines, write_st_dir
+
+import numbert
+from numbert.model import attention_blocks, reference
+from numbert.model.config import BertConfig
+from numbert.model.encoder import Encoder
+from numbert.testing import random_weights
+
+__all__ = ["SentenceTransformer"]  # a fixture, used by name
+TOLERANCE = 1e-6
+
+
+def assert_first_positions_equal(encoder: Encoder, ids, types, mask, scale: float = 1.0) -> None:
+    """first_only's every layer equals the whole forward's first positions (and the pooler its pooler) within
+    TOLERANCE x scale; the reference's plain maths too."""
+    whole = encoder.forward(ids, types, mask)
+    first = encoder.forward(ids, types, mask, first_only=True)
+    assert first.first_only and first.hidden_states.shape == (
+        *whole.hidden_states.shape[:2],
+        1,
+        whole.hidden_states.shape[-1],
+    )
+    assert first.hidden_states.dtype == np.float32
+    real_first = mask[:, 0].astype(bool)
+    np.testing.assert_array_equal(first.hidden_states[:-1], whole.hidden_states[:-1, :, :1])  # the same layers
+    difference = np.abs(first.hidden_states[-1] - whole.hidden_states[-1][:, :1])[real_first].max()
+    assert difference <= TOLERANCE * scale, difference
+    if whole.pooler_output is not None:
+        assert np.abs(first.pooler_output - whole.pooler_output).max() <= TOLERANCE * scale
+    plain, _, _ = reference.forward(encoder, ids, types, mask)
+    assert np.abs(first.hidden_states[-1, :, 0] - plain[-1, :, 0])[real_first].max() <= 2 * TOLERANCE * scale
+
+
+@pytest.mark.parametrize("tokens, padded", [(1, False), (9, True), (40, False), (130, True)])
+def test_bert(tokens, padded):
+    assert_first_positions_equal(random_encoder(), *random_inputs(tokens, padded))
+
+
+def test_bert_with_rows_of_many_lengths_and_padding_on_the_left():
+    ids, types, mask = random_inputs(30, padded=False, seed=4)
+    ids, types = np.repeat(ids, 4, axis=0), np.repeat(types, 4, axis=0)
+    mask = np.ones_like(ids)
+    mask[1, 20:], mask[2, 5:], mask[3, :3] = 0, 0, 0  # the last row padded on the left: one masked group
+    encoder = random_encoder()
+    assert_first_positions_equal(encoder, ids[:3], types[:3], mask[:3])
+    whole = encoder.forward(ids, types, mask)
+    first = encoder.forward(ids, types, mask, first_only=True)
+    assert np.abs(first.hidden_states[-1, :, 0] - whole.hidden_states[-1, :, 0]).max() <= TOLERANCE
+
+
+@pytest.mark.parametrize("model_type", list(RELATIVES))
+def test_bert_s_relatives(model_type):
+    config = BertConfig(
+        vocab_size=300,
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        model_type=model_type,
+        **RELATIVES[model_type],
+    )
+    weights = random_weights(config, seed=3)
+    if model_type == "mpnet":
+        weights["encoder.relative_attention_bias.weight"] *= np.float32(100)
+    ids, types, mask = random_inputs(40, padded=True, seed=2)
+    ids[mask == 0] = config.pad_token_id
+    types = types if config.type_vocab_size > 1 else np.zeros_like(types)
+    assert_first_positions_equal(Encoder(config, weights), ids, types, mask)
+
+
+@pytest.mark.parametrize("model_type", MODELS)
+def test_the_modern_family(model_type, monkeypatch):
+    """Pre-norm with a final norm (ModernBERT, whose window the 37 tokens outreach), rotary positions, gated
+    feed-forwards; the whole forward's long groups in blocks of queries."""
+    monkeypatch.setattr(attention_blocks, "LONG_SCORES", 1 << 12)
+    encoder = modern_encoder(model_type)
+    ids, types, mask = batch(model_type, (37, 22), seed=2)
+    last = np.abs(encoder.forward(ids, types, mask).hidden_states[-1]).max()
+    assert_first_positions_equal(encoder, ids, types, mask, scale=max(1.0, float(last)))
+
+
+def test_first_only_refuses_what_it_has_not_computed():
+    encoder = random_encoder()
+    ids, types, mask = random_inputs(9, padded=True)
+    with pytest.raises(ValueError, match="attentions"):
+        encoder.forward(ids, types, mask, first_only=True, output_attentions=True)
+    out = encoder.forward(ids, types, mask, first_only=True)
+    with pytest.raises(ValueError, match="first tokens only"):
+        out.token_vectors("last")
+    with pytest.raises(ValueError, match="first tokens only"):
+        out.sentence_vector("mean", layers=-1)
+    whole = encoder.forward(ids, types, mask)
+    for pooling, layers in (("cls", -1), (["cls", "pooler"], "sum_all")):
+        np.testing.assert_allclose(
+            out.sentence_vector(pooling, layers), whole.sentence_vector(pooling, layers), atol=TOLERANCE
+        )
+
+
+# --- the readouts that read [CLS] alone, through the pipeline ------------------------------------------------
+
+
+def test_which_readouts_read_the_first_tokens_alone(minilm):
+    assert minilm.sentence_vectors(minilm.recipe(pooling="cls")).first_only
+    assert minilm.sentence_vectors(minilm.recipe(pooling=["cls", "pooler"])).first_only
+    assert not minilm.sentence_vectors(minilm.recipe()).first_only  # its mean pooling
+    assert not minilm.sentence_vectors(minilm.recipe(pooling=["cls", "mean"])).first_only
+    assert not minilm.token_vectors().first_only
+
+
+def test_a_cross_encoder_s_scores_equal_the_whole_forward_s():
+    model = numbert.load(Path(__file__).parent / "fixtures" / "cross_encoder")
+    readout = model.sequence_logits()
+    assert readout.first_only
+    pairs = [("what is bert", "a language model"), ("numbers", "numpy arrays of float32 " * 5), ("a", "b")]
+    rows = model.pair_rows([a for a, _ in pairs], [b for _, b in pairs], truncate=True)
+    whole = np.stack(readout(model.forward_rows(rows)))
+    first = np.stack(readout(model.forward_rows(rows, first_only=True)))
+    assert np.abs(first - whole).max() <= TOLERANCE * max(1.0, float(np.abs(whole).max()))
+    np.testing.assert_allclose(model.predict(pairs, activation_fn="identity"), whole[:, 0], atol=TOLERANCE, rtol=0)
+
+
+@pytest.mark.parity
+def test_cls_pooling_matches_sentence_transformers_and_the_whole_forward(tmp_path, minilm_dir, SentenceTransformer):
+    d = write_st_dir(tmp_path, minilm_dir, {"pooling_mode_cls_token": True}, normalize=True, max_seq_length=64)
+    model = numbert.load(d)
+    recipe = model.recipe()
+    assert recipe.first_only
+    texts = SENTENCES[::2]
+    got = model.embed(texts, batch_size=4)
+    whole = np.empty_like(got)
+    for positions, out in model.batches(texts, batch_size=4, max_length=64):
+        assert not out.first_only
+        whole[positions] = recipe.sentence_vectors(out)
+    assert np.abs(got - recipe.finish(whole)).max() <= TOLERANCE
+    want = SentenceTransformer(str(d), device="cpu").encode(texts)
+    assert cosines(got, want).min() >= 0.99999

@@ -1,0 +1,88 @@
+"""Batches side by side (numbert.pipeline.side_by_side): a corpus's planned batches two at a time on two threads of
+one BLAS thread each give the bits of a one-BLAS-thread run of the same plan, in the same order; the settings are
+given back after; `numbert.threads(n)` asks for it in a user's process and its block undoes it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
+
+import numbert
+from numbert.model import blas, row_threads
+from numbert.pipeline.side_by_side import in_order
+
+TEXTS = [f"sentence {i} " + "word " * (i % 23) for i in range(90)]
+
+
+def blas_threads() -> set[int]:
+    return {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
+
+
+@pytest.fixture
+def side_by_side():
+    """Restores the process's batches side by side after the test."""
+    before = blas.side_by_side()
+    yield blas.use_side_by_side
+    blas.use_side_by_side(before)
+
+
+def test_side_by_side_gives_the_bits_of_one_blas_thread(minilm, side_by_side, monkeypatch):
+    ran_on = set()
+    run = minilm.run
+
+    def recorded(*args, **kwargs):
+        ran_on.add(threading.current_thread().name)
+        return run(*args, **kwargs)
+
+    with threadpool_limits(1, user_api="blas"):
+        side_by_side(1)
+        one = minilm.embed(TEXTS, batch_size=8, progress=False)
+        cls = minilm.embed(TEXTS, batch_size=8, progress=False, pooling="cls")  # the first_only forward too
+    side_by_side(2)
+    monkeypatch.setattr(minilm, "run", recorded)
+    rows = row_threads.count()
+    before = blas_threads()
+    two = minilm.embed(TEXTS, batch_size=8, progress=False)
+    assert np.array_equal(two, one)
+    assert np.array_equal(minilm.embed(TEXTS, batch_size=8, progress=False, pooling="cls"), cls)
+    assert len(ran_on) == 2 and all(name.startswith("numbert-batch") for name in ran_on)
+    assert blas_threads() == before and row_threads.count() == rows  # given back
+    ran_on.clear()
+    minilm.embed(TEXTS[:8], batch_size=8, progress=False)  # one batch: run here, with the process's BLAS threads
+    assert ran_on == {threading.current_thread().name}
+
+
+def test_in_order_keeps_the_order_and_raises_what_a_batch_raised():
+    def slow_first(i: int) -> int:
+        time.sleep(0.02 if i % 3 == 0 else 0)
+        if i == 7:
+            raise ValueError("batch 7")
+        return i * i
+
+    assert list(in_order(slow_first, range(7), threads=2)) == [i * i for i in range(7)]
+    assert list(in_order(slow_first, range(7), threads=1)) == [i * i for i in range(7)]
+    with pytest.raises(ValueError, match="batch 7"):
+        list(in_order(slow_first, range(10), threads=2))
+
+
+def test_threads_asks_for_batches_side_by_side_within_its_block(side_by_side):
+    side_by_side(1)
+    with numbert.threads(2):
+        assert blas.side_by_side() == 2
+    assert blas.side_by_side() == 1
+
+
+def test_rerank_side_by_side_gives_the_bits_of_one_blas_thread(side_by_side):
+    from pathlib import Path
+
+    model = numbert.load(Path(__file__).parent / "fixtures" / "cross_encoder")
+    pairs = [(f"question {i}", "an answer " * (i % 9)) for i in range(40)]
+    with threadpool_limits(1, user_api="blas"):
+        side_by_side(1)
+        one = model.predict(pairs, batch_size=4)
+    side_by_side(2)
+    assert np.array_equal(model.predict(pairs, batch_size=4), one)
