@@ -25,8 +25,6 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
-from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
-
 from ..model import row_threads
 
 T = TypeVar("T")
@@ -59,5 +57,8 @@ def in_order(work: Callable[[T], R], items: Iterable[T], threads: int) -> Iterat
 
 
 def one_blas_thread() -> contextlib.AbstractContextManager:
-    """threadpoolctl's limit of BLAS to one thread in this process (undone when the block ends)."""
+    """threadpoolctl's limit of BLAS to one thread in this process (undone when the block ends). Imported here:
+    threadpoolctl sets KMP_DUPLICATE_LIB_OK when it loads, and `import numbert` changes nothing."""
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
     return threadpool_limits(limits=1, user_api="blas")
