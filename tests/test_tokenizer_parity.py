@@ -425,7 +425,9 @@ def test_every_code_point(transformers):
 def test_combining_classes_of_every_code_point(transformers):
     """NFD's canonical reordering in Rust against numbert's `combining_class`: each code point next to
     a mark of every combining class (marks as old as Unicode 3.2, which every table knows), in both
-    orders, sorted as numbert sorts them. Where the Rust tables are older, NEW_COMBINING_MARKS says so."""
+    orders, sorted as numbert sorts them. Where the Rust tables are older, NEW_COMBINING_MARKS says so. Planes 3-13
+    and 15-16 are left out: no character there decomposes or has a combining class (unicode_forms.LAST_DECOMPOSED);
+    plane 14's tags and variation selectors are in."""
     from tokenizers import normalizers
 
     nfd = normalizers.NFD()
@@ -435,7 +437,7 @@ def test_combining_classes_of_every_code_point(transformers):
             marks[k] = c
     sort = lambda text: "".join(c for c, _ in nt.basic.canonical_order([(c, False) for c in text]))
     bad = []
-    for x in (chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF):
+    for x in (chr(c) for c in [*range(0x30000), *range(0xE0000, 0xF0000)] if not 0xD800 <= c <= 0xDFFF):
         if unicodedata.normalize("NFD", x) != x or nfd.normalize_str(x) != x:
             continue  # a decomposition: its parts are checked on their own
         probes = marks.values() if unicodedata.combining(x) else (marks[1], marks[230])
