@@ -401,11 +401,14 @@ def test_from_pretrained_matches_the_model_directory(transformers, minilm_dir):
 
 def test_every_code_point(transformers):
     """Each code point through the Rust normalizer and pre-tokenizer against numbert's character
-    classes and normalization: this is where numbert/tokenizer/unicode_tables.py comes from."""
+    classes and normalization: this is where numbert/tokenizer/unicode_tables.py comes from. Planes 0-2 and 14, and
+    every 97th code point of the others (CJK extensions G and H, private use: no case, no mark, no Chinese range of
+    BERT's, nothing to clean), which the sweep once covered whole."""
     from tokenizers import normalizers, pre_tokenizers
 
     pre = pre_tokenizers.BertPreTokenizer()
-    chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    planes = [*range(0x30000), *range(0xE0000, 0xF0000), *range(0x30000, 0xE0000, 97), *range(0xF0000, 0x110000, 97)]
+    chars = [chr(c) for c in planes if not 0xD800 <= c <= 0xDFFF]
     rust = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=True, lowercase=True)
     bad = [
         (hex(ord(c)), ours, theirs)
