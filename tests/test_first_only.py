@@ -9,14 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_modern import MODELS, batch, modern_encoder
-from test_reference import RELATIVES, random_encoder, random_inputs
+from test_reference import RELATIVES, random_encoder, random_inputs, relative_and_inputs
 from test_sentence_transformers import SENTENCES, SentenceTransformer, cosines, write_st_dir
 
 import numbert
 from numbert.model import attention_blocks, reference
-from numbert.model.config import BertConfig
 from numbert.model.encoder import Encoder
-from numbert.testing import random_weights
 
 __all__ = ["SentenceTransformer"]  # a fixture, used by name
 TOLERANCE = 1e-6
@@ -62,22 +60,7 @@ def test_bert_with_rows_of_many_lengths_and_padding_on_the_left():
 
 @pytest.mark.parametrize("model_type", list(RELATIVES))
 def test_bert_s_relatives(model_type):
-    config = BertConfig(
-        vocab_size=300,
-        hidden_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=128,
-        model_type=model_type,
-        **RELATIVES[model_type],
-    )
-    weights = random_weights(config, seed=3)
-    if model_type == "mpnet":
-        weights["encoder.relative_attention_bias.weight"] *= np.float32(100)
-    ids, types, mask = random_inputs(40, padded=True, seed=2)
-    ids[mask == 0] = config.pad_token_id
-    types = types if config.type_vocab_size > 1 else np.zeros_like(types)
-    assert_first_positions_equal(Encoder(config, weights), ids, types, mask)
+    assert_first_positions_equal(*relative_and_inputs(model_type, 40))
 
 
 @pytest.mark.parametrize("model_type", MODELS)

@@ -180,6 +180,12 @@ RELATIVES = {  # BERT's relatives (numbert.model.config.FAMILY) as the fast path
     "model_type, tokens", [(model_type, 20) for model_type in RELATIVES] + [("mpnet", 200)]
 )
 def test_fast_equals_reference_for_bert_s_relatives(model_type, tokens):
+    encoder, ids, types, mask = relative_and_inputs(model_type, tokens)
+    assert_fast_equals_reference(encoder, ids, types, mask)
+
+
+def relative_and_inputs(model_type: str, tokens: int) -> tuple[Encoder, np.ndarray, np.ndarray, np.ndarray]:
+    """A small random encoder of one of BERT's relatives (seed 3) and a padded batch of `tokens` for it (seed 2)."""
     config = BertConfig(
         vocab_size=300,
         hidden_size=128,
@@ -195,4 +201,4 @@ def test_fast_equals_reference_for_bert_s_relatives(model_type, tokens):
     ids, types, mask = random_inputs(tokens, padded=True, seed=2)
     ids[mask == 0] = config.pad_token_id  # padding told by its id, as RoBERTa's positions need
     types = types if config.type_vocab_size > 1 else np.zeros_like(types)
-    assert_fast_equals_reference(Encoder(config, weights), ids, types, mask)
+    return Encoder(config, weights), ids, types, mask
