@@ -136,10 +136,7 @@ def attention_by_group(
     for group in packing.groups:
         n, length, part = len(group.rows), group.length, group.tokens
         q_g, k_g, v_g = (split_heads(a[part].reshape(n, length, hidden), heads) for a in (q, k, v))
-        bias = group.mask_bias
-        if score_bias is not None:
-            cut = score_bias[:, :length, :length]
-            bias = cut if bias is None else bias + cut
+        bias = group_bias(group, score_bias, length)
         context = heads_layout(out[part].reshape(n, length, heads, hidden // heads))
         masked = window is not None and length > window + 1  # some keys lie outside some query's window
         banded = window is not None and length > 4 * window  # a band then does less work than the whole, masked
@@ -148,8 +145,7 @@ def attention_by_group(
             continue
         if masked:
             assert window is not None
-            full = band(length, length, 0, window)
-            bias = full if bias is None else np.minimum(bias, full)  # both 0 or the minimum: never -inf
+            bias = within(bias, band(length, length, 0, window))
         _, probs = attention(q_g, k_g, v_g, bias, output_probs, out=context)
         if probs_out is not None and probs is not None:
             probs_out[group.rows, :, :length, :length] = probs
@@ -179,14 +175,26 @@ def first_query_attention(
         n, length, part = len(group.rows), group.length, group.tokens
         q_g = split_heads(q[done : done + n].reshape(n, 1, hidden), heads)  # (n, heads, 1, head_size)
         k_g, v_g = (split_heads(a[part].reshape(n, length, hidden), heads) for a in (k, v))
-        bias = group.mask_bias
-        if score_bias is not None:
-            cut = score_bias[:, :1, :length]
-            bias = cut if bias is None else bias + cut
+        bias = group_bias(group, score_bias, 1)
         if window is not None and length > window + 1:  # keys beyond the first token's window
-            near = band(1, length, 0, window)
-            bias = near if bias is None else np.minimum(bias, near)
+            bias = within(bias, band(1, length, 0, window))
         context = heads_layout(out[done : done + n].reshape(n, 1, heads, hidden // heads))
         attention(q_g, k_g, v_g, bias, out=context)
         done += n
     return out
+
+
+def group_bias(group: Group, score_bias: np.ndarray | None, queries: int) -> np.ndarray | None:
+    """What a group's scores get added: its padding mask (mask_bias) and the first `queries` rows of a relative-position
+    bias (heads, seq, seq) cut to the group's length; None when there is neither."""
+    bias = group.mask_bias
+    if score_bias is None:
+        return bias
+    cut = score_bias[:, :queries, : group.length]
+    return cut if bias is None else bias + cut
+
+
+def within(bias: np.ndarray | None, window: np.ndarray) -> np.ndarray:
+    """`bias` with a sliding window's band (0 inside, -inf outside) laid over it: both 0, or the minimum (never a
+    sum of -infs)."""
+    return window if bias is None else np.minimum(bias, window)
