@@ -108,15 +108,20 @@ def sweep() -> None:
     print(f"{len(differ)} code points split differently" + "".join(f"\n  {d}" for d in differ[:50]))
 
 
-def main() -> None:
-    if sys.argv[1:] == ["--sweep"]:
-        return sweep()
+def write_fixtures(makers: dict) -> None:
+    """Each maker's tokenizer.json, trained on training_text(), written compactly as tests/fixtures/NAME.json."""
     lines = training_text()
-    for name, make in (("roberta_bpe", roberta_bpe), ("unigram", unigram), ("xlmr_spm", xlmr_spm)):
+    for name, make in makers.items():
         spec = json.loads(make(lines))
         path = FIXTURES / f"{name}.json"
         path.write_text(json.dumps(spec, ensure_ascii=False, separators=(",", ":")) + "\n", encoding="utf-8")
         print(f"wrote {path} ({path.stat().st_size} bytes)")
+
+
+def main() -> None:
+    if sys.argv[1:] == ["--sweep"]:
+        return sweep()
+    write_fixtures({"roberta_bpe": roberta_bpe, "unigram": unigram, "xlmr_spm": xlmr_spm})
     from test_tokenizer_family import write_expected
 
     write_expected()

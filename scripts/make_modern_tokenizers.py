@@ -23,9 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
 
-from make_family_tokenizers import training_text  # noqa: E402
+from make_family_tokenizers import write_fixtures  # noqa: E402
 
-FIXTURES = ROOT / "tests" / "fixtures"
 SPECIAL = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
 
 
@@ -66,12 +65,7 @@ def nomic_wordpiece(lines: list[str]) -> str:
 
 
 def main() -> None:
-    lines = training_text()
-    for name, make in (("modernbert_bpe", modernbert_bpe), ("nomic_wordpiece", nomic_wordpiece)):
-        spec = json.loads(make(lines))
-        path = FIXTURES / f"{name}.json"
-        path.write_text(json.dumps(spec, ensure_ascii=False, separators=(",", ":")) + "\n", encoding="utf-8")
-        print(f"wrote {path} ({path.stat().st_size} bytes)")
+    write_fixtures({"modernbert_bpe": modernbert_bpe, "nomic_wordpiece": nomic_wordpiece})
     from test_modern_text import write_expected
 
     write_expected()
