@@ -362,8 +362,8 @@ class Pattern:
         found: list[tuple[int, int]] = []
         at, last_end = 0, -1
         end_cpu, end_wall = time.thread_time() + self.bound(text), DEADLINE.get()
-        try:
-            while at <= len(text):
+        while at <= len(text):
+            try:
                 for match in self.compiled.finditer(text, at, timeout=self.left(end_cpu, end_wall), concurrent=True):
                     start, end = match.span()
                     if start == end:
@@ -373,13 +373,21 @@ class Pattern:
                         at = end + 1
                         break
                     found.append((start, end))
-                    last_end = end
+                    last_end = at = end  # where the search goes on if the package's clock stops it (below)
                     self.left(end_cpu, end_wall)
                 else:
                     break
-        except TimeoutError:
-            raise self.timeout(text, end_wall) from None
+            except TimeoutError:
+                if self.spent(end_cpu, end_wall):
+                    raise self.timeout(text, end_wall) from None
+                # the package's clock ran out before this thread's CPU bound did (the other threads' time counts in
+                # it): the search goes on from the last match, with what is left of the bound
         return found
+
+    @staticmethod
+    def spent(end_cpu: float, end_wall: float | None) -> bool:
+        """Whether this thread's CPU bound or the caller's deadline has passed."""
+        return time.thread_time() >= end_cpu or (end_wall is not None and time.monotonic() >= end_wall)
 
     @staticmethod
     def left(end_cpu: float, end_wall: float | None) -> float:
@@ -395,10 +403,12 @@ class Pattern:
     def fullmatch(self, text: str) -> bool:
         """Whether the pattern matches all of `text` (a break's character, cuts.py)."""
         end_cpu, end_wall = time.thread_time() + self.bound(text), DEADLINE.get()
-        try:
-            return self.compiled.fullmatch(text, timeout=self.left(end_cpu, end_wall), concurrent=True) is not None
-        except TimeoutError:
-            raise self.timeout(text, end_wall) from None
+        while True:
+            try:
+                return self.compiled.fullmatch(text, timeout=self.left(end_cpu, end_wall), concurrent=True) is not None
+            except TimeoutError:
+                if self.spent(end_cpu, end_wall):
+                    raise self.timeout(text, end_wall) from None
 
     def timeout(self, text: str, end_wall: float | None) -> PatternTimeout:
         shown = self.source if len(self.source) <= 80 else self.source[:77] + "..."
