@@ -31,12 +31,14 @@ ended, and an empty match right where the last match ended is skipped, one chara
 gives "a", "b", and `x*` on "axb" matches "", "x", "" (Python's `finditer` gives a fourth).
 
 Every search of a text is bounded: `MATCH_SECONDS` plus `MATCH_SECONDS_PER_CHAR` a character of the matching
-thread's CPU time (the `regex` package's `timeout` counts CPU time, so on a busy machine the wall time is longer),
+thread's CPU time (the `regex` package's `timeout` counts the process's CPU time, other threads' included: a search
+it stops before this thread's bound is spent goes on from its last match; on a busy machine the wall time is longer),
 for all the searches of one text together, with the GIL released while the `regex` package matches
 (`concurrent=True`): a pattern that backtracks catastrophically costs one text at most that long, and other threads
 run meanwhile. Past it, `PatternTimeout` names the file, the field and the pattern (Oniguruma, whose backtracking
 the `regex` package often avoids, stops at its retry limit instead, with an error). A caller may set a deadline as
-well (`deadline`: the server's --request-timeout), so that a request it has given up on stops matching.
+well (`deadline`: the server's --request-timeout), so that a request it has given up on stops matching; past it,
+`DeadlinePassed` (a TimeoutError: the caller's time ran out, the text is not at fault).
 
 Characters the `regex` package's Unicode version assigns and the Rust crate's Oniguruma does not yet (Unicode 16
 and 17's new letters, digits...) are classed by the newer tables; no other difference is known.
@@ -65,7 +67,7 @@ DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("numbert
 @contextlib.contextmanager
 def deadline(at: float | None) -> Iterator[None]:
     """Every pattern search in this context ends by time.monotonic() `at` (None: no deadline) as well as within its
-    bound per text; past it, a PatternTimeout."""
+    bound per text; past `at`, a DeadlinePassed (past the bound, a PatternTimeout)."""
     token = DEADLINE.set(at)
     try:
         yield
@@ -76,6 +78,11 @@ def deadline(at: float | None) -> Iterator[None]:
 class PatternTimeout(ValueError):
     """A pattern's searches of one text did not finish within their bound (a pattern that backtracks
     catastrophically)."""
+
+
+class DeadlinePassed(TimeoutError):
+    """The caller's deadline (`deadline`) passed while a pattern was still searching: the caller gave up, the text
+    is not at fault (a server answers 504, as for any request past its --request-timeout, not 422)."""
 
 
 # Oniguruma's Unicode sets, as the Rust crate's Oniguruma classes every code point (measured: tests/
@@ -410,15 +417,13 @@ class Pattern:
                 if self.spent(end_cpu, end_wall):
                     raise self.timeout(text, end_wall) from None
 
-    def timeout(self, text: str, end_wall: float | None) -> PatternTimeout:
+    def timeout(self, text: str, end_wall: float | None) -> PatternTimeout | DeadlinePassed:
+        """The error for searches of `text` stopped: by the caller's deadline if it has passed, else by the bound."""
         shown = self.source if len(self.source) <= 80 else self.source[:77] + "..."
+        unfinished = f"{self.origin}: the pattern {shown!r} did not finish matching a text of {len(text):,} characters"
         if end_wall is not None and time.monotonic() >= end_wall:
-            within = "before its caller's deadline"
-        else:
-            within = (
-                f"within {self.bound(text):.1f} s (numbert bounds every tokenizer.json pattern, "
-                "numbert.tokenizer.patterns.MATCH_SECONDS): it backtracks catastrophically on this text"
-            )
+            return DeadlinePassed(f"{unfinished} before its caller's deadline")
         return PatternTimeout(
-            f"{self.origin}: the pattern {shown!r} did not finish matching a text of {len(text):,} characters {within}"
+            f"{unfinished} within {self.bound(text):.1f} s (numbert bounds every tokenizer.json pattern, "
+            "numbert.tokenizer.patterns.MATCH_SECONDS): it backtracks catastrophically on this text"
         )
