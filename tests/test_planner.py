@@ -137,3 +137,51 @@ def test_the_queue_runs_one_readout_per_forward_and_pairs_with_their_type_ids(mo
     assert calls == [("a", 2), ("b", 1)]
     want = model.forward_encodings([model.tokenizer.encode("a question", "an answer")]).pooler_output[0]
     np.testing.assert_allclose(second[0], want, atol=1e-6)
+
+
+def test_two_lanes_run_batches_side_by_side_and_a_lone_batch_alone(model):
+    """With two lanes the queue runs two batches at once while more than one is in hand, each with one BLAS thread
+    and one row thread (the two meet at a barrier, which one lane alone would never pass), and a batch with
+    nothing beside it or behind it alone, with the process's threads; every answer is the one-batch-at-a-time
+    answer within 1e-6 (the batches, their BLAS threads and their batch-mates differ)."""
+    from threadpoolctl import threadpool_info
+
+    from numbert.model import row_threads
+
+    def blas_threads() -> int:
+        return min(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas")
+
+    process_blas, process_rows = blas_threads(), row_threads.count()
+    meet = threading.Barrier(2, timeout=60)
+    seen: list[tuple[int, int, int]] = []  # (rows, BLAS threads, row threads) of each forward
+
+    def forward(rows, task=None, *, first_only=False):
+        seen.append((len(rows), blas_threads(), row_threads.count()))
+        if len(seen) <= 2:
+            meet.wait()  # the first two batches run at once, or this times out
+        return model.forward_rows(rows, task, first_only=first_only)
+
+    texts = [f"sentence number {i} " + "word " * (i % 13) for i in range(70)]
+    rows = [row_of(model.tokenizer.encode(text)) for text in texts]
+    recipe = model.recipe()
+    readout = readouts.SentenceVectors(recipe)
+    gate = threading.Event()
+
+    async def serve() -> tuple[list, list]:
+        batcher = Batcher(forward, 16384, 32, Metrics(), lanes=2)
+        batcher.start(gate.wait)
+        futures = [batcher.submit(rows[i : i + 10], readout) for i in range(0, 70, 10)]
+        gate.set()
+        answers = [a for got in await asyncio.gather(*futures) for a in got]
+        lone = await batcher.submit(rows[:1], readout)  # everything else done: alone
+        await asyncio.to_thread(batcher.stop)
+        return answers, lone
+
+    answers, lone = asyncio.run(serve())
+    assert sum(rows for rows, _, _ in seen[:-1]) == 70 and seen[-1][0] == 1, seen
+    assert all(tuple(threads) == (1, 1) for _, *threads in seen[:2]), seen  # later ones: alone if the other is done
+    assert tuple(seen[-1][1:]) == (process_blas, process_rows), seen
+    assert (blas_threads(), row_threads.count()) == (process_blas, process_rows)  # given back
+    want = model.embed(texts, recipe=recipe, batch_size=8)
+    np.testing.assert_allclose(recipe.finish(np.stack(answers)), want, atol=1e-6)
+    np.testing.assert_allclose(recipe.finish(np.stack(lone)), want[:1], atol=1e-6)

@@ -8,12 +8,15 @@ tokens and `max_batch_size` rows; it runs one forward (Pipeline.forward_rows), r
 off it and hands each request its rows' answers; a request is answered when its last row is done.
 Taking the oldest row first means no request waits behind a stream of later ones; taking its neighbours
 by length keeps the padding small. A request whose client has gone (its future cancelled) is dropped
-before its rows run. The event loop only enqueues and awaits: NumPy and BLAS run here, in the model thread.
+before its rows run. The event loop only enqueues and awaits; the model thread plans, and the batches run on
+its lanes (numbert.pipeline.side_by_side.Lanes): in numbert's own processes two at a time, each with one BLAS
+thread, while more than one batch is in hand, and a batch alone with the process's threads when it is all there is.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import queue
@@ -25,6 +28,7 @@ from typing import NamedTuple, Protocol
 
 from ..model.encoder import Output
 from .planner import Row, next_batch
+from .side_by_side import Lanes
 
 log = logging.getLogger(__name__)
 
@@ -91,11 +95,19 @@ class Item(NamedTuple):
     position: int  # the row's index in its request
 
 
+class Done(NamedTuple):
+    """A lane's word to the model thread: its batch has run."""
+
+
+DONE = Done()
+
+
 class Batcher:
-    """The queue of admitted rows and the one thread that runs the model on them.
+    """The queue of admitted rows and the model thread that plans their batches and runs them on its lanes.
 
     `submit` (on the event loop) enqueues a request's rows and returns a future of their answers;
-    `stop` lets the thread finish everything queued, then end.
+    `stop` lets the thread finish everything queued, then end. `lanes`: batches that may run at once
+    (numbert.model.blas.side_by_side() in numbert's own processes).
     """
 
     def __init__(
@@ -104,11 +116,14 @@ class Batcher:
         max_batch_tokens: int,
         max_batch_size: int,
         metrics: Counters,
+        lanes: int = 1,
     ):
         self.forward = forward  # rows, task -> one forward's Output (Pipeline.forward_rows)
         self.max_batch_tokens, self.max_batch_size = max_batch_tokens, max_batch_size
         self.metrics = metrics
-        self.inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self.lanes = lanes
+        self.inbox: queue.SimpleQueue[Job | Done | None] = queue.SimpleQueue()  # None: stop
+        self.answering = threading.Lock()  # lanes hand answers to the same request one at a time
         self.thread: threading.Thread | None = None
 
     def start(self, warm_up: Callable[[], None]) -> None:
@@ -134,34 +149,58 @@ class Batcher:
 
     def run(self, warm_up: Callable[[], None]) -> None:
         warm_up()
+        lanes = Lanes(self.lanes)
         waiting: list[Item] = []
         arrivals = itertools.count()
         stopping = False
-        while not stopping or waiting:
-            try:
-                job = self.inbox.get(block=not waiting)
-                while True:  # take everything that has arrived
-                    if job is None:
-                        stopping = True
-                    else:
-                        waiting += [Item(next(arrivals), len(r.ids), job, i) for i, r in enumerate(job.rows)]
-                    job = self.inbox.get_nowait()
-            except queue.Empty:
-                pass
-            gone = [item for item in waiting if item.job.gone]
-            if gone:
-                self.metrics.dropped(len(gone))
-                waiting = [item for item in waiting if not item.job.gone]
-            if waiting:
-                oldest = min(waiting, key=lambda item: item.arrival)
-                same_task = [item for item in waiting if item.job.readout is oldest.job.readout]
-                batch = next_batch(same_task, self.max_batch_tokens, self.max_batch_size)
-                taken = {id(item) for item in batch}
-                waiting = [item for item in waiting if id(item) not in taken]
-                self.run_batch(batch, oldest.job.readout)
+        try:
+            while not stopping or waiting or lanes.running:
+                try:  # wait for work only if none can start now
+                    message = self.inbox.get(block=not (waiting and lanes.free()))
+                    while True:  # take everything that has arrived
+                        if message is None:
+                            stopping = True
+                        elif isinstance(message, Done):
+                            lanes.done()
+                        else:
+                            rows = enumerate(message.rows)
+                            waiting += [Item(next(arrivals), len(r.ids), message, i) for i, r in rows]
+                        message = self.inbox.get_nowait()
+                except queue.Empty:
+                    pass
+                gone = [item for item in waiting if item.job.gone]
+                if gone:
+                    self.metrics.dropped(len(gone))
+                    waiting = [item for item in waiting if not item.job.gone]
+                while waiting and lanes.free():
+                    oldest = min(waiting, key=lambda item: item.arrival)
+                    same_task = [item for item in waiting if item.job.readout is oldest.job.readout]
+                    batch = next_batch(same_task, self.max_batch_tokens, self.max_batch_size)
+                    taken = {id(item) for item in batch}
+                    waiting = [item for item in waiting if id(item) not in taken]
+                    lanes.start(functools.partial(self.lane, batch, oldest.job.readout), waiting=bool(waiting))
+        finally:
+            lanes.close()
 
-    def run_batch(self, batch: list[Item], readout: Readout) -> None:
-        """One forward over the batch, right-padded to its longest row; each row's answer goes to its request."""
+    def lane(self, batch: list[Item], readout: Readout) -> None:
+        """A lane's work: the batch. The model thread hears that the lane is free as soon as the forward is done,
+        before the answers go out, so that a request sent on an answer finds it free (and a lone one runs alone)."""
+        told = False
+
+        def free() -> None:
+            nonlocal told
+            if not told:
+                told = True
+                self.inbox.put(DONE)
+
+        try:
+            self.run_batch(batch, readout, free)
+        finally:
+            free()
+
+    def run_batch(self, batch: list[Item], readout: Readout, free: Callable[[], None]) -> None:
+        """One forward over the batch, right-padded to its longest row, then free(); each row's answer goes to its
+        request."""
         width = max(item.length for item in batch)
         start = time.time_ns()
         try:
@@ -169,20 +208,24 @@ class Batcher:
             answers = readout(self.forward(rows, readout.task, first_only=readout.first_only))
         except Exception as e:  # a bug, not a bad request (those are refused before they queue): answer 500
             log.exception("the forward pass failed on a batch of %d x %d tokens", len(batch), width)
-            for item in batch:
-                if not item.job.failed:
-                    item.job.failed = True
-                    item.job.loop.call_soon_threadsafe(_settle, item.job.future, None, e)
+            with self.answering:
+                for item in batch:
+                    if not item.job.failed:
+                        item.job.failed = True
+                        item.job.loop.call_soon_threadsafe(_settle, item.job.future, None, e)
+        end = time.time_ns()
+        free()
         self.metrics.ran_batch(len(batch), len(batch) * width)
-        record_forward(batch, start, time.time_ns(), len(batch) * width)
-        for r, item in enumerate(batch):
-            job = item.job
-            if job.failed:  # its other rows still run, and are dropped here
-                continue
-            job.answers[item.position] = answers[r]
-            job.remaining -= 1
-            if job.remaining == 0:
-                job.loop.call_soon_threadsafe(_settle, job.future, job.answers, None)
+        with self.answering:  # a request's rows may be in two batches that end at once
+            record_forward(batch, start, end, len(batch) * width)
+            for r, item in enumerate(batch):
+                job = item.job
+                if job.failed:  # its other rows still run, and are dropped here
+                    continue
+                job.answers[item.position] = answers[r]
+                job.remaining -= 1
+                if job.remaining == 0:
+                    job.loop.call_soon_threadsafe(_settle, job.future, job.answers, None)
 
 
 def record_forward(batch: list[Item], start: int, end: int, tokens: int) -> None:

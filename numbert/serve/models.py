@@ -28,6 +28,7 @@ import anyio
 
 from .. import __version__
 from ..checkpoint.fingerprint import model_fingerprint
+from ..model.blas import side_by_side
 from ..pipeline import (
     Batcher,
     Bert,
@@ -85,7 +86,13 @@ class ServedModel:
             log.error("%s", self.load_error)
             return
         assert self.pipeline is not None
-        batcher = Batcher(self.pipeline.forward_rows, settings.max_batch_tokens, settings.max_batch_size, metrics)
+        batcher = Batcher(
+            self.pipeline.forward_rows,
+            settings.max_batch_tokens,
+            settings.max_batch_size,
+            metrics,
+            lanes=side_by_side(),  # in numbert's own process, two batches at once under load
+        )
         batcher.start(self.pipeline.warm_up)
         self.batcher = batcher
         log.info(
