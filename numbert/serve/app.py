@@ -56,7 +56,7 @@ from .auth import OPEN_PATHS, BearerAuth
 from .metrics import Metrics
 from .models import Models, ServedModel
 from .protocol import ApiError, EmbeddingRequest, ScoringRequest, SimilarityRequest
-from .settings import WORK_THREADS, Settings
+from .settings import Settings
 
 log = logging.getLogger("numbert.serve")
 JSON = "application/json"
@@ -81,7 +81,7 @@ class Server:
         shared = os.environ.get(METRICS_VARIABLE)
         self.shared_metrics = None if shared is None else Path(shared)  # --workers N: every worker's counters
         self.models = Models(settings)
-        self.threads = anyio.CapacityLimiter(WORK_THREADS)  # parsing and rendering: off the event loop
+        self.threads = anyio.CapacityLimiter(2)  # parsing, tokenizing, rendering: off the event loop
         self.started = int(time.time())
         self.described: dict = {}  # the OpenAPI document, made by create_app once the routes are known
         self.tracing = (

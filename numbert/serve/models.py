@@ -44,7 +44,7 @@ from ..pipeline import (
 )
 from .metrics import Metrics
 from .protocol import ApiError
-from .settings import WORK_THREADS, Settings
+from .settings import Settings
 
 log = logging.getLogger("numbert.serve")
 
@@ -54,7 +54,7 @@ class ServedModel:
 
     def __init__(self, name: str, path: str):
         self.name, self.path = name, path
-        self.threads = anyio.CapacityLimiter(WORK_THREADS)  # tokenizing this model's requests, apart from others'
+        self.threads = anyio.CapacityLimiter(2)  # tokenizing this model's requests, apart from the other models'
         self.pipeline: Bert | None = None
         self.batcher: Batcher | None = None
         self.load_error: str | None = None

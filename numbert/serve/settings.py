@@ -8,12 +8,6 @@ from dataclasses import asdict, dataclass, field
 
 from ..checkpoint.hub import model_name
 
-# Threads that parse, tokenize and render requests off the event loop: this many for parsing and rendering, and
-# this many for each model's tokenizing. Each hop is short but needs Python's lock, which the model's lanes hold
-# between NumPy calls: with 2 a 64-client load left the lanes idle a fifth of the time (MiniLM, one input a request:
-# 160-206 inputs/s against 199-247 with 8, same Xeon, alternating runs).
-WORK_THREADS = 8
-
 
 @dataclass(frozen=True)
 class Settings:
