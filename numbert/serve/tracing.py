@@ -4,12 +4,12 @@ Each request is a span named after its route (`POST /v1/embeddings`), a child of
 the request carries a W3C `traceparent` header. A request that carries inputs has four kinds of child:
 
     tokenize   the body parsed and checked, the inputs turned into rows of token ids
-    queue      from the rows queued until the model thread takes the first of them
+    queue      from the rows queued until a lane of the model's queue starts the first of them
     forward    one per batch the request's rows ran in (attributes: rows and padded tokens of the batch)
     render     the answers as the response body
 
-A forward serves several requests at once, so it is recorded by the model thread as start and end
-times (batching.Job.forwards) and turned into spans afterwards, one per request it served.
+A forward serves several requests at once, so it is recorded by the lane that ran it as start and end
+times (numbert.pipeline.batcher.Job.forwards) and turned into spans afterwards, one per request it served.
 Spans leave in batches (every SCHEDULE_DELAY_MS) and the last ones when the server stops (waiting at most
 EXPORT_TIMEOUT for a collector that does not answer). Needs the
 [otel] extra; without --otlp-endpoint this module is never imported.
