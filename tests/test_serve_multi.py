@@ -131,3 +131,19 @@ def test_ollama_errors_come_in_ollamas_shape(http):
     assert r.status_code == 422 and isinstance(r.json()["error"], str) and "'input'" in r.json()["error"]
     assert http.post("/api/embed", content=b"{").json()["error"].startswith("the request body is not valid JSON")
     assert http.get("/api/version").json() == {"version": numbert.__version__}
+
+
+def test_one_served_model_runs_two_lanes_and_several_models_one_each():
+    """A server of one model runs its batches on as many lanes as numbert's own process runs batches side by side;
+    a server of several runs one lane a model (the lanes' BLAS limit is the process's, not a model's)."""
+    from numbert.model import blas
+    from numbert.serve.models import lanes
+    from numbert.serve.settings import Settings
+
+    previous = blas.side_by_side()
+    blas.use_side_by_side(2)  # as in `numbert serve`'s own process on 2 cores
+    try:
+        assert lanes(Settings(model="a")) == 2
+        assert lanes(Settings(model="a", more_models={"b": "b"})) == 1
+    finally:
+        blas.use_side_by_side(previous)

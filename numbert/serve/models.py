@@ -49,6 +49,13 @@ from .settings import Settings
 log = logging.getLogger("numbert.serve")
 
 
+def lanes(settings: Settings) -> int:
+    """The batches a model's queue may run at once: in numbert's own process serving one model, two under load
+    (numbert.model.blas.side_by_side); one where several models share the process, since the lanes' one-BLAS-thread
+    limit is the process's and two models' lanes would each set and undo it."""
+    return side_by_side() if not settings.more_models else 1
+
+
 class ServedModel:
     """One model of the server: its served name, its pipeline, recipe and Batcher once loaded, or why it failed."""
 
@@ -91,7 +98,7 @@ class ServedModel:
             settings.max_batch_tokens,
             settings.max_batch_size,
             metrics,
-            lanes=side_by_side(),  # in numbert's own process, two batches at once under load
+            lanes=lanes(settings),
         )
         batcher.start(self.pipeline.warm_up)
         self.batcher = batcher
