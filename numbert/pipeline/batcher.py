@@ -178,29 +178,14 @@ class Batcher:
                     batch = next_batch(same_task, self.max_batch_tokens, self.max_batch_size)
                     taken = {id(item) for item in batch}
                     waiting = [item for item in waiting if id(item) not in taken]
-                    lanes.start(functools.partial(self.lane, batch, oldest.job.readout), waiting=bool(waiting))
+                    lanes.start(functools.partial(self.run_batch, batch, oldest.job.readout), waiting=bool(waiting))
         finally:
             lanes.close()
 
-    def lane(self, batch: list[Item], readout: Readout) -> None:
-        """A lane's work: the batch. The model thread hears that the lane is free as soon as the forward is done,
-        before the answers go out, so that a request sent on an answer finds it free (and a lone one runs alone)."""
-        told = False
-
-        def free() -> None:
-            nonlocal told
-            if not told:
-                told = True
-                self.inbox.put(DONE)
-
-        try:
-            self.run_batch(batch, readout, free)
-        finally:
-            free()
-
-    def run_batch(self, batch: list[Item], readout: Readout, free: Callable[[], None]) -> None:
-        """One forward over the batch, right-padded to its longest row, then free(); each row's answer goes to its
-        request."""
+    def run_batch(self, batch: list[Item], readout: Readout) -> None:
+        """A lane's work: one forward over the batch, right-padded to its longest row, then each row's answer to its
+        request. The model thread hears that the lane is free as soon as the forward is done, before the answers go
+        out, so that a request sent on an answer finds it free (and a lone one runs alone)."""
         width = max(item.length for item in batch)
         start = time.time_ns()
         try:
@@ -213,8 +198,9 @@ class Batcher:
                     if not item.job.failed:
                         item.job.failed = True
                         item.job.loop.call_soon_threadsafe(_settle, item.job.future, None, e)
+        finally:
+            self.inbox.put(DONE)  # the lane is free
         end = time.time_ns()
-        free()
         self.metrics.ran_batch(len(batch), len(batch) * width)
         with self.answering:  # a request's rows may be in two batches that end at once
             record_forward(batch, start, end, len(batch) * width)

@@ -24,7 +24,6 @@ The threads change only while no batch runs.
 
 from __future__ import annotations
 
-import contextlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -43,22 +42,22 @@ def in_order(work: Callable[[T], R], items: Iterable[T], threads: int) -> Iterat
     if threads == 1:
         yield from map(work, items)
         return
-    limits = one_blas_thread()
-    rows = row_threads.count()
-    with limits, ThreadPoolExecutor(threads, thread_name_prefix="numbert-batch") as pool:
-        row_threads.use(1)
-        pending: deque[Future[R]] = deque()
-        try:
-            for item in items:
-                pending.append(pool.submit(work, item))
-                if len(pending) > threads:  # all busy and one waiting: hand back the oldest
+    held = OneThreadEach()
+    try:
+        with ThreadPoolExecutor(threads, thread_name_prefix="numbert-batch") as pool:
+            pending: deque[Future[R]] = deque()
+            try:
+                for item in items:
+                    pending.append(pool.submit(work, item))
+                    if len(pending) > threads:  # all busy and one waiting: hand back the oldest
+                        yield pending.popleft().result()
+                while pending:
                     yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
-        finally:
-            for future in pending:
-                future.cancel()
-            row_threads.use(rows)
+            finally:
+                for future in pending:
+                    future.cancel()
+    finally:
+        held.release()
 
 
 class Lanes:
@@ -76,9 +75,8 @@ class Lanes:
         self.pool = ThreadPoolExecutor(n, thread_name_prefix="numbert-lane")
         self.running = 0
         self.alone = False  # the running batch has the process's threads to itself
-        self.rows = row_threads.count()  # the process's row threads, given back when a batch runs alone
         self.controller: Any = None  # threadpoolctl's, made once (0.01 ms a switch against 0.25 ms for a fresh one)
-        self.limits: Any = None  # its limit to one BLAS thread, while batches run side by side
+        self.held: OneThreadEach | None = None  # while batches run side by side
 
     def free(self) -> bool:
         """Whether a batch may start now."""
@@ -89,15 +87,13 @@ class Lanes:
         is), else side by side with one BLAS thread."""
         assert self.free()
         alone = self.n == 1 or (self.running == 0 and not waiting)
-        if alone and self.limits is not None:
-            self.limits.restore_original_limits()
-            self.limits = None
-            row_threads.use(self.rows)
-        elif not alone and self.limits is None:
+        if alone and self.held is not None:
+            self.held.release()
+            self.held = None
+        elif not alone and self.held is None:
             if self.controller is None:
                 self.controller = blas_controller()
-            self.limits = self.controller.limit(limits=1, user_api="blas")
-            row_threads.use(1)
+            self.held = OneThreadEach(self.controller)
         self.alone = alone
         self.running += 1
         self.pool.submit(work)
@@ -110,15 +106,23 @@ class Lanes:
     def close(self) -> None:
         """Wait for the running batches, then give the process its BLAS and row threads back."""
         self.pool.shutdown(wait=True)
-        if self.limits is not None:
-            self.limits.restore_original_limits()
-            self.limits = None
-            row_threads.use(self.rows)
+        if self.held is not None:
+            self.held.release()
+            self.held = None
 
 
-def one_blas_thread() -> contextlib.AbstractContextManager:
-    """threadpoolctl's limit of BLAS to one thread in this process (undone when the block ends)."""
-    return blas_controller().limit(limits=1, user_api="blas")
+class OneThreadEach:
+    """BLAS held to one thread and the element-wise work to one row thread in this process, while batches run
+    side by side; `release` gives the process back what it had. `controller`: threadpoolctl's, if one is kept."""
+
+    def __init__(self, controller: Any = None):
+        self.limits = (controller or blas_controller()).limit(limits=1, user_api="blas")
+        self.rows = row_threads.count()
+        row_threads.use(1)
+
+    def release(self) -> None:
+        self.limits.restore_original_limits()
+        row_threads.use(self.rows)
 
 
 def blas_controller() -> Any:
