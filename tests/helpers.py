@@ -27,7 +27,10 @@ from huggingface_hub.errors import EntryNotFoundError
 from numbert.checkpoint.hub import model_name
 from numbert.model.config import BertConfig
 from numbert.testing import packaged_minilm
+from numbert.tokenizer import Tokenizer
 from numbert.tokenizer.fast import FastTokenizer
+
+FIXTURES = Path(__file__).parent / "fixtures"  # the committed fixtures
 
 SMALL = BertConfig(
     vocab_size=50,
@@ -65,6 +68,18 @@ def fake_hub(monkeypatch: pytest.MonkeyPatch, repo: dict[str, bytes], directory:
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
     monkeypatch.setattr("numbert.checkpoint.hub._hub_unreachable", lambda repo_id, revision: None)  # the hub answers
     return requested
+
+
+def fixture_tokenizers(names) -> dict[str, Tokenizer]:
+    """numbert's Tokenizer of each committed tests/fixtures/NAME.json, by name."""
+    return {name: Tokenizer.from_tokenizer_json(FIXTURES / f"{name}.json") for name in names}
+
+
+def rust_fixture_tokenizers(names) -> dict:
+    """The Rust library's Tokenizer of each committed tests/fixtures/NAME.json, by name (the test is skipped
+    without `tokenizers`)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    return {name: tokenizers.Tokenizer.from_file(str(FIXTURES / f"{name}.json")) for name in names}
 
 
 def fast_tokenizer(vocab: dict[str, int], options: dict, **settings: int) -> FastTokenizer:
@@ -208,6 +223,14 @@ class ServerProcess:
         """The number of requests the server says it answered before it stopped."""
         found = [re.search(r"stopped after answering (\d+) requests", line) for line in self.lines]
         return int([m for m in found if m][-1].group(1))
+
+
+def serve_by_name(directories: dict[str, Path], *options: str, timeout: float = 120) -> ServerProcess:
+    """One `numbert serve` over several model directories, each under its name: the first as the default model,
+    the others by --model NAME=DIR."""
+    first, *others = directories
+    named = [f"--model={name}={directories[name]}" for name in others]
+    return ServerProcess(directories[first], *named, *options, timeout=timeout)
 
 
 def served_model(model: str | os.PathLike, **settings):

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from helpers import ServerProcess, bounded
+from helpers import ServerProcess, bounded, serve_by_name
 
 import numbert
 from numbert.model.heads import classifier_logits, masked_lm_logits
@@ -425,9 +425,7 @@ def test_a_distilbert_classifier_serves_embeddings_and_label_scores():
 def family_server(text_relative):
     """One `numbert serve` over the five sentence-transformers directories, each served under its model type."""
     directories = {model_type: text_relative(model_type)[1] for model_type in RELATIVES}
-    first, *others = directories
-    named = (f"--model={name}={directories[name]}" for name in others)
-    server = ServerProcess(directories[first], *named, "--auto-truncate")  # long texts cut as embed cuts them
+    server = serve_by_name(directories, "--auto-truncate")  # long texts cut as embed cuts them
     yield server, directories
     assert server.stop() == 0, "".join(server.lines)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import fixture_tokenizers, rust_fixture_tokenizers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_modern import MODELS, SHAPE
@@ -30,13 +31,12 @@ FIELDS = ("ids", "type_ids", "offsets")  # committed, for every sixth case (the 
 
 @pytest.fixture(scope="module")
 def ours() -> dict[str, Tokenizer]:
-    return {name: Tokenizer.from_tokenizer_json(FIXTURES / f"{name}.json") for name in TOKENIZERS}
+    return fixture_tokenizers(TOKENIZERS)
 
 
 @pytest.fixture(scope="module")
 def rust() -> dict:
-    tokenizers = pytest.importorskip("tokenizers")
-    return {name: tokenizers.Tokenizer.from_file(str(FIXTURES / f"{name}.json")) for name in TOKENIZERS}
+    return rust_fixture_tokenizers(TOKENIZERS)
 
 
 def cases() -> list[dict]:
@@ -309,13 +309,12 @@ def test_numbert_encode_workers_and_shards_run_each_modern_model(tmp_path, sente
 def modern_server(sentence_model, jina_with_tasks):
     """One `numbert serve` over the four sentence-transformers directories, each by its model type, and the jina
     directory with task adapters as "jina-tasks"."""
-    from helpers import ServerProcess
+    from helpers import serve_by_name
 
     directories = {model_type: sentence_model(model_type)[0] for model_type in MODELS}
-    first, *others = directories
-    named = [f"--model={name}={directories[name]}" for name in others] + [f"--model=jina-tasks={jina_with_tasks}"]
-    server = ServerProcess(directories[first], *named, "--auto-truncate", timeout=120)
-    yield server, directories | {"jina-tasks": jina_with_tasks}
+    directories["jina-tasks"] = jina_with_tasks
+    server = serve_by_name(directories, "--auto-truncate", timeout=120)
+    yield server, directories
     assert server.stop() == 0, "".join(server.lines)
 
 

@@ -18,6 +18,7 @@ import random
 from pathlib import Path
 
 import pytest
+from helpers import fixture_tokenizers, rust_fixture_tokenizers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_tokenizer_limits import peak_bytes
@@ -41,13 +42,12 @@ LINES = CORPUS + generated_lines(60, seed=3)
 
 @pytest.fixture(scope="module")
 def ours() -> dict[str, Tokenizer]:
-    return {name: Tokenizer.from_tokenizer_json(FIXTURES / f"{name}.json") for name in NAMES}
+    return fixture_tokenizers(NAMES)
 
 
 @pytest.fixture(scope="module")
 def rust() -> dict:
-    tokenizers = pytest.importorskip("tokenizers")
-    return {name: tokenizers.Tokenizer.from_file(str(FIXTURES / f"{name}.json")) for name in NAMES}
+    return rust_fixture_tokenizers(NAMES)
 
 
 def rust_windows(tok, text: str, pair: str | None = None, add_special_tokens: bool = True, **truncation) -> list:
