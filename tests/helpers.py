@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 from huggingface_hub.errors import EntryNotFoundError
 
+import numbert
 from numbert.checkpoint.hub import model_name
 from numbert.model.config import BertConfig
 from numbert.testing import packaged_minilm
@@ -231,6 +232,16 @@ def serve_by_name(directories: dict[str, Path], *options: str, timeout: float = 
     first, *others = directories
     named = [f"--model={name}={directories[name]}" for name in others]
     return ServerProcess(directories[first], *named, *options, timeout=timeout)
+
+
+def served_as_embed(server: ServerProcess, model: str, directory: Path, texts: list[str]) -> dict:
+    """/v1/embeddings of `texts` naming `model` answers 200 with numbert.load(directory).embed's vectors within 1e-6;
+    its JSON."""
+    r = httpx.post(server.url + "/v1/embeddings", json={"input": texts, "model": model}, timeout=60)
+    assert r.status_code == 200, r.text
+    got = np.array([item["embedding"] for item in r.json()["data"]], np.float32)
+    np.testing.assert_allclose(got, numbert.load(directory).embed(texts, progress=False), atol=1e-6)
+    return r.json()
 
 
 def served_model(model: str | os.PathLike, **settings):

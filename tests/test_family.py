@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from helpers import ServerProcess, bounded, serve_by_name
+from helpers import ServerProcess, bounded, serve_by_name, served_as_embed
 
 import numbert
 from numbert.model.heads import classifier_logits, masked_lm_logits
@@ -435,11 +435,7 @@ def family_server(text_relative):
 def test_one_server_serves_each_relative_by_its_name(family_server, model_type):
     """/v1/embeddings picks the relative by the request's `model` and answers as its `embed`."""
     server, directories = family_server
-    r = httpx.post(server.url + "/v1/embeddings", json={"input": TEXTS, "model": model_type}, timeout=60)
-    assert r.status_code == 200, r.text
-    assert r.json()["model"] == model_type
-    got = np.array([item["embedding"] for item in r.json()["data"]], np.float32)
-    np.testing.assert_allclose(got, numbert.load(directories[model_type]).embed(TEXTS, progress=False), atol=1e-6)
+    assert served_as_embed(server, model_type, directories[model_type], TEXTS)["model"] == model_type
 
 
 @pytest.mark.parity

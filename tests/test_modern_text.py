@@ -321,13 +321,10 @@ def modern_server(sentence_model, jina_with_tasks):
 @pytest.mark.parity
 @pytest.mark.parametrize("model_type", MODELS)
 def test_one_server_serves_each_modern_model_by_its_name(modern_server, model_type):
-    import httpx
+    from helpers import served_as_embed
 
     server, directories = modern_server
-    r = httpx.post(server.url + "/v1/embeddings", json={"input": TEXTS, "model": model_type}, timeout=60)
-    assert r.status_code == 200, r.text
-    got = np.array([item["embedding"] for item in r.json()["data"]], np.float32)
-    np.testing.assert_allclose(got, numbert.load(directories[model_type]).embed(TEXTS, progress=False), atol=1e-6)
+    served_as_embed(server, model_type, directories[model_type], TEXTS)
 
 
 def test_the_server_runs_a_request_s_task(modern_server):
