@@ -14,10 +14,10 @@ LAYERS = {  # the first part of a module's path below numbert/ -> its layer
     "core": ["model"],
     "io": ["tokenizer", "checkpoint"],
     "pipeline": ["pipeline", "__init__"],
-    "engines": ["engines", "serve", "cli", "plot", "testing", "__main__"],
+    "engines": ["engines", "serve", "cli", "plot", "testing", "__main__", "transformers", "sentence_transformers", "util"],
 }
 RANK = {top: rank for rank, names in enumerate(LAYERS.values()) for top in names}
-ENGINES = ("engines", "serve", "cli")
+ENGINES = ("engines", "serve", "cli", "transformers", "sentence_transformers", "util")  # util, transformers, sentence_transformers: the doors for code written for those libraries
 # what an engine may import from below the engines: the public faces, the io that names files, BLAS's settings
 FACES = {"__init__", "pipeline", "checkpoint.hub", "checkpoint.fingerprint", "model.blas", "tokenizer"}
 ROOT_MODULES_AT_MOST = 6  # modules directly under numbert/ besides __init__ and __main__
