@@ -10,14 +10,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "numbert"
+DOORS = ["transformers", "sentence_transformers", "util"]  # root modules for code written for those libraries
 LAYERS = {  # the first part of a module's path below numbert/ -> its layer
     "core": ["model"],
     "io": ["tokenizer", "checkpoint"],
     "pipeline": ["pipeline", "__init__"],
-    "engines": ["engines", "serve", "cli", "plot", "testing", "__main__", "transformers", "sentence_transformers", "util"],
+    "engines": ["engines", "serve", "cli", "plot", "testing", "__main__", *DOORS],
 }
 RANK = {top: rank for rank, names in enumerate(LAYERS.values()) for top in names}
-ENGINES = ("engines", "serve", "cli", "transformers", "sentence_transformers", "util")  # util, transformers, sentence_transformers: the doors for code written for those libraries
+ENGINES = ("engines", "serve", "cli", *DOORS)
 # what an engine may import from below the engines: the public faces, the io that names files, BLAS's settings
 FACES = {"__init__", "pipeline", "checkpoint.hub", "checkpoint.fingerprint", "model.blas", "tokenizer"}
 ROOT_MODULES_AT_MOST = 6  # modules directly under numbert/ besides __init__ and __main__

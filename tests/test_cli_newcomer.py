@@ -78,19 +78,46 @@ def test_binary_into_a_pipe_is_said_on_stderr(minilm_dir, args, said):
     assert np.load(io.BytesIO(result.stdout)).shape == (1, 384)
 
 
-def test_binary_redirected_into_a_text_file_is_said_on_stderr(tmp_path, minilm_dir):
-    """`numbert encode TEXT > vectors.txt` gets .npy bytes (the format follows -o, not the shell's redirect), and
-    says so; `> vectors.npy` is what it says it is."""
-    for name, said in [("vectors.txt", True), ("vectors.npy", False)]:
+def test_a_redirect_writes_what_the_file_is_named(tmp_path, minilm_dir):
+    """`numbert encode TEXT > vectors.txt` writes text (the redirect's name read as -o's would be), `> vectors.npy`
+    .npy bytes, silently; `> vectors` (no suffix) gets .npy bytes and says so on stderr."""
+    for name in ["vectors.txt", "vectors.npy", "vectors"]:
         with open(tmp_path / name, "wb") as f:
             result = run("encode", TEXT, stdout=f, model=minilm_dir)
         assert result.returncode == 0, result.stderr.decode()
-        assert np.load(tmp_path / name).shape == (1, 384)
-        if said:
+        if name == "vectors.txt":
+            assert np.loadtxt(tmp_path / name).shape == (384,) and result.stderr == b""
+            assert b"-0.000000" not in (tmp_path / name).read_bytes()
+        else:
+            assert np.load(tmp_path / name).shape == (1, 384)
+        if name == "vectors":
             (line,) = result.stderr.decode().splitlines()
             assert f"to stdout ({tmp_path / name})" in line and "--format text" in line, line
         else:
             assert result.stderr == b""
+
+
+def test_no_option_is_taken_by_a_prefix_of_another():
+    """`numbert serve --prot 8000` was --protect-health 8000; a prefix is now an unknown option, answered with the
+    closest one."""
+    result = run("serve", "--prot", "8000")
+    assert result.returncode == 2
+    assert "unrecognized option --prot: did you mean --port?" in result.stderr.decode()
+
+
+def test_an_error_names_numbert_model_when_the_model_came_from_it(tmp_path):
+    result = run("encode", "hi", model=tmp_path / "nope")
+    (line,) = result.stderr.decode().splitlines()
+    assert result.returncode == 1 and "came from NUMBERT_MODEL" in line, line
+    result = run("encode", "hi", "--model", str(tmp_path / "nope"))
+    assert "NUMBERT_MODEL" not in result.stderr.decode()
+
+
+def test_fixed_never_writes_minus_zero():
+    from numbert.cli.common import fixed
+
+    assert fixed(-1e-9) == "0.000000" and fixed(-0.0) == "0.000000" and fixed(-0.5) == "-0.500000"
+    assert fixed(-4e-5, 4) == "0.0000" and fixed(-6e-5, 4) == "-0.0001" and fixed(0.25) == "0.250000"
 
 
 # --- numbert.encode(text) is `numbert encode TEXT` ----------------------------------------------------------

@@ -287,6 +287,14 @@ def test_the_progress_bar_moves_per_batch(model, fmt):
     assert sum(bar.updates) == 19 and len(bar.updates) == 5  # 4 + 4 + 4 + 4 + 3: one update per batch
 
 
+def test_off_a_terminal_the_progress_bar_is_one_final_line(model, capfd):
+    """model.embed(texts, progress=True) with stderr in a log file or a pipe: one line, drawn when the job is done
+    (tqdm's redraws, each a line there, gave the final bar twice)."""
+    model.embed(["a text"] * 40, progress=True, batch_size=8)
+    err = capfd.readouterr().err
+    assert err.count("40/40") == 1 and err.count("\r") == 0 and err.endswith("\n") and len(err.splitlines()) == 1, err
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

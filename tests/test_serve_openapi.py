@@ -101,6 +101,12 @@ def test_swagger_ui_renders_in_chromium_and_sends_an_embed(server):
     """Debian's chromium, headless, loads /docs: the page lists the routes, and POST /embed sent from it (its
     example body) answers 200 with a vector."""
     webdriver = pytest.importorskip("selenium.webdriver")
+    missing = [path for path in ("/usr/bin/chromium", "/usr/bin/chromedriver") if not os.path.exists(path)]
+    if missing:  # a fresh machine: .ci/run installs them (and under CI a skip is a failure, so CI never goes without)
+        pytest.skip(
+            f"Debian's chromium and chromium-driver are not installed ({', '.join(missing)} missing): "
+            "apt-get install chromium chromium-driver, as .ci/run does"
+        )
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as seen
     from selenium.webdriver.support.ui import WebDriverWait

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 from typing import NoReturn
 
 
@@ -36,7 +37,13 @@ MEANT = {
 class Parser(argparse.ArgumentParser):
     """argparse, with errors on one line that point at this (sub)command's --help, a mistyped choice (a command,
     --format...) or option (--fromat) answered with the closest one, and a command's usual other name
-    (`numbert embed`) with the command that does it (MEANT)."""
+    (`numbert embed`) with the command that does it (MEANT). No option is taken by a prefix of its name
+    (argparse's allow_abbrev): `numbert serve --prot 8000` would silently be --protect-health, not --port; an
+    unknown option is refused with the closest known one instead."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -56,9 +63,9 @@ class Parser(argparse.ArgumentParser):
         for extra in extras:
             if extra.startswith("-") and len(extra) > 1:
                 given = extra.split("=", 1)[0]
-                close = difflib.get_close_matches(given, options, n=1, cutoff=0.6)
-                if close:
-                    return f"unrecognized option {given}: did you mean {close[0]}?"
+                close = difflib.get_close_matches(given, options, n=5, cutoff=0.6)
+                if close:  # the fewest typing slips away (--prot: --port, one swap, before --prompt, two letters)
+                    return f"unrecognized option {given}: did you mean {min(close, key=lambda o: slips(given, o))}?"
                 return f"unrecognized option {given}"
         return f"unrecognized arguments: {' '.join(extras)}"
 
@@ -79,6 +86,18 @@ class Parser(argparse.ArgumentParser):
 
 
 # --- option types ---------------------------------------------------------------------------------
+
+
+def slips(a: str, b: str) -> int:
+    """How many typing slips turn a into b: letters left out, added or changed, and two neighbours swapped
+    (the optimal-string-alignment distance)."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[len(a)][len(b)]
 
 
 def positive_int(text: str) -> int:
@@ -222,6 +241,20 @@ def sentence_options(args: argparse.Namespace) -> dict:
     if getattr(args, "task", None) is not None:
         options["task"] = args.task
     return options
+
+
+def fixed(value: float, places: int = 6) -> str:
+    """A number with `places` decimals, as %.6f writes it but never "-0.000000" (a tiny negative score)."""
+    text = f"{value:.{places}f}"
+    return text[1:] if text.startswith("-") and not text.strip("-0.") else text
+
+
+def model_source(args: argparse.Namespace, message: str) -> str:
+    """An error's message, saying where --model's value came from when it was $NUMBERT_MODEL's (no --model given)."""
+    name = getattr(args, "model", None)
+    if isinstance(name, str) and name == os.environ.get("NUMBERT_MODEL") and name in message:
+        return f"{message} (the model {name!r} came from NUMBERT_MODEL: unset it or give --model)"
+    return message
 
 
 def load_model(name: str):

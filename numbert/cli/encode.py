@@ -198,7 +198,21 @@ def output_format_of(output: str | None, format: str | None) -> str:
         )
     if format is not None and named not in (None, format) and (named, format) != ("jsonl", "features"):
         raise Failure(f"-o {output} is named as {named} output, but --format is {format}: make them agree")
-    return format or named or ("text" if output in (None, "-") and sys.stdout.isatty() else "npy")
+    if format or named:
+        return format or named  # type: ignore[return-value]
+    redirected = FORMAT_OF_SUFFIX.get(Path(stdout_file() or "").suffix.lower())  # `> vectors.txt`: text
+    return redirected or ("text" if output in (None, "-") and sys.stdout.isatty() else "npy")
+
+
+def stdout_file() -> str | None:
+    """The name of the regular file stdout is redirected to (`numbert encode hi > x.txt`), where the system says
+    (Linux's /proc), else None: a terminal, a pipe, a device."""
+    try:
+        if not stat.S_ISREG(os.fstat(sys.stdout.fileno()).st_mode):
+            return None
+        return os.readlink(f"/proc/self/fd/{sys.stdout.fileno()}")
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None
 
 
 # --- the writers: one per format ------------------------------------------------------------------
@@ -307,7 +321,9 @@ def write_text_vectors(model, chunks: Iterator[list[str]], out: IO[bytes], args:
             if args.format == "jsonl":
                 out.write("".join(json_vector(v) for v in vectors).encode("ascii"))
             else:
-                np.savetxt(out, vectors, fmt="%.6f")
+                np.savetxt(
+                    out, np.where(np.abs(vectors) <= np.float32(5e-7), np.float32(0), vectors), fmt="%.6f"
+                )  # no -0.000000
             out.flush()
 
 
@@ -318,9 +334,8 @@ def json_vector(vector: np.ndarray) -> str:
 
 
 def say_where_binary_goes(args: argparse.Namespace) -> None:
-    """One line on stderr when .npy/.npz bytes go to stdout that is a pipe or a file not named .npy/.npz without
-    --format asking for them (`numbert encode x > vectors.txt` would otherwise fill vectors.txt with binary
-    silently), saying how to get text instead."""
+    """One line on stderr when .npy/.npz bytes go to stdout that is a pipe or a file whose name says no format
+    (`numbert encode x > vectors` would otherwise fill it with binary silently), saying how to get text instead."""
     if args.output not in (None, "-") or args.format_given:
         return
     try:
@@ -328,10 +343,7 @@ def say_where_binary_goes(args: argparse.Namespace) -> None:
     except (OSError, ValueError, io.UnsupportedOperation):
         return
     if stat.S_ISREG(mode):
-        try:
-            name = os.readlink(f"/proc/self/fd/{sys.stdout.fileno()}")
-        except OSError:
-            name = "a file"
+        name = stdout_file() or "a file"
         if name.lower().endswith((".npy", ".npz")):
             return
         where = f"stdout ({name})"
@@ -507,8 +519,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Embed texts, one per input line, keeping their order and count exactly.\n\n"
         "npy/npz: one float32 sentence vector per line, shape (lines, dim); npz holds it as 'vectors'.\n"
-        "  The default when stdout is a pipe or a file: `> vectors.txt` gets .npy bytes (said on stderr).\n"
-        "text: one line of space-separated values per input line (the default on a terminal).\n"
+        "  The default when stdout is a pipe, or a file whose suffix names no format (said on stderr).\n"
+        "text: one line of space-separated values per input line (the default on a terminal, or > x.txt).\n"
         "jsonl: one JSON array per input line, the float32 values exactly (shortest decimals).\n"
         "features: per-token hidden states, a JSON object per input line, in the layout of\n"
         "google-research/bert's extract_features.py (linex_index, features -> token, layers -> index,\n"
@@ -526,8 +538,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         type=output_format,
         choices=FORMATS,
         help="output format (txt = text; default: from OUT's suffix .npy .npz .jsonl .txt .tsv, which must "
-        "agree with it; text on a terminal, else npy: piped or redirected output is .npy unless --format says "
-        "otherwise); features: extract_features.py's per-token JSON lines",
+        "agree with it; stdout redirected to a file: that file's suffix likewise; text on a terminal, else npy: "
+        "piped output is .npy unless --format says otherwise); features: extract_features.py's per-token JSON lines",
     )
     p.add_argument("--output", "-o", metavar="OUT", help="output file (default: stdout)")
     add_model(p)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_model, load_model, non_negative_int, positive_int, utf8_text
+from .common import add_model, fixed, load_model, non_negative_int, positive_int, utf8_text
 from .files import input_lines
 from .tasks import emit
 
@@ -36,7 +36,7 @@ def rerank(args: argparse.Namespace) -> None:
         if args.json:
             emit(r)
         else:
-            print(f"{r['score']:.6f}\t{r['corpus_id']}\t{r['text']}", flush=True)
+            print(f"{fixed(r['score'])}\t{r['corpus_id']}\t{r['text']}", flush=True)
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:

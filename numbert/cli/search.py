@@ -31,6 +31,7 @@ from .common import (
     add_prompt_options,
     add_sentence_options,
     add_vector_options,
+    fixed,
     load_model,
     positive_int,
     utf8_text,
@@ -75,7 +76,7 @@ def search_index(args: argparse.Namespace, index: NpyIndex) -> None:
         print(json.dumps([{**hit, "text": texts[hit["corpus_id"]]} for hit in hits], ensure_ascii=False))
         return
     for hit in hits:
-        print(f"{hit['score']:.4f}\t{hit['corpus_id']}\t{texts[hit['corpus_id']]}")
+        print(f"{fixed(hit['score'], 4)}\t{hit['corpus_id']}\t{texts[hit['corpus_id']]}")
 
 
 def rescored(args: argparse.Namespace, candidates: list[int], rows: int, model) -> list[dict]:

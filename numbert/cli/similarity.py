@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import add_model, add_sentence_options, load_model, positive_int, sentence_options, utf8_text
+from .common import add_model, add_sentence_options, fixed, load_model, positive_int, sentence_options, utf8_text
 
 
 def neighbors(args: argparse.Namespace) -> None:
@@ -19,12 +19,12 @@ def neighbors(args: argparse.Namespace) -> None:
         print(json.dumps([n._asdict() for n in found], ensure_ascii=False))
         return
     for n in found:
-        print(f"{n.token:<16} {n.similarity:.4f}")
+        print(f"{n.token:<16} {fixed(n.similarity, 4)}")
 
 
 def similarity(args: argparse.Namespace) -> None:
     """Print the cosine similarity of the two texts' sentence vectors."""
-    print(f"{load_model(args.model).similarity(args.text_a, args.text_b, **sentence_options(args)):.6f}")
+    print(fixed(load_model(args.model).similarity(args.text_a, args.text_b, **sentence_options(args))))
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:

@@ -10,6 +10,7 @@ vectors, back in input order, are finished together (normalized, cut to `dimensi
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
@@ -223,5 +224,19 @@ def progress_bar(progress: bool | Any | None, total: int) -> contextlib.Abstract
     if progress is None or isinstance(progress, bool):
         from tqdm.auto import tqdm
 
-        return tqdm(total=total, unit="text", disable=progress is False, delay=0 if progress else 2)
+        delay = 0 if progress else 2
+        widget = any("notebook" in kind.__module__ for kind in tqdm.__mro__)  # Jupyter's: drawn in place
+        if progress is False or widget or sys.stderr.isatty():
+            return tqdm(total=total, unit="text", disable=progress is False, delay=delay)
+        return final_line(tqdm(total=total, unit="text", delay=float("inf")), delay)
     return contextlib.nullcontext(progress)
+
+
+@contextlib.contextmanager
+def final_line(bar: Any, delay: float) -> Iterator[Any]:
+    """Off a terminal (a log file, a pipe) each redraw of a bar would be a line of its own: the bar drawn once, when
+    it is done, if it ran `delay` seconds."""
+    with bar:
+        yield bar
+    if bar.format_dict["elapsed"] >= delay:
+        print(bar, file=sys.stderr, flush=True)
