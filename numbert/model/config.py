@@ -538,11 +538,14 @@ class BertConfig:
         types = self.layer_types
         if not isinstance(types, tuple) or (types and len(types) != self.num_hidden_layers):
             raise ValueError(
-                f"{where}: layer_types must name each of the {self.num_hidden_layers} layers' kind, got {clipped(types)}"
+                f"{where}: layer_types must name each of the {self.num_hidden_layers} layers' kind, "
+                f"got {clipped(types)}"
             )
         unknown = [t for t in types if t not in LAYER_TYPES]
         if unknown:
-            raise ValueError(f"{where}: unknown layer type {clipped(unknown[0])}; numbert runs {', '.join(LAYER_TYPES)}")
+            raise ValueError(
+                f"{where}: unknown layer type {clipped(unknown[0])}; numbert runs {', '.join(LAYER_TYPES)}"
+            )
         if "sliding_attention" in types and not rotary:
             raise ValueError(f"{where}: sliding-window layers need rotary positions ({self.model_type} has none)")
         if self.local_attention < 2:
