@@ -456,7 +456,7 @@ def test_check_finite_passes_huge_but_finite_weights(tmp_path):
     load_weights(tmp_path, SMALL, check_finite=True)
 
 
-def test_load_check_finite_names_the_tensor(tmp_path, minilm_dir):
+def test_load_check_finite_names_the_tensor(tmp_path, minilm_dir, caplog):
     import shutil
 
     import numbert
@@ -472,3 +472,4 @@ def test_load_check_finite_names_the_tensor(tmp_path, minilm_dir):
     with pytest.raises(ValueError, match=r"tensor 'encoder.layer.3.attention.self.key.bias' holds NaN .* index \(7,\)"):
         numbert.load(directory, check_finite=True)
     assert np.isnan(numbert.load(directory).embed("hello")).all()  # unchecked, the NaN reaches every output
+    assert "computed NaN or infinite hidden states" in caplog.text  # and it is said

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import shutil
 import struct
-import warnings
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import bounded, run_with_memory_limit
+from helpers import bounded, run_limited, run_with_memory_limit
 from test_checkpoint_errors import Call, Storage, opcodes, tensor, write_bin
 
 import numbert
@@ -263,9 +262,9 @@ def test_int8_bge_m3_heads_are_refused_naming_the_tensor(tmp_path):
 # --- non-finite weights: outputs checked, once --------------------------------------------------------------
 
 
-def test_a_nan_weight_is_said_once_naming_the_model(tmp_path, minilm_dir):
+def test_a_nan_weight_is_said_once_naming_the_model(tmp_path, minilm_dir, vocab_path):
     """A full scan of the weights at load costs more than the load (memory-mapped): the last layer of each forward
-    is checked instead, and a NaN there is said once per model."""
+    is checked instead, and a NaN there is said in one line, once per model (here by the command line, rc 0)."""
     from safetensors.numpy import save_file
 
     from numbert.checkpoint.weights import read_safetensors
@@ -275,9 +274,9 @@ def test_a_nan_weight_is_said_once_naming_the_model(tmp_path, minilm_dir):
     weights = {name: np.array(w) for name, w in read_safetensors(minilm_dir / "model.safetensors").items()}
     weights["encoder.layer.3.attention.self.key.bias"][7] = np.nan
     save_file(weights, str(directory / "model.safetensors"))
-    model = numbert.load(directory)
-    with pytest.warns(RuntimeWarning, match=r"computed NaN or infinite hidden states.*check_finite=True"):
-        model.embed(["hello", "world"])
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        model.embed("again")  # said once
+    done = run_limited("encode", "-o", tmp_path / "v.npy", "--batch-size", "1", model=directory, stdin=b"a\nb\nc\n")
+    said = [line for line in done.stderr.decode().splitlines() if "NaN" in line]
+    assert said == [
+        f"numbert: model {str(directory)!r} computed NaN or infinite hidden states: its weights or config hold "
+        f"non-finite numbers; load it with check_finite=True to name the tensor"
+    ], done.stderr.decode()

@@ -20,8 +20,8 @@ as decides the answer.
 from __future__ import annotations
 
 import functools
+import logging
 import os
-import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -54,6 +54,8 @@ from .readouts import (
 )
 from .recipe import Recipe
 
+log = logging.getLogger(__name__)  # once per model: its outputs are not finite (warn_if_not_finite)
+
 
 class InputTooLong(ValueError):
     """Input `index` holds more tokens than `limit` (`tokens` of them, or at least that many if not `exact`)."""
@@ -81,19 +83,19 @@ class InvalidTokenId(ValueError):
 
 
 def warn_if_not_finite(pipeline: Pipeline, out: Output) -> Output:
-    """`out`, after a RuntimeWarning (once per model) if its last layer holds NaN or infinity: weights or a config
-    that are not finite make every answer NaN. Scanning every weight at load would cost more than the load itself
-    (all-MiniLM-L6-v2 and bert-base, memory-mapped), so the load checks only when asked (check_finite=True) and
-    each forward's last layer, a small part of its work, is checked here."""
+    """`out`, after one warning line (once per model, on the "numbert" logger: stderr unless logging is set up) if
+    its last layer holds NaN or infinity: weights or a config that are not finite make every answer NaN. Scanning
+    every weight at load would cost more than the load itself (all-MiniLM-L6-v2 and bert-base, memory-mapped), so
+    the load checks only when asked (check_finite=True) and each forward's last layer, a small part of its work, is
+    checked here."""
     with np.errstate(invalid="ignore", over="ignore"):
         finite = bool(np.isfinite(out.hidden_states[-1].sum(dtype=np.float64)))
     if not finite and not pipeline.warned_not_finite:
         pipeline.warned_not_finite = True
-        warnings.warn(
-            f"model {pipeline.name!r} computed NaN or infinite hidden states: its weights or config hold non-finite "
-            f"numbers; load it with check_finite=True to name the tensor",
-            RuntimeWarning,
-            stacklevel=3,
+        log.warning(
+            "numbert: model %r computed NaN or infinite hidden states: its weights or config hold non-finite "
+            "numbers; load it with check_finite=True to name the tensor",
+            pipeline.name,
         )
     return out
 
