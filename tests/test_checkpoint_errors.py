@@ -390,15 +390,19 @@ def test_config_with_fewer_layers_than_the_checkpoint_is_an_error(tmp_path):
 
 def test_a_million_layers_in_config_json_is_refused_before_naming_them(tmp_path):
     """The expected tensor names were built first: 16 million of them, 2.5 GB and 17 s before the error.
-    Capped at 1.5 GB, the refusal now comes first."""
+    Capped at 1.5 GB, the refusal now comes first: the config's limit, then the checkpoint's layer count."""
     directory = write_small(tmp_path, num_hidden_layers=1_000_000)
     code = (
         "from numbert.checkpoint.weights import load_weights; from numbert.model.config import BertConfig; "
         f"load_weights({str(directory)!r}, BertConfig.from_json({str(directory / 'config.json')!r}))"
     )
     assert run_with_memory_limit(code) == (
+        f"ValueError: {directory / 'config.json'}: num_hidden_layers is 1000000; numbert allows at most 1,024"
+    )
+    directory = write_small(tmp_path / "at_the_limit", num_hidden_layers=1024)
+    assert run_with_memory_limit(code.replace(str(tmp_path), str(tmp_path / "at_the_limit"))) == (
         f"ValueError: {directory / 'model.safetensors'} holds 2 encoder layers but config.json's "
-        f"num_hidden_layers is 1000000: the config does not describe this checkpoint"
+        f"num_hidden_layers is 1024: the config does not describe this checkpoint"
     )
 
 
@@ -452,7 +456,7 @@ def test_check_finite_passes_huge_but_finite_weights(tmp_path):
     load_weights(tmp_path, SMALL, check_finite=True)
 
 
-def test_load_check_finite_names_the_tensor(tmp_path, minilm_dir):
+def test_load_check_finite_names_the_tensor(tmp_path, minilm_dir, caplog):
     import shutil
 
     import numbert
@@ -468,3 +472,4 @@ def test_load_check_finite_names_the_tensor(tmp_path, minilm_dir):
     with pytest.raises(ValueError, match=r"tensor 'encoder.layer.3.attention.self.key.bias' holds NaN .* index \(7,\)"):
         numbert.load(directory, check_finite=True)
     assert np.isnan(numbert.load(directory).embed("hello")).all()  # unchecked, the NaN reaches every output
+    assert "computed NaN or infinite hidden states" in caplog.text  # and it is said

@@ -28,7 +28,8 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
-from .sentence_config import Dense, read_dense, sentence_modules, token_level
+from ..model.config import BertConfig, clipped
+from .sentence_config import Dense, check_dense_chain, read_dense, sentence_modules, token_level
 
 STRATEGIES = ("fixed", "min")  # query expansion: "fixed" cuts and pads every query to its length; "min" only pads
 SIMILARITIES = {"maxsim": "maxsim", "meanmaxsim": "meanmaxsim", "MaxSim": "maxsim"}  # as saved -> numbert's name
@@ -67,9 +68,33 @@ class ColbertConfig:
         return len(self.projection[-1].weight) if self.projection else 0
 
 
-def read_colbert_config(directory: str | Path) -> ColbertConfig | None:
-    """The ColbertConfig of a PyLate or MultiVectorEncoder directory; None for any other directory."""
+def read_colbert_config(directory: str | Path, encoder: BertConfig | None = None) -> ColbertConfig | None:
+    """The ColbertConfig of a PyLate or MultiVectorEncoder directory; None for any other directory. Given the
+    `encoder`'s config, it is checked against it (`check_against_encoder`)."""
     directory = Path(directory)
+    colbert = _read_colbert_config(directory)
+    if colbert is not None and encoder is not None:
+        check_against_encoder(colbert, encoder, directory)
+    return colbert
+
+
+def check_against_encoder(colbert: ColbertConfig, encoder: BertConfig, directory: Path) -> None:
+    """The projection reads the encoder's hidden size (each Dense the width the one before writes), and a query
+    is padded to no more tokens than the encoder's positions take (PyLate's query_length, sentence-transformers'
+    query_expansion.length): refused at load, naming the file and field, not at the first encode."""
+    check_dense_chain(colbert.projection, encoder.hidden_size, directory / "modules.json")
+    if colbert.expansion is not None and colbert.expansion.length > encoder.max_tokens:
+        pylate = colbert.library == "PyLate"
+        source = directory / ("config_sentence_transformers.json" if pylate else "sentence_bert_config.json")
+        field = "query_length" if pylate else "query_expansion.length"
+        raise ValueError(
+            f"{source}: {field} is {colbert.expansion.length}; queries are padded to it, and the model takes at "
+            f"most {encoder.max_tokens} tokens (its positions)"
+        )
+
+
+def _read_colbert_config(directory: Path) -> ColbertConfig | None:
+    """read_colbert_config's reading, unchecked against the encoder."""
     modules = sentence_modules(directory)
     if modules is None:
         return None
@@ -123,8 +148,8 @@ def _pylate(settings: dict, source: Path, common: dict) -> ColbertConfig:
         if not isinstance(values[key], str):
             raise ValueError(f"{source}: {key} must be a string (a token), got {values[key]!r}")
     query_length = _length(values, "query_length", source)
-    expand = settings.get("do_query_expansion")
-    attend = settings.get("attend_to_expansion_tokens")
+    expand = _boolean(settings, "do_query_expansion", source)
+    attend = _boolean(settings, "attend_to_expansion_tokens", source)
     skiplist = settings.get("skiplist_words")
     expansion = None
     if expand is None or expand:
@@ -142,10 +167,18 @@ def _pylate(settings: dict, source: Path, common: dict) -> ColbertConfig:
     )
 
 
+def _boolean(settings: dict, key: str, source: Path) -> bool | None:
+    """A JSON boolean field (None when absent or null): "no", 0 or "false" are refused, naming the file and field."""
+    value = settings.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(f"{source}: {key} must be true or false (a JSON boolean), got {clipped(value)}")
+    return value
+
+
 def _length(values: dict, key: str, source: Path) -> int | None:
     value = values.get(key)
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 2):
-        raise ValueError(f"{source}: {key} must be an integer >= 2, got {value!r}")
+        raise ValueError(f"{source}: {key} must be an integer >= 2, got {clipped(value)}")
     return value
 
 
@@ -154,10 +187,12 @@ def _expansion(value, source: Path) -> QueryExpansion | None:
     if value is None:
         return None
     if not isinstance(value, dict) or value.get("strategy") not in STRATEGIES:
-        raise ValueError(f"{source}: query_expansion must be an object with strategy 'fixed' or 'min', got {value!r}")
+        raise ValueError(
+            f"{source}: query_expansion must be an object with strategy 'fixed' or 'min', got {clipped(value)}"
+        )
     length, attend, token = value.get("length"), value.get("attend", False), value.get("token")
     if isinstance(length, bool) or not isinstance(length, int) or length < 1:
-        raise ValueError(f"{source}: query_expansion.length must be a positive integer, got {length!r}")
+        raise ValueError(f"{source}: query_expansion.length must be a positive integer, got {clipped(length)}")
     if not isinstance(attend, bool) or not (token is None or isinstance(token, str)):
         raise ValueError(f"{source}: query_expansion.attend must be true or false and token a string or null")
     return QueryExpansion(length, attend, token, value["strategy"])

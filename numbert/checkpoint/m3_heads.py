@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..model.layers import Linear
+from .sentence_config import check_head_tensor
 from .weights import read_torch_bin
 
 M3_HEAD_FILES = ("colbert_linear.pt", "sparse_linear.pt")
@@ -58,4 +59,6 @@ def _linear(path: Path, hidden_size: int, width: int | None) -> Linear:
             f"{path}: expected 'weight' of shape ({'out' if width is None else width}, {hidden_size}) and 'bias' of "
             f"its width, found {weight.shape} and {bias.shape}"
         )
+    for name in ("weight", "bias"):
+        check_head_tensor(path, name, tensors[name])
     return Linear(np.asarray(weight, np.float32), np.asarray(bias, np.float32))

@@ -30,12 +30,13 @@ activation_function "relu" or "log1p_relu"); its config_sentence_transformers.js
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from ..model.config import clipped
 from ..model.layers import gelu, relu
 from .weights import Checkpoint
 
@@ -134,8 +135,9 @@ class SentenceConfig:
         return self.prompts[name]
 
 
-def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
-    """The SentenceConfig of a sentence-transformers directory, or None for a plain BERT directory."""
+def read_sentence_config(directory: str | Path, hidden_size: int | None = None) -> SentenceConfig | None:
+    """The SentenceConfig of a sentence-transformers directory, or None for a plain BERT directory; given the
+    encoder's `hidden_size`, its Dense modules are checked to read the pooled vector's width."""
     directory = Path(directory)
     modules = sentence_modules(directory)
     if modules is None:
@@ -158,6 +160,8 @@ def read_sentence_config(directory: str | Path) -> SentenceConfig | None:
             splade = _splade_pooling(directory / path / "config.json")
         elif kind not in ("Transformer", "MLMTransformer"):
             unsupported.append(f"{path or '.'} ({kind or 'unknown type'})")
+    if hidden_size is not None:
+        check_dense_chain(dense, hidden_size * len(pooling), directory / "modules.json")
     settings_file = directory / "sentence_bert_config.json"
     settings = _read_object(settings_file) if settings_file.is_file() else {}
     max_seq_length = _max_seq_length(directory, settings, settings_file)
@@ -253,9 +257,25 @@ def sentence_modules(directory: str | Path) -> list[tuple[str, str]] | None:
     for module in modules:
         path = module.get("path", "")
         if not isinstance(path, str):
-            raise ValueError(f"{modules_file}: a module's 'path' must be a string, got {path!r}")
+            raise ValueError(f"{modules_file}: a module's 'path' must be a string, got {clipped(path)}")
+        check_module_path(modules_file, path)
         listed.append((path, str(module.get("type", "")).rsplit(".", 1)[-1]))
     return listed
+
+
+def check_module_path(modules_file: Path, path: str) -> None:
+    """A module's path names a folder inside the model directory ("" the directory itself): an absolute path, or
+    one that leaves it by "..", or by a symlink, is refused (modules.json would read files from anywhere)."""
+    directory = modules_file.parent.resolve()
+    try:
+        inside = not Path(path).is_absolute() and (directory / path).resolve().is_relative_to(directory)
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL byte
+        inside = False
+    if not inside:
+        raise ValueError(
+            f"{modules_file}: module path {clipped(path)} leaves the model directory; a module's path must be a "
+            f"folder inside it (symlinks included)"
+        )
 
 
 def token_level(directory: Path) -> bool:
@@ -275,9 +295,9 @@ def read_dense(directory: Path) -> Dense:
             f"{directory / 'config.json'}: unsupported activation_function "
             f"{config.get('activation_function')!r}; numbert runs {', '.join(DENSE_ACTIVATIONS)}"
         )
+    shape = dense_shape(config, directory / "config.json")
     checkpoint = Checkpoint.find(directory)
     weights, source = checkpoint.read(), checkpoint.path
-    shape = (config.get("out_features"), config.get("in_features"))
     weight, bias = weights.get("linear.weight"), weights.get("linear.bias")
     if weight is None or weight.shape != shape:
         raise ValueError(
@@ -297,7 +317,50 @@ def read_dense(directory: Path) -> Dense:
                 f"'residual.weight' of shape {shape}; found {None if found is None else found.shape}"
             )
         residual = as_float32(found)
+    for name in ("linear.weight", "linear.bias", "residual.weight"):
+        if name in weights and (name != "residual.weight" or residual is not False):
+            check_head_tensor(source, name, weights[name])
     return Dense(as_float32(weight), as_float32(bias) if has_bias else None, activation, residual)
+
+
+MAX_FEATURES = 1 << 16  # a Dense module's widest in_features or out_features
+
+
+def dense_shape(config: dict, source: Path) -> tuple[int, int]:
+    """A Dense module's (out_features, in_features), each an integer from 1 to MAX_FEATURES."""
+    for key in ("out_features", "in_features"):
+        value = config.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_FEATURES:
+            raise ValueError(f"{source}: {key} must be an integer from 1 to {MAX_FEATURES}, got {clipped(value)}")
+    return config["out_features"], config["in_features"]
+
+
+def check_head_tensor(source: Path, name: str, tensor: np.ndarray) -> None:
+    """A head's tensor (a Dense module's, BGE-M3's) holds finite floating-point numbers: an integer one (int8)
+    is refused as the encoder refuses it, not widened; a NaN or infinite one, naming the first. Heads are small:
+    the scan costs little."""
+    if not np.issubdtype(tensor.dtype, np.floating):
+        raise ValueError(f"{source}: tensor {name!r} has dtype {tensor.dtype}; head weights must be floating point")
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = np.isfinite(tensor)
+    if not finite.all():
+        where = tuple(int(i) for i in np.argwhere(~finite)[0])
+        raise ValueError(
+            f"{source}: tensor {name!r} holds NaN or infinite values (the first, {tensor[where]}, at index {where})"
+        )
+
+
+def check_dense_chain(dense: Sequence[Dense], width: int, source: Path) -> None:
+    """Each Dense module reads the width the one before it writes, the first `width` (the pooled vector's, or the
+    encoder's hidden size for token vectors): checked at load, not as a matmul error at the first encode."""
+    for i, layer in enumerate(dense):
+        out_features, in_features = layer.weight.shape
+        if in_features != width:
+            raise ValueError(
+                f"{source}: Dense module {i + 1} reads {in_features} features (in_features), but what comes before "
+                f"it gives {width}"
+            )
+        width = out_features
 
 
 def _read_json_if_any(path: Path) -> dict:
@@ -329,7 +392,7 @@ def _flag(config: dict, path: Path, field: str, default: bool) -> bool:
     """A true/false field of a module's JSON file (`default` when absent); anything else names the file and field."""
     value = config.get(field, default)
     if not isinstance(value, bool):
-        raise ValueError(f"{path}: {field} must be true or false, got {value!r}")
+        raise ValueError(f"{path}: {field} must be true or false, got {clipped(value)}")
     return value
 
 

@@ -35,6 +35,7 @@ import json
 import math
 import os
 import pickle
+import pickletools
 import re
 import struct
 import zipfile
@@ -43,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..model.config import CONFIG_FILES, BertConfig
+from ..model.config import CONFIG_FILES, BertConfig, clipped
 from ..model.tensors import MAX_DIMS, POOLER, POOLER_NAME, bert_name, tensor_shapes
 from . import tf_bundle
 
@@ -507,6 +508,7 @@ def _archive_root(path: Path, archive: zipfile.ZipFile) -> str:
 
 def _unpickle(path: Path, archive: zipfile.ZipFile, root: str) -> object:
     """What data.pkl holds, through the gate; tensors come out as `_TensorView`s, nothing read yet."""
+    check_pickle_lengths(path, archive, root + "data.pkl")
     try:
         with archive.open(root + "data.pkl") as pickled:
             return _GatedUnpickler(pickled).load()
@@ -525,8 +527,30 @@ def _unpickle(path: Path, archive: zipfile.ZipFile, root: str) -> object:
         ) from None
 
 
+def check_pickle_lengths(path: Path, archive: zipfile.ZipFile, member: str) -> None:
+    """Walk a pickle's opcodes without running them, each counted argument read only as far as the member holds it:
+    CPython's unpickler allocates the bytes a BINBYTES8 or BYTEARRAY8 claims (2^40 of them, say) before it reads
+    them, so a claim past what is left is refused here first, naming the file."""
+    try:
+        with archive.open(member) as pickled:
+            for _opcode, _argument, _position in pickletools.genops(pickled):
+                pass
+    except ValueError as e:  # "expected N bytes in a bytes8, but only M remain", an unknown opcode, ...
+        raise BadPickle(f"{path} is truncated or corrupt: in its {member}, {str(e)[:200]}") from None
+    except zipfile.BadZipFile as e:  # e.g. "Bad CRC-32 for file 'archive/data.pkl'"
+        raise BadPickle(f"{path} is corrupt ({e})") from None
+
+
 class BadPickle(pickle.UnpicklingError, ValueError):
     """A pytorch_model.bin whose pickle is refused or unreadable; a ValueError like every other load error."""
+
+
+def _refuse_build(self, state) -> None:
+    """A pickle's BUILD on a stand-in (setting its dtype to "EVIL", its class to another): a state dict has none."""
+    raise pickle.UnpicklingError(
+        f"data.pkl sets the attributes of a {type(self).__name__.strip('_')} (BUILD {clipped(state)}); "
+        f"a state dict of tensors never does"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -536,6 +560,8 @@ class _Storage:
     key: str
     dtype: str  # a name of DTYPES
     numel: int
+
+    __setstate__ = _refuse_build
 
 
 @dataclasses.dataclass(frozen=True)
@@ -549,12 +575,16 @@ class _TensorView:
     size: tuple[int, ...]
     stride: tuple[int, ...]
 
+    __setstate__ = _refuse_build
+
 
 class _StorageType:
     """Stands in for torch.FloatStorage & co. in the pickle: only its dtype matters."""
 
     def __init__(self, dtype: str):
         self.dtype = dtype
+
+    __setstate__ = _refuse_build
 
 
 class _GatedUnpickler(pickle.Unpickler):
@@ -587,10 +617,12 @@ class _GatedUnpickler(pickle.Unpickler):
             and len(pid) == 5
             and pid[0] == "storage"
             and isinstance(pid[1], _StorageType)
+            and isinstance(pid[1].dtype, str)
+            and pid[1].dtype in DTYPES
             and isinstance(pid[2], (str, int))
             and _is_index(pid[4])
         ):
-            raise pickle.UnpicklingError(f"unsupported storage reference in the pickle: {pid!r}")
+            raise pickle.UnpicklingError(f"unsupported storage reference in the pickle: {clipped(pid)}")
         _, storage_type, key, _location, numel = pid
         return _Storage(str(key), storage_type.dtype, numel)
 
@@ -643,7 +675,8 @@ def _check_view(path: Path, name: str, view: _TensorView) -> None:
         and all(map(_is_index, size + stride))
     ):
         raise ValueError(
-            f"{path}: tensor {name!r} has storage {storage!r}, size {size!r}, stride {stride!r}, offset {offset!r}: "
+            f"{path}: tensor {name!r} has storage {clipped(storage)}, size {clipped(size)}, stride {clipped(stride)}, "
+            f"offset {clipped(offset)}: "
             f"expected a storage, tuples of as many integers >= 0, and an integer >= 0"
         )
     _check_ndim(path, name, size)

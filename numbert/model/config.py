@@ -65,6 +65,38 @@ BIASES = ("qkv", "attention_output", "up", "down", "norm")  # the tensor kinds t
 LAYER_TYPES = ("full_attention", "sliding_attention")  # ModernBERT's layer kinds, as transformers 5 names them
 
 
+# the largest number a config may ask for, by field: read before anything is built from it (ModernBERT's list of
+# layer kinds, the names of the tensors to look for), then the weights must agree; far above any released encoder's
+SIZE_LIMITS = {
+    "vocab_size": 1 << 24,
+    "hidden_size": 1 << 16,
+    "num_hidden_layers": 1024,
+    "num_attention_heads": 1 << 16,
+    "intermediate_size": 1 << 18,
+    "max_position_embeddings": 1 << 20,
+    "type_vocab_size": 1 << 16,
+    "embedding_size": 1 << 16,
+    "relative_attention_num_buckets": 1 << 16,
+    "local_attention": 1 << 21,
+    "lora_rank": 1 << 16,
+}
+
+
+def check_sizes(values: Mapping, source: str) -> None:
+    """Refuse an integer of SIZE_LIMITS' fields above its limit, naming the field and the limit (other types are
+    left to BertConfig's own checks)."""
+    for key, limit in SIZE_LIMITS.items():
+        value = values.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+            raise ValueError(f"{source}: {key} is {value}; numbert allows at most {limit:,}")
+
+
+def clipped(value: object, width: int = 80) -> str:
+    """repr(value), cut to `width` characters (an error line quotes what a file holds, never all of it)."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def _number(d: dict, key: str, default, source: str, kind: type = int):
     """d[key] (default if absent or null), checked to be a `kind` (int: not a bool, float: int or float)."""
     value = d.get(key)
@@ -72,7 +104,9 @@ def _number(d: dict, key: str, default, source: str, kind: type = int):
         return default
     kinds = (int, float) if kind is float else (kind,)
     if isinstance(value, bool) or not isinstance(value, kinds):
-        raise ValueError(f"{source}: {key} must be {'a number' if kind is float else 'an integer'}, got {value!r}")
+        raise ValueError(
+            f"{source}: {key} must be {'a number' if kind is float else 'an integer'}, got {clipped(value)}"
+        )
     return value
 
 
@@ -80,7 +114,7 @@ def _refuse(d: dict, source: str, flags: Mapping[str, tuple[object, str]]) -> No
     """Refuse each key of `flags` whose value in `d` is not its allowed one, naming the key and why."""
     for key, (allowed, why) in flags.items():
         if key in d and d[key] != allowed and not (allowed is None and d[key] is None):
-            raise ValueError(f"{source}: {key} is {d[key]!r}; numbert runs {allowed!r} only ({why})")
+            raise ValueError(f"{source}: {key} is {clipped(d[key])}; numbert runs {allowed!r} only ({why})")
 
 
 def _biases(**flags: bool) -> tuple[str, ...]:
@@ -91,7 +125,7 @@ def _biases(**flags: bool) -> tuple[str, ...]:
 def _rope(parameters: dict, theta: float, positions: int, source: str) -> Rope:
     """A Rope from rope_parameters (or an older rope_scaling), its theta defaulting to `theta`."""
     if not isinstance(parameters, dict):
-        raise ValueError(f"{source}: rope_parameters must be an object, got {parameters!r}")
+        raise ValueError(f"{source}: rope_parameters must be an object, got {clipped(parameters)}")
     return Rope.from_dict({"rope_theta": theta, **parameters}, positions, source)
 
 
@@ -108,24 +142,26 @@ def read_modernbert(d: dict, source: str) -> dict:
     """ModernBERT's config in its two shapes: transformers 5's layer_types and rope_parameters (one per layer
     kind), or the older global_attn_every_n_layers, global_rope_theta and local_rope_theta."""
     layers = _number(d, "num_hidden_layers", 22, source)
+    check_sizes({"num_hidden_layers": layers}, source)  # before a list of that many layer kinds is built
     types = d.get("layer_types")
     if types is None:
         every = _number(d, "global_attn_every_n_layers", 3, source)
         if every < 1:
             raise ValueError(f"{source}: global_attn_every_n_layers must be at least 1, got {every}")
         types = [LAYER_TYPES[bool(i % every)] for i in range(layers)]  # layer 0 global, then every `every`-th
+    elif not isinstance(types, list) or len(types) != layers:
+        count = f"a list of {len(types)}" if isinstance(types, list) else clipped(types)
+        raise ValueError(f"{source}: layer_types must name each of the {layers} layers' kind, got {count}")
     positions = _number(d, "max_position_embeddings", 8192, source)
-    nested, scaling = d.get("rope_parameters") or {}, d.get("rope_scaling") or {}
-    if not isinstance(nested, dict) or not isinstance(scaling, dict):
-        raise ValueError(f"{source}: rope_parameters and rope_scaling must be objects")
-    if not set(nested) <= set(LAYER_TYPES):  # one dict for both kinds
-        nested = dict.fromkeys(LAYER_TYPES, nested)
+    nested, scaling = modernbert_rope_parameters(d, source), d.get("rope_scaling") or {}
+    if not isinstance(scaling, dict):
+        raise ValueError(f"{source}: rope_scaling must be an object, got {clipped(scaling)}")
     ropes = {
         kind: _rope(
-            {**scaling, **(nested.get(kind) or {})},
+            {**scaling, **nested.get(kind, {})},
             _number(d, key, default, source, float),
             positions,
-            f"{source}: rope_parameters[{kind!r}]",
+            f"{source}: rope_parameters.{kind}",
         )
         for kind, key, default in (
             ("full_attention", "global_rope_theta", 160000.0),
@@ -143,6 +179,26 @@ def read_modernbert(d: dict, source: str) -> dict:
         "local_rope": ropes["sliding_attention"],
         "biases": _biases(qkv=attention, attention_output=attention, up=mlp, down=mlp, norm=d.get("norm_bias", False)),
     }
+
+
+def modernbert_rope_parameters(d: dict, source: str) -> dict[str, dict]:
+    """ModernBERT's rope_parameters as transformers 5's ModernBertConfig takes them: an object keyed by layer kind
+    (LAYER_TYPES), each an object (a kind left out takes the defaults); anything else it refuses, and so does this."""
+    nested = d.get("rope_parameters")
+    if nested is None:
+        return {}
+    if not isinstance(nested, dict):
+        raise ValueError(f"{source}: rope_parameters must be an object keyed by layer kind, got {clipped(nested)}")
+    unknown = [key for key in nested if key not in LAYER_TYPES]
+    if unknown:
+        raise ValueError(
+            f"{source}: rope_parameters has key {clipped(unknown[0])}; ModernBERT's are keyed by layer kind: "
+            f"{', '.join(LAYER_TYPES)} (as transformers 5 reads them)"
+        )
+    for kind, value in nested.items():
+        if not isinstance(value, dict):
+            raise ValueError(f"{source}: rope_parameters.{kind} must be an object, got {clipped(value)}")
+    return nested
 
 
 NOMIC_REFUSED = {  # nomic's remote-code options transformers' NomicBertModel does not run
@@ -165,13 +221,13 @@ def read_nomic_bert(d: dict, source: str) -> dict:
         head_dim = d.get("head_dim")
         hidden, heads = _number(d, "hidden_size", 768, source), _number(d, "num_attention_heads", 12, source)
         if head_dim is not None and heads and head_dim * heads != hidden:
-            raise ValueError(f"{source}: head_dim {head_dim!r} is not hidden_size / num_attention_heads")
+            raise ValueError(f"{source}: head_dim {clipped(head_dim)} is not hidden_size / num_attention_heads")
         return {"rope": _rope_of(d, 1000.0, source), "biases": _biases(norm=True)}
     _refuse(d, source, NOMIC_REFUSED)
     activation = d.get("activation_function", "swiglu")
     if activation not in NOMIC_ACTIVATIONS:
         raise ValueError(
-            f"{source}: activation_function {activation!r}; numbert runs NomicBERT's gated feed-forwards "
+            f"{source}: activation_function {clipped(activation)}; numbert runs NomicBERT's gated feed-forwards "
             f"{', '.join(NOMIC_ACTIVATIONS)}"
         )
     hidden = _number(d, "n_embd", 768, source)
@@ -231,14 +287,14 @@ def read_jina_embeddings_v3(d: dict, source: str) -> dict:
     if not (
         isinstance(adapters, list) and all(isinstance(a, str) for a in adapters) and len(set(adapters)) == len(adapters)
     ):
-        raise ValueError(f"{source}: lora_adaptations must be a list of distinct task names, got {adapters!r}")
+        raise ValueError(f"{source}: lora_adaptations must be a list of distinct task names, got {clipped(adapters)}")
     if not (isinstance(instructions, dict) and all(isinstance(v, str) for v in instructions.values())):
-        raise ValueError(f"{source}: task_instructions must map task names to texts, got {instructions!r}")
+        raise ValueError(f"{source}: task_instructions must map task names to texts, got {clipped(instructions)}")
     unknown = sorted(set(instructions) - set(adapters))
     if unknown:
-        raise ValueError(f"{source}: task_instructions names tasks lora_adaptations lacks: {unknown}")
+        raise ValueError(f"{source}: task_instructions names tasks lora_adaptations lacks: {clipped(unknown)}")
     if not (isinstance(dimensions, list) and all(isinstance(n, int) and not isinstance(n, bool) for n in dimensions)):
-        raise ValueError(f"{source}: matryoshka_dimensions must be a list of integers, got {dimensions!r}")
+        raise ValueError(f"{source}: matryoshka_dimensions must be a list of integers, got {clipped(dimensions)}")
     return {
         "rope": rope,
         "position_embedding_type": "rotary",
@@ -412,6 +468,7 @@ class BertConfig:
                 raise ValueError(f"{where}: {field.name} must be a number, got {value!r}")
             if field.type == "str" and not isinstance(value, str):
                 raise ValueError(f"{where}: {field.name} must be a string, got {value!r}")
+        check_sizes(vars(self), where)
         for name in (
             "vocab_size",
             "hidden_size",
@@ -481,11 +538,14 @@ class BertConfig:
         types = self.layer_types
         if not isinstance(types, tuple) or (types and len(types) != self.num_hidden_layers):
             raise ValueError(
-                f"{where}: layer_types must name each of the {self.num_hidden_layers} layers' kind, got {types!r}"
+                f"{where}: layer_types must name each of the {self.num_hidden_layers} layers' kind, "
+                f"got {clipped(types)}"
             )
         unknown = [t for t in types if t not in LAYER_TYPES]
         if unknown:
-            raise ValueError(f"{where}: unknown layer type {unknown[0]!r}; numbert runs {', '.join(LAYER_TYPES)}")
+            raise ValueError(
+                f"{where}: unknown layer type {clipped(unknown[0])}; numbert runs {', '.join(LAYER_TYPES)}"
+            )
         if "sliding_attention" in types and not rotary:
             raise ValueError(f"{where}: sliding-window layers need rotary positions ({self.model_type} has none)")
         if self.local_attention < 2:
@@ -495,9 +555,11 @@ class BertConfig:
         adapters = self.task_adapters
         if not isinstance(adapters, tuple) or not all(isinstance(a, str) for a in adapters):
             raise ValueError(f"{where}: task_adapters must be task names, got {adapters!r}")
-        if adapters and (self.lora_rank < 1 or not 0 < abs(self.lora_alpha) < float("inf")):
+        float32 = float(np.finfo(np.float32).max)
+        if adapters and (self.lora_rank < 1 or not 0 < abs(self.lora_alpha) / max(self.lora_rank, 1) <= float32):
             raise ValueError(
-                f"{where}: LoRA adapters need a rank >= 1 and a finite alpha, got {self.lora_rank}, {self.lora_alpha}"
+                f"{where}: LoRA adapters need lora_rank >= 1 and a lora_alpha whose scale alpha / rank is non-zero and "
+                f"finite in float32 (at most 3.4e38), got lora_rank {self.lora_rank}, lora_alpha {self.lora_alpha!r}"
             )
         for n in self.matryoshka_dimensions:
             if not 1 <= n <= self.hidden_size:
@@ -547,11 +609,12 @@ class BertConfig:
         relative = FAMILY[model_type]
         d = {**d, **{key: value for key, value in relative.defaults if d.get(key) is None}}
         d = {**d, **{bert: d[own] for own, bert in relative.config_keys if own in d}, "model_type": model_type}
+        check_sizes(d, source)  # before a reader builds anything from them
         if relative.read_config is not None:
             try:
                 d |= relative.read_config(d, source) | {"position_embedding_type": "rotary"}
             except (TypeError, KeyError) as e:  # a field of the wrong kind deep in its rope or layer settings
-                raise ValueError(f"{source}: {model_type} config is malformed ({e!r})") from None
+                raise ValueError(f"{source}: {model_type} config is malformed ({clipped(e, 200)})") from None
         if relative.token_types is False:
             d["type_vocab_size"] = 0
         for flag in ("is_decoder", "add_cross_attention"):

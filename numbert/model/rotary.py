@@ -48,6 +48,45 @@ REFUSED = {  # rope types in circulation numbert does not run, and why
 }
 
 
+# rope parameter -> (its least value, whether that value is allowed, what it is): each must be a finite number
+PARAMETER_RANGES = {
+    "factor": (0.0, False, "the scaling factor"),
+    "original_max_position_embeddings": (1, True, "the pretraining's positions"),
+    "attention_factor": (0.0, False, "the attention scaling"),
+    "beta_fast": (0.0, False, "YaRN's rotations where interpolation ends"),
+    "beta_slow": (0.0, False, "YaRN's rotations where it starts"),
+    "mscale": (-math.inf, False, "YaRN's mscale"),
+    "mscale_all_dim": (-math.inf, False, "YaRN's mscale_all_dim"),
+    "low_freq_factor": (0.0, False, "llama3's low-frequency factor"),
+    "high_freq_factor": (0.0, False, "llama3's high-frequency factor"),
+}
+
+
+def check_parameters(parameters: dict, source: str) -> None:
+    """Each rope parameter a finite number in its range (PARAMETER_RANGES; original_max_position_embeddings an
+    integer, truncate true or false), llama3's two frequency factors distinct: a 0, negative, NaN or infinite one
+    would divide by zero or give NaN rotations."""
+    for key, value in parameters.items():
+        if key == "truncate":
+            if not isinstance(value, bool):
+                raise ValueError(f"{source}: rope parameter 'truncate' must be true or false, got {value!r:.80}")
+            continue
+        least, inclusive, what = PARAMETER_RANGES[key]
+        integer = key == "original_max_position_embeddings"
+        kinds = (int,) if integer else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value):
+            kind = "an integer" if integer else "a finite number"
+            raise ValueError(f"{source}: rope parameter {key!r} ({what}) must be {kind}, got {value!r:.80}")
+        if value < least or (value == least and not inclusive):
+            bound = f"at least {least}" if inclusive else f"above {least:g}"
+            raise ValueError(f"{source}: rope parameter {key!r} ({what}) must be {bound}, got {value!r}")
+    if "low_freq_factor" in parameters and parameters["low_freq_factor"] == parameters.get("high_freq_factor"):
+        raise ValueError(
+            f"{source}: llama3's low_freq_factor and high_freq_factor are both {parameters['low_freq_factor']!r}; "
+            f"they must differ (their difference divides)"
+        )
+
+
 @dataclass(frozen=True)
 class Rope:
     """A rotary embedding's parameters, as transformers' rope_parameters names them (one dict per layer kind)."""
@@ -61,29 +100,29 @@ class Rope:
         """A rope_parameters dict (or an older rope_scaling one, its type under "type"), checked: a type numbert
         does not run, a partial rotation or a missing parameter is refused, naming it."""
         if not isinstance(d, dict):
-            raise ValueError(f"{source}: rope_parameters must be an object, got {d!r}")
+            raise ValueError(f"{source}: rope_parameters must be an object, got {d!r:.80}")
         kind = d.get("rope_type", d.get("type", "default"))
+        if not isinstance(kind, str):
+            raise ValueError(f"{source}: rope_type must be a string, got {kind!r:.80}")
         if kind in REFUSED:
             raise ValueError(
                 f"{source}: rope type {kind!r} is not one numbert runs ({REFUSED[kind]}); "
                 f"it runs {', '.join(ROPE_TYPES)}"
             )
         if kind not in ROPE_TYPES:
-            raise ValueError(f"{source}: unknown rope type {kind!r}; numbert runs {', '.join(ROPE_TYPES)}")
+            raise ValueError(f"{source}: unknown rope type {kind!r:.80}; numbert runs {', '.join(ROPE_TYPES)}")
         theta = d.get("rope_theta", 10000.0)
         if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not 1 < theta < math.inf:
-            raise ValueError(f"{source}: rope_theta must be a number above 1, got {theta!r}")
+            raise ValueError(f"{source}: rope_theta must be a number above 1, got {theta!r:.80}")
         partial = d.get("partial_rotary_factor", 1.0)
         if partial != 1.0:
             raise ValueError(
-                f"{source}: partial_rotary_factor {partial!r}: transformers' encoders rotate the whole head "
+                f"{source}: partial_rotary_factor {partial!r:.80}: transformers' encoders rotate the whole head "
                 f"(their cos and sin are head_size wide), so numbert runs 1.0 only"
             )
         parameters = {k: d[k] for k in ROPE_TYPES[kind] if d.get(k) is not None}
         if kind in ("yarn", "llama3"):
             parameters.setdefault("original_max_position_embeddings", max_positions)
-        if kind == "yarn":  # transformers' default factor: the positions over the pretraining's
-            parameters.setdefault("factor", max_positions / parameters["original_max_position_embeddings"])
         needed = {
             "linear": ["factor"],
             "dynamic": ["factor"],
@@ -92,9 +131,9 @@ class Rope:
         for key in needed.get(kind, []):
             if key not in parameters:
                 raise ValueError(f"{source}: rope type {kind!r} needs {key!r} in rope_parameters")
-        for key, value in parameters.items():
-            if key != "truncate" and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                raise ValueError(f"{source}: rope parameter {key!r} must be a number, got {value!r}")
+        check_parameters(parameters, source)
+        if kind == "yarn" and "factor" not in parameters:  # transformers' default: the positions over the pretraining's
+            parameters["factor"] = max_positions / parameters["original_max_position_embeddings"]
         return cls(float(theta), kind, tuple(sorted(parameters.items())))
 
     def to_dict(self) -> dict:

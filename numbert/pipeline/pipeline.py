@@ -20,6 +20,7 @@ as decides the answer.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -53,6 +54,8 @@ from .readouts import (
 )
 from .recipe import Recipe
 
+log = logging.getLogger(__name__)  # once per model: its outputs are not finite (warn_if_not_finite)
+
 
 class InputTooLong(ValueError):
     """Input `index` holds more tokens than `limit` (`tokens` of them, or at least that many if not `exact`)."""
@@ -79,6 +82,24 @@ class InvalidTokenId(ValueError):
         super().__init__(f"token {position} of input {index} is {value}, not an id of the vocabulary [0, {vocab_size})")
 
 
+def warn_if_not_finite(pipeline: Pipeline, out: Output) -> Output:
+    """`out`, after one warning line (once per model, on the "numbert" logger: stderr unless logging is set up) if
+    its last layer holds NaN or infinity: weights or a config that are not finite make every answer NaN. Scanning
+    every weight at load would cost more than the load itself (all-MiniLM-L6-v2 and bert-base, memory-mapped), so
+    the load checks only when asked (check_finite=True) and each forward's last layer, a small part of its work, is
+    checked here."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        finite = bool(np.isfinite(out.hidden_states[-1].sum(dtype=np.float64)))
+    if not finite and not pipeline.warned_not_finite:
+        pipeline.warned_not_finite = True
+        log.warning(
+            "numbert: model %r computed NaN or infinite hidden states: its weights or config hold non-finite "
+            "numbers; load it with check_finite=True to name the tensor",
+            pipeline.name,
+        )
+    return out
+
+
 class Pipeline:
     """A BERT encoder with its tokenizer, the task heads its checkpoint carries and, for a sentence-transformers
     model, its sentence recipe; and the path of text through them."""
@@ -103,6 +124,7 @@ class Pipeline:
         self.directory = directory  # where from_pretrained found it (a TF checkpoint: its prefix): workers load it
         self.colbert = colbert  # a multi-vector (ColBERT) model's recipe: PyLate's or MultiVectorEncoder's
         self.m3 = m3  # BGE-M3's heads (colbert_linear.pt, sparse_linear.pt), else None
+        self.warned_not_finite = False  # warn_if_not_finite has warned about this model
 
     @property
     def config(self) -> BertConfig:
@@ -125,13 +147,13 @@ class Pipeline:
         directory = checkpoint.directory
         config = BertConfig.from_json(config_file(directory))  # config.json, or Google's bert_config.json
         weights = load_weights(checkpoint, config, check_finite=check_finite)
-        colbert, m3 = read_colbert_config(directory), read_m3_heads(directory, config.hidden_size)
+        colbert, m3 = read_colbert_config(directory, config), read_m3_heads(directory, config.hidden_size)
         has_vocab = any((directory / f).is_file() for f in (*VOCAB_FILES, *SLOW_TOKENIZER_FILES))  # (slow: refused)
         pylate = colbert is not None and colbert.library == "PyLate"
         tokenizer = load_tokenizer(directory, pylate) if has_vocab else None
         if tokenizer is not None:  # a vocabulary that does not fit the embedding table is refused here, named
             tokenizer.check_embedding_rows(config.vocab_size, str(checkpoint.location))
-        sentence_config = read_sentence_config(directory)
+        sentence_config = read_sentence_config(directory, config.hidden_size)
         if sentence_config is None and m3 is not None:  # BGEM3FlagModel's dense vector: the normalized [CLS]
             sentence_config = SentenceConfig(("cls",), normalize=True)
         return cls(
@@ -203,9 +225,10 @@ class Pipeline:
         """One forward over rows of different lengths, right-padded to the longest, through `task`'s adapters
         (jina-embeddings-v3; None: none). Output arrays (batch, ...); first_only: for a readout that reads each
         row's first token alone (its `first_only`), the last layer computes that token only."""
-        return planner.forward(
+        out = planner.forward(
             self.encoder.adapted(task), rows, output_attentions=output_attentions, first_only=first_only
         )
+        return warn_if_not_finite(self, out)
 
     def run(
         self,
@@ -219,7 +242,9 @@ class Pipeline:
         """A planned batch's Output: one forward, or for a single row over `limit` tokens its windows, stitched
         (an Output without a batch axis); with `task`, through its adapters (jina-embeddings-v3: Encoder.adapted);
         first_only: a forward's last layer for each row's first token alone (not windows)."""
-        return planner.run(self.encoder.adapted(task), rows, limit, stride, window_batch, first_only)
+        return warn_if_not_finite(
+            self, planner.run(self.encoder.adapted(task), rows, limit, stride, window_batch, first_only)
+        )
 
     # --- text in, hidden states out ------------------------------------------------------------------
 
