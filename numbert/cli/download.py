@@ -20,7 +20,7 @@ def download(args: argparse.Namespace) -> None:
     for file in files:
         print(file)
     size = sum(file.stat().st_size for file in files)
-    print(f"{args.repo_id}: {len(files)} files, {size / 1e6:.1f} MB in {args.directory}; load it with --model {args.directory}")
+    print(f"{args.repo_id}: {len(files)} files, {size / 1e6:.1f} MB in {args.directory}; use --model {args.directory}")
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
