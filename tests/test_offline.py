@@ -27,6 +27,7 @@ from test_docs import DOCS, EXAMPLES, run_blocks, runnable_blocks, shell_blocks
 from test_docs import models as models  # the fixture: minilm and the random bert-base, as the docs' tests bind them
 from test_hub import fake_hf_cache
 
+import numbert
 from numbert.checkpoint.hub import download, download_files, model_dir, packaged_model
 from numbert.cli import main as numbert_main
 from numbert.testing import FIXTURES, example_model, fixture
@@ -147,23 +148,25 @@ REPO = {  # a sentence-transformers repository as the hub holds it, exports and 
 
 @pytest.fixture
 def fake_hub(monkeypatch):
-    """The hub reachable and serving REPO: model_info lists it, hf_hub_download writes a file into local_dir."""
+    """The hub reachable and serving a repository ({filename: bytes}, REPO by default): model_info lists its files,
+    hf_hub_download writes one into local_dir. The fixture's value records (filename, revision) per download."""
     asked: list[tuple[str, str | None]] = []
+    repo = dict(REPO)
 
     def model_info(self, repo_id, revision=None):
-        return SimpleNamespace(sha="c0ffee", siblings=[SimpleNamespace(rfilename=name) for name in REPO])
+        return SimpleNamespace(sha="c0ffee", siblings=[SimpleNamespace(rfilename=name) for name in repo])
 
     def hf_hub_download(repo_id, filename, revision=None, local_dir=None):
         asked.append((filename, revision))
         target = Path(local_dir) / filename
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(REPO[filename])
+        target.write_bytes(repo[filename])
         return str(target)
 
     monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
     monkeypatch.setattr("numbert.checkpoint.hub._hub_unreachable", lambda repo_id, revision: None)
-    return asked
+    return SimpleNamespace(asked=asked, repo=repo)
 
 
 def test_download_writes_the_files_numbert_reads_one_weight_format(tmp_path, fake_hub):
@@ -184,7 +187,23 @@ def test_download_writes_the_files_numbert_reads_one_weight_format(tmp_path, fak
         "tokenizer_config.json",
         "vocab.txt",
     ]
-    assert {revision for _, revision in fake_hub} == {"c0ffee"}  # every file from the one commit "v1" named
+    assert {revision for _, revision in fake_hub.asked} == {"c0ffee"}  # every file from the one commit "v1" named
+
+
+def test_a_downloaded_directory_loads_as_the_original(tmp_path, fake_hub):
+    """A PyLate ColBERT (sentence-transformers modules, a Dense folder, markers in tokenizer.json) through the fake
+    hub, with exports beside it: the directory written loads and computes what the original does."""
+    original = fixture("colbert_pylate")
+    fake_hub.repo.clear()
+    fake_hub.repo.update({str(f.relative_to(original)): f.read_bytes() for f in original.rglob("*") if f.is_file()})
+    fake_hub.repo |= {"onnx/model.onnx": b"onnx", "pytorch_model.bin": b"pickle", "notes.txt": b"x"}
+    download("org/colbert", tmp_path / "colbert")
+    written = sorted(str(f.relative_to(tmp_path / "colbert")) for f in (tmp_path / "colbert").rglob("*.*"))
+    assert written == sorted(str(f.relative_to(original)) for f in original.rglob("*.*"))
+    ours, theirs = numbert.load(tmp_path / "colbert"), numbert.load(original)
+    np.testing.assert_array_equal(
+        ours.embed_multi("Who plays?", is_query=True), theirs.embed_multi("Who plays?", is_query=True)
+    )
 
 
 def test_download_files_takes_shards_and_bge_m3_heads():

@@ -382,6 +382,8 @@ def download(repo_id: str, directory: str | os.PathLike, *, revision: str | None
     except (RepositoryNotFoundError, RevisionNotFoundError) as e:
         raise OSError(f"cannot download {repo_id!r}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
     names = [sibling.rfilename for sibling in info.siblings or []]
+    if not any(f in names for f in CONFIG_FILES):
+        raise FileNotFoundError(f"{repo_id!r} on the hub has no config.json: not a model numbert reads")
 
     def fetch(filename: str) -> Path:
         return Path(hf_hub_download(repo_id, filename, revision=info.sha, local_dir=target))
@@ -389,10 +391,7 @@ def download(repo_id: str, directory: str | os.PathLike, *, revision: str | None
     folders = []
     if "modules.json" in names:  # sentence-transformers: its modules' folders
         folders = [m.get("path", "") for m in json.loads(fetch("modules.json").read_text(encoding="utf-8"))]
-    files = download_files(names, folders)
-    if not any(f in names for f in CONFIG_FILES):
-        raise FileNotFoundError(f"{repo_id!r} on the hub has no config.json: not a model numbert reads")
-    return [fetch(f) for f in files]
+    return [fetch(f) for f in download_files(names, folders)]
 
 
 def _fetch_shards(fetch: Callable[[str], Path | None], index_name: str) -> bool:
