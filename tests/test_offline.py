@@ -254,22 +254,20 @@ def test_the_docs_blocks_and_the_examples_run_outside_the_checkout(tmp_path, mod
     for doc in DOCS:
         shutil.copy(doc, outside / doc.relative_to(ROOT))
     shutil.copytree(ROOT / "examples", outside / "examples")
-    monkeypatch.setattr(sys.modules["test_docs"], "ROOT", outside)  # run_blocks names blocks relative to it
-    monkeypatch.chdir(outside)
-    ran = 0
-    for doc in DOCS:
-        copy = outside / doc.relative_to(ROOT)
-        for block, output in run_blocks(copy, models):
-            assert output == (block.expected or ""), f"{doc.name}:{block.line} prints otherwise outside the checkout"
-            ran += 1
-    assert ran == sum(len(runnable_blocks(doc)) for doc in DOCS) > 20
     script = "set -e\n" + "".join(
         f"echo '#### examples/{p.name}'; python examples/{p.name} {shlex.join(EXAMPLES.get(p.name, ([], []))[0])}\n"
         for p in sorted((ROOT / "examples").glob("*.py"))
     )
-    result = subprocess.run(
-        ["bash", "-c", script], capture_output=True, text=True, env=fresh_user(tmp_path / "home"), timeout=300
-    )
+    monkeypatch.setattr(sys.modules["test_docs"], "ROOT", outside)  # run_blocks names blocks relative to it
+    monkeypatch.chdir(outside)
+    ran = 0
+    for doc in DOCS:
+        for block, output in run_blocks(outside / doc.relative_to(ROOT), models):
+            assert output == (block.expected or ""), f"{doc.name}:{block.line} prints otherwise outside the checkout"
+            ran += 1
+    assert ran == sum(len(runnable_blocks(doc)) for doc in DOCS) > 20
+    env = fresh_user(tmp_path / "home")
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=outside, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
     for name, (_, expected) in EXAMPLES.items():
         printed = result.stdout.split(f"#### examples/{name}\n", 1)[1].split("\n#### ", 1)[0]
