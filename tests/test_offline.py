@@ -7,14 +7,20 @@ Every subprocess here runs as a fresh user's would: HF_HUB_OFFLINE=1, no NUMBERT
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import shlex
 import shutil
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
+from urllib.parse import unquote
 
 import httpx
 import huggingface_hub
@@ -190,20 +196,69 @@ def test_download_writes_the_files_numbert_reads_one_weight_format(tmp_path, fak
     assert {revision for _, revision in fake_hub.asked} == {"c0ffee"}  # every file from the one commit "v1" named
 
 
-def test_a_downloaded_directory_loads_as_the_original(tmp_path, fake_hub):
-    """A PyLate ColBERT (sentence-transformers modules, a Dense folder, markers in tokenizer.json) through the fake
-    hub, with exports beside it: the directory written loads and computes what the original does."""
+@contextlib.contextmanager
+def http_hub(repo_id: str, files: dict[str, bytes]) -> Iterator[str]:
+    """A hub on 127.0.0.1 serving one repository at one commit, as huggingface_hub's requests read it: the model's
+    file list (/api/models/...) and its files (/REPO/resolve/REVISION/FILE); yields its endpoint."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+
+    class Hub(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_HEAD(self):
+            self.do_GET(send=False)
+
+        def do_GET(self, send=True):
+            path = unquote(self.path.split("?")[0])
+            resolved = path.removeprefix(f"/{repo_id}/resolve/").partition("/")[2]
+            if path.startswith(f"/api/models/{repo_id}"):
+                siblings = [{"rfilename": name} for name in files]
+                status, body, headers = 200, json.dumps({"id": repo_id, "sha": commit, "siblings": siblings}), {}
+            elif resolved in files:
+                body, etag = files[resolved], hashlib.sha256(files[resolved]).hexdigest()
+                status, headers = 200, {"ETag": f'"{etag}"', "X-Repo-Commit": commit}
+            else:
+                status, body, headers = 404, b"{}", {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": commit}
+            body = body.encode() if isinstance(body, str) else body
+            self.send_response(status)
+            for name, value in {**headers, "Content-Length": str(len(body))}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            if send:
+                self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_model_downloaded_from_a_hub_loads_as_the_original(tmp_path, monkeypatch):
+    """A PyLate ColBERT (sentence-transformers modules, a Dense folder, markers in tokenizer.json) on a hub over HTTP,
+    with exports beside it, through huggingface_hub's own requests: the directory written holds the original's files
+    and computes what it does."""
     original = fixture("colbert_pylate")
-    fake_hub.repo.clear()
-    fake_hub.repo.update({str(f.relative_to(original)): f.read_bytes() for f in original.rglob("*") if f.is_file()})
-    fake_hub.repo |= {"onnx/model.onnx": b"onnx", "pytorch_model.bin": b"pickle", "notes.txt": b"x"}
-    download("org/colbert", tmp_path / "colbert")
-    written = sorted(str(f.relative_to(tmp_path / "colbert")) for f in (tmp_path / "colbert").rglob("*.*"))
-    assert written == sorted(str(f.relative_to(original)) for f in original.rglob("*.*"))
+    files = {str(f.relative_to(original)): f.read_bytes() for f in original.rglob("*") if f.is_file()}
+    files |= {"onnx/model.onnx": b"onnx", "pytorch_model.bin": b"pickle", "notes.txt": b"x"}
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    with http_hub("org/colbert", files) as endpoint:
+        monkeypatch.setattr(
+            huggingface_hub.constants, "ENDPOINT", endpoint
+        )  # read at import: set as HF_ENDPOINT sets it
+        template = f"{endpoint}/{{repo_id}}/resolve/{{revision}}/{{filename}}"
+        monkeypatch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE", template)
+        download("org/colbert", tmp_path / "colbert")
+    written = {str(f.relative_to(tmp_path / "colbert")) for f in (tmp_path / "colbert").rglob("*") if f.is_file()}
+    kept = {f for f in written if not f.startswith(".cache/")}  # .cache/huggingface: huggingface_hub's notes
+    assert kept == {str(f.relative_to(original)) for f in original.rglob("*") if f.is_file()}  # no export, no .bin
     ours, theirs = numbert.load(tmp_path / "colbert"), numbert.load(original)
-    np.testing.assert_array_equal(
-        ours.embed_multi("Who plays?", is_query=True), theirs.embed_multi("Who plays?", is_query=True)
-    )
+    query = "Who plays the violin?"
+    np.testing.assert_array_equal(ours.embed_multi(query, is_query=True), theirs.embed_multi(query, is_query=True))
 
 
 def test_download_files_takes_shards_and_bge_m3_heads():
