@@ -219,7 +219,8 @@ def http_hub(repo_id: str, files: dict[str, bytes]) -> Iterator[str]:
                 body, etag = files[resolved], hashlib.sha256(files[resolved]).hexdigest()
                 status, headers = 200, {"ETag": f'"{etag}"', "X-Repo-Commit": commit}
             else:
-                status, body, headers = 404, b"{}", {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": commit}
+                error = "EntryNotFound" if path.startswith(f"/{repo_id}/") else "RepoNotFound"
+                status, body, headers = 404, b"{}", {"X-Error-Code": error, "X-Repo-Commit": commit}
             body = body.encode() if isinstance(body, str) else body
             self.send_response(status)
             for name, value in {**headers, "Content-Length": str(len(body))}.items():
@@ -253,6 +254,8 @@ def test_a_model_downloaded_from_a_hub_loads_as_the_original(tmp_path, monkeypat
         template = f"{endpoint}/{{repo_id}}/resolve/{{revision}}/{{filename}}"
         monkeypatch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE", template)
         download("org/colbert", tmp_path / "colbert")
+        with pytest.raises(OSError, match=r"^cannot download 'org/other': RepositoryNotFoundError: [^\n]*$"):
+            download("org/other", tmp_path / "other")
     written = {str(f.relative_to(tmp_path / "colbert")) for f in (tmp_path / "colbert").rglob("*") if f.is_file()}
     kept = {f for f in written if not f.startswith(".cache/")}  # .cache/huggingface: huggingface_hub's notes
     assert kept == {str(f.relative_to(original)) for f in original.rglob("*") if f.is_file()}  # no export, no .bin

@@ -363,7 +363,7 @@ def download(repo_id: str, directory: str | os.PathLike, *, revision: str | None
     to copy to a machine without the hub and load there (`--model DIR`); the files written. On a connected machine
     only: without the hub it fails at once, in one line. huggingface_hub fetches each file (its token, HF_ENDPOINT)."""
     from huggingface_hub import HfApi, hf_hub_download
-    from huggingface_hub.errors import HFValidationError, RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.errors import HfHubHTTPError, HFValidationError
 
     target = Path(directory).expanduser()
     if target.exists() and not target.is_dir():
@@ -379,19 +379,19 @@ def download(repo_id: str, directory: str | os.PathLike, *, revision: str | None
         )
     try:
         info = HfApi().model_info(repo_id, revision=revision)
-    except (RepositoryNotFoundError, RevisionNotFoundError) as e:
+        names = [sibling.rfilename for sibling in info.siblings or []]
+        if not any(f in names for f in CONFIG_FILES):
+            raise FileNotFoundError(f"{repo_id!r} on the hub has no config.json: not a model numbert reads")
+
+        def fetch(filename: str) -> Path:
+            return Path(hf_hub_download(repo_id, filename, revision=info.sha, local_dir=target))
+
+        folders = []
+        if "modules.json" in names:  # sentence-transformers: its modules' folders
+            folders = [m.get("path", "") for m in json.loads(fetch("modules.json").read_text(encoding="utf-8"))]
+        return [fetch(f) for f in download_files(names, folders)]
+    except HfHubHTTPError as e:  # a missing repo or revision, a refused token, the hub failing midway: its first line
         raise OSError(f"cannot download {repo_id!r}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
-    names = [sibling.rfilename for sibling in info.siblings or []]
-    if not any(f in names for f in CONFIG_FILES):
-        raise FileNotFoundError(f"{repo_id!r} on the hub has no config.json: not a model numbert reads")
-
-    def fetch(filename: str) -> Path:
-        return Path(hf_hub_download(repo_id, filename, revision=info.sha, local_dir=target))
-
-    folders = []
-    if "modules.json" in names:  # sentence-transformers: its modules' folders
-        folders = [m.get("path", "") for m in json.loads(fetch("modules.json").read_text(encoding="utf-8"))]
-    return [fetch(f) for f in download_files(names, folders)]
 
 
 def _fetch_shards(fetch: Callable[[str], Path | None], index_name: str) -> bool:
