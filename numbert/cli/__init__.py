@@ -1,4 +1,4 @@
-"""The `numbert` command: tokenize, encode, neighbors, similarity, search, the tasks, rerank, plot and serve.
+"""The `numbert` command: tokenize, encode, neighbors, similarity, search, the tasks, rerank, plot, serve and download.
 
     numbert tokenize "Here is the sentence I want embeddings for."
     numbert encode --file sentences.txt --model ./all-MiniLM-L6-v2 -o vectors.npy
@@ -10,6 +10,7 @@
     numbert rerank "How many people live in Berlin?" --file passages.txt --top-k 3
     numbert plot histogram "The cat sat on the mat." --layer 6 --token cat -o cat.png
     numbert serve --model ./all-MiniLM-L6-v2 --port 8000
+    numbert download sentence-transformers/all-MiniLM-L6-v2 ./all-MiniLM-L6-v2
 
 One module per family of commands, each with `add_commands(commands)`, which adds its subparsers
 and sets `run` to the function that carries the command out; COMMANDS lists them in the order
@@ -30,11 +31,11 @@ import signal
 import sys
 import threading
 
-from . import encode, plot, rerank, search, serve, similarity, tasks, tokenize
+from . import download, encode, plot, rerank, search, serve, similarity, tasks, tokenize
 from .common import Failure, Parser, model_source
 from .files import SIGNALS, Terminated
 
-COMMANDS = (tokenize, encode, similarity, search, tasks, rerank, plot, serve)
+COMMANDS = (tokenize, encode, similarity, search, tasks, rerank, plot, serve, download)
 
 
 def build_parser() -> argparse.ArgumentParser:
