@@ -118,3 +118,126 @@ def test_the_renderers_cannot_write_nan_or_infinity():
         assert strict(protocol.NotFinite("m").body().decode())["error"]["code"] == "non_finite_output"
     big = np.array([[0.5, -3e38]], np.float32)  # finite, however large
     np.testing.assert_array_equal(np.array(strict(protocol.tei_response(big).decode()), np.float32), big)
+
+
+# --- multi-vector index files (numbert search --multi-index) ------------------------------------------------------
+
+
+def npy_bytes(array: np.ndarray, shape: tuple | None = None) -> bytes:
+    """`array` as a .npy file, its header claiming `shape` if given (a header that lies)."""
+    import io
+
+    header = {"descr": np.lib.format.dtype_to_descr(array.dtype), "fortran_order": False, "shape": shape or array.shape}
+    out = io.BytesIO()
+    np.lib.format.write_array_header_1_0(out, header)
+    return out.getvalue() + array.tobytes()
+
+
+def npz(path: Path, compress: bool = False, **members: bytes) -> Path:
+    import zipfile
+
+    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zipfile.ZipFile(path, "w", method) as archive:
+        for name, data in members.items():
+            archive.writestr(f"{name}.npy", data)
+    return path
+
+
+GOOD_VECTORS = np.arange(12, dtype=np.float32).reshape(6, 2)
+GOOD_OFFSETS = np.array([0, 2, 6], np.int64)
+
+
+def hostile_indexes(root: Path) -> dict[str, tuple[Path, str]]:
+    """Each hostile or broken index, and what its one-line refusal must say."""
+    good = npz(root / "good.npz", vectors=npy_bytes(GOOD_VECTORS), offsets=npy_bytes(GOOD_OFFSETS))
+    truncated = root / "truncated.npz"
+    truncated.write_bytes(good.read_bytes()[:200])
+    zeros = np.zeros((1 << 20, 2), np.float32)  # 8 MB of zeros claiming 8 GB, compressed to a few kB
+    bomb = npz(root / "bomb.npz", True, vectors=npy_bytes(zeros, (1 << 30, 2)), offsets=npy_bytes(GOOD_OFFSETS))
+    honest_bomb = npz(root / "zeros.npz", True, vectors=npy_bytes(zeros), offsets=npy_bytes(GOOD_OFFSETS))
+    lying = npz(root / "lying.npz", vectors=npy_bytes(GOOD_VECTORS, (1 << 40, 2)), offsets=npy_bytes(GOOD_OFFSETS))
+    cases = {
+        "truncated": (truncated, "cannot read the multi-vector index"),
+        "bomb": (bomb, "'vectors' claims (1073741824, 2) float32"),
+        "zeros": (honest_bomb, "'vectors' claims (1048576, 2) float32"),
+        "lying": (lying, "'vectors' claims (1099511627776, 2) float32"),
+    }
+    for name, offsets in {
+        "past_the_end": [0, 2, 9],
+        "huge": [0, 2, 1 << 62],
+        "negative": [0, -2, 6],
+        "float": np.array([0.0, 2.0, 6.0]),
+        "from_one": [1, 2, 6],
+    }.items():
+        path = npz(root / f"{name}.npz", vectors=npy_bytes(GOOD_VECTORS), offsets=npy_bytes(np.asarray(offsets)))
+        cases[name] = (path, "offsets" if name in ("negative", "float", "from_one") else "its offsets say 9")
+    cases["huge"] = (cases["huge"][0], "its offsets say 4611686018427387904")
+    for dtype in ("int8", "complex64", "float64"):
+        vectors = npy_bytes(GOOD_VECTORS.astype(dtype))
+        cases[dtype] = (npz(root / f"{dtype}.npz", vectors=vectors, offsets=npy_bytes(GOOD_OFFSETS)), "float32")
+    pickled = npy_bytes(np.array([None] * 12, object).reshape(6, 2))
+    cases["object"] = (npz(root / "object.npz", vectors=pickled, offsets=npy_bytes(GOOD_OFFSETS)), "holds object")
+    cases["missing"] = (npz(root / "missing.npz", offsets=npy_bytes(GOOD_OFFSETS)), "has no 'vectors'")
+    return cases
+
+
+def test_a_hostile_multi_vector_index_is_one_line_naming_it(tmp_path):
+    """Each malformed .npz (truncated, a compression bomb, a header that lies, offsets past the end, huge, negative
+    or of floats, vectors int8, complex or pickled) is a Failure naming the file and member: headers are read and
+    bounded before any data, within 10 s and 30 MB."""
+    from numbert.cli.common import Failure
+    from numbert.cli.multi import MultiIndex
+
+    for name, (path, says) in hostile_indexes(tmp_path).items():
+        with bounded(seconds=10, memory=30e6), pytest.raises(Failure) as refused:
+            MultiIndex(str(path))
+        message = str(refused.value)
+        assert str(path) in message and says in message and "\n" not in message, (name, message)
+    index = MultiIndex(str(tmp_path / "good.npz"))
+    np.testing.assert_array_equal(index[1], GOOD_VECTORS[2:])
+
+
+def test_a_multi_vector_directory_entry_is_a_regular_npy_of_its_rows(tmp_path):
+    """A directory index's text files are checked as they are read: a link (to /etc/passwd) is refused as not a
+    regular file, a file of other rows, width or dtype named; within 10 s and 20 MB."""
+    from numbert.cli.common import Failure
+    from numbert.cli.multi import MultiIndex
+
+    np.save(tmp_path / "offsets.npy", GOOD_OFFSETS)
+    np.save(tmp_path / "000000000.npy", GOOD_VECTORS[:2])
+    (tmp_path / "000000001.npy").symlink_to("/etc/passwd")
+    with bounded(seconds=10, memory=20e6):
+        index = MultiIndex(str(tmp_path))
+        np.testing.assert_array_equal(index[0], GOOD_VECTORS[:2])
+        with pytest.raises(Failure, match=r"000000001\.npy is not a regular file"):
+            index[1]
+        for wrong, says in (
+            (GOOD_VECTORS[:3], "holds 3 x 2 vectors; its offsets say 4"),
+            (GOOD_VECTORS[2:].astype(np.int8), "int8"),
+        ):
+            (tmp_path / "000000001.npy").unlink()
+            np.save(tmp_path / "000000001.npy", wrong)
+            with pytest.raises(Failure, match=says):
+                index[1]
+
+
+def test_search_never_ranks_a_text_whose_token_vectors_are_nan(tmp_path, minilm_dir):
+    """`numbert search --multi-index`: a candidate whose token vectors hold NaN is dropped, as the dense search
+    skips NaN rows; a compression bomb is one line naming the file; each within 60 s and 1.5 GB."""
+    from helpers import run_limited
+    from test_late_interaction import PYLATE_DIR
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a violin\nthe piano\n")
+    assert run_limited("encode", "--file", texts, "-o", tmp_path / "dense.npy", model=minilm_dir).returncode == 0
+    vectors = np.random.default_rng(0).standard_normal((6, 16)).astype(np.float32)
+    vectors[3, 5] = math.nan  # the second text's
+    npz(tmp_path / "nan.npz", vectors=npy_bytes(vectors), offsets=npy_bytes(GOOD_OFFSETS))
+    args = ("search", "violin", "--index", tmp_path / "dense.npy", "--texts", texts, "--json")
+    done = run_limited(*args, "--multi-index", tmp_path / "nan.npz", "--multi-model", PYLATE_DIR, model=minilm_dir)
+    assert done.returncode == 0, done.stderr
+    assert [hit["corpus_id"] for hit in strict(done.stdout.decode())] == [0]
+    bomb, says = hostile_indexes(tmp_path)["bomb"]
+    done = run_limited(*args, "--multi-index", bomb, "--multi-model", PYLATE_DIR, model=minilm_dir)
+    error = done.stderr.decode().strip()
+    assert done.returncode != 0 and says in error and str(bomb) in error and "\n" not in error, error
