@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import bounded
+from helpers import FIXTURES, bounded
 from safetensors.numpy import load_file, save_file
 
 from numbert.model.config import BertConfig
@@ -241,3 +241,56 @@ def test_search_never_ranks_a_text_whose_token_vectors_are_nan(tmp_path, minilm_
     done = run_limited(*args, "--multi-index", bomb, "--multi-model", PYLATE_DIR, model=minilm_dir)
     error = done.stderr.decode().strip()
     assert done.returncode != 0 and says in error and str(bomb) in error and "\n" not in error, error
+
+
+# --- what a route or model cannot apply, and refusals in the served model's name ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def m3_server(tmp_path_factory, vocab_path):
+    """BGE-M3 (the committed fixture) as the default model, and a plain embedder ("plain") from a local directory."""
+    plain = write_random_bert(tmp_path_factory.mktemp("local") / "plain", vocab_path, TINY)
+    client = client_of(FIXTURES / "bge_m3", more_models={"plain": str(plain)})
+    yield client, plain
+    client.__exit__(None, None, None)
+
+
+def test_a_task_a_route_cannot_apply_is_refused_naming_it(m3_server, tmp_path):
+    """A "task" sent to /api/embed or /embed_multi is a 422 naming it (it was ignored: 200, base vectors); `encode
+    --multi --task` is one line naming --task; within 10 s and 20 MB (served) / 60 s and 1.5 GB (the command)."""
+    from helpers import run_limited
+
+    client, _ = m3_server
+    for route, body in (
+        ("/api/embed", {"input": "x", "task": "retrieval.query"}),
+        ("/embed_multi", {"inputs": "x", "task": "t"}),
+    ):
+        with bounded(seconds=10, memory=20e6):
+            r = client.post(route, json=body)
+        assert r.status_code == 422, r.text
+        answer = strict(r.text)
+        message = answer["error"] if route.startswith("/api/") else answer["error"]["message"]
+        assert message.startswith("'task' is not applied here"), message
+    done = run_limited(
+        "encode", "--multi", "--task", "retrieval.query", "x", "-o", tmp_path / "t.npz", model=FIXTURES / "bge_m3"
+    )
+    error = done.stderr.decode().strip()
+    assert done.returncode != 0 and "--task does not apply to --multi" in error and "\n" not in error, error
+    assert not (tmp_path / "t.npz").exists()
+
+
+def test_a_refusal_names_the_served_model_not_its_local_path(m3_server):
+    """/rerank and /embed_multi on a model without the head: a 400 naming the served model, never the
+    directory it was loaded from; within 10 s and 20 MB."""
+    client, plain = m3_server
+    for route, body in (
+        ("/models/plain/rerank", {"query": "q", "texts": ["a"]}),
+        ("/models/plain/embed_multi", {"inputs": "x"}),
+        ("/rerank", {"query": "q", "texts": ["a"]}),
+    ):
+        with bounded(seconds=10, memory=20e6):
+            r = client.post(route, json=body)
+        assert r.status_code == 400, r.text[:300]
+        message = strict(r.text)["error"]["message"]
+        assert str(plain) not in message and str(FIXTURES) not in message and "tests/fixtures" not in message, message
+        assert ("'plain'" if "/plain/" in route else "'bge_m3'") in message, message

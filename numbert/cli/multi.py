@@ -52,6 +52,7 @@ def check_multi_options(args: argparse.Namespace) -> None:
         "precision",
         "shard_lines",
         "sparse",
+        "task",
     )
     for name in (*dense, "workers", "scheduler", "dask", "top_k"):
         if getattr(args, name, None) not in (None, False):

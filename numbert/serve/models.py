@@ -138,6 +138,16 @@ class ServedModel:
 
     # --- a request's choices and tasks, refused in the server's words --------------------------------
 
+    def named(self, error: Exception) -> str:
+        """The pipeline's `error` as a client reads it: the model's local directory (a path on the server) replaced
+        by the model's served name."""
+        message = str(error)
+        directory = None if self.pipeline is None else self.pipeline.directory
+        paths = {self.path, str(Path(self.path)), str(Path(self.path).resolve()), str(directory)}
+        for path in sorted((p for p in paths if "/" in p), key=len, reverse=True):  # a path, not a word of the text
+            message = message.replace(path, f"the model {self.name!r}")
+        return message
+
     def request_recipe(
         self,
         prompt_name: str | None,
@@ -201,7 +211,9 @@ class ServedModel:
         try:
             return pipeline.sequence_logits()
         except ValueError as e:
-            raise ApiError(400, f"this model cannot score inputs: {e}", code="model_not_a_classifier") from None
+            raise ApiError(
+                400, f"this model cannot score inputs: {self.named(e)}", code="model_not_a_classifier"
+            ) from None
 
     @functools.cached_property
     def sparse(self) -> SparseVectors | LexicalWeights:
@@ -211,7 +223,8 @@ class ServedModel:
         try:
             return pipeline.sparse_vectors(pipeline.max_active_dims)
         except ValueError as e:
-            raise ApiError(400, f"this model cannot give sparse vectors: {e}", code="model_has_no_mlm_head") from None
+            message = f"this model cannot give sparse vectors: {self.named(e)}"
+            raise ApiError(400, message, code="model_has_no_mlm_head") from None
 
     def relevance(self, raw_scores: bool):
         """The function a reranker's logits go through (the model's activation, or none with raw_scores); a
@@ -228,7 +241,7 @@ class ServedModel:
         try:
             return activation_of(pipeline, "identity" if raw_scores else None)
         except ValueError as e:
-            raise ApiError(400, str(e), code="model_not_a_reranker") from None
+            raise ApiError(400, self.named(e), code="model_not_a_reranker") from None
 
     def label_scores(self, raw_scores: bool):
         """/predict's scores of the logits: `numbert classify`'s function (from config.json's problem_type, else
@@ -281,7 +294,7 @@ class ServedModel:
             try:
                 self.multi_readouts[is_query] = pipeline.multi_vectors(is_query)
             except ValueError as e:
-                raise ApiError(400, str(e), code="model_not_multi_vector") from None
+                raise ApiError(400, self.named(e), code="model_not_multi_vector") from None
         return self.multi_readouts[is_query]
 
     # --- Ollama's description of a model (/api/tags, /api/show) -------------------------------------------------

@@ -649,6 +649,7 @@ class MultiVectorRequest:
 def multi_vector_request(body: bytes, max_inputs: int) -> MultiVectorRequest:
     """POST /embed_multi: {"inputs": str | [str], "is_query": false, "truncate", "truncation_direction"}."""
     obj = json_object(body)
+    not_applied(obj, "task", "/embed_multi gives a multi-vector model's token vectors, which have no task adapters")
     texts, ids = inputs(obj, "inputs", max_inputs)
     if ids:
         raise ApiError(422, "'inputs' must be a string or a list of strings, not token ids", param="inputs")
@@ -658,6 +659,13 @@ def multi_vector_request(body: bytes, max_inputs: int) -> MultiVectorRequest:
         truncate=field(obj, "truncate", (bool,), None, "a boolean"),
         truncation_side=truncation_direction(obj),
     )
+
+
+def not_applied(obj: dict, name: str, why: str) -> None:
+    """A 422 naming field `name` if the request carries it: a route that cannot apply a field refuses it rather
+    than answer as if it were not there."""
+    if name in obj:
+        raise ApiError(422, f"'{name}' is not applied here: {why}", param=name, code="field_not_applied")
 
 
 # --- Ollama's embedding API (/api/embed, /api/embeddings, /api/tags, /api/show, /api/version) ---------------------
@@ -679,6 +687,7 @@ def ollama_embed_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
     """POST /api/embed: {"model", "input": str | [str], "truncate": true, "dimensions", "keep_alive", "options"}.
     As in Ollama, an input too long for the model is cut unless "truncate" is false."""
     obj = json_object(body)
+    not_applied(obj, "task", "Ollama's /api/embed has no task; send it to /v1/embeddings or /embed")
     texts, ids = inputs(obj, "input", max_inputs)
     if ids:
         raise ApiError(422, "'input' must be a string or a list of strings", param="input")
