@@ -294,3 +294,23 @@ def test_a_refusal_names_the_served_model_not_its_local_path(m3_server):
         message = strict(r.text)["error"]["message"]
         assert str(plain) not in message and str(FIXTURES) not in message and "tests/fixtures" not in message, message
         assert ("'plain'" if "/plain/" in route else "'bge_m3'") in message, message
+
+
+def test_a_vector_a_token_answer_is_bounded_before_the_forward():
+    """/embed_multi and /embed_all: an answer over --max-answer-values numbers (tokens x width) is a 413 naming the
+    flag, checked from the token counts before the forward (a 6.9 KB body once became 229 MB at 1024 dims); within
+    the budget, the answer; within 10 s and 20 MB."""
+    client = client_of(FIXTURES / "bge_m3", max_answer_values=32 * 100)  # 100 tokens of BGE-M3's 32-wide vectors
+    try:
+        texts = ["word " * 20] * 20  # about 2 kB: 20 x 22 tokens
+        for route in ("/embed_multi", "/embed_all"):
+            with bounded(seconds=10, memory=20e6):
+                r = client.post(route, json={"inputs": texts})
+            error = strict(r.text)["error"]
+            assert r.status_code == 413 and error["code"] == "answer_too_large", r.text[:300]
+            assert f"{route} answers at most 3,200 a request (--max-answer-values)" in error["message"]
+            with bounded(seconds=10, memory=20e6):
+                r = client.post(route, json={"inputs": texts[:2]})
+            assert r.status_code == 200 and len(strict(r.text)) == 2
+    finally:
+        client.__exit__(None, None, None)

@@ -185,6 +185,7 @@ class Server:
             del body
             rows = await self.run(http, self.multi_rows, served, request, model=served)
         tokens = self.within_token_budget(rows, "/embed_multi")
+        self.within_answer_budget(rows, served.multi_width(readout), "/embed_multi")
         _, batcher = served.ready()
         vectors = await self.queue(http, batcher, rows, readout)
         with self.phase("render"):
@@ -416,6 +417,7 @@ class Server:
         del body
         rows = await self.run(http, self.embedding_rows, served, request, recipe, "inputs", model=served)
         tokens = self.within_token_budget(rows, "/embed_all")
+        self.within_answer_budget(rows, served.opened().config.hidden_size, "/embed_all")
         _, batcher = served.ready()
         vectors = await self.queue(http, batcher, rows, served.token_vectors)
         answer = await self.run(http, protocol.embed_all_response, vectors)
@@ -536,6 +538,20 @@ class Server:
                 code="input_too_long",
             )
         return tokens
+
+    def within_answer_budget(self, rows: list[Row], width: int, route: str) -> None:
+        """A 413 before the forward if `route`'s answer, a vector of `width` numbers a token, would hold more than
+        --max-answer-values numbers (about 14 bytes each in JSON): a few kB of short texts must not become an answer
+        of hundreds of MB."""
+        values, limit = sum(len(row.ids) for row in rows) * width, self.settings.max_answer_values
+        if values > limit:
+            raise ApiError(
+                413,
+                f"the answer would hold {values:,} numbers (a vector of {width} a token); {route} answers at most "
+                f"{limit:,} a request (--max-answer-values): send fewer or shorter inputs at a time",
+                param="inputs",
+                code="answer_too_large",
+            )
 
     def phase(self, name: str) -> contextlib.AbstractContextManager:
         """A span around a phase of the request when traced (--otlp-endpoint), else nothing."""

@@ -25,6 +25,7 @@ import logging
 from pathlib import Path
 
 import anyio
+import numpy as np
 
 from .. import __version__
 from ..checkpoint.fingerprint import model_fingerprint
@@ -67,6 +68,7 @@ class ServedModel:
         self.load_error: str | None = None
         self.task_readouts: dict[str | None, SentenceVectors] = {}  # jina's tasks other than the server's
         self.multi_readouts: dict[bool, MultiVectors] = {}  # /embed_multi's readouts, queries' and documents'
+        self.widths: dict[int, int] = {}  # the width of each multi-vector readout's vectors, by its id
         self.sparse_only = self.multi_only = False
 
     def open(self, settings: Settings) -> None:
@@ -296,6 +298,15 @@ class ServedModel:
             except ValueError as e:
                 raise ApiError(400, self.named(e), code="model_not_multi_vector") from None
         return self.multi_readouts[is_query]
+
+    def multi_width(self, readout: MultiVectors) -> int:
+        """The width of the vectors a multi-vector readout gives (its projection's output), made once."""
+        if id(readout) not in self.widths:
+            vectors = np.zeros((1, self.opened().config.hidden_size), np.float32)
+            for layer in readout.projection:
+                vectors = layer(vectors)
+            self.widths[id(readout)] = vectors.shape[1]
+        return self.widths[id(readout)]
 
     # --- Ollama's description of a model (/api/tags, /api/show) -------------------------------------------------
 

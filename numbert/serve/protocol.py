@@ -545,7 +545,7 @@ def row_format(dim: int, number: str = "%.9g") -> str:
 def float_arrays(vectors: np.ndarray) -> list[str]:
     """Each row of (n, dim) as a JSON array of numbers (integers for quantized vectors)."""
     fmt = row_format(vectors.shape[1], "%d" if vectors.dtype.kind in "iu" else "%.9g")
-    return [fmt % tuple(row) for row in finite(vectors).tolist()]
+    return [fmt % tuple(row.tolist()) for row in finite(vectors)]  # a row at a time: no list of all the floats
 
 
 def base64_strings(vectors: np.ndarray) -> list[str]:
