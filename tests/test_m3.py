@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import bounded
 
 import numbert
 from numbert.checkpoint.m3_heads import read_m3_heads
@@ -145,8 +146,9 @@ def test_three_outputs_equal_transformers_and_the_heads_torch_loads(model, trans
         layer.load_state_dict(torch.load(M3_DIR / f"{name}.pt", map_location="cpu", weights_only=True))
         heads[name] = layer
     unused = {tokenizer.cls_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id, tokenizer.unk_token_id}
-    ours = model.embed_m3(TEXTS)
-    for i, text in enumerate(TEXTS):
+    texts = [*TEXTS, ""]  # an empty text: no lexical weight, FlagEmbedding's {}
+    ours = model.embed_m3(texts)
+    for i, text in enumerate(texts):
         inputs = tokenizer(text, return_tensors="pt")
         with torch.no_grad():
             h = encoder(**inputs).last_hidden_state[0]
@@ -160,6 +162,23 @@ def test_three_outputs_equal_transformers_and_the_heads_torch_loads(model, trans
         np.testing.assert_allclose(ours.dense[i], dense, atol=1e-5, rtol=0)
         assert_sparse_equal(ours.sparse[i], sparse)
         np.testing.assert_allclose(ours.multi[i], multi, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parity
+def test_a_text_without_a_positive_weight_has_no_lexical_weights(model, torch, tmp_path):
+    """An empty text, or a sparse head giving every token a weight <= 0: an empty sparse vector (FlagEmbedding's
+    empty dict of weights), its sparse score 0, within 10 s and 50 MB."""
+    with bounded(seconds=10, memory=50e6):
+        out = model.embed_m3(["", TEXTS[0]])
+        assert out.sparse[0].ids.tolist() == [] and out.sparse[0].weights.dtype == np.float32
+        assert len(out.sparse[1].ids) > 0 and out.multi[0].shape == (1, 32)  # the end token's vector
+        assert model.embed_sparse([""])[0].ids.tolist() == []
+        assert model.m3_scores(("", TEXTS[0]))["sparse"] == 0.0
+    directory = tmp_path / "negative"
+    shutil.copytree(M3_DIR, directory)
+    torch.save({"weight": torch.zeros(1, 32), "bias": torch.full((1,), -1.0)}, directory / "sparse_linear.pt")
+    with bounded(seconds=10, memory=50e6):
+        assert [v.ids.tolist() for v in numbert.load(directory).embed_sparse(TEXTS)] == [[]] * len(TEXTS)
 
 
 # --- the heads' files ---------------------------------------------------------------------------------------------

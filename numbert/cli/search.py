@@ -81,7 +81,8 @@ def search_index(args: argparse.Namespace, index: NpyIndex) -> None:
 
 def rescored(args: argparse.Namespace, candidates: list[int], rows: int, model) -> list[dict]:
     """The --top-k of `candidates` by the late-interaction score (MaxSim; meanmaxsim for a model that names it) of
-    QUERY's token vectors with theirs in --multi-index, by --multi-model (default: --model), best first."""
+    QUERY's token vectors with theirs in --multi-index, by --multi-model (default: --model), best first; a candidate
+    whose token vectors are not all finite is dropped."""
     multi = MultiIndex(args.multi_index)
     if len(multi) != rows:
         raise Failure(f"{args.multi_index} holds {len(multi)} texts but {args.index} {rows}: encode both from one file")
@@ -91,7 +92,9 @@ def rescored(args: argparse.Namespace, candidates: list[int], rows: int, model) 
         normalized = similarity_of(late) == "meanmaxsim"
     except ValueError as e:
         raise Failure(f"--multi-index needs a multi-vector model (--multi-model): {e}") from None
-    scores = [float(maxsim(query, np.asarray(multi[i]), length_normalize=normalized)) for i in candidates]
+    vectors = {i: np.asarray(multi[i]) for i in candidates}
+    candidates = [i for i in candidates if np.isfinite(vectors[i]).all()]  # as the dense search, NaN is never a hit
+    scores = [float(maxsim(query, vectors[i], length_normalize=normalized)) for i in candidates]
     order = sorted(range(len(candidates)), key=lambda k: (-scores[k], candidates[k]))[: args.top_k]
     return [{"corpus_id": candidates[k], "score": scores[k]} for k in order]
 

@@ -29,6 +29,8 @@ LIMITS = {
     "max_concurrent_requests": "requests admitted (bodies read whole) at once; 429 beyond",
     "max_client_batch_size": "inputs per request; 413 beyond",
     "max_sparse_weights": "non-zero weights per /embed_sparse answer; 413 beyond",
+    "max_answer_values": "numbers per /embed_all or /embed_multi answer (tokens x width), checked before the "
+    "forward; 413 beyond",
     "payload_limit": "bytes per request body; 413 beyond",
     "max_connections": "open connections, requests being read included; a plain-text 503 beyond",
     "body_timeout": "seconds to send a request body; 408 beyond",

@@ -274,14 +274,15 @@ class LexicalWeights:
     def __call__(self, out: Output) -> list[SparseVector]:
         weights = relu(linear(out.last_hidden_state, self.head))[..., 0]  # ([batch,] seq)
         weights = weights if out.batched else weights[None]
-        ids = out.input_ids if out.batched else out.input_ids[None]
+        batch_ids = out.input_ids if out.batched else out.input_ids[None]
         vectors = []
-        for row_ids, row_weights, n in zip(ids, weights, row_lengths(out)):
+        for row_ids, row_weights, n in zip(batch_ids, weights, row_lengths(out)):
             keep = (row_weights[:n] > 0) & ~np.isin(row_ids[:n], self.unused_ids)
             kept_ids, kept_weights = row_ids[:n][keep], row_weights[:n][keep]
             order = np.lexsort((-kept_weights, kept_ids))  # by id, the largest weight of each id first
             kept_ids, kept_weights = kept_ids[order], kept_weights[order]
-            first = np.r_[True, kept_ids[1:] != kept_ids[:-1]]
+            first = np.ones(len(kept_ids), bool)  # no token kept (an empty text): no weight, FlagEmbedding's {}
+            first[1:] = kept_ids[1:] != kept_ids[:-1]
             ids, values = kept_ids[first].astype(np.int32), kept_weights[first].astype(np.float32)
             if self.top_k is not None and len(ids) > self.top_k:
                 best = np.sort(np.argsort(-values, kind="stable")[: self.top_k])  # ids ascending: ties keep the lower

@@ -185,6 +185,7 @@ class Server:
             del body
             rows = await self.run(http, self.multi_rows, served, request, model=served)
         tokens = self.within_token_budget(rows, "/embed_multi")
+        self.within_answer_budget(rows, served.multi_width(readout), "/embed_multi")
         _, batcher = served.ready()
         vectors = await self.queue(http, batcher, rows, readout)
         with self.phase("render"):
@@ -389,7 +390,7 @@ class Server:
         del body
         rows = await self.run(http, self.similarity_rows, served, request, recipe, model=served)
         _, batcher = served.ready()
-        answers = await self.until_answered(http, batcher.submit(rows, served.embedding))
+        answers = await self.queue(http, batcher, rows, served.embedding)
         answer = await self.run(http, similarity_answer, served, recipe, answers)
         return answer, len(rows), sum(len(row.ids) for row in rows)
 
@@ -416,6 +417,7 @@ class Server:
         del body
         rows = await self.run(http, self.embedding_rows, served, request, recipe, "inputs", model=served)
         tokens = self.within_token_budget(rows, "/embed_all")
+        self.within_answer_budget(rows, served.opened().config.hidden_size, "/embed_all")
         _, batcher = served.ready()
         vectors = await self.queue(http, batcher, rows, served.token_vectors)
         answer = await self.run(http, protocol.embed_all_response, vectors)
@@ -511,14 +513,17 @@ class Server:
         return protocol.rerank_response(request, relevance, ranking(relevance, request.top_n), served.name, tokens)
 
     async def queue(self, http: Request, batcher: Batcher, rows: list, readout: Readout) -> list:
-        """The rows' answers from the model thread (until_answered); traced, with queue and forward spans."""
+        """The rows' answers from the model thread (until_answered); traced, with queue and forward spans; a 500
+        naming the model if a number in them is not finite (`finite_answers`)."""
         if self.tracing is None:
-            return await self.until_answered(http, batcher.submit(rows, readout))
-        forwards: list = []
-        queued = time.time_ns()
-        answers = await self.until_answered(http, batcher.submit(rows, readout, forwards))
-        self.tracing.waited(queued, forwards)
-        return answers
+            answers = await self.until_answered(http, batcher.submit(rows, readout))
+        else:
+            forwards: list = []
+            queued = time.time_ns()
+            answers = await self.until_answered(http, batcher.submit(rows, readout, forwards))
+            self.tracing.waited(queued, forwards)
+        model = next((m.name for m in self.models if m.batcher is batcher), None)
+        return await self.run(http, finite_answers, answers, model)
 
     def within_token_budget(self, rows: list[Row], route: str) -> int:
         """The rows' tokens, refused with a 413 beyond --max-batch-tokens: `route` answers a vector a token, so its
@@ -533,6 +538,20 @@ class Server:
                 code="input_too_long",
             )
         return tokens
+
+    def within_answer_budget(self, rows: list[Row], width: int, route: str) -> None:
+        """A 413 before the forward if `route`'s answer, a vector of `width` numbers a token, would hold more than
+        --max-answer-values numbers (about 14 bytes each in JSON): a few kB of short texts must not become an answer
+        of hundreds of MB."""
+        values, limit = sum(len(row.ids) for row in rows) * width, self.settings.max_answer_values
+        if values > limit:
+            raise ApiError(
+                413,
+                f"the answer would hold {values:,} numbers (a vector of {width} a token); {route} answers at most "
+                f"{limit:,} a request (--max-answer-values): send fewer or shorter inputs at a time",
+                param="inputs",
+                code="answer_too_large",
+            )
 
     def phase(self, name: str) -> contextlib.AbstractContextManager:
         """A span around a phase of the request when traced (--otlp-endpoint), else nothing."""
@@ -629,6 +648,23 @@ def within_deadline(deadline: float, work: Callable, *args):
     """work(*args), its tokenizer patterns' searches ending by time.monotonic() `deadline` (a request's)."""
     with pattern_deadline(deadline):
         return work(*args)
+
+
+def finite_answers(answers: list, model: str | None) -> list:
+    """The model's answers (arrays, or tuples of them), or protocol.NotFinite naming the `model` if a number in them
+    is not finite: NaN or infinity come from broken weights or configuration, and strict JSON cannot carry them."""
+    if all(all_finite(answer) for answer in answers):
+        return answers
+    raise protocol.NotFinite(model)
+
+
+def all_finite(answer: Any) -> bool:
+    """Whether every number of an answer (an array, or a tuple of arrays: a SparseVector) is finite."""
+    if isinstance(answer, np.ndarray):
+        return answer.dtype.kind not in "fc" or bool(np.isfinite(answer).all())
+    if isinstance(answer, tuple):
+        return all(all_finite(part) for part in answer)
+    return True
 
 
 def refuse_other_kinds(served: ServedModel) -> None:
@@ -745,7 +781,7 @@ def ollama_error_response(error: ApiError) -> Response:
 
 
 def json_response(value, status: int = 200) -> Response:
-    return Response(json.dumps(value), status, media_type=JSON)
+    return Response(protocol.strict_json(value, ensure_ascii=True), status, media_type=JSON)
 
 
 def error_response(error: ApiError) -> Response:

@@ -25,6 +25,7 @@ import logging
 from pathlib import Path
 
 import anyio
+import numpy as np
 
 from .. import __version__
 from ..checkpoint.fingerprint import model_fingerprint
@@ -67,6 +68,7 @@ class ServedModel:
         self.load_error: str | None = None
         self.task_readouts: dict[str | None, SentenceVectors] = {}  # jina's tasks other than the server's
         self.multi_readouts: dict[bool, MultiVectors] = {}  # /embed_multi's readouts, queries' and documents'
+        self.widths: dict[int, int] = {}  # the width of each multi-vector readout's vectors, by its id
         self.sparse_only = self.multi_only = False
 
     def open(self, settings: Settings) -> None:
@@ -138,6 +140,16 @@ class ServedModel:
 
     # --- a request's choices and tasks, refused in the server's words --------------------------------
 
+    def named(self, error: Exception) -> str:
+        """The pipeline's `error` as a client reads it: the model's local directory (a path on the server) replaced
+        by the model's served name."""
+        message = str(error)
+        directory = None if self.pipeline is None else self.pipeline.directory
+        paths = {self.path, str(Path(self.path)), str(Path(self.path).resolve()), str(directory)}
+        for path in sorted((p for p in paths if "/" in p), key=len, reverse=True):  # a path, not a word of the text
+            message = message.replace(path, f"the model {self.name!r}")
+        return message
+
     def request_recipe(
         self,
         prompt_name: str | None,
@@ -201,7 +213,9 @@ class ServedModel:
         try:
             return pipeline.sequence_logits()
         except ValueError as e:
-            raise ApiError(400, f"this model cannot score inputs: {e}", code="model_not_a_classifier") from None
+            raise ApiError(
+                400, f"this model cannot score inputs: {self.named(e)}", code="model_not_a_classifier"
+            ) from None
 
     @functools.cached_property
     def sparse(self) -> SparseVectors | LexicalWeights:
@@ -211,7 +225,8 @@ class ServedModel:
         try:
             return pipeline.sparse_vectors(pipeline.max_active_dims)
         except ValueError as e:
-            raise ApiError(400, f"this model cannot give sparse vectors: {e}", code="model_has_no_mlm_head") from None
+            message = f"this model cannot give sparse vectors: {self.named(e)}"
+            raise ApiError(400, message, code="model_has_no_mlm_head") from None
 
     def relevance(self, raw_scores: bool):
         """The function a reranker's logits go through (the model's activation, or none with raw_scores); a
@@ -228,7 +243,7 @@ class ServedModel:
         try:
             return activation_of(pipeline, "identity" if raw_scores else None)
         except ValueError as e:
-            raise ApiError(400, str(e), code="model_not_a_reranker") from None
+            raise ApiError(400, self.named(e), code="model_not_a_reranker") from None
 
     def label_scores(self, raw_scores: bool):
         """/predict's scores of the logits: `numbert classify`'s function (from config.json's problem_type, else
@@ -281,8 +296,17 @@ class ServedModel:
             try:
                 self.multi_readouts[is_query] = pipeline.multi_vectors(is_query)
             except ValueError as e:
-                raise ApiError(400, str(e), code="model_not_multi_vector") from None
+                raise ApiError(400, self.named(e), code="model_not_multi_vector") from None
         return self.multi_readouts[is_query]
+
+    def multi_width(self, readout: MultiVectors) -> int:
+        """The width of the vectors a multi-vector readout gives (its projection's output), made once."""
+        if id(readout) not in self.widths:
+            vectors = np.zeros((1, self.opened().config.hidden_size), np.float32)
+            for layer in readout.projection:
+                vectors = layer(vectors)
+            self.widths[id(readout)] = vectors.shape[1]
+        return self.widths[id(readout)]
 
     # --- Ollama's description of a model (/api/tags, /api/show) -------------------------------------------------
 

@@ -5,7 +5,8 @@ Parsing checks every field a request carries before any work is done, and a bad 
 `ApiError` naming it: 400 for a body that is not JSON, 422 for a wrong type or value, 413 for too
 many inputs. Rendering writes the answers: floats with 9 significant digits (enough to give back
 every float32 exactly), or base64 of little-endian float32, as the official openai client decodes it.
-Quantized vectors (Infinity's `embedding_type`) are arrays of integers, or base64 of their bytes.
+Quantized vectors (Infinity's `embedding_type`) are arrays of integers, or base64 of their bytes. Every answer is
+strict JSON: a number that is not finite (NaN, infinity: a broken model's) is never written (`NotFinite`, a 500).
 """
 
 from __future__ import annotations
@@ -51,6 +52,37 @@ class ApiError(Exception):
             "code": self.code,
         }
         return json.dumps({"error": error}, ensure_ascii=False).encode()
+
+
+class NotFinite(ApiError):
+    """A 500: an answer would hold a number that is not finite (NaN or infinity), which JSON cannot; the model's
+    fault (its weights or configuration), named when known (`model`), not the client's."""
+
+    def __init__(self, model: str | None = None):
+        who = "the model" if model is None else f"the model {model!r}"
+        super().__init__(
+            500,
+            f"{who} produced numbers that are not finite (NaN or infinity) for these inputs: its weights or "
+            f"configuration are broken, and no answer is written with them",
+            code="non_finite_output",
+        )
+
+
+def finite(values: np.ndarray) -> np.ndarray:
+    """`values` if every number in them is finite, else NotFinite: what the renderers write goes through here."""
+    if values.dtype.kind in "fc" and not np.isfinite(values).all():
+        raise NotFinite()
+    return values
+
+
+def strict_json(value: Any, ensure_ascii: bool = False) -> bytes:
+    """`value` as strict JSON (NotFinite for a float that is not finite: never NaN or Infinity, which JSON lacks)."""
+    try:
+        return json.dumps(value, ensure_ascii=ensure_ascii, allow_nan=False).encode()
+    except ValueError as e:
+        if "JSON compliant" in str(e):
+            raise NotFinite() from None
+        raise
 
 
 @dataclass
@@ -513,13 +545,13 @@ def row_format(dim: int, number: str = "%.9g") -> str:
 def float_arrays(vectors: np.ndarray) -> list[str]:
     """Each row of (n, dim) as a JSON array of numbers (integers for quantized vectors)."""
     fmt = row_format(vectors.shape[1], "%d" if vectors.dtype.kind in "iu" else "%.9g")
-    return [fmt % tuple(row) for row in vectors.tolist()]
+    return [fmt % tuple(row.tolist()) for row in finite(vectors)]  # a row at a time: no list of all the floats
 
 
 def base64_strings(vectors: np.ndarray) -> list[str]:
     """Each row of (n, dim) as a JSON string: base64 of its little-endian float32 bytes (of its int8 or uint8
     bytes, one a value, for quantized vectors)."""
-    rows = np.ascontiguousarray(vectors, dtype=vectors.dtype if vectors.dtype.kind in "iu" else "<f4")
+    rows = np.ascontiguousarray(finite(vectors), dtype=vectors.dtype if vectors.dtype.kind in "iu" else "<f4")
     return ['"' + base64.b64encode(row.tobytes()).decode("ascii") + '"' for row in rows]
 
 
@@ -550,7 +582,7 @@ def sparse_response(vectors: list[tuple[np.ndarray, np.ndarray]]) -> bytes:
     """/embed_sparse: per input [{"index": vocabulary id, "value": weight}], ids ascending, non-zero weights only;
     weights with 9 significant digits. vectors: (ids, weights) per input."""
     answers = [
-        "[" + ",".join(f'{{"index":{i},"value":{w:.9g}}}' for i, w in zip(ids.tolist(), weights.tolist())) + "]"
+        "[" + ",".join(f'{{"index":{i},"value":{w:.9g}}}' for i, w in zip(ids.tolist(), finite(weights).tolist())) + "]"
         for ids, weights in vectors
     ]
     return ("[" + ",".join(answers) + "]").encode()
@@ -589,7 +621,7 @@ def rerank_response(request: ScoringRequest, scores: np.ndarray, order: list[int
             result["text" if tei else "document"] = request.seconds[i] if tei else {"text": request.seconds[i]}
         results.append(result)
     answer = results if tei else {"results": results, "model": model, "usage": {"total_tokens": tokens}}
-    return json.dumps(answer, ensure_ascii=False).encode()
+    return strict_json(answer)
 
 
 def predict_response(scores: np.ndarray, labels: list[str], single: bool) -> bytes:
@@ -598,7 +630,7 @@ def predict_response(scores: np.ndarray, labels: list[str], single: bool) -> byt
         [{"score": score, "label": label} for score, label in sorted(zip(row.tolist(), labels), key=lambda p: -p[0])]
         for row in scores
     ]
-    return json.dumps(answers[0] if single else answers, ensure_ascii=False).encode()
+    return strict_json(answers[0] if single else answers)
 
 
 # --- multi-vector output (numbert's /embed_multi) --------------------------------------------------------------
@@ -617,6 +649,7 @@ class MultiVectorRequest:
 def multi_vector_request(body: bytes, max_inputs: int) -> MultiVectorRequest:
     """POST /embed_multi: {"inputs": str | [str], "is_query": false, "truncate", "truncation_direction"}."""
     obj = json_object(body)
+    not_applied(obj, "task", "/embed_multi gives a multi-vector model's token vectors, which have no task adapters")
     texts, ids = inputs(obj, "inputs", max_inputs)
     if ids:
         raise ApiError(422, "'inputs' must be a string or a list of strings, not token ids", param="inputs")
@@ -626,6 +659,13 @@ def multi_vector_request(body: bytes, max_inputs: int) -> MultiVectorRequest:
         truncate=field(obj, "truncate", (bool,), None, "a boolean"),
         truncation_side=truncation_direction(obj),
     )
+
+
+def not_applied(obj: dict, name: str, why: str) -> None:
+    """A 422 naming field `name` if the request carries it: a route that cannot apply a field refuses it rather
+    than answer as if it were not there."""
+    if name in obj:
+        raise ApiError(422, f"'{name}' is not applied here: {why}", param=name, code="field_not_applied")
 
 
 # --- Ollama's embedding API (/api/embed, /api/embeddings, /api/tags, /api/show, /api/version) ---------------------
@@ -647,6 +687,7 @@ def ollama_embed_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
     """POST /api/embed: {"model", "input": str | [str], "truncate": true, "dimensions", "keep_alive", "options"}.
     As in Ollama, an input too long for the model is cut unless "truncate" is false."""
     obj = json_object(body)
+    not_applied(obj, "task", "Ollama's /api/embed has no task; send it to /v1/embeddings or /embed")
     texts, ids = inputs(obj, "input", max_inputs)
     if ids:
         raise ApiError(422, "'input' must be a string or a list of strings", param="input")

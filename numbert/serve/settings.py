@@ -19,7 +19,8 @@ class Settings:
     text-embeddings-inference's names and defaults where it has them: payload_limit bytes per request
     body, max_client_batch_size inputs per request (413 beyond), max_concurrent_requests requests
     admitted at once (429 beyond), max_batch_tokens padded tokens and max_batch_size inputs per forward;
-    max_sparse_weights bounds an /embed_sparse answer (a SPLADE vector may weigh every vocabulary entry).
+    max_sparse_weights bounds an /embed_sparse answer (a SPLADE vector may weigh every vocabulary entry),
+    max_answer_values an /embed_all or /embed_multi answer (a vector a token: tokens x width numbers).
     A request is admitted once its body is read whole: reading takes at most body_timeout seconds (408
     beyond), and max_connections (uvicorn's limit_concurrency) bounds the connections, hence the bodies
     being read (about payload_limit x max_connections bytes). A request waiting for the model holds its
@@ -43,6 +44,7 @@ class Settings:
     max_concurrent_requests: int = 512
     max_client_batch_size: int = 2048
     max_sparse_weights: int = 1 << 20  # non-zero weights in one /embed_sparse answer (413 beyond): about 40 MB
+    max_answer_values: int = 1 << 21  # numbers in one /embed_all or /embed_multi answer (413 beyond): about 30 MB
     payload_limit: int = 2_000_000
     max_connections: int = 1024
     body_timeout: int = 30  # seconds
