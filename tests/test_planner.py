@@ -58,6 +58,25 @@ def test_a_row_over_the_limit_runs_as_windows_as_windowed_does(model):
     assert not out.batched and out.input_ids.shape == (len(row.ids),)
 
 
+def test_windows_stitch_only_the_layers_the_recipe_reads(model, monkeypatch):
+    """A long text's windows keep the last hidden states the recipe reads (its vectors unchanged), so the stitched
+    states grow with the text by those layers alone (issue 43 item 8: 100,000 tokens held every layer); a text whose
+    stitched states would pass the limit is refused before anything runs, naming it."""
+    text = " ".join(["river bank"] * 60)
+    row = row_of(model.tokenizer.encode(text, max_length=None, truncation=False))
+    whole = planner.run(model.encoder, [row], limit=24, stride=4, window_batch=3)
+    last_two = planner.run(model.encoder, [row], limit=24, stride=4, window_batch=3, last_layers=2)
+    assert last_two.hidden_states.shape[0] == 2
+    np.testing.assert_array_equal(last_two.hidden_states, whole.hidden_states[-2:])
+    recipe = model.recipe(layers=-2, long="window", max_length=24, stride=4)
+    assert recipe.last_layers == 2 and model.recipe(layers="sum_all").last_layers is None
+    np.testing.assert_array_equal(recipe.sentence_vectors(last_two), recipe.sentence_vectors(whole))
+    monkeypatch.setattr(planner, "STITCHED_BYTES", 2 * len(row.ids) * 768 * 4)  # two layers of this text
+    planner.run(model.encoder, [row], limit=24, stride=4, window_batch=3, last_layers=2)
+    with pytest.raises(ValueError, match=r"a text of 122 tokens run as windows would hold .* numbert's limit is"):
+        planner.run(model.encoder, [row], limit=24, stride=4, window_batch=3)
+
+
 def test_the_recipe_is_frozen_checked_once_and_pickles(model):
     recipe = model.recipe(pooling="cls", layers=[-1, -2], combine="concat", dimensions=100, normalize=True)
     assert (recipe.width, recipe.dim, recipe.layers) == (768, 100, (-1, -2))

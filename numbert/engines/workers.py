@@ -372,7 +372,9 @@ def serve(receive_end: Connection, send_end: Connection) -> None:
         number, rows = message
         try:
             assert recipe is not None, "a batch came before its recipe"
-            out = pipeline.run(rows, recipe.max_length, recipe.stride, window_batch, recipe.task, recipe.first_only)
+            out = pipeline.run(
+                rows, recipe.max_length, recipe.stride, window_batch, recipe.task, recipe.first_only, recipe.last_layers
+            )
             send_end.send(("ok", number, recipe.sentence_vectors(out)))
         except Exception as e:  # noqa: BLE001
             send_end.send(("error", number, picklable(e)))

@@ -140,7 +140,9 @@ def run_planned(
         def run_one(batch: tuple[list[int], list[Encoding]]) -> tuple[list[int], np.ndarray]:
             positions, encodings = batch
             rows = [row_of(e) for e in encodings]
-            out = model.run(rows, recipe.max_length, recipe.stride, batch_size, recipe.task, recipe.first_only)
+            out = model.run(
+                rows, recipe.max_length, recipe.stride, batch_size, recipe.task, recipe.first_only, recipe.last_layers
+            )
             return positions, recipe.sentence_vectors(out)
 
         yield from in_order(run_one, planned, side_by_side)

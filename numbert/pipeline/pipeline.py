@@ -238,12 +238,15 @@ class Pipeline:
         window_batch: int,
         task: str | None = None,
         first_only: bool = False,
+        last_layers: int | None = None,
     ) -> Output:
         """A planned batch's Output: one forward, or for a single row over `limit` tokens its windows, stitched
-        (an Output without a batch axis); with `task`, through its adapters (jina-embeddings-v3: Encoder.adapted);
-        first_only: a forward's last layer for each row's first token alone (not windows)."""
+        (an Output without a batch axis; with `last_layers`, of the last hidden states alone); with `task`, through
+        its adapters (jina-embeddings-v3: Encoder.adapted); first_only: a forward's last layer for each row's first
+        token alone (not windows)."""
+        encoder = self.encoder.adapted(task)
         return warn_if_not_finite(
-            self, planner.run(self.encoder.adapted(task), rows, limit, stride, window_batch, first_only)
+            self, planner.run(encoder, rows, limit, stride, window_batch, first_only, last_layers)
         )
 
     # --- text in, hidden states out ------------------------------------------------------------------

@@ -80,31 +80,57 @@ def forward(
 
 
 def run(
-    encoder: Encoder, rows: Sequence[Row], limit: int, stride: int, window_batch: int, first_only: bool = False
+    encoder: Encoder,
+    rows: Sequence[Row],
+    limit: int,
+    stride: int,
+    window_batch: int,
+    first_only: bool = False,
+    last_layers: int | None = None,
 ) -> Output:
     """A planned batch's Output: one forward (its last layer for the first tokens alone if `first_only`), or for a
     single row over `limit` tokens its windows, stitched (an Output without a batch axis, as `run_windows` gives,
-    every position computed: each token's states are averaged over the windows holding it)."""
+    every position computed: each token's states are averaged over the windows holding it; the `last_layers`
+    hidden states alone, if given)."""
     if len(rows) == 1 and len(rows[0].ids) > limit:
-        return run_windows(encoder, rows[0], limit, stride, window_batch)
+        return run_windows(encoder, rows[0], limit, stride, window_batch, last_layers)
     return forward(encoder, rows, first_only=first_only)
 
 
-def run_windows(encoder: Encoder, row: Row, size: int, stride: int, batch_size: int) -> Output:
+WINDOW_BATCH_TOKENS = 8_192  # the tokens of the windows one forward runs at most (one window at least)
+STITCHED_BYTES = 1 << 30  # the most a long text's stitched hidden states may hold (run_windows)
+
+
+def run_windows(
+    encoder: Encoder, row: Row, size: int, stride: int, batch_size: int, last_layers: int | None = None
+) -> Output:
     """Run an untruncated single text ([CLS] content [SEP]) as windows of `size` tokens, [CLS] and [SEP]
-    included, `batch_size` windows at a time, and stitch them into one Output (no batch axis)."""
+    included, `batch_size` windows at a time (at most WINDOW_BATCH_TOKENS tokens, one window at least), and stitch
+    them into one Output (no batch axis) of every hidden state, or of the `last_layers` alone (what a recipe reads:
+    memory then grows with the text by those layers only). A text whose stitched states would pass
+    STITCHED_BYTES is refused before anything runs, naming the limit."""
     cls, content, sep = row.ids[0], row.ids[1:-1], row.ids[-1]
     spans = window_spans(len(content), size - 2, stride)
+    c = encoder.config
+    kept = c.num_hidden_layers + 1 if last_layers is None else min(last_layers, c.num_hidden_layers + 1)
+    need = kept * (len(row.ids)) * c.hidden_size * 4
+    if need > STITCHED_BYTES:
+        raise ValueError(
+            f"a text of {len(row.ids):,} tokens run as windows would hold {need / 2**30:.1f} GiB of stitched hidden "
+            f"states ({kept} layers x {len(row.ids):,} tokens x {c.hidden_size}); numbert's limit is "
+            f"{STITCHED_BYTES / 2**30:.0f} GiB: cut the text, or read fewer layers (layers=-1)"
+        )
+    batch_size = max(1, min(batch_size, WINDOW_BATCH_TOKENS // size))
 
-    def window_states() -> Iterator[tuple[int, np.ndarray]]:  # (start, (layers + 1, window length, hidden))
+    def window_states() -> Iterator[tuple[int, np.ndarray]]:  # (start, (kept layers, window length, hidden))
         for b in range(0, len(spans), batch_size):
             batch = spans[b : b + batch_size]
             windows = [Row(np.concatenate([[cls], content[s:e], [sep]]).astype(np.int32)) for s, e in batch]
-            hidden_states = forward(encoder, windows).hidden_states
+            hidden_states = forward(encoder, windows).hidden_states[-kept:]
             for r, (s, e) in enumerate(batch):
                 yield s, hidden_states[:, r, : e - s + 2]
 
-    hidden_states = average_windows(window_states(), len(content))  # (layers + 1, seq, hidden)
+    hidden_states = average_windows(window_states(), len(content))  # (kept layers, seq, hidden)
     ids = row.ids.astype(np.int64)
     return Output(ids, np.zeros_like(ids), np.ones_like(ids), hidden_states, encoder.pooler_output(hidden_states[-1]))
 

@@ -25,10 +25,12 @@ import numpy as np
 from ..checkpoint.sentence_config import Dense, SentenceConfig
 from ..model.config import BertConfig
 from ..model.encoder import FIRST_POOLINGS, Output
-from ..model.pooling import Layers, normalize, sentence_vectors
+from ..model.pooling import Layers, layer_selection, normalize, sentence_vectors
 from ..model.windows import window_spans
 from ..tokenizer.truncation import check_side
 from . import quantization
+
+LAYER_INDEX_BOUND = 1 << 20  # any layer index a recipe holds is within it (checked against the model when built)
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,13 @@ class Recipe:
         """Whether its vectors read each row's first token alone ("cls", "pooler"): the forward's last layer can
         compute that token only (`Encoder.forward`'s first_only)."""
         return set(self.pooling) <= FIRST_POOLINGS
+
+    @property
+    def last_layers(self) -> int | None:
+        """How many of the last hidden states its vectors read (a long text's windows stitch only those: the
+        planner's run_windows), or None for every one (a layer counted from the embeddings up)."""
+        indices, _ = layer_selection(self.layers, self.combine, LAYER_INDEX_BOUND)
+        return None if any(i >= 0 for i in indices) else max(-i for i in indices)
 
     def prepare(self, text: str) -> str:
         """The text as the tokenizer sees it: the prompt prepended, lowercased if the model says do_lower_case."""
