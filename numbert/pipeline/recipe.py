@@ -25,7 +25,7 @@ import numpy as np
 from ..checkpoint.sentence_config import Dense, SentenceConfig
 from ..model.config import BertConfig
 from ..model.encoder import FIRST_POOLINGS, Output
-from ..model.pooling import Layers, normalize, sentence_vectors
+from ..model.pooling import POOLINGS, Layers, normalize, sentence_vectors
 from ..model.windows import window_spans
 from ..tokenizer.truncation import check_side
 from . import quantization
@@ -200,6 +200,8 @@ def build(
     dense = st.dense if st is not None and pooling is None else ()  # a chosen pooling skips the model's Dense
     if pooling is None:
         pooling = st.pooling if st is not None else ("mean",)
+    if not isinstance(pooling, (str, Sequence)):
+        raise TypeError(f"pooling must be a name or a list of names ({', '.join(POOLINGS)}), not {pooling!r:.40}")
     poolings = (pooling,) if isinstance(pooling, str) else tuple(pooling)
     if layers is None:
         layers = -1 if st is not None else -2
