@@ -94,9 +94,12 @@ not_texts = st.one_of(
 
 def batches(long: bool = True) -> st.SearchStrategy:
     """What a caller passes as texts: one text, a list of them (empty, one, several), mixed types, nested."""
+    plain = st.sampled_from(["The cat sat on the mat.", "a", "Who painted the Mona Lisa?", "bank"])
     return st.one_of(
         texts(long),
         st.lists(texts(long=False), min_size=1, max_size=4),
+        plain,
+        st.lists(plain, min_size=1, max_size=3),
         st.just([]),
         st.lists(st.one_of(texts(long=False), not_texts), min_size=1, max_size=3),
         st.lists(st.lists(texts(long=False), max_size=2), min_size=1, max_size=2),
@@ -108,7 +111,7 @@ def batches(long: bool = True) -> st.SearchStrategy:
 
 HOSTILE_NUMBERS = (0, -1, -16, 1, 2**31, 2**63, 10**9, 1e308, 1e9, 0.5, math.nan, math.inf, -math.inf, "8", None, True, [])
 hostile_numbers = st.sampled_from(HOSTILE_NUMBERS)
-small_ints = st.one_of(st.integers(1, 8), hostile_numbers)
+small_ints = st.one_of(st.integers(1, 8), st.integers(1, 8), hostile_numbers)
 
 
 # --- JSON near a schema ------------------------------------------------------------------------------------
@@ -139,7 +142,8 @@ def valid_value(schema: dict, components: dict, depth: int = 0) -> st.SearchStra
         return st.one_of([valid_value(s, components, depth) for s in schema.get("anyOf", schema.get("oneOf"))])
     kind = schema.get("type")
     if kind == "string":
-        return texts(long=depth == 0)
+        plain = st.sampled_from(["The cat sat on the mat.", "a", "Who painted the Mona Lisa?"])
+        return st.one_of(plain, plain, texts(long=depth == 0))
     if kind == "integer":
         return st.one_of(st.integers(0, 40), st.sampled_from([0, 1, 2**31, 2**63, -1]))
     if kind == "number":
@@ -150,7 +154,7 @@ def valid_value(schema: dict, components: dict, depth: int = 0) -> st.SearchStra
         return st.none()
     if kind == "array":
         items = valid_value(schema.get("items", {}), components, depth + 1)
-        return st.lists(items, min_size=0, max_size=4)
+        return st.lists(items, min_size=schema.get("minItems", 0), max_size=4) | st.just([])
     if kind == "object":
         return object_of(schema, components, depth + 1)
     return any_json(1)
@@ -165,7 +169,7 @@ def object_of(schema: dict, components: dict, depth: int = 0) -> st.SearchStrate
 
     def field(name: str) -> st.SearchStrategy:
         valid = valid_value(properties[name], components, depth)
-        return st.one_of(valid, valid, valid, any_json(1))
+        return st.one_of(*[valid] * 6, any_json(1))
 
     optional = st.fixed_dictionaries({n: field(n) for n in properties if n in required}, optional={
         n: field(n) for n in properties if n not in required

@@ -21,6 +21,8 @@ import os
 import re
 import shutil
 import sys
+import time
+import urllib.parse
 from pathlib import Path
 
 import jsonschema
@@ -39,7 +41,7 @@ from contract_inputs import (
     strict_json,
     texts,
 )
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 import numbert
@@ -89,7 +91,7 @@ def write_sentence_transformers(directory: Path, vocab: Path) -> Path:
 
 def write_jina_adapters(directory: Path) -> Path:
     """jina-embeddings-v3 as the hub holds it (XLMRobertaLoRA: LoRA adapters per task, task instructions), made from
-    the modern family's jina fixture with NumPy, and FIXTURES' XLM-R tokenizer (its vocabulary cut to the table)."""
+    the modern family's jina fixture with NumPy, and a WordPiece vocabulary of the table's 64 entries."""
     from safetensors.numpy import load_file, save_file
 
     source = FIXTURES / "modern" / "jina_embeddings_v3-ForMaskedLM"
@@ -119,6 +121,9 @@ def write_jina_adapters(directory: Path) -> Path:
         "task_instructions": {t: f"Do {t}: " for t in tasks}, "matryoshka_dimensions": [8, 16, 32],
     }  # fmt: skip
     (directory / "config.json").write_text(json.dumps(config))
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefghijklmnopqrstuvwxyz.,?!'", "the", "cat", "sat"]
+    words += [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"][: 64 - len(words)]
+    (directory / "vocab.txt").write_text("\n".join(words) + "\n", encoding="utf-8")  # 64 entries: the table's
     return directory
 
 
@@ -280,15 +285,17 @@ def answer_or_refusal(run, what: str, known=lambda error: False, given=()) -> No
     try:
         answer = run()
     except Exception as error:
+        event(f"{what}: {type(error).__name__}")
         if known(error):
             return
         reason = refused(error)
         assert reason is None, f"{what}: {reason}"
         return
+    event(f"{what}: answered")
     assert finite(answer) or not finite(given), f"{what}: an answer with non-finite numbers"
 
 
-@budget(60)
+@budget(150)
 @given(st.data())
 def test_a_model_method_answers_or_refuses_in_one_line(models, data):
     kind = data.draw(st.sampled_from(TEXT_MODELS), "kind")
@@ -460,16 +467,22 @@ def test_a_hostile_model_directory_loads_and_answers_or_refuses_in_one_line(mode
     directory = copy_model(model_dirs[kind], tmp_path_factory.mktemp("hostile") / "model")
     change = data.draw(st.sampled_from([change_config, change_tensor, truncate_file]), "change")
     what = change(directory, data, kind)
+    event(f"{kind}")
     if what == "excluded":
+        event("excluded")
         return
     non_finite = " nan" in what or " inf" in what
     try:
         model = numbert.load(directory)
         answer = run_kind(model, kind)
     except Exception as error:
+        event(f"{change.__name__}: {type(error).__name__}")
+        if known_failure(kind, MODEL_KINDS.get(kind, ""), error):
+            return
         reason = refused(error)
         assert reason is None, f"{kind}, {what}: {reason}"
         return
+    event(f"{change.__name__}: answered")
     # issue 43 weak spots (a non-finite weight or config number: NaN vectors): fixed on branch hostcfg/hostrun
     assert non_finite or "nan" in what.lower() or "inf" in what.lower() or finite(answer), f"{kind}, {what}: not finite"
 
@@ -551,6 +564,16 @@ def write_inputs(directory: Path) -> dict[str, Path]:
     paths["truncated.npy"] = directory / "truncated.npy"
     (directory / "notnpy.npy").write_bytes(b"\x93NUMPY\x01\x00\xff\xff" + b"{" * 100)
     paths["notnpy.npy"] = directory / "notnpy.npy"
+    vectors = [rng.standard_normal((n, 16), dtype=np.float32) for n in (3, 1, 5, 2)]
+    offsets = np.cumsum([0, *map(len, vectors)]).astype(np.int64)
+    np.savez(directory / "multi.npz", vectors=np.concatenate(vectors), offsets=offsets)  # as encode --multi writes
+    for name, count in (("multi_dir", 4), ("multi_missing", 2)):  # a directory index, and one missing texts' files
+        (directory / name).mkdir()
+        np.save(directory / name / "offsets.npy", offsets)
+        for i in range(count):
+            np.save(directory / name / f"{i:09d}.npy", vectors[i])
+        paths[name] = directory / name
+    paths["multi.npz"] = directory / "multi.npz"
     (directory / "keep.txt").write_text("the user's file\n")
     paths["keep.txt"] = directory / "keep.txt"
     (directory / "a_dir").mkdir()
@@ -568,12 +591,15 @@ def option_values(action, files: dict[str, Path], model_dirs: dict[str, Path]) -
     """A value for one option of a command: from its own choices, a file, a model, or a number or text at its edges."""
     option = action.option_strings[-1] if action.option_strings else ""
     if option in FILE_OPTIONS or "file" in option or "index" in option:
-        return st.sampled_from(sorted(str(p) for p in files.values()))
+        usual = st.sampled_from([str(files["texts.txt"]), str(files["index.npy"]), str(files["keep.txt"])])
+        return st.one_of(usual, st.sampled_from(sorted(str(p) for p in files.values())))
     if option in MODEL_OPTIONS:
         return st.sampled_from([str(model_dirs[k]) for k in TEXT_MODELS] + ["", "/etc", "no/such/model"])
     if action.choices:
-        return st.one_of(st.sampled_from(sorted(map(str, action.choices))), st.just("nope"))
-    return st.one_of(st.sampled_from([str(v) for v in HOSTILE_NUMBERS]), texts(long=False), st.sampled_from(["1", "3"]))
+        choices = st.sampled_from(sorted(map(str, action.choices)))
+        return st.one_of(choices, choices, choices, st.just("nope"))
+    usual = st.sampled_from(["1", "3", "8"])
+    return st.one_of(usual, usual, st.sampled_from([str(v) for v in HOSTILE_NUMBERS]), texts(long=False))
 
 
 # each command -> how its arguments are drawn (from its parser's own options, with the files and models above)
@@ -583,6 +609,12 @@ COMMAND_INPUTS = {
                  "rerank", "plot")
 }  # fmt: skip
 COMMAND_INPUTS["serve"] = "parse only"  # a server that starts would not end: its answers are the HTTP routes' test
+
+
+def as_argument(text: str) -> str:
+    """`text` as a process's argument can hold it: no NUL, and bytes that are not UTF-8 as Python decodes them
+    (surrogateescape: U+DC80..U+DCFF), so no other lone surrogate."""
+    return "".join(c if not 0xD800 <= ord(c) <= 0xDFFF else chr(0xDC80 + ord(c) % 128) for c in text.replace("\0", ""))
 
 
 def command_arguments(data, command: str, files, model_dirs) -> list[str]:
@@ -595,15 +627,16 @@ def command_arguments(data, command: str, files, model_dirs) -> list[str]:
             n = {None: 1, "?": data.draw(st.integers(0, 1)), "*": data.draw(st.integers(0, 2)), "+": 1}.get(
                 action.nargs, action.nargs if isinstance(action.nargs, int) else 1
             )
-            argv += [data.draw(texts(), action.dest) for _ in range(n)]
+            argv += [as_argument(data.draw(texts(), action.dest)) for _ in range(n)]
             continue
-        if "--help" in action.option_strings or not data.draw(st.booleans(), action.option_strings[-1]):
+        given = action.required or data.draw(st.integers(0, 3), action.option_strings[-1]) == 0  # one in four
+        if "--help" in action.option_strings or not given:
             continue
         if action.nargs == 0:
             argv.append(action.option_strings[-1])
         else:
             value = data.draw(option_values(action, files, model_dirs), action.option_strings[-1])
-            argv += [action.option_strings[-1], value]
+            argv += [action.option_strings[-1], as_argument(value)]
     if "--model" not in argv and command != "serve":
         argv += ["--model", str(model_dirs[data.draw(st.sampled_from(TEXT_MODELS), "model")])]
     return argv
@@ -655,6 +688,7 @@ def test_a_command_answers_or_refuses_in_one_line(model_dirs, tmp_path_factory, 
         status, err = run_command(argv, b"The cat sat on the mat.\n")
     finally:
         os.chdir(cwd)
+    event(f"{command}: {status} {err.strip()[:60]}")
     assert "Traceback" not in err, f"numbert {argv}: {err}"
     if status != 0:
         lines = err.strip().splitlines()
@@ -688,13 +722,21 @@ def http(model_dirs):
         max_client_batch_size=8, payload_limit=200_000,
     )  # fmt: skip
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
-        for _ in range(600):
-            if client.get("/health").status_code == 200:
-                break
-            import time
-
+        deadline = time.monotonic() + 60
+        while (health := client.get("/health")).status_code != 200 and time.monotonic() < deadline:
             time.sleep(0.05)
-        yield client, client.get("/openapi.json").json()
+        assert health.status_code == 200, health.text
+        yield Served(client, client.get("/openapi.json").json())
+
+
+class Served(tuple):
+    """(the test client, the OpenAPI document), shown short in a failure's report."""
+
+    def __new__(cls, client, described):
+        return super().__new__(cls, (client, described))
+
+    def __repr__(self) -> str:
+        return "Served(client, openapi)"
 
 
 def openapi_path(path: str) -> str:
@@ -740,16 +782,18 @@ def test_a_route_answers_strict_json_and_never_a_500(http, data):
     path = route.path
     method = data.draw(st.sampled_from(sorted(route.methods - {"HEAD"})), "method")
     operation = described["paths"][openapi_path(path)][method.lower()]
-    url = path.replace("{model:path}", data.draw(model_names, "model"))
+    name = data.draw(model_names, "model").encode("utf-8", "surrogatepass")
+    url = path.replace("{model:path}", urllib.parse.quote(name, safe="/"))
     if method == "GET":
         response = client.get(url)
     else:
         schema = operation["requestBody"]["content"]["application/json"]["schema"]
-        body = data.draw(st.one_of(object_of(schema, described["components"]), raw_bodies), "body")
+        body = data.draw(st.one_of(object_of(schema, described["components"]["schemas"]), raw_bodies), "body")
         if isinstance(body, bytes):
             response = client.post(url, content=body, headers={"content-type": "application/json"})
         else:
             content = json.dumps(body, ensure_ascii=data.draw(st.booleans()))
             response = client.post(url, content=content.encode("utf-8", "surrogatepass"),
                                    headers={"content-type": "application/json"})  # fmt: skip
+    event(f"{path.removeprefix('/models/{model:path}')}: {response.status_code}")
     check_answer(response, path, operation, described, f"{method} {url}")
