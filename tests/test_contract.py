@@ -213,9 +213,11 @@ options = {  # a keyword argument at its edges
 
 
 def call(*positional: st.SearchStrategy, **keywords: str) -> st.SearchStrategy[tuple[tuple, dict]]:
-    """The arguments of one call: the positional ones drawn, and some of the named keyword options."""
-    chosen = st.fixed_dictionaries({}, optional={name: options[name] for name in keywords.get("with_", "").split()})
-    return st.tuples(st.tuples(*positional), chosen)
+    """The arguments of one call: the positional ones drawn, and (one call in three) one of the named keyword
+    options (several hostile options would hide each other: the first refused)."""
+    names = keywords.get("with_", "").split()
+    one = [st.fixed_dictionaries({name: options[name]}) for name in names]
+    return st.tuples(st.tuples(*positional), st.one_of(st.just({}), st.just({}), *one) if one else st.just({}))
 
 
 vectors = st.one_of(
@@ -295,7 +297,7 @@ def answer_or_refusal(run, what: str, known=lambda error: False, given=()) -> No
     assert finite(answer) or not finite(given), f"{what}: an answer with non-finite numbers"
 
 
-@budget(150)
+@budget(400)
 @given(st.data())
 def test_a_model_method_answers_or_refuses_in_one_line(models, data):
     kind = data.draw(st.sampled_from(TEXT_MODELS), "kind")
@@ -312,7 +314,7 @@ def test_a_model_method_answers_or_refuses_in_one_line(models, data):
     )
 
 
-@budget(30)
+@budget(100)
 @given(st.data())
 def test_a_function_of_numbert_answers_or_refuses_in_one_line(models, data):
     name = data.draw(st.sampled_from(sorted(FUNCTIONS)), "function")
@@ -460,7 +462,7 @@ def copy_model(source: Path, target: Path) -> Path:
     return target
 
 
-@budget(60)
+@budget(300)
 @given(st.data())
 def test_a_hostile_model_directory_loads_and_answers_or_refuses_in_one_line(model_dirs, tmp_path_factory, data):
     kind = data.draw(st.sampled_from(sorted(model_dirs)), "kind")
@@ -666,7 +668,7 @@ def snapshot(directory: Path) -> dict[str, bytes]:
     return {str(p): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
-@budget(40)
+@budget(150)
 @given(st.data())
 def test_a_command_answers_or_refuses_in_one_line(model_dirs, tmp_path_factory, data):
     workdir = tmp_path_factory.mktemp("command")
@@ -774,7 +776,7 @@ def check_answer(response, route: str, operation: dict, described: dict, what: s
         jsonschema.validate(body, resolver)
 
 
-@budget(80)
+@budget(400)
 @given(st.data())
 def test_a_route_answers_strict_json_and_never_a_500(http, data):
     client, described = http

@@ -205,8 +205,10 @@ def build(
     poolings = (pooling,) if isinstance(pooling, str) else tuple(pooling)
     if layers is None:
         layers = -1 if st is not None else -2
-    elif not isinstance(layers, (str, int, np.integer)):
+    elif isinstance(layers, Sequence) and not isinstance(layers, (str, bytes)):
         layers = tuple(layers)  # a list of indices, frozen
+    elif not isinstance(layers, (str, int, np.integer)):
+        raise TypeError(f"layers must be a strategy name, an int or a list of ints, not {type(layers).__name__}")
     width = dense[-1].weight.shape[0] if dense else pooled_width(config, has_pooler, poolings, layers, combine)
     if truncate_dim is not None:
         if dimensions is not None:
