@@ -3,8 +3,8 @@ every entry point is held to: tests/test_contract.py draws from here, scripts/fu
 
     texts(), batches()            str and lists of str at their edges, and what is not a str at all
     hostile_numbers               a numeric option or config field at its edges: 0, negative, NaN, infinite, huge, a str
-    from_schema(schema, ...)      a JSON value near an OpenAPI schema: valid, or one field hostile
-    refused(error)                an exception is a refusal the contract allows: documented type, one line, numbert's own
+    object_of(schema, ...)        a JSON object near an OpenAPI schema: its fields valid, or some hostile
+    refused(error)                an exception is a refusal the contract allows: documented, one line, numbert's own
     finite(value)                 every float in an answer is finite
     strict_json(text)             a server's body parsed by a parser that rejects NaN and Infinity
 
@@ -109,7 +109,25 @@ def batches(long: bool = True) -> st.SearchStrategy:
 
 # --- numbers at their edges ------------------------------------------------------------------------------------
 
-HOSTILE_NUMBERS = (0, -1, -16, 1, 2**31, 2**63, 10**9, 1e308, 1e9, 0.5, math.nan, math.inf, -math.inf, "8", None, True, [])
+HOSTILE_NUMBERS = (
+    0,
+    -1,
+    -16,
+    1,
+    2**31,
+    2**63,
+    10**9,
+    1e308,
+    1e9,
+    0.5,
+    math.nan,
+    math.inf,
+    -math.inf,
+    "8",
+    None,
+    True,
+    [],
+)
 hostile_numbers = st.sampled_from(HOSTILE_NUMBERS)
 small_ints = st.one_of(st.integers(1, 8), st.integers(1, 8), hostile_numbers)
 
@@ -171,9 +189,10 @@ def object_of(schema: dict, components: dict, depth: int = 0) -> st.SearchStrate
         valid = valid_value(properties[name], components, depth)
         return st.one_of(*[valid] * 6, any_json(1))
 
-    optional = st.fixed_dictionaries({n: field(n) for n in properties if n in required}, optional={
-        n: field(n) for n in properties if n not in required
-    })
+    optional = st.fixed_dictionaries(
+        {n: field(n) for n in properties if n in required},
+        optional={n: field(n) for n in properties if n not in required},
+    )
     return optional
 
 

@@ -128,7 +128,7 @@ def write_jina_adapters(directory: Path) -> Path:
 
 
 def write_gte_remote(directory: Path) -> Path:
-    """GTE as Alibaba's remote code saves it (model_type "new", NewModel, rope_theta), from the modern family's fixture."""
+    """GTE as Alibaba's remote code saves it (model_type "new", NewModel, rope_theta), from the modern fixture."""
     from safetensors.numpy import load_file, save_file
 
     source = FIXTURES / "modern" / "gte-ForMaskedLM"
@@ -270,7 +270,7 @@ FUNCTIONS = {
     "forward": call(batches(), with_="max_length long"),
     "load": call(st.one_of(st.sampled_from(["", ".", "/", "/etc", "/dev/null", "../..", "no/such/model", "a" * 300]),
                            not_texts)),
-    "maxsim": call(st.one_of(vectors, st.lists(vectors, max_size=2)), st.one_of(vectors, st.lists(vectors, max_size=2))),
+    "maxsim": call(st.one_of(vectors, st.lists(vectors, max_size=2)), st.one_of(vectors, st.lists(vectors))),
     "semantic_search": call(vectors, vectors, with_="top_k"),
     "threads": call(st.one_of(hostile_numbers, st.integers(-3, 3))),
 }  # fmt: skip
@@ -309,7 +309,9 @@ def test_a_model_method_answers_or_refuses_in_one_line(models, data):
     if method in ("embed",):
         kwargs["progress"] = False
     answer_or_refusal(
-        lambda: getattr(model, method)(*args, **kwargs), f"{kind}.{method}", lambda e: known_failure(kind, method, e),
+        lambda: getattr(model, method)(*args, **kwargs),
+        f"{kind}.{method}",
+        lambda e: known_failure(kind, method, e),
         given=(args, kwargs),
     )
 
@@ -517,9 +519,13 @@ def test_every_entry_point_has_a_generator(http):
     assert methods - properties <= set(METHODS) | ENGINE_METHODS, (
         f"methods without a generator: {sorted(methods - properties - set(METHODS) - ENGINE_METHODS)}"
     )
-    functions = {n for n in numbert.__all__ if callable(getattr(numbert, n)) and not isinstance(getattr(numbert, n), type)}
+    functions = {
+        n for n in numbert.__all__ if callable(getattr(numbert, n)) and not isinstance(getattr(numbert, n), type)
+    }
     assert functions <= set(FUNCTIONS), f"functions without a generator: {sorted(functions - set(FUNCTIONS))}"
-    assert set(command_names()) <= set(COMMAND_INPUTS), f"commands: {sorted(set(command_names()) - set(COMMAND_INPUTS))}"
+    assert set(command_names()) <= set(COMMAND_INPUTS), (
+        f"commands: {sorted(set(command_names()) - set(COMMAND_INPUTS))}"
+    )
     client, described = http
     for route in client.app.routes:
         for method in route.methods - {"HEAD"}:

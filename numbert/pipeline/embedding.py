@@ -221,7 +221,9 @@ def embeddings_array(value, name: str) -> np.ndarray:
     """`value` as float32 embeddings, at least 2-D, or a TypeError naming `name` (None, text, objects)."""
     given = np.asarray(value)
     if given.dtype.kind not in "biuf":
-        raise TypeError(f"similarity's {name} must be embeddings (numbers), not {type(value).__name__} of {given.dtype}")
+        raise TypeError(
+            f"similarity's {name} must be embeddings (numbers), not {type(value).__name__} of {given.dtype}"
+        )
     return np.atleast_2d(given.astype(np.float32, copy=False))
 
 

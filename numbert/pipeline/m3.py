@@ -86,7 +86,9 @@ def mode_weights(weights) -> tuple[float, float, float]:
         isinstance(w, (int, float, np.number)) and not isinstance(w, bool) and np.isfinite(w) for w in weights
     )
     if not numbers or len(weights) != 3:
-        raise ValueError(f"weights_for_different_modes takes 3 finite numbers (dense, sparse, colbert), got {weights!r:.80}")
+        raise ValueError(
+            f"weights_for_different_modes takes 3 finite numbers (dense, sparse, colbert), got {weights!r:.80}"
+        )
     dense, sparse, colbert = map(float, weights)
     if dense + sparse == 0 or dense + sparse + colbert == 0:
         raise ValueError(f"weights_for_different_modes {weights!r} mix scores by dividing by sums that are 0")
