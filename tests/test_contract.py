@@ -702,11 +702,11 @@ def test_a_command_answers_or_refuses_in_one_line(model_dirs, tmp_path_factory, 
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("numbert"), f"numbert {argv}: {status} {err!r}"
         assert snapshot(workdir) == before, f"numbert {argv} failed and changed the user's files"
-    else:
+    else:  # a success replaces at most the -o OUT the user named, whole
+        named = {str(Path(workdir, argv[i + 1])) for i, a in enumerate(argv[:-1]) if a in ("-o", "--output")}
         after = snapshot(workdir)
-        assert {k: v for k, v in after.items() if k in before} == {
-            k: v for k, v in before.items() if k in after and k != str(files["keep.txt"])
-        } | ({str(files["keep.txt"]): after[str(files["keep.txt"])]} if str(files["keep.txt"]) in after else {}), argv
+        changed = [p for p in before if p not in named and after.get(p) != before[p]]
+        assert not changed, f"numbert {argv} changed {changed}"
 
 
 # --- the HTTP routes ----------------------------------------------------------------------------------------------

@@ -195,6 +195,9 @@ def build(
             "this is a SparseEncoder (SPLADE) model: its vectors are sparse, over the vocabulary "
             "(model.embed_sparse(texts)); pass pooling=... to pool BERT's token vectors yourself"
         )
+    for name, value in (("prompt", prompt), ("prompt_name", prompt_name)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} must be a str, not {type(value).__name__}")
     if st is None and prompt_name is not None:
         raise ValueError("prompt_name needs a sentence-transformers model with prompts; pass prompt= instead")
     dense = st.dense if st is not None and pooling is None else ()  # a chosen pooling skips the model's Dense
