@@ -6,6 +6,7 @@ every entry point is held to: tests/test_contract.py draws from here, scripts/fu
     object_of(schema, ...)        a JSON object near an OpenAPI schema: its fields valid, or some hostile
     refused(error)                an exception is a refusal the contract allows: documented, one line, numbert's own
     finite(value)                 every float in an answer is finite
+    time_bound()                  a generous bound on one case's time (SECONDS)
     strict_json(text)             a server's body parsed by a parser that rejects NaN and Infinity
 
 The example budget: a fixed, derandomized one in CI (EXAMPLES per property); NUMBERT_CONTRACT_EXAMPLES=N makes it N
@@ -14,11 +15,14 @@ per property and random (scripts/fuzz_contract.py: the soak).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import linecache
 import math
 import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -259,6 +263,25 @@ def finite(value) -> bool:
     """Every float `value` holds is finite, in float32 too (numbert's numbers are float32)."""
     with np.errstate(over="ignore"):
         return all(np.isfinite(a).all() and np.isfinite(a.astype(np.complex64)).all() for a in floats_of(value))
+
+
+SECONDS = 30  # a generous bound on one generated case (the inputs are at most 100,000 characters, models tiny)
+
+
+@contextlib.contextmanager
+def time_bound(seconds: int = SECONDS) -> Iterator[None]:
+    """Fail the block (TimeoutError) past `seconds`: a case that hangs fails instead of holding the suite."""
+
+    def expire(signum, frame):
+        raise TimeoutError(f"a generated case took more than {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def no_constant(name: str):
