@@ -182,15 +182,15 @@ def valid_value(schema: dict, components: dict, depth: int = 0) -> st.SearchStra
     return any_json(1)
 
 
-def object_of(schema: dict, components: dict, depth: int = 0) -> st.SearchStrategy[dict]:
-    """An object with the schema's required fields and some optional ones, each a value of its type, or (one in
-    four) any JSON value at all."""
+def object_of(schema: dict, components: dict, depth: int = 0, fields: dict | None = None) -> st.SearchStrategy[dict]:
+    """An object with the schema's required fields and some optional ones, each a value of its type (or of `fields`'
+    strategy for that name), or (one in seven) any JSON value at all."""
     schema = resolve(schema, components)
     properties = schema.get("properties", {})
     required = set(schema.get("required", ()))
 
     def field(name: str) -> st.SearchStrategy:
-        valid = valid_value(properties[name], components, depth)
+        valid = (fields or {}).get(name) or valid_value(properties[name], components, depth)
         return st.one_of(*[valid] * 6, any_json(1))
 
     optional = st.fixed_dictionaries(

@@ -119,13 +119,26 @@ def write_jina_adapters(directory: Path) -> Path:
     config = {k: v for k, v in config.items() if k not in ("rope_parameters", "architectures")}
     config |= {
         "model_type": "xlm-roberta", "architectures": ["XLMRobertaLoRA"], "position_embedding_type": "rotary",
-        "rotary_emb_base": 20000.0, "lora_adaptations": tasks, "lora_rank": rank, "lora_alpha": 1.0,
+        "rotary_emb_base": 20000.0, "max_position_embeddings": 512, "lora_adaptations": tasks, "lora_rank": rank,
+        "lora_alpha": 1.0,
         "task_instructions": {t: f"Do {t}: " for t in tasks}, "matryoshka_dimensions": [8, 16, 32],
     }  # fmt: skip
     (directory / "config.json").write_text(json.dumps(config))
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefghijklmnopqrstuvwxyz.,?!'", "the", "cat", "sat"]
     words += [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"][: 64 - len(words)]
     (directory / "vocab.txt").write_text("\n".join(words) + "\n", encoding="utf-8")  # 64 entries: the table's
+    return directory
+
+
+def write_torch_pickle(directory: Path) -> Path:
+    """The cross-encoder fixture with its weights as torch.save writes them (pytorch_model.bin: a zip of a pickle
+    and its storages), the file numbert's own unpickler reads."""
+    import torch
+    from safetensors.numpy import load_file
+
+    shutil.copytree(FIXTURES / "cross_encoder", directory, ignore=shutil.ignore_patterns("model.safetensors"))
+    tensors = load_file(str(FIXTURES / "cross_encoder" / "model.safetensors"))
+    torch.save({name: torch.from_numpy(t.copy()) for name, t in tensors.items()}, directory / "pytorch_model.bin")
     return directory
 
 
@@ -159,6 +172,7 @@ def model_dirs(tmp_path_factory, vocab_path) -> dict[str, Path]:
         "jina-adapters": write_jina_adapters(made / "jina"),
         "tf": FIXTURES / "tf_bert",
         "gte-remote": write_gte_remote(made / "gte-remote"),
+        "torch-pickle": write_torch_pickle(made / "torch-pickle"),
         **{f"family:{p.name}": p for p in sorted((FIXTURES / "family").iterdir()) if p.is_dir()},
         **{f"modern:{p.name}": p for p in sorted((FIXTURES / "modern").iterdir()) if p.is_dir()},
     }
@@ -350,6 +364,7 @@ MODEL_KINDS = {
     "bge-m3": "embed_m3",
     "jina-adapters": "embed",
     "tf": "embed",
+    "torch-pickle": "predict",
 }
 
 
@@ -412,13 +427,12 @@ def change_config(directory: Path, data, kind: str) -> str:
 
 
 def change_tensor(directory: Path, data, kind: str) -> str:
-    """One tensor of a safetensors file missing, non-finite, of another dtype or another shape."""
-    from safetensors.numpy import load_file, save_file
-
-    files = sorted(directory.rglob("*.safetensors"))
+    """One tensor of a weights file (safetensors, torch's pickle) missing, non-finite, of another dtype or shape."""
+    files = sorted([*directory.rglob("*.safetensors"), *directory.rglob("pytorch_model.bin")])
     if not files:
-        return "no safetensors"
+        return "no weights file"
     path = data.draw(st.sampled_from(files), "weights file")
+    load_file, save_file = weights_io(path)
     tensors = load_file(str(path))
     name = data.draw(st.sampled_from(sorted(tensors)), "tensor")
     how = data.draw(st.sampled_from(["missing", "nan", "inf", "float16", "float64", "int8", "int64", "shape", "empty"]))
@@ -439,6 +453,23 @@ def change_tensor(directory: Path, data, kind: str) -> str:
         tensors[name] = t.astype(how)
     save_file(tensors, str(path))
     return f"{path.name}:{name} {how}"
+
+
+def weights_io(path: Path):
+    """(load, save) of a weights file as {name: array}."""
+    if path.suffix == ".safetensors":
+        from safetensors.numpy import load_file, save_file
+
+        return load_file, save_file
+    import torch
+
+    def load(name: str) -> dict[str, np.ndarray]:
+        return {k: v.numpy() for k, v in torch.load(name, weights_only=True).items()}
+
+    def save(tensors: dict[str, np.ndarray], name: str) -> None:
+        torch.save({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in tensors.items()}, name)
+
+    return load, save
 
 
 def truncate_file(directory: Path, data, kind: str) -> str:
@@ -814,7 +845,8 @@ def test_a_route_answers_strict_json_and_never_a_500(http, data):
         response = client.get(url)
     else:
         schema = operation["requestBody"]["content"]["application/json"]["schema"]
-        body = data.draw(st.one_of(object_of(schema, described["components"]["schemas"]), raw_bodies), "body")
+        bodies = object_of(schema, described["components"]["schemas"], fields={"model": model_names})
+        body = data.draw(st.one_of(bodies, bodies, bodies, raw_bodies), "body")
         if isinstance(body, bytes):
             response = client.post(url, content=body, headers={"content-type": "application/json"})
         else:
