@@ -352,6 +352,41 @@ def test_a_function_of_numbert_answers_or_refuses_in_one_line(models, data):
     answer_or_refusal(lambda: function(*args, **kwargs), name, given=(args, kwargs))
 
 
+options |= {
+    "add_special_tokens": st.one_of(st.booleans(), hostile_numbers),
+    "truncation": st.sampled_from([True, False, None, "longest_first", "only_first", "only_second", "nope", 3]),
+    "padding": st.sampled_from([True, False, "longest", "max_length", "nope", 3]),
+    "return_overflowing_tokens": st.booleans(),
+    "skip_special_tokens": st.one_of(st.booleans(), hostile_numbers),
+}
+tokens = st.one_of(texts(long=False), st.lists(texts(long=False), max_size=3), not_texts)
+# numbert.Tokenizer's methods -> the calls to try, on each text model's tokenizer
+TOKENIZER_METHODS = {
+    "encode": call(
+        st.one_of(texts(), not_texts), with_="add_special_tokens max_length truncation stride truncation_side"
+    ),
+    "encode_batch": call(batches(), with_="max_length truncation padding stride return_overflowing_tokens"),
+    "decode": call(ids, with_="skip_special_tokens"),
+    "tokenize": call(st.one_of(texts(), not_texts)),
+    "normalize": call(st.one_of(texts(), not_texts)),
+    "convert_ids_to_tokens": call(st.one_of(ids, st.integers(-5, 2**40))),
+    "convert_tokens_to_ids": call(tokens),
+    "convert_tokens_to_string": call(tokens),
+    "num_special_tokens": call(st.one_of(st.booleans(), not_texts)),
+}
+TOKENIZER_ENGINE_METHODS = {"check_embedding_rows", "pad", "from_pretrained", "from_tokenizer_json", "from_vocab"}
+
+
+@budget(200)
+@given(st.data())
+def test_a_tokenizer_method_answers_or_refuses_in_one_line(models, data):
+    kind = data.draw(st.sampled_from(TEXT_MODELS), "kind")
+    method = data.draw(st.sampled_from(sorted(TOKENIZER_METHODS)), "method")
+    args, kwargs = data.draw(TOKENIZER_METHODS[method], "arguments")
+    tokenizer = models[kind].tokenizer
+    answer_or_refusal(lambda: getattr(tokenizer, method)(*args, **kwargs), f"{kind} tokenizer.{method}")
+
+
 # --- model directories: every kind, each file made hostile ------------------------------------------------------
 
 # the model kinds numbert reads: config.FAMILY's members (tests/fixtures/family, /modern) and the recipes and heads
@@ -560,6 +595,11 @@ def test_every_entry_point_has_a_generator(http):
     assert methods - properties <= set(METHODS) | ENGINE_METHODS, (
         f"methods without a generator: {sorted(methods - properties - set(METHODS) - ENGINE_METHODS)}"
     )
+    from numbert import Tokenizer
+
+    tokenizer_methods = {n for n in dir(Tokenizer) if not n.startswith("_") and callable(getattr(Tokenizer, n))}
+    missing = tokenizer_methods - set(TOKENIZER_METHODS) - TOKENIZER_ENGINE_METHODS
+    assert not missing, f"Tokenizer methods without a generator: {sorted(missing)}"
     functions = set()
     for name in ENTRY_MODULES:
         module = importlib.import_module(name)
