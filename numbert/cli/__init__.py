@@ -32,7 +32,7 @@ import sys
 import threading
 
 from . import download, encode, plot, rerank, search, serve, similarity, tasks, tokenize
-from .common import Failure, Parser, model_source
+from .common import Failure, Parser, model_source, one_line
 from .files import SIGNALS, Terminated
 
 COMMANDS = (tokenize, encode, similarity, search, tasks, rerank, plot, serve, download)
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except (Failure, OSError, ValueError, TypeError) as e:
-        print(f"numbert {args.command}: error: {model_source(args, str(e))}", file=sys.stderr)
+        print(f"numbert {args.command}: error: {one_line(model_source(args, str(e)))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"numbert {args.command}: interrupted", file=sys.stderr)

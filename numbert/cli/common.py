@@ -34,6 +34,12 @@ MEANT = {
 }
 
 
+def one_line(message: str) -> str:
+    """An error message as one printable line: a newline, a control character or a lone surrogate (of a file name or
+    text the message quotes) written as its escape, as repr writes it."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, with errors on one line that point at this (sub)command's --help, a mistyped choice (a command,
     --format...) or option (--fromat) answered with the closest one, and a command's usual other name
@@ -46,7 +52,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
 
     def parse_known_args(self, args=None, namespace=None):
         """argparse's, but arguments this parser does not know are an error here, where the (sub)command that was

@@ -585,7 +585,10 @@ class Encoder:
 
 def _int_array(name: str, a) -> np.ndarray:
     """An integer array of 1 or 2 dimensions, or a TypeError / ValueError naming `name`."""
-    arr = np.asarray(a)
+    try:
+        arr = np.asarray(a)
+    except ValueError:  # rows of different lengths
+        raise ValueError(f"{name} must be rectangular, (seq,) or (batch, seq): pad its rows to one length") from None
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
         raise TypeError(f"{name} must be an array of integers, got dtype {arr.dtype}")
     if arr.ndim not in (1, 2):

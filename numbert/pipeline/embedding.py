@@ -214,10 +214,20 @@ def similarity(model: Pipeline, a: str | np.ndarray, b: str | np.ndarray, **opti
         raise TypeError("similarity takes two texts (str) or two arrays of embeddings, not one of each")
     if options:
         raise TypeError(f"similarity of embeddings takes no options ({', '.join(options)}): they are embedded already")
-    u, v = np.atleast_2d(np.asarray(a, np.float32)), np.atleast_2d(np.asarray(b, np.float32))
+    u, v = embeddings_array(a, "a"), embeddings_array(b, "b")
     if u.ndim != 2 or v.ndim != 2 or u.shape[1] != v.shape[1]:
         raise ValueError(f"similarity takes embeddings of one width, (n, dim) and (m, dim), not {u.shape}, {v.shape}")
     return pooling.cosine_matrix(u, v)
+
+
+def embeddings_array(value, name: str) -> np.ndarray:
+    """`value` as float32 embeddings, at least 2-D, or a TypeError naming `name` (None, text, objects)."""
+    given = np.asarray(value)
+    if given.dtype.kind not in "biuf":
+        raise TypeError(
+            f"similarity's {name} must be embeddings (numbers), not {type(value).__name__} of {given.dtype}"
+        )
+    return np.atleast_2d(given.astype(np.float32, copy=False))
 
 
 def progress_bar(progress: bool | Any | None, total: int) -> contextlib.AbstractContextManager:

@@ -133,7 +133,10 @@ def _is_one(vectors) -> bool:
 
 
 def _vectors(value, name: str) -> np.ndarray:
-    array = np.asarray(value, dtype=np.float32)
+    given = np.asarray(value)
+    if given.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be (tokens, dim) arrays of numbers, not {type(value).__name__} of {given.dtype}")
+    array = given.astype(np.float32, copy=False)
     if array.ndim != 2:
         raise ValueError(f"{name} must be (tokens, dim) arrays, got shape {array.shape}")
     return array

@@ -63,7 +63,8 @@ def embed_m3(
     texts = text_list([texts] if isinstance(texts, str) else texts)
     batch_size = planner.positive("batch_size", batch_size)
     read = model.m3_vectors()
-    limit = model.multi_limit(is_query=False) if max_length is None else min(max_length, model.config.max_tokens)
+    given = None if max_length is None else planner.positive("max_length", max_length)
+    limit = model.multi_limit(is_query=False) if given is None else min(given, model.config.max_tokens)
     side = truncation_side or model.require_tokenizer().truncation_side
     rows = [model.bounded(i, t, None, limit, truncate=True, side=side) for i, t in enumerate(texts)]
     dense = np.empty((len(texts), model.config.hidden_size), np.float32)
@@ -74,6 +75,24 @@ def embed_m3(
         for i, answer in zip(batch, read(out)):
             dense[i], sparse[i], multi[i] = answer
     return M3Embeddings(dense, sparse, multi)
+
+
+def mode_weights(weights) -> tuple[float, float, float]:
+    """weights_for_different_modes as three finite numbers (dense, sparse, colbert) whose mixes divide by a sum that
+    is not 0, or a ValueError naming them (default: 1, 1, 1)."""
+    if weights is None:
+        return (1.0, 1.0, 1.0)
+    numbers = isinstance(weights, (list, tuple)) and all(
+        isinstance(w, (int, float, np.number)) and not isinstance(w, bool) and np.isfinite(w) for w in weights
+    )
+    if not numbers or len(weights) != 3:
+        raise ValueError(
+            f"weights_for_different_modes takes 3 finite numbers (dense, sparse, colbert), got {weights!r:.80}"
+        )
+    dense, sparse, colbert = map(float, weights)
+    if dense + sparse == 0 or dense + sparse + colbert == 0:
+        raise ValueError(f"weights_for_different_modes {weights!r} mix scores by dividing by sums that are 0")
+    return dense, sparse, colbert
 
 
 def m3_scores(
@@ -90,9 +109,7 @@ def m3_scores(
     floats for one pair. weights_for_different_modes: (dense, sparse, colbert), default (1, 1, 1)."""
     single = isinstance(pairs, (list, tuple)) and len(pairs) == 2 and all(isinstance(p, str) for p in pairs)
     checked = pair_list([pairs] if single else pairs)
-    weights = (1.0, 1.0, 1.0) if weights_for_different_modes is None else tuple(map(float, weights_for_different_modes))
-    if len(weights) != 3:
-        raise ValueError(f"weights_for_different_modes takes 3 weights (dense, sparse, colbert), got {len(weights)}")
+    weights = mode_weights(weights_for_different_modes)
     queries = embed_m3(model, [q for q, _ in checked], batch_size=batch_size, max_length=max_query_length)
     passages = embed_m3(model, [p for _, p in checked], batch_size=batch_size, max_length=max_passage_length)
     w_dense, w_sparse, w_colbert = weights

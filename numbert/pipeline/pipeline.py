@@ -273,8 +273,9 @@ class Pipeline:
         """
         tokenizer = self.require_tokenizer()
         limit = self.config.max_tokens
-        if max_length is not None and not 1 <= max_length <= limit:
-            raise ValueError(f"max_length must be between 1 and {limit}, got {max_length}")
+        whole = isinstance(max_length, int) and not isinstance(max_length, bool)
+        if max_length is not None and not (whole and 1 <= max_length <= limit):
+            raise ValueError(f"max_length must be an integer between 1 and {limit}, got {max_length!r:.40}")
         recipe.check_long(long)
         if not isinstance(text, str):
             text = text_list(text, name="text")
@@ -317,6 +318,7 @@ class Pipeline:
         """
         if not isinstance(text, str):
             raise TypeError(f"windowed takes one text (str), not {type(text).__name__}")
+        planner.positive("batch_size", batch_size)
         encoding = self.require_tokenizer().encode(text, max_length=None, truncation=False)
         limit = recipe.tokens_per_input(self.config, self.sentence_config, max_length)
         out = planner.run_windows(self.encoder, row_of(encoding), limit, stride, batch_size)
@@ -458,7 +460,11 @@ class Pipeline:
 
     def decode(self, inputs: Sequence[Sequence[int]], skip_special_tokens: bool) -> list[str]:
         """Each list of token ids as text (the tokenizer's decoder); InvalidTokenId for an id outside the vocabulary."""
+        if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
+            raise TypeError(f"decode takes lists of token ids, not {type(inputs).__name__}")
         for i, ids in enumerate(inputs):
+            if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+                raise TypeError(f"input {i} must be a list of token ids, not {type(ids).__name__}")
             self.check_ids(i, ids)
         tokenizer = self.require_tokenizer()
         return [tokenizer.decode(ids, skip_special_tokens=skip_special_tokens) for ids in inputs]

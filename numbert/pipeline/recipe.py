@@ -25,7 +25,7 @@ import numpy as np
 from ..checkpoint.sentence_config import Dense, SentenceConfig
 from ..model.config import BertConfig
 from ..model.encoder import FIRST_POOLINGS, Output
-from ..model.pooling import Layers, layer_selection, normalize, sentence_vectors
+from ..model.pooling import POOLINGS, Layers, layer_selection, normalize, sentence_vectors
 from ..model.windows import window_spans
 from ..tokenizer.truncation import check_side
 from . import quantization
@@ -204,16 +204,23 @@ def build(
             "this is a SparseEncoder (SPLADE) model: its vectors are sparse, over the vocabulary "
             "(model.embed_sparse(texts)); pass pooling=... to pool BERT's token vectors yourself"
         )
+    for name, value in (("prompt", prompt), ("prompt_name", prompt_name)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} must be a str, not {type(value).__name__}")
     if st is None and prompt_name is not None:
         raise ValueError("prompt_name needs a sentence-transformers model with prompts; pass prompt= instead")
     dense = st.dense if st is not None and pooling is None else ()  # a chosen pooling skips the model's Dense
     if pooling is None:
         pooling = st.pooling if st is not None else ("mean",)
+    if not isinstance(pooling, (str, Sequence)):
+        raise TypeError(f"pooling must be a name or a list of names ({', '.join(POOLINGS)}), not {pooling!r:.40}")
     poolings = (pooling,) if isinstance(pooling, str) else tuple(pooling)
     if layers is None:
         layers = -1 if st is not None else -2
-    elif not isinstance(layers, (str, int, np.integer)):
+    elif isinstance(layers, Sequence) and not isinstance(layers, (str, bytes)):
         layers = tuple(layers)  # a list of indices, frozen
+    elif not isinstance(layers, (str, int, np.integer)):
+        raise TypeError(f"layers must be a strategy name, an int or a list of ints, not {type(layers).__name__}")
     width = dense[-1].weight.shape[0] if dense else pooled_width(config, has_pooler, poolings, layers, combine)
     if truncate_dim is not None:
         if dimensions is not None:

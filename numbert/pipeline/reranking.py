@@ -20,7 +20,7 @@ as CrossEncoder.rank's stable sort does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -124,6 +124,8 @@ def best_window_logits(
 
 def pair_list(pairs: Any) -> list[tuple[str, str]]:
     """The pairs as (str, str) tuples, or a TypeError naming the first that is not."""
+    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Iterable):
+        raise TypeError(f"pairs must be a list of (query, document) pairs of str, not {type(pairs).__name__}")
     for i, pair in enumerate(pairs):
         if isinstance(pair, str) or not isinstance(pair, Sequence) or len(pair) != 2:
             raise TypeError(f"pairs[{i}] must be a (query, document) pair of str, not {pair!r:.60}")

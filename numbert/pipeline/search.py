@@ -74,7 +74,7 @@ def semantic_search(
     by rewriting it in place, which mixes old and new rows into the hits or, truncated, kills the process
     with SIGBUS). score_function: cosine_matrix (default) or dot_score, or any function of two float32
     matrices giving their (n, m) scores."""
-    queries = np.asarray(query_vectors)
+    queries = float_array(query_vectors, "query_vectors")
     queries = queries[None] if queries.ndim == 1 else queries
     check_search(queries, corpus_vectors, top_k, query_chunk_size, corpus_chunk_size)
     queries = queries.astype(f32, copy=False)
@@ -91,6 +91,14 @@ def semantic_search(
             for i, row in enumerate(np.asarray(scores, dtype=f32), first):
                 kept[i] = best_hits(row, start, *kept[i], top_k)
     return [[Hit(corpus_id=int(i), score=float(s)) for s, i in zip(*hits)] for hits in kept]
+
+
+def float_array(value, name: str) -> np.ndarray:
+    """`value` as a NumPy array of numbers, or a TypeError naming `name` (None, text, objects)."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "biufc":
+        raise TypeError(f"{name} must be an array of numbers, not {type(value).__name__} of {array.dtype}")
+    return array
 
 
 def best_hits(
@@ -117,6 +125,8 @@ def check_search(
     queries: np.ndarray, corpus: Corpus, top_k: int, query_chunk_size: int, corpus_chunk_size: int
 ) -> None:
     """A ValueError naming the argument: matrices of different widths or dtypes, not floats, or sizes below 1."""
+    if not hasattr(corpus, "shape") or not hasattr(corpus, "dtype"):
+        raise TypeError(f"corpus_vectors must be a (rows, dim) array, not {type(corpus).__name__}")
     if queries.ndim != 2 or len(corpus.shape) != 2:
         raise ValueError(
             f"query_vectors must be (queries, dim) or (dim,) and corpus_vectors (rows, dim), "

@@ -75,6 +75,8 @@ def dot(a: SparseVector, b: SparseVector) -> float:
 
 def token_weights(model: Pipeline, vector: SparseVector) -> dict[str, float]:
     """A sparse vector as {token: weight}, the largest weight first (ties: the lower id first)."""
+    if not isinstance(vector, SparseVector):
+        raise TypeError(f"sparse_tokens takes a SparseVector (of embed_sparse), not {type(vector).__name__}")
     order = np.argsort(-vector.weights, kind="stable")
     tokens = model.require_tokenizer().convert_ids_to_tokens(vector.ids[order].tolist())
     return dict(zip(tokens, vector.weights[order].tolist()))

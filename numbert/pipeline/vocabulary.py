@@ -40,7 +40,10 @@ def nearest_tokens(model: Pipeline, query: str | int | np.ndarray, k: int = 10) 
         exclude = [token_id(model, query)]
         vector = model.encoder.word_embeddings[exclude[0]]
     else:
-        exclude, vector = [], np.asarray(query, dtype=np.float32)
+        given = np.asarray(query)
+        if given.dtype.kind not in "biuf":
+            raise TypeError(f"a query must be a token, an id or a vector of numbers, not {type(query).__name__}")
+        exclude, vector = [], given.astype(np.float32)
         if vector.shape != (model.config.hidden_size,):
             raise ValueError(f"a query vector must have shape ({model.config.hidden_size},), got {vector.shape}")
     return [

@@ -18,8 +18,9 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
+import operator
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +195,8 @@ class Tokenizer:
 
     def normalize(self, text: str) -> tuple[str, Sequence[int]]:
         """The normalized text, and for each of its characters the index of the original character it came from."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, not {type(text).__name__}")
         return self.words.normalize(text)
 
     def tokenize(self, text: str) -> list[str]:
@@ -524,7 +527,7 @@ class Tokenizer:
         return self.convert_tokens_to_string(
             [
                 self.id_to_token[i]
-                for i in map(int, ids)
+                for i in id_list(ids)
                 if i in self.id_to_token and not (skip_special_tokens and i in special)
             ]
         )
@@ -532,22 +535,22 @@ class Tokenizer:
     def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
         """Tokens joined by the decoder (WordPiece: "##ing" glues on; ByteLevel: bytes back to UTF-8; Metaspace:
         "▁" back to spaces, the first one dropped)."""
-        return self.decoder.decode(tokens)
+        return self.decoder.decode(token_list(tokens))
 
     def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | None | list[int | None]:
         """The id of a token (the unknown token's id when it is not in the vocabulary, None without one), or of each
         token of a list."""
         if isinstance(tokens, str):
             return self.vocab.get(tokens, self.unk_token_id)
-        return [self.vocab.get(t, self.unk_token_id) for t in tokens]
+        return [self.vocab.get(t, self.unk_token_id) for t in token_list(tokens)]
 
     def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
         """The token of an id (the unknown token for an id outside the vocabulary, "" without one), or of each id
         of a list."""
         unknown = self.unk_token or ""
-        if isinstance(ids, (int, np.integer)):
+        if isinstance(ids, (int, np.integer)) and not isinstance(ids, bool):
             return self.id_to_token.get(int(ids), unknown)
-        return [self.id_to_token.get(int(i), unknown) for i in ids]
+        return [self.id_to_token.get(i, unknown) for i in id_list(ids)]
 
     def __repr__(self) -> str:
         options = (
@@ -558,6 +561,33 @@ class Tokenizer:
         )
         source = "" if self.vocab_file is None else f", file={self.vocab_file}"
         return f"Tokenizer({type(self.model).__name__}, vocab_size={self.vocab_size}{options}{source})"
+
+
+def token_list(tokens: Any) -> list[str]:
+    """Tokens as a list of str, or a TypeError naming the first that is not one."""
+    if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Iterable):
+        raise TypeError(f"tokens must be a list of str, not {type(tokens).__name__}")
+    tokens = list(tokens)
+    for i, token in enumerate(tokens):
+        if not isinstance(token, str):
+            raise TypeError(f"tokens[{i}] is a {type(token).__name__}, not a str")
+    return tokens
+
+
+def id_list(ids: Any, name: str = "ids") -> list[int]:
+    """Token ids as a list of int (anything with __index__, such as NumPy's and torch's integers, or an integral
+    float such as 101.0), or a TypeError naming the first that is not one."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise TypeError(f"{name} must be a list of token ids (int), not {type(ids).__name__}")
+    out: list[int] = []
+    for i, value in enumerate(ids):
+        if isinstance(value, (float, np.floating)) and np.isfinite(value) and value == int(value):
+            out.append(int(value))
+        elif isinstance(value, bool) or not hasattr(value, "__index__"):
+            raise TypeError(f"{name}[{i}] is {value!r:.40}, not a token id (an int)")
+        else:
+            out.append(operator.index(value))
+    return out
 
 
 def lagging(segment: Segment, lag: int, end: int) -> Segment:
