@@ -168,11 +168,11 @@ class BertTokenizer:
 
     @property
     def vocab(self) -> dict[str, int]:
-        """Token -> id, in id order (as the tutorials print `list(tokenizer.vocab.keys())[5000:5020]`)."""
-        return self.tokenizer.vocab
+        """Token -> id, a new dict in id order (as the tutorials print `list(tokenizer.vocab.keys())[5000:5020]`)."""
+        return dict(self.tokenizer.vocab)
 
     def get_vocab(self) -> dict[str, int]:
-        return dict(self.vocab)
+        return self.vocab
 
     @property
     def vocab_size(self) -> int:
@@ -557,7 +557,8 @@ def selected_layers(hidden_states: np.ndarray, selection: Any) -> tuple | None:
     if selection is None or isinstance(selection, bool):
         return tuple(hidden_states) if selection else None
     count = len(hidden_states)
-    wanted = {i % count for i in ([selection] if isinstance(selection, int) else selection) if -count <= i < count}
+    indices = [int(i) for i in np.atleast_1d(selection)]
+    wanted = {i % count for i in indices if -count <= i < count}
     return tuple(h if i in wanted else None for i, h in enumerate(hidden_states))
 
 

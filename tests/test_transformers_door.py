@@ -158,7 +158,13 @@ def test_mccormicks_word_embeddings_tutorial_prints_the_same_numbers(bert_base_d
 # --- the same tutorial's first version, on pytorch-pretrained-bert -------------------------------------------
 
 
-def test_pytorch_pretrained_berts_encoded_layers(bert_base_dir, torch, transformers):
+@pytest.fixture(scope="module")
+def their_bert_base(bert_base_dir, transformers):
+    """transformers' BertModel of the random bert-base, loaded once for the tests that are not the tutorial itself."""
+    return transformers.BertModel.from_pretrained(bert_base_dir).eval()
+
+
+def test_pytorch_pretrained_berts_encoded_layers(bert_base_dir, their_bert_base, torch):
     from sklearn.metrics.pairwise import cosine_similarity
 
     from numbert.transformers import BertTokenizer
@@ -189,7 +195,7 @@ def test_pytorch_pretrained_berts_encoded_layers(bert_base_dir, torch, transform
     sentence_embedding = np.mean(encoded_layers[11], 1)
     same_bank = cosine_similarity(summed_last_4_layers[10].reshape(1, -1), summed_last_4_layers[6].reshape(1, -1))[0][0]
 
-    reference = transformers.BertModel.from_pretrained(bert_base_dir).eval()
+    reference = their_bert_base
     with torch.no_grad():  # pytorch-pretrained-bert's second argument: token_type_ids
         out = reference(
             torch.tensor([indexed_tokens]), token_type_ids=torch.tensor([segments_ids]), output_hidden_states=True
@@ -214,10 +220,10 @@ def test_pytorch_pretrained_berts_encoded_layers(bert_base_dir, torch, transform
 # --- raw token vectors of the embedding table -----------------------------------------------------------
 
 
-def test_input_embeddings_are_the_tables_rows(bert_base_dir, torch, transformers):
+def test_input_embeddings_are_the_tables_rows(bert_base_dir, their_bert_base, torch):
     tokenizer = door.BertTokenizer.from_pretrained(bert_base_dir)
     model = door.BertModel.from_pretrained(bert_base_dir)
-    theirs = transformers.BertModel.from_pretrained(bert_base_dir).eval()
+    theirs = their_bert_base
     ids = tokenizer.encode("the river bank", return_tensors="np")
     embeddings = model.get_input_embeddings()
     with torch.no_grad():
