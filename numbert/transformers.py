@@ -406,11 +406,17 @@ class BertModel:
 
     def to(self, device: Any) -> BertModel:
         """Itself, for the CPU (or float32); a GPU or another dtype needs torch."""
-        if str(device).removeprefix("torch.") not in ("float32", *CPU):
+        name = str(device).removeprefix("torch.")
+        if name.startswith(("float", "bfloat")) and name != "float32":
+            raise torch_only(f"model.to({name})", "numbert computes in float32; drop the call")
+        if name != "float32":
             check_device(device, "model.to")
         return self
 
     def cpu(self) -> BertModel:
+        return self
+
+    def float(self) -> BertModel:
         return self
 
     def cuda(self, *args: Any) -> BertModel:

@@ -426,6 +426,7 @@ def test_what_needs_torch_answers_in_one_line(pair, minilm_dir):
     calls = {
         'return_tensors="pt"': lambda: tokenizer("hi", return_tensors="pt"),
         'model.to("cuda")': lambda: model.to("cuda"),
+        "model.to(torch.float16)": lambda: model.to("torch.float16"),
         "model.cuda()": lambda: model.cuda(),
         "model.half()": lambda: model.half(),
         "model.train()": lambda: model.train(),
@@ -442,4 +443,4 @@ def test_what_needs_torch_answers_in_one_line(pair, minilm_dir):
         assert "\n" not in message and len(message) < 160, (what, message)
     with pytest.raises(door.TorchOnly, match=r"model.train\(\) needs torch.*fine-tune with transformers"):
         model.train()
-    assert model.train(False) is model and model.to("cpu") is model
+    assert model.train(False) is model and model.to("cpu") is model and model.to("torch.float32").float() is model
