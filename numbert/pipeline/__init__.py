@@ -30,6 +30,7 @@ from .quantization import CALIBRATED, DTYPES, PRECISIONS, quantize, width
 from .readouts import (
     LexicalWeights,
     M3Vectors,
+    MaskedLMLogits,
     MultiVectors,
     SentenceVectors,
     SequenceLogits,
@@ -61,6 +62,7 @@ __all__ = [
     "LexicalWeights",
     "M3Embeddings",
     "M3Vectors",
+    "MaskedLMLogits",
     "MultiVectors",
     "PatternTimeout",
     "Pipeline",

@@ -207,11 +207,18 @@ class Pipeline:
         *,
         output_attentions: bool = False,
         first_only: bool = False,
+        every_position: bool = False,
     ) -> Output:
         """Run the encoder on token ids of shape (seq,) or (batch, seq): `Encoder.forward` (first_only: the last
-        layer for each row's first token alone, for a reader of [CLS])."""
+        layer for each row's first token alone, for a reader of [CLS]; every_position: the positions the mask hides
+        get hidden states too, as in transformers, for numbert.transformers)."""
         return self.encoder.forward(
-            input_ids, token_type_ids, attention_mask, output_attentions=output_attentions, first_only=first_only
+            input_ids,
+            token_type_ids,
+            attention_mask,
+            output_attentions=output_attentions,
+            first_only=first_only,
+            every_position=every_position,
         )
 
     def forward_rows(
