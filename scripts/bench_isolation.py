@@ -173,17 +173,18 @@ def main() -> None:
                 longs.append(long_seconds)
                 diffs.append(float(np.abs(np.asarray(vector, np.float32) - expected).max()))
                 print(
-                    f"  round {round_ + 1}: short alone {alone[-1] * 1000:.1f} ms; {args.delay} s after {args.long_texts} x "
-                    f"8,192 tokens: short {short_seconds:.2f} s (long {long_seconds:.1f} s), max |diff| {diffs[-1]:.1e}",
+                    f"  round {round_ + 1}: short alone {alone[-1] * 1000:.1f} ms; {args.delay} s after "
+                    f"{args.long_texts} x 8,192 tokens: short {short_seconds:.2f} s (long {long_seconds:.1f} s), "
+                    f"max |diff| {diffs[-1]:.1e}",
                     flush=True,
                 )
         finally:
             server.stop()
     print(f"load at the end: {os.getloadavg()[0]:.1f}")
     print(
-        f"short request alone {statistics.median(alone) * 1000:.1f} ms; sent {args.delay} s after {args.long_texts} x 8,192 "
-        f"tokens: {statistics.median(behind):.2f} s (worst {max(behind):.2f} s), the long request "
-        f"{statistics.median(longs):.1f} s; short answer vs embed: max |diff| {max(diffs):.1e}"
+        f"short request alone {statistics.median(alone) * 1000:.1f} ms; sent {args.delay} s after "
+        f"{args.long_texts} x 8,192 tokens: {statistics.median(behind):.2f} s (worst {max(behind):.2f} s), "
+        f"the long request {statistics.median(longs):.1f} s; short answer vs embed: max |diff| {max(diffs):.1e}"
     )
 
 
