@@ -21,6 +21,7 @@ MODERN = Path(__file__).parent / "fixtures" / "modern" / "modernbert-ForMaskedLM
 SHORT = "A man is eating food."
 LONG = "The quick brown fox jumps over the lazy dog. " * 40  # about 400 tokens
 TURN_TOKENS = 64  # the test's short rows: up to 64 tokens (LONG is not one)
+GIVE_WAY_TOKENS = 128  # the test's long batches: past 128 padded tokens (LONG, cut to 256)
 DEADLINE = 20  # seconds: only a broken schedule gets there
 
 
@@ -89,6 +90,7 @@ def test_a_short_request_runs_between_the_steps_of_a_long_one(minilm, monkeypatc
     """A short request sent while a long one runs (alone on two lanes, or on the one lane) is run at a point of the
     long forward, on its lane, before the long one ends; both answers equal embed's within 1e-6."""
     monkeypatch.setattr(batcher_module, "TURN_TOKENS", TURN_TOKENS)
+    monkeypatch.setattr(batcher_module, "GIVE_WAY_TOKENS", GIVE_WAY_TOKENS)
     recipe = minilm.recipe()
     readout = minilm.sentence_vectors(recipe)
     order: list = []
@@ -115,6 +117,7 @@ def test_a_turn_no_batch_takes_runs_when_a_lane_frees(minilm, monkeypatch):
     """A long batch that never gives way (give_way_after past the run): the short rows offered as a turn are
     withdrawn when its lane frees, and run there: nothing on offer is lost."""
     monkeypatch.setattr(batcher_module, "TURN_TOKENS", TURN_TOKENS)
+    monkeypatch.setattr(batcher_module, "GIVE_WAY_TOKENS", GIVE_WAY_TOKENS)
     monkeypatch.setattr(batcher_module.Turn, "offer", counted_offer(offers := []))
     recipe = minilm.recipe()
     readout = minilm.sentence_vectors(recipe)

@@ -14,8 +14,9 @@ thread, while more than one batch is in hand, and a batch alone with the process
 
 Turns keep a long request from holding the short ones behind it: while no lane is free, the model thread offers the
 oldest short rows (of at most TURN_TOKENS tokens, a batch of at most TURN_TOKENS padded tokens) as a turn, and the
-first running batch that reaches a point of its forward (numbert.model.turns: before each weight product, each block
-of attention) after running GIVE_WAY_AFTER seconds takes it and runs it there, on its own lane, to the end: the
+first running batch of more than GIVE_WAY_TOKENS padded tokens that reaches a point of its forward
+(numbert.model.turns: before each weight product, each block of attention) after running GIVE_WAY_AFTER seconds
+takes it and runs it there, on its own lane, to the end: the
 short answers go out, then the long forward goes on. A short request thus waits about one step of a long
 forward (a product or a block of attention, well under a second), not the whole of it; a long batch takes one turn a
 point, so it moves on however many short ones come.
@@ -43,6 +44,7 @@ from .side_by_side import Lanes
 log = logging.getLogger(__name__)
 
 GIVE_WAY_AFTER = 0.25  # seconds a lane's batch runs before its points take turns (short batches never do)
+GIVE_WAY_TOKENS = 4096  # a batch gives way only past this many padded tokens (8 turns; 32 short sentences are fewer)
 TURN_TOKENS = 512  # a turn's rows hold at most this many tokens, and it at most this many padded tokens
 
 
@@ -257,12 +259,14 @@ class Batcher:
 
     def run_batch(self, batch: list[Item], readout: Readout, lane: bool = True) -> None:
         """A lane's work (or, not `lane`, a turn's at a point of it): one forward over the batch, right-padded to its
-        longest row, then each row's answer to its request. A lane's forward gives way at its points (`give_way`).
+        longest row, then each row's answer to its request. A lane's long forward (more than GIVE_WAY_TOKENS padded
+        tokens) gives way at its points (`give_way`).
         The model thread hears that the lane is free as soon as the forward is done, before the answers go out, so
         that a request sent on an answer finds it free (and a lone one runs alone)."""
         width = max(item.length for item in batch)
         start = time.time_ns()
-        taking_turns = turns.giving_way(functools.partial(self.give_way, time.monotonic())) if lane else nullcontext()
+        long = lane and len(batch) * width > GIVE_WAY_TOKENS
+        taking_turns = turns.giving_way(functools.partial(self.give_way, time.monotonic())) if long else nullcontext()
         try:
             rows = [item.job.rows[item.position] for item in batch]
             with taking_turns:
