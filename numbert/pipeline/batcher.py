@@ -12,14 +12,14 @@ before its rows run. The event loop only enqueues and awaits; the model thread p
 its lanes (numbert.pipeline.side_by_side.Lanes): in numbert's own processes two at a time, each with one BLAS
 thread, while more than one batch is in hand, and a batch alone with the process's threads when it is all there is.
 
-Turns keep a long request from holding the short ones behind it: while no lane is free, the model thread offers the
-oldest short rows (of at most TURN_TOKENS tokens, a batch of at most TURN_TOKENS padded tokens) as a turn, and the
-first running batch of more than GIVE_WAY_TOKENS padded tokens that reaches a point of its forward
-(numbert.model.turns: before each weight product, each block of attention) after running GIVE_WAY_AFTER seconds
-takes it and runs it there, on its own lane, to the end: the
-short answers go out, then the long forward goes on. A short request thus waits about one step of a long
-forward (a product or a block of attention, well under a second), not the whole of it; a long batch takes one turn a
-point, so it moves on however many short ones come.
+Turns keep a long request from holding the short ones behind it. A batch of more than GIVE_WAY_TOKENS padded
+tokens is long; while one runs and no lane is free, the model thread offers the oldest short rows (of at most
+TURN_TOKENS tokens, a batch of at most TURN_TOKENS padded tokens) as a turn, and the first long batch that reaches a
+point of its forward (numbert.model.turns: before each weight product, each block of attention) after running
+GIVE_WAY_AFTER seconds takes it and runs it there, on its own lane, to the end: the short answers go out, then the
+long forward goes on. A short request thus waits about one step of a long forward (a product or a block of
+attention, well under a second), not the whole of it; a long batch takes one turn a point, so it moves on however
+many short ones come. Without a long batch running, nothing of this happens: batches are planned as before.
 """
 
 from __future__ import annotations
@@ -113,8 +113,7 @@ class Item(NamedTuple):
 class Done(NamedTuple):
     """A lane's word to the model thread: its batch has run."""
 
-
-DONE = Done()
+    long: bool  # it was a batch that gives way (`gives_way`)
 
 
 class Taken(NamedTuple):
@@ -202,6 +201,7 @@ class Batcher:
         waiting: list[Item] = []
         arrivals = itertools.count()
         stopping = False
+        long_running = 0  # batches running that give way: while none does, no turn is offered
         try:
             while not stopping or waiting or lanes.running:
                 try:  # wait for work only if none can start now
@@ -211,6 +211,7 @@ class Batcher:
                             stopping = True
                         elif isinstance(message, Done):
                             lanes.done()
+                            long_running -= message.long
                         elif isinstance(message, Job):
                             rows = enumerate(message.rows)
                             waiting += [Item(next(arrivals), len(r.ids), message, i) for i, r in rows]
@@ -229,7 +230,8 @@ class Batcher:
                     taken = {id(item) for item in batch}
                     waiting = [item for item in waiting if id(item) not in taken]
                     lanes.start(functools.partial(self.run_batch, batch, oldest.job.readout), waiting=bool(waiting))
-                if waiting and not lanes.free():  # the short rows wait for a running batch's next point
+                    long_running += gives_way(batch)
+                if waiting and not lanes.free() and long_running:  # short rows wait for a long batch's next point
                     waiting = self.offer_turn(waiting)
         finally:
             lanes.close()
@@ -265,7 +267,7 @@ class Batcher:
         that a request sent on an answer finds it free (and a lone one runs alone)."""
         width = max(item.length for item in batch)
         start = time.time_ns()
-        long = lane and len(batch) * width > GIVE_WAY_TOKENS
+        long = lane and gives_way(batch)
         taking_turns = turns.giving_way(functools.partial(self.give_way, time.monotonic())) if long else nullcontext()
         try:
             rows = [item.job.rows[item.position] for item in batch]
@@ -280,7 +282,7 @@ class Batcher:
                         item.job.loop.call_soon_threadsafe(_settle, item.job.future, None, e)
         finally:
             if lane:
-                self.inbox.put(DONE)  # the lane is free
+                self.inbox.put(Done(long))  # the lane is free
         end = time.time_ns()
         self.metrics.ran_batch(len(batch), len(batch) * width)
         with self.answering:  # a request's rows may be in two batches that end at once
@@ -293,6 +295,11 @@ class Batcher:
                 job.remaining -= 1
                 if job.remaining == 0:
                     job.loop.call_soon_threadsafe(_settle, job.future, job.answers, None)
+
+
+def gives_way(batch: list[Item]) -> bool:
+    """Whether a lane's batch takes turns at its points: more than GIVE_WAY_TOKENS padded tokens."""
+    return len(batch) * max(item.length for item in batch) > GIVE_WAY_TOKENS
 
 
 def record_forward(batch: list[Item], start: int, end: int, tokens: int) -> None:
