@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import turns
 from .layers import attention
 from .scratch import Scratch
 
@@ -73,6 +74,7 @@ def attention_in_blocks(
             one = slice(head, head + 1)
             for start in range(0, seq, block):
                 end = min(seq, start + block)
+                turns.point()  # waiting short work may go first (numbert.model.turns)
                 with scratch:
                     attention(q[:, one, start:end], k[:, one], v[:, one], mask_bias, out=out[:, one, start:end])
         return out
@@ -83,6 +85,7 @@ def attention_in_blocks(
         first, last = max(0, start - window), min(seq, end + window)
         banded = band(end - start, last - first, first - start, window)
         bias = banded if mask_bias is None else np.minimum(mask_bias[..., first:last], banded)  # never -inf
+        turns.point()
         with scratch:
             attention(q[:, :, start:end], k[:, :, first:last], v[:, :, first:last], bias, out=out[:, :, start:end])
     return out

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import row_threads
+from . import row_threads, turns
 from .scratch import scratch_array
 
 f32 = np.float32
@@ -90,6 +90,7 @@ def matmul_weight(x: np.ndarray, weight: np.ndarray, out: np.ndarray | None = No
     Flattened to one 2-D matmul so BLAS sees a single large GEMM instead of one per sequence; for up
     to FEW_ROWS tokens, (W x^T)^T computes the same product up to 25 % faster (measured on OpenBLAS).
     """
+    turns.point()  # between two steps of a forward: waiting short work may go first (numbert.model.turns)
     rows = x.reshape(-1, x.shape[-1])
     tokens, width = len(rows), len(weight)
     y = result(out, tokens, width)

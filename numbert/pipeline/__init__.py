@@ -5,7 +5,8 @@
                    as a method, what numbert.load gives
     recipe.py      Recipe: how a text becomes one sentence vector (pooling, layers, Dense, normalize, ...)
     planner.py     rows, and the two batch planners: a corpus by length, a live queue by token budget
-    batcher.py     Batcher: a live queue of requests' rows and the one thread that runs their forwards
+    batcher.py     Batcher: a live queue of requests' rows and the one thread that runs their forwards (on its
+                   lanes; short rows take turns at a long forward's points)
     readouts.py    what one forward's rows become for each task
     embedding.py, sparse.py, reranking.py, tasks.py, vocabulary.py, late_interaction.py, m3.py: the tasks, each a
                    function of the Pipeline

@@ -11,6 +11,15 @@ by length keeps the padding small. A request whose client has gone (its future c
 before its rows run. The event loop only enqueues and awaits; the model thread plans, and the batches run on
 its lanes (numbert.pipeline.side_by_side.Lanes): in numbert's own processes two at a time, each with one BLAS
 thread, while more than one batch is in hand, and a batch alone with the process's threads when it is all there is.
+
+Turns keep a long request from holding the short ones behind it. A batch of more than GIVE_WAY_TOKENS padded
+tokens is long; while one runs and no lane is free, the model thread offers the oldest short rows (of at most
+TURN_TOKENS tokens, a batch of at most TURN_TOKENS padded tokens) as a turn, and the first long batch that reaches a
+point of its forward (numbert.model.turns: before each weight product, each block of attention) after running
+GIVE_WAY_AFTER seconds takes it and runs it there, on its own lane, to the end: the short answers go out, then the
+long forward goes on. A short request thus waits about one step of a long forward (a product or a block of
+attention, well under a second), not the whole of it; a long batch takes one turn a point, so it moves on however
+many short ones come. Without a long batch running, nothing of this happens: batches are planned as before.
 """
 
 from __future__ import annotations
@@ -23,14 +32,20 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
+from ..model import turns
 from ..model.encoder import Output
 from .planner import Row, next_batch
 from .side_by_side import Lanes
 
 log = logging.getLogger(__name__)
+
+GIVE_WAY_AFTER = 0.25  # seconds a lane's batch runs before its points take turns (short batches never do)
+GIVE_WAY_TOKENS = 4096  # a batch gives way only past this many padded tokens (8 turns; 32 short sentences are fewer)
+TURN_TOKENS = 512  # a turn's rows hold at most this many tokens, and it at most this many padded tokens
 
 
 class Counters(Protocol):
@@ -98,8 +113,38 @@ class Item(NamedTuple):
 class Done(NamedTuple):
     """A lane's word to the model thread: its batch has run."""
 
+    long: bool  # it was a batch that gives way (`gives_way`)
 
-DONE = Done()
+
+class Taken(NamedTuple):
+    """A lane's word to the model thread: a running batch has taken the turn on offer (offer the next)."""
+
+
+TAKEN = Taken()
+
+
+class Turn:
+    """The short batch on offer to the running ones while no lane is free: the first to reach a point of its forward
+    takes it (`take`, on its lane); the model thread withdraws it when it plans afresh."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.offered: tuple[list[Item], Readout] | None = None
+
+    def offer(self, batch: list[Item], readout: Readout) -> None:
+        with self.lock:
+            self.offered = (batch, readout)
+
+    def take(self) -> tuple[list[Item], Readout] | None:
+        """The batch on offer and its readout, now no longer on offer; None if there is none."""
+        with self.lock:
+            taken, self.offered = self.offered, None
+        return taken
+
+    def withdraw(self) -> list[Item]:
+        """The rows on offer, if no running batch has taken them."""
+        taken = self.take()
+        return [] if taken is None else taken[0]
 
 
 class Batcher:
@@ -117,12 +162,15 @@ class Batcher:
         max_batch_size: int,
         metrics: Counters,
         lanes: int = 1,
+        give_way_after: float = GIVE_WAY_AFTER,
     ):
         self.forward = forward  # rows, task -> one forward's Output (Pipeline.forward_rows)
         self.max_batch_tokens, self.max_batch_size = max_batch_tokens, max_batch_size
         self.metrics = metrics
         self.lanes = lanes
-        self.inbox: queue.SimpleQueue[Job | Done | None] = queue.SimpleQueue()  # None: stop
+        self.give_way_after = give_way_after
+        self.inbox: queue.SimpleQueue[Job | Done | Taken | None] = queue.SimpleQueue()  # None: stop
+        self.turn = Turn()
         self.answering = threading.Lock()  # lanes hand answers to the same request one at a time
         self.thread: threading.Thread | None = None
 
@@ -153,6 +201,7 @@ class Batcher:
         waiting: list[Item] = []
         arrivals = itertools.count()
         stopping = False
+        long_running = 0  # batches running that give way: while none does, no turn is offered
         try:
             while not stopping or waiting or lanes.running:
                 try:  # wait for work only if none can start now
@@ -162,12 +211,14 @@ class Batcher:
                             stopping = True
                         elif isinstance(message, Done):
                             lanes.done()
-                        else:
+                            long_running -= message.long
+                        elif isinstance(message, Job):
                             rows = enumerate(message.rows)
                             waiting += [Item(next(arrivals), len(r.ids), message, i) for i, r in rows]
-                        message = self.inbox.get_nowait()
+                        message = self.inbox.get_nowait()  # (Taken: the next turn is offered below)
                 except queue.Empty:
                     pass
+                waiting += self.turn.withdraw()  # planned afresh with the rest
                 gone = [item for item in waiting if item.job.gone]
                 if gone:
                     self.metrics.dropped(len(gone))
@@ -179,18 +230,49 @@ class Batcher:
                     taken = {id(item) for item in batch}
                     waiting = [item for item in waiting if id(item) not in taken]
                     lanes.start(functools.partial(self.run_batch, batch, oldest.job.readout), waiting=bool(waiting))
+                    long_running += gives_way(batch)
+                if waiting and not lanes.free() and long_running:  # short rows wait for a long batch's next point
+                    waiting = self.offer_turn(waiting)
         finally:
             lanes.close()
 
-    def run_batch(self, batch: list[Item], readout: Readout) -> None:
-        """A lane's work: one forward over the batch, right-padded to its longest row, then each row's answer to its
-        request. The model thread hears that the lane is free as soon as the forward is done, before the answers go
-        out, so that a request sent on an answer finds it free (and a lone one runs alone)."""
+    def offer_turn(self, waiting: list[Item]) -> list[Item]:
+        """Offer the oldest short rows as a turn (with the neighbours by length that make it cheapest, within
+        TURN_TOKENS padded tokens); -> the rows still waiting."""
+        short = [item for item in waiting if item.length <= TURN_TOKENS]
+        if not short:
+            return waiting
+        oldest = min(short, key=lambda item: item.arrival)
+        same_task = [item for item in short if item.job.readout is oldest.job.readout]
+        batch = next_batch(same_task, min(TURN_TOKENS, self.max_batch_tokens), self.max_batch_size)
+        self.turn.offer(batch, oldest.job.readout)
+        taken = {id(item) for item in batch}
+        return [item for item in waiting if id(item) not in taken]
+
+    def give_way(self, started: float) -> None:
+        """At a point of a lane's forward (numbert.model.turns) that has run give_way_after seconds since `started`:
+        the turn on offer, if any, runs here to its end, answers and all."""
+        if time.monotonic() - started < self.give_way_after:
+            return
+        taken = self.turn.take()
+        if taken is not None:
+            self.inbox.put(TAKEN)  # the model thread offers the next
+            self.run_batch(*taken, lane=False)
+
+    def run_batch(self, batch: list[Item], readout: Readout, lane: bool = True) -> None:
+        """A lane's work (or, not `lane`, a turn's at a point of it): one forward over the batch, right-padded to its
+        longest row, then each row's answer to its request. A lane's long forward (more than GIVE_WAY_TOKENS padded
+        tokens) gives way at its points (`give_way`).
+        The model thread hears that the lane is free as soon as the forward is done, before the answers go out, so
+        that a request sent on an answer finds it free (and a lone one runs alone)."""
         width = max(item.length for item in batch)
         start = time.time_ns()
+        long = lane and gives_way(batch)
+        taking_turns = turns.giving_way(functools.partial(self.give_way, time.monotonic())) if long else nullcontext()
         try:
             rows = [item.job.rows[item.position] for item in batch]
-            answers = readout(self.forward(rows, readout.task, first_only=readout.first_only))
+            with taking_turns:
+                answers = readout(self.forward(rows, readout.task, first_only=readout.first_only))
         except Exception as e:  # a bug, not a bad request (those are refused before they queue): answer 500
             log.exception("the forward pass failed on a batch of %d x %d tokens", len(batch), width)
             with self.answering:
@@ -199,7 +281,8 @@ class Batcher:
                         item.job.failed = True
                         item.job.loop.call_soon_threadsafe(_settle, item.job.future, None, e)
         finally:
-            self.inbox.put(DONE)  # the lane is free
+            if lane:
+                self.inbox.put(Done(long))  # the lane is free
         end = time.time_ns()
         self.metrics.ran_batch(len(batch), len(batch) * width)
         with self.answering:  # a request's rows may be in two batches that end at once
@@ -212,6 +295,11 @@ class Batcher:
                 job.remaining -= 1
                 if job.remaining == 0:
                     job.loop.call_soon_threadsafe(_settle, job.future, job.answers, None)
+
+
+def gives_way(batch: list[Item]) -> bool:
+    """Whether a lane's batch takes turns at its points: more than GIVE_WAY_TOKENS padded tokens."""
+    return len(batch) * max(item.length for item in batch) > GIVE_WAY_TOKENS
 
 
 def record_forward(batch: list[Item], start: int, end: int, tokens: int) -> None:

@@ -66,9 +66,10 @@ class Lanes:
     lane reports its batch finished.
 
     A batch started with no other running and none `waiting` runs alone, with the process's BLAS and row threads,
-    and no other starts until it is done; otherwise each batch runs with one BLAS thread and one row thread, so
-    that two of them use both cores through the element-wise work as well as the products. The switch between
-    the two happens only while no batch runs (BLAS's thread count is the process's)."""
+    and no other starts until it is done (short rows may run inside it, at its points: the Batcher's turns);
+    otherwise each batch runs with one BLAS thread and one row thread, so that two of them use both cores through
+    the element-wise work as well as the products. The switch between the two happens only while no batch runs
+    (BLAS's thread count is the process's)."""
 
     def __init__(self, n: int):
         self.n = n
