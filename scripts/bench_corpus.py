@@ -10,8 +10,11 @@ sentences from the stdlib's docstrings, mean of the last layer, batches of 32, e
 
 - numbert 1x2 as its command: the default corpus path of numbert's own processes (`numbert encode`: OpenBLAS's
   thread timeout, row threads, and two planned batches side by side on one BLAS thread each);
-- numbert 1x2: `Bert.embed` in a user's process that asked for nothing (2 BLAS threads, one batch at a time);
-- numbert 1x2 threads(2): the same after `numbert.threads(2)` (batches side by side);
+- numbert 1x2: `Bert.embed` in a user's process that asked for nothing (two planned batches side by side, one
+  BLAS thread each, by default);
+- numbert 1x2 threads(2): the same after `numbert.threads(2)` (batches side by side: the same path);
+- numbert 1x2 one batch at a time (not a default system): the path before the fast path was the default, 2 BLAS
+  threads on one batch after the other;
 - sentence-transformers `encode` (it sorts by length itself), ONNX Runtime fp32 on length-sorted batches of
   transformers' export (needs onnxruntime), and optionally transformers on length-sorted batches.
 

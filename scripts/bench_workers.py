@@ -62,6 +62,7 @@ SYSTEMS = {
     "numbert 1x2": (1, 2),
     "numbert 1x2 as its command": (1, 2),
     "numbert 1x2 threads(2)": (1, 2),
+    "numbert 1x2 one batch at a time": (1, 2),
     "numbert 1x1 worker": (1, 1),
     "numbert 2x1 workers": (2, 1),
     "transformers": (1, 2),
@@ -227,6 +228,11 @@ def systems(system: str, bert, directory: Path, batch_size: int):
 
         row_threads.use(process_threads(os.environ))  # the row threads configure_own_process would choose
         use_side_by_side(process_threads(os.environ))  # and its batches side by side
+        return (lambda texts: bert.embed(texts, **options)), None
+    if system == "numbert 1x2 one batch at a time":  # before the fast path by default: 2 BLAS threads, one batch
+        from numbert.model.blas import use_side_by_side
+
+        use_side_by_side(1)
         return (lambda texts: bert.embed(texts, **options)), None
     if system == "numbert 1x2 threads(2)":  # a user's process that asked for threads: batches side by side
         numbert.threads(2)

@@ -86,3 +86,50 @@ def test_rerank_side_by_side_gives_the_bits_of_one_blas_thread(side_by_side):
         one = model.predict(pairs, batch_size=4)
     side_by_side(2)
     assert np.array_equal(model.predict(pairs, batch_size=4), one)
+
+
+def test_nothing_asked_runs_side_by_side_as_threads_does(minilm, side_by_side, monkeypatch):
+    """The fast path without asking: `embed` of several batches in a process of 2 BLAS threads runs them side by
+    side, the bits of `numbert.threads(2)`'s path, and the BLAS limits after the call are those before it;
+    `numbert.threads(1)` keeps one batch after the other."""
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")  # what blas.process_threads reads: this process's BLAS threads
+    with numbert.threads(2):
+        asked = minilm.embed(TEXTS, batch_size=8, progress=False)
+    side_by_side(None)
+    assert blas.side_by_side() == 2
+    before = blas_threads()
+    assert np.array_equal(minilm.embed(TEXTS, batch_size=8, progress=False), asked)
+    assert blas_threads() == before
+    with numbert.threads(1):
+        assert blas.side_by_side() == 1
+    assert blas.side_by_side() == 2
+
+
+@pytest.mark.parametrize("kind", ["sparse", "multi", "m3"])
+def test_the_other_corpus_calls_run_side_by_side_with_the_bits_of_one_blas_thread(
+    kind, side_by_side, tmp_path, vocab_path
+):
+    """embed_sparse, embed_multi and embed_m3 plan their batches as embed does and run them side by side too."""
+    from pathlib import Path
+
+    from numbert.testing import write_random_splade
+
+    fixtures = Path(__file__).parent / "fixtures"
+    if kind == "sparse":
+        from test_sparse import small_config
+
+        model = numbert.load(write_random_splade(tmp_path, vocab_path, small_config()))
+        call = lambda: [(v.ids, v.weights) for v in model.embed_sparse(TEXTS[:40], batch_size=4)]  # noqa: E731
+    elif kind == "multi":
+        model = numbert.load(fixtures / "colbert_pylate")
+        call = lambda: model.embed_multi(TEXTS[:40], batch_size=4)  # noqa: E731
+    else:
+        model = numbert.load(fixtures / "bge_m3")
+        call = lambda: [v for e in model.embed_m3(TEXTS[:40], batch_size=4) for v in e]  # noqa: E731
+    with threadpool_limits(1, user_api="blas"):
+        side_by_side(1)
+        one = call()
+    side_by_side(2)
+    two = call()
+    flat = lambda xs: [a for x in xs for a in (x if isinstance(x, tuple) else (x,))]  # noqa: E731
+    assert all(np.array_equal(a, b) for a, b in zip(flat(two), flat(one), strict=True))

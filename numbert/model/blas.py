@@ -13,10 +13,11 @@ the BLAS threads through threadpoolctl (a dependency of numbert's);
 `numbert.model.row_threads.use(n)` shares the element-wise work (with OPENBLAS_THREAD_TIMEOUT=4 set before NumPy
 loads). This module imports no third-party module, so it can run before NumPy loads.
 
-Batches side by side: numbert's own processes, and a user's process after `numbert.threads(n)`, run a corpus's
-planned batches n at once, each on a Python thread of its own with one BLAS thread (`side_by_side`,
-numbert.pipeline.side_by_side): the element-wise work (GELU, softmax, LayerNorm: one NumPy pass each, on one core)
-then uses every core as the products do. The bits are those of a one-BLAS-thread run of the same plan.
+Batches side by side: a corpus's planned batches run n at once, each on a Python thread of its own with one BLAS
+thread (`side_by_side`, numbert.pipeline.side_by_side): the element-wise work (GELU, softmax, LayerNorm: one NumPy
+pass each, on one core) then uses every core as the products do. n is the process's BLAS threads unless asked
+(`numbert.threads(n)`; `numbert.threads(1)`: one batch after the other), and the BLAS limits are given back when
+the call returns. The bits are those of a one-BLAS-thread run of the same plan.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ THREAD_VARIABLES = (  # a thread count for every BLAS (and OpenMP) NumPy may be 
     "VECLIB_MAXIMUM_THREADS",
     "NUMEXPR_NUM_THREADS",
 )
-_side_by_side = 1  # planned batches of a corpus run at once (`side_by_side`): 1 unless asked
+_side_by_side: int | None = None  # planned batches of a corpus run at once (`side_by_side`); None: not asked
 THREAD_TIMEOUT = "4"  # idle OpenBLAS threads sleep after 2^4 cycles (OpenBLAS's least; its default 2^28 is ~0.1 s)
 
 
@@ -68,15 +69,15 @@ def configure_own_process(threads: int | None = None) -> None:
 
 def side_by_side() -> int:
     """How many planned batches of a corpus run at once, each on its own thread with one BLAS thread
-    (numbert.pipeline.side_by_side): as many as BLAS threads in numbert's own processes and after a user's
-    `threads(n)`, else 1 (one batch after the other, with the process's BLAS threads)."""
-    return _side_by_side
+    (numbert.pipeline.side_by_side): `n` after `threads(n)` (1: one batch after the other, with the process's BLAS
+    threads); unless asked, as many as the process's BLAS threads (its thread variables, else one per core)."""
+    return process_threads(os.environ) if _side_by_side is None else _side_by_side
 
 
-def use_side_by_side(n: int) -> None:
-    """Run `n` planned batches at once from now on (1: one after the other)."""
+def use_side_by_side(n: int | None) -> None:
+    """Run `n` planned batches at once from now on (1: one after the other; None: as if never asked)."""
     global _side_by_side
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise ValueError(f"batches side by side must be an integer >= 1, got {n!r}")
     _side_by_side = n
 
@@ -84,7 +85,7 @@ def use_side_by_side(n: int) -> None:
 class Threads:
     """What `threads(n)` returns: threadpoolctl's limiter, and the batches side by side to restore with it."""
 
-    def __init__(self, limiter: Any, previous: int):
+    def __init__(self, limiter: Any, previous: int | None):
         self.limiter, self.previous = limiter, previous
 
     def __enter__(self) -> Threads:

@@ -30,10 +30,12 @@ from typing import Any
 
 import numpy as np
 
+from ..model import blas
 from . import planner
 from .pipeline import Pipeline
 from .planner import text_list
 from .reranking import ranking
+from .side_by_side import in_order
 
 SIMILARITIES = ("maxsim", "meanmaxsim")
 
@@ -59,8 +61,13 @@ def embed_multi(
     read = model.multi_vectors(is_query)
     vectors: list[np.ndarray] = [np.empty((0, 0), np.float32)] * len(texts)
     limit = max((len(r.ids) for r in rows), default=1)
-    for batch in planner.by_length([len(r.ids) for r in rows], limit, batch_size):
-        for i, answer in zip(batch, read(model.forward_rows([rows[i] for i in batch]))):
+
+    def run(batch: list[int]) -> tuple[list[int], list[np.ndarray]]:
+        return batch, read(model.forward_rows([rows[i] for i in batch]))
+
+    side = blas.side_by_side() if len(texts) > batch_size else 1  # batches side by side where there are several
+    for batch, answers in in_order(run, planner.by_length([len(r.ids) for r in rows], limit, batch_size), side):
+        for i, answer in zip(batch, answers):
             vectors[i] = answer
     return vectors[0] if single else vectors
 

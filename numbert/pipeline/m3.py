@@ -32,11 +32,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..model import blas
 from . import planner
 from .late_interaction import maxsim
 from .pipeline import Pipeline
 from .planner import text_list
 from .reranking import pair_list
+from .side_by_side import in_order
 from .sparse import SparseVector, dot
 
 MODES = ("dense", "sparse", "colbert", "sparse+dense", "colbert+sparse+dense")
@@ -70,9 +72,13 @@ def embed_m3(
     dense = np.empty((len(texts), model.config.hidden_size), np.float32)
     sparse: list[SparseVector] = [SparseVector(np.empty(0, np.int32), np.empty(0, np.float32))] * len(texts)
     multi: list[np.ndarray] = [np.empty((0, 0), np.float32)] * len(texts)
-    for batch in planner.by_length([len(r) for r in rows], limit, batch_size):
-        out = model.forward_rows([planner.row_of(rows[i]) for i in batch])
-        for i, answer in zip(batch, read(out)):
+
+    def run(batch: list[int]) -> tuple[list[int], list]:
+        return batch, read(model.forward_rows([planner.row_of(rows[i]) for i in batch]))
+
+    side_by_side = blas.side_by_side() if len(texts) > batch_size else 1  # batches side by side where there are several
+    for batch, answers in in_order(run, planner.by_length([len(r) for r in rows], limit, batch_size), side_by_side):
+        for i, answer in zip(batch, answers):
             dense[i], sparse[i], multi[i] = answer
     return M3Embeddings(dense, sparse, multi)
 

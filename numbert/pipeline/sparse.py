@@ -23,10 +23,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..model import blas
 from . import planner
 from .pipeline import Pipeline
 from .planner import row_of, text_list
 from .readouts import SparseVector
+from .side_by_side import in_order
 
 
 def embed_sparse(
@@ -61,8 +63,13 @@ def embed_sparse(
         pooling="mean", max_length=max_length, prompt=prompt, prompt_name=prompt_name, truncation_side=truncation_side
     )
     vectors: list[SparseVector] = [SparseVector(np.empty(0, np.int32), np.empty(0, np.float32))] * len(texts)
-    for positions, encodings in model.plan(texts, None, shape, batch_size):
-        for i, vector in zip(positions, read(model.forward_rows([row_of(e) for e in encodings]))):
+
+    def run(batch: tuple[list[int], list]) -> tuple[list[int], list[SparseVector]]:
+        return batch[0], read(model.forward_rows([row_of(e) for e in batch[1]]))
+
+    side = blas.side_by_side() if len(texts) > batch_size else 1  # batches side by side where there are several
+    for positions, answers in in_order(run, model.plan(texts, None, shape, batch_size), side):
+        for i, vector in zip(positions, answers):
             vectors[i] = vector
     return vectors[0] if single else vectors
 
