@@ -52,4 +52,5 @@ def average_windows(windows: Iterable[tuple[int, np.ndarray]], n_tokens: int) ->
         count[1 + start : 1 + start + length] += 1
     if total is None:
         raise ValueError("no windows to average")
-    return total / count[:, None]
+    total /= count[:, None]  # in place: a long text's states are held once
+    return total

@@ -129,6 +129,7 @@ def run_windows(
             hidden_states = forward(encoder, windows).hidden_states[-kept:]
             for r, (s, e) in enumerate(batch):
                 yield s, hidden_states[:, r, : e - s + 2]
+            del hidden_states  # before the next batch's forward: one batch's states held at a time
 
     hidden_states = average_windows(window_states(), len(content))  # (kept layers, seq, hidden)
     ids = row.ids.astype(np.int64)
