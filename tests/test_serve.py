@@ -90,7 +90,7 @@ def error_of(response: httpx.Response, status: int, param: str | None = None) ->
 
 
 def still_serving(server: ServerProcess, model) -> None:
-    r = httpx.post(server.url + "/v1/embeddings", json={"input": "still here", "model": "m"})
+    r = httpx.post(server.url + "/v1/embeddings", json={"input": "still here", "model": "all-MiniLM-L6-v2"})
     assert r.status_code == 200
     assert_close(r.json()["data"][0]["embedding"], model.embed("still here", progress=False))
 
@@ -108,17 +108,17 @@ def test_openai_client_both_encoding_formats(server, model):
     assert default.model == server.model_name == "all-MiniLM-L6-v2"  # the packaged model/ directory, by its card
     tokens = sum(len(model.tokenizer.encode(t, max_length=256)) for t in texts)
     assert default.usage.prompt_tokens == default.usage.total_tokens == tokens
-    floats = client.embeddings.create(model="m", input=texts, encoding_format="float")
+    floats = client.embeddings.create(model="all-MiniLM-L6-v2", input=texts, encoding_format="float")
     assert_close([d.embedding for d in floats.data], want)
-    raw = client.embeddings.create(model="m", input=texts[:3], encoding_format="base64")  # left encoded
+    raw = client.embeddings.create(model="all-MiniLM-L6-v2", input=texts[:3], encoding_format="base64")  # left encoded
     assert_close([np.frombuffer(base64.b64decode(d.embedding), "<f4") for d in raw.data], want[:3])
-    one = client.embeddings.create(model="m", input="a single string")
+    one = client.embeddings.create(model="all-MiniLM-L6-v2", input="a single string")
     assert_close([one.data[0].embedding], model.embed(["a single string"], progress=False))
-    short = client.embeddings.create(model="m", input=texts[:4], dimensions=64, encoding_format="float")
+    short = client.embeddings.create(model="all-MiniLM-L6-v2", input=texts[:4], dimensions=64, encoding_format="float")
     cut = want[:4, :64] / np.linalg.norm(want[:4, :64], axis=1, keepdims=True)
     assert_close([d.embedding for d in short.data], cut)
     with pytest.raises(openai.BadRequestError, match="dimensions"):
-        client.embeddings.create(model="m", input="x", dimensions=385)
+        client.embeddings.create(model="all-MiniLM-L6-v2", input="x", dimensions=385)
     assert [m.id for m in client.models.list()] == [server.model_name]
 
 
@@ -132,7 +132,7 @@ def test_openai_client_matches_sentence_transformers(server, minilm_dir, Sentenc
     texts = mixed_texts(16, seed=2) + ["Москва — столица России.", "東京は日本の首都です。"]
     want = SentenceTransformer(str(minilm_dir), device="cpu").encode(texts)
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
-    got = np.array([d.embedding for d in client.embeddings.create(model="m", input=texts).data], np.float32)
+    got = np.array([d.embedding for d in client.embeddings.create(model="all-MiniLM-L6-v2", input=texts).data], np.float32)
     cosines = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
     assert cosines.min() >= 0.99999
 
@@ -148,7 +148,7 @@ def test_tei_routes_and_token_ids(server, model):
     assert tokens[0][1] == {"id": 7592, "text": "Hello", "special": False, "start": 0, "stop": 5}
     assert tokens[0][0]["special"] and tokens[0][0]["start"] is None
     ids = [[t["id"] for t in row] for row in tokens]  # ids as /tokenize gives them embed as their text does
-    r = httpx.post(server.url + "/v1/embeddings", json={"input": ids, "model": "m", "encoding_format": "float"})
+    r = httpx.post(server.url + "/v1/embeddings", json={"input": ids, "model": "all-MiniLM-L6-v2", "encoding_format": "float"})
     assert_close([d["embedding"] for d in r.json()["data"]], model.embed(texts, progress=False))
     r = httpx.post(server.url + "/v1/embeddings", json={"input": ids[0]})  # one input as a list of ids
     assert_close([r.json()["data"][0]["embedding"]], model.embed(texts[:1], progress=False))
@@ -180,7 +180,7 @@ async def client_loop(url: str, texts: list[str], requests: int, seed: int, resu
             if time.monotonic() > deadline:
                 return
             picked = [int(i) for i in rng.integers(0, len(texts), rng.integers(1, 3))]
-            body = {"input": [texts[i] for i in picked], "model": "m", "encoding_format": "base64"}
+            body = {"input": [texts[i] for i in picked], "model": "all-MiniLM-L6-v2", "encoding_format": "base64"}
             try:
                 r = await client.post("/v1/embeddings", json=body)
             except httpx.TransportError as e:
@@ -216,7 +216,7 @@ def test_64_concurrent_clients_get_every_answer_right(server, model):
 def test_overload_answers_429_then_recovers(server, model):
     texts = mixed_texts(2, seed=4, longest=12)
     want = model.embed(texts, progress=False)
-    body = {"input": texts, "model": "m"}
+    body = {"input": texts, "model": "all-MiniLM-L6-v2"}
 
     async def burst(n):
         async with httpx.AsyncClient(base_url=server.url, timeout=60, limits=httpx.Limits(max_connections=n)) as client:
@@ -315,7 +315,7 @@ def until_closed(c: socket.socket, within: float) -> bytes:
 def answer_once_not_503(server: ServerProcess) -> httpx.Response:
     """The answer to a good request once the server has seen closed connections go (at most 10 s)."""
     for _ in range(100):
-        r = httpx.post(server.url + "/v1/embeddings", json={"input": "still here", "model": "m"})
+        r = httpx.post(server.url + "/v1/embeddings", json={"input": "still here", "model": "all-MiniLM-L6-v2"})
         if r.status_code != 503:
             return r
         time.sleep(0.1)
@@ -390,7 +390,7 @@ def test_ports_outside_0_to_65535_are_refused(capsys):
         (b"\xff\xfe", 400, None, "not valid JSON"),
         (b"[" * 100_000 + b"]" * 100_000, 400, None, "not valid JSON"),
         (b'["a"]', 422, None, "JSON object"),
-        (b'{"model": "m"}', 422, "input", "required"),
+        (b'{"model": "all-MiniLM-L6-v2"}', 422, "input", "required"),
         (b'{"input": 5}', 422, "input", "not a number"),
         (b'{"input": []}', 422, "input", "not be empty"),
         (b'{"input": ["a", 3]}', 422, "input[1]", "must be a string"),

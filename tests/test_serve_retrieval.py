@@ -50,7 +50,7 @@ def post(server: ServerProcess, route: str, body) -> httpx.Response:
 
 
 def embeddings(server: ServerProcess, **body) -> np.ndarray:
-    r = post(server, "/v1/embeddings", {"model": "m", "input": TEXTS, **body})
+    r = post(server, "/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": TEXTS, **body})
     assert r.status_code == 200, r.text
     return np.array([d["embedding"] for d in r.json()["data"]])
 
@@ -75,7 +75,7 @@ def test_dimensions_with_embedding_type_and_the_openai_client(server, minilm):
     """dimensions cuts and renormalizes before quantizing, as embed(truncate_dim=..., precision=...) does."""
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
     answer = client.embeddings.create(
-        model="m", input=TEXTS, dimensions=64, encoding_format="float", extra_body={"embedding_type": "int8"}
+        model="all-MiniLM-L6-v2", input=TEXTS, dimensions=64, encoding_format="float", extra_body={"embedding_type": "int8"}
     )
     want = minilm.embed(TEXTS, truncate_dim=64, precision="int8", progress=False)
     np.testing.assert_array_equal(np.array([d.embedding for d in answer.data]), want)

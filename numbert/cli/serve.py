@@ -126,6 +126,7 @@ def serve(args: argparse.Namespace) -> None:
         more_models=dict(more),
         recipe={name: value for name, value in recipe.items() if value is not None},
         auto_truncate=args.auto_truncate,
+        answer_any_model_name=args.answer_any_model_name,
         request_timeout=args.request_timeout,
         api_keys=api_keys(args),
         protect_health=args.protect_health,
@@ -184,6 +185,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--served-model-name",
         metavar="NAME",
         help="the model's name in answers, with one --model (default: its directory's last component or hub id)",
+    )
+    p.add_argument(
+        "--answer-any-model-name",
+        action="store_true",
+        help="answer a request whose 'model' names no served model with the default model (for clients that "
+        "hard-code a name) instead of a 404; answers still carry the served model's name",
     )
     p.add_argument(
         "--auto-truncate",

@@ -233,9 +233,8 @@ class Server:
         _, batcher = served.ready()
         answers = await self.queue(http, batcher, rows, served.embedding) if rows else []
         tokens = sum(len(row.ids) for row in rows)
-        name = request.model or served.name
         with self.phase("render"):
-            answer = await self.run(http, ollama_render, kind, name, recipe, answers, tokens, start)
+            answer = await self.run(http, ollama_render, kind, served.name, recipe, answers, tokens, start)
         return answer, len(rows), tokens
 
     async def ollama_show(self, request: Request) -> Response:

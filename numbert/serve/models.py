@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import __version__
 from ..checkpoint.fingerprint import model_fingerprint
+from ..checkpoint.hub import model_name
 from ..model.blas import side_by_side
 from ..pipeline import (
     Batcher,
@@ -44,7 +45,7 @@ from ..pipeline import (
     load,
 )
 from .metrics import Metrics
-from .protocol import ApiError
+from .protocol import ApiError, ModelNotFound, clipped
 from .settings import Settings
 
 log = logging.getLogger("numbert.serve")
@@ -60,8 +61,17 @@ def lanes(settings: Settings) -> int:
 class ServedModel:
     """One model of the server: its served name, its pipeline, recipe and Batcher once loaded, or why it failed."""
 
+    def answers_to(self, asked: str) -> bool:
+        """Whether a request's `model` names this model: its served name or the name numbert gives its directory or
+        hub id, either of them or the name asked taken without a hub id's organisation (all-MiniLM-L6-v2 and
+        sentence-transformers/all-MiniLM-L6-v2 name the same model); case ignored."""
+        asked = asked.lower()
+        return asked in self.names or asked.rsplit("/", 1)[-1] in self.names
+
     def __init__(self, name: str, path: str):
         self.name, self.path = name, path
+        own = {name, model_name(path)}  # the names a request's `model` may give it (answers_to)
+        self.names = {n.lower() for n in own | {n.rsplit("/", 1)[-1] for n in own}}
         self.threads = anyio.CapacityLimiter(2)  # tokenizing this model's requests, apart from the other models'
         self.pipeline: Bert | None = None
         self.batcher: Batcher | None = None
@@ -383,26 +393,42 @@ class Models:
     def __init__(self, settings: Settings):
         self.by_name = {name: ServedModel(name, path) for name, path in settings.models.items()}
         self.default = next(iter(self.by_name.values()))
+        self.any_name = settings.answer_any_model_name  # a name no model answers to: the default (--answer-any-...)
 
     def __iter__(self):
         return iter(self.by_name.values())
 
     def pick(self, routed: str | None, asked: str | None = None) -> ServedModel:
-        """The model a request is for: `routed` (its /models/NAME/ prefix) must be served; `asked` (its body's
-        `model` field) must be too when several are served; neither: the default. Else a 404 naming them."""
-        name = routed if routed is not None else asked if len(self.by_name) > 1 else None
-        if name is None:
+        """The model a request is for: `routed` (its /models/NAME/ prefix) must be served, and `asked` (its body's
+        `model` field), if given, must name that model too (a 400 naming both); `asked` alone: the model that
+        answers to it (ServedModel.answers_to), else a 404 in the API's words, unless the operator asked that the
+        default answer every name (--answer-any-model-name); neither: the default. An answer's model field is the
+        picked model's served name, never the name asked."""
+        if routed is not None:
+            if routed not in self.by_name:
+                served = ", ".join(repr(n) for n in self.by_name)
+                raise ApiError(
+                    404,
+                    f"the route names the model {clipped(routed)!r}, which this server does not serve; "
+                    f"it serves {served}",
+                    code="model_not_found",
+                )
+            picked = self.by_name[routed]
+            if asked is not None and not picked.answers_to(asked) and not self.any_name:
+                raise ApiError(
+                    400,
+                    f"the route names the model {routed!r} and 'model' names {clipped(asked)!r}: name one model "
+                    "(or leave 'model' out)",
+                    param="model",
+                    code="model_mismatch",
+                )
+            return picked
+        if asked is None:
             return self.default
-        if name not in self.by_name:
-            served = ", ".join(repr(n) for n in self.by_name)
-            where = "the route" if routed is not None else "'model'"
-            raise ApiError(
-                404,
-                f"{where} names the model {name!r}, which this server does not serve; it serves {served}",
-                param=None if routed is not None else "model",
-                code="model_not_found",
-            )
-        return self.by_name[name]
+        named = next((m for m in self.by_name.values() if m.answers_to(asked)), None)
+        if named is None and not self.any_name:
+            raise ModelNotFound(asked, list(self.by_name))
+        return named or self.default
 
     @property
     def load_error(self) -> str | None:

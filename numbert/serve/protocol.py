@@ -54,6 +54,22 @@ class ApiError(Exception):
         return json.dumps({"error": error}, ensure_ascii=False).encode()
 
 
+class ModelNotFound(ApiError):
+    """A 404: a request names a model this server does not serve, answered in each API's own words (OpenAI's
+    model_not_found; Ollama's `model "X" not found, try pulling it first`)."""
+
+    def __init__(self, asked: str, served: list[str]):
+        listed = ", ".join(repr(n) for n in served)
+        message = f"'model' names the model {clipped(asked)!r}, which this server does not serve; it serves {listed}"
+        super().__init__(404, message, param="model", code="model_not_found")
+        self.ollama_message = f'model "{clipped(asked)}" not found, try pulling it first'
+
+
+def clipped(name: str, limit: int = 80) -> str:
+    """A client's name as an answer quotes it: at most `limit` characters (a name of 100,000 is not echoed back)."""
+    return name if len(name) <= limit else name[: limit - 3] + "..."
+
+
 class NotFinite(ApiError):
     """A 500: an answer would hold a number that is not finite (NaN or infinity), which JSON cannot; the model's
     fault (its weights or configuration), named when known (`model`), not the client's."""
@@ -673,7 +689,7 @@ def not_applied(obj: dict, name: str, why: str) -> None:
 
 def ollama_error(error: ApiError) -> bytes:
     """An error as Ollama answers it: {"error": message}."""
-    return json.dumps({"error": error.message}, ensure_ascii=False).encode()
+    return json.dumps({"error": getattr(error, "ollama_message", error.message)}, ensure_ascii=False).encode()
 
 
 def ollama_options(obj: dict) -> None:

@@ -39,6 +39,7 @@ class Settings:
     more_models: dict[str, str] = field(default_factory=dict)  # served name -> directory or hub id
     recipe: dict = field(default_factory=dict)  # keyword arguments of Bert.recipe
     auto_truncate: bool = False  # cut inputs over max_length instead of answering 413
+    answer_any_model_name: bool = False  # a request's `model` naming no served model gets the default, not a 404
     max_batch_tokens: int = 16384
     max_batch_size: int = 32
     max_concurrent_requests: int = 512
