@@ -408,7 +408,7 @@ def test_a_distilbert_classifier_serves_embeddings_and_label_scores():
     model, texts = numbert.load(directory), ["a cat sat on the mat.", "hello, world!"]
     server = ServerProcess(directory)
     try:
-        r = httpx.post(server.url + "/v1/embeddings", json={"input": texts, "model": "m"})
+        r = httpx.post(server.url + "/v1/embeddings", json={"input": texts, "model": server.model_name})
         assert r.status_code == 200, r.text
         got = np.array([item["embedding"] for item in r.json()["data"]], np.float32)
         np.testing.assert_allclose(got, model.embed(texts, progress=False), atol=1e-6, rtol=0)

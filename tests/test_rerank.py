@@ -343,7 +343,7 @@ def test_served_rerank_matches_cross_encoder_rank(st, torch, cross_encoder_dir, 
     np.testing.assert_allclose([r["score"] for r in tei], [r["score"] for r in raw], atol=ATOL, rtol=0)
 
     documents = [DOCUMENTS[0], {"text": DOCUMENTS[1]}, *DOCUMENTS[2:]]
-    body = {"model": "any", "query": QUERY, "documents": documents, "top_n": 2, "return_documents": True}
+    body = {"model": served.model_name, "query": QUERY, "documents": documents, "top_n": 2, "return_documents": True}
     answer = post(served, "/v1/rerank", body).json()
     assert [(r["index"], r["document"]["text"]) for r in answer["results"]] == [
         (r["corpus_id"], r["text"]) for r in theirs[:2]
