@@ -13,9 +13,14 @@ device other than the CPU, .to("cuda") and fit are refused with what to do inste
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
+import numpy as np
+
+from . import util
 from .pipeline import Bert, Recipe
 
 
@@ -24,6 +29,7 @@ class StBert(Bert):
     SentenceTransformer's does; to() and fit() answer as sentence-transformers' would, or say why not."""
 
     truncate_dim: int | None = None
+    chosen_similarity: str | None = None  # similarity_fn_name as set (None: the config's)
     rank = Bert.rerank  # CrossEncoder.rank's name: documents best first as {"corpus_id", "score"}
 
     def recipe(self, **choices) -> Recipe:
@@ -31,6 +37,44 @@ class StBert(Bert):
         if self.truncate_dim is not None and choices.get("dimensions") is None and choices.get("truncate_dim") is None:
             choices["truncate_dim"] = self.truncate_dim
         return super().recipe(**choices)
+
+    @property
+    def similarity_fn_name(self) -> str:
+        """cosine, dot, euclidean or manhattan: what similarity and similarity_pairwise compute (the config's
+        similarity_fn_name, default cosine)."""
+        return self.chosen_similarity or configured_similarity(self)
+
+    @similarity_fn_name.setter
+    def similarity_fn_name(self, name: str) -> None:
+        if name not in util.SIMILARITIES:
+            raise ValueError(f"similarity_fn_name must be one of {', '.join(util.SIMILARITIES)}, not {name!r}")
+        self.chosen_similarity = name
+
+    def similarity(self, a, b, **options):
+        """Bert.similarity for cosine (texts or embeddings); for another similarity_fn_name, its (n, m) scores."""
+        if self.similarity_fn_name == "cosine" or isinstance(a, str):
+            return super().similarity(a, b, **options)
+        return util.SIMILARITIES[self.similarity_fn_name][0](a, b)
+
+    def similarity_pairwise(self, a, b) -> np.ndarray:
+        """The similarity_fn_name scores of a[i] with b[i]. -> (n,)"""
+        return util.SIMILARITIES[self.similarity_fn_name][1](a, b)
+
+    @property
+    def max_seq_length(self) -> int:
+        """Tokens per input, [CLS] and [SEP] included: longer inputs are cut. Settable, up to the model's positions."""
+        return self.pair_limit()
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        positions = self.config.max_tokens
+        if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= positions:
+            raise ValueError(
+                f"max_seq_length must be an int from 2 to the model's {positions} positions, not {value!r}"
+            )
+        if self.sentence_config is None:
+            raise ValueError("max_seq_length is a sentence-transformers model's setting; pass max_length= to encode")
+        self.sentence_config = dataclasses.replace(self.sentence_config, max_seq_length=value)
 
     def to(self, device: str) -> StBert:
         """The model itself on the CPU; another device is refused (numbert runs on the CPU)."""
@@ -43,6 +87,16 @@ class StBert(Bert):
             "numbert does not train models: fit with sentence-transformers, save the model, "
             "then load its directory with numbert"
         )
+
+
+def configured_similarity(model: Bert) -> str:
+    """config_sentence_transformers.json's similarity_fn_name, else cosine."""
+    path = Path(model.directory or ".") / "config_sentence_transformers.json"
+    try:
+        name = json.loads(path.read_text(encoding="utf-8")).get("similarity_fn_name")
+    except (OSError, ValueError, AttributeError):
+        return "cosine"
+    return name if name in util.SIMILARITIES else "cosine"
 
 
 def check_device(device: str | None) -> None:

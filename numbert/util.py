@@ -57,6 +57,36 @@ def pairwise_cos_sim(a, b) -> np.ndarray:
     return pairwise_dot_score(normalize_embeddings(a), normalize_embeddings(b))
 
 
+def euclidean_sim(a, b) -> np.ndarray:
+    """Negative Euclidean distances of every row of a to every row of b. -> (n, m)"""
+    u, v = batch(a, "a"), batch(b, "b")
+    return -np.sqrt(((u[:, None, :] - v[None, :, :]) ** 2).sum(axis=-1))
+
+
+def manhattan_sim(a, b) -> np.ndarray:
+    """Negative Manhattan (L1) distances of every row of a to every row of b. -> (n, m)"""
+    u, v = batch(a, "a"), batch(b, "b")
+    return -np.abs(u[:, None, :] - v[None, :, :]).sum(axis=-1)
+
+
+def pairwise_euclidean_sim(a, b) -> np.ndarray:
+    """res[i] = -|a[i] - b[i]|. -> (n,)"""
+    return -np.linalg.norm(np.asarray(a, dtype=f32) - np.asarray(b, dtype=f32), axis=-1)
+
+
+def pairwise_manhattan_sim(a, b) -> np.ndarray:
+    """res[i] = -sum |a[i] - b[i]|. -> (n,)"""
+    return -np.abs(np.asarray(a, dtype=f32) - np.asarray(b, dtype=f32)).sum(axis=-1)
+
+
+SIMILARITIES = {  # similarity_fn_name -> (matrix, pairwise), as sentence-transformers' SimilarityFunction
+    "cosine": (cos_sim, pairwise_cos_sim),
+    "dot": (dot_score, pairwise_dot_score),
+    "euclidean": (euclidean_sim, pairwise_euclidean_sim),
+    "manhattan": (manhattan_sim, pairwise_manhattan_sim),
+}
+
+
 def semantic_search(
     query_embeddings,
     corpus_embeddings,

@@ -179,3 +179,33 @@ def test_cross_encoder_quickstart():
     got, want = ours.rank(query, documents), theirs.rank(query, documents)
     assert [h["corpus_id"] for h in got] == [h["corpus_id"] for h in want]
     np.testing.assert_allclose([h["score"] for h in got], [h["score"] for h in want], atol=TOL)
+
+
+@pytest.mark.parametrize("name", ["cosine", "dot", "euclidean", "manhattan"])
+def test_similarity_fn_name(models, vectors, name):
+    path = packaged_minilm()
+    ours, theirs = numbert.SentenceTransformer(str(path)), models[1]
+    assert ours.similarity_fn_name == theirs.similarity_fn_name == "cosine"
+    ours.similarity_fn_name = theirs.similarity_fn_name = name
+    try:
+        a, b = vectors[0][:4] * 2, vectors[0][4:8]
+        # sums of 384 float32 terms in another order: 1e-6 of the score (|manhattan| ~ 35)
+        np.testing.assert_allclose(ours.similarity(a, b), theirs.similarity(a, b).numpy(), rtol=1e-6, atol=TOL)
+        got, want = ours.similarity_pairwise(a, b), theirs.similarity_pairwise(a, b).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=TOL)
+    finally:
+        theirs.similarity_fn_name = "cosine"
+    with pytest.raises(ValueError, match="similarity_fn_name must be one of"):
+        ours.similarity_fn_name = "angle"
+
+
+def test_max_seq_length(models):
+    ours = numbert.SentenceTransformer(str(packaged_minilm()))
+    assert ours.max_seq_length == models[1].max_seq_length == 256
+    ours.max_seq_length = 8
+    text = "a long sentence " * 20
+    model = st.SentenceTransformer(str(packaged_minilm()), device="cpu")
+    model.max_seq_length = 8
+    np.testing.assert_allclose(ours.encode([text]), model.encode([text]), atol=TOL)
+    with pytest.raises(ValueError, match="max_seq_length must be an int from 2"):
+        ours.max_seq_length = 10**6
