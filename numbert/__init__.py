@@ -34,8 +34,10 @@ if TYPE_CHECKING:
 __all__ = [
     "Bert",
     "BertConfig",
+    "CrossEncoder",
     "Encoding",
     "Output",
+    "SentenceTransformer",
     "Tokenizer",
     "__version__",
     "encode",
@@ -56,6 +58,8 @@ _PUBLIC = {  # name -> the module that defines it, imported on first use
     "maxsim": "pipeline.late_interaction",
     "Encoding": "tokenizer",
     "Tokenizer": "tokenizer",
+    "SentenceTransformer": "sentence_transformers",  # sentence-transformers' classes, as numbert models
+    "CrossEncoder": "sentence_transformers",
 }
 
 

@@ -26,6 +26,10 @@ class Bert(Pipeline):
 
     embed = embedding.embed  # sentence vectors of many texts, by a recipe
     encode = embedding.encode  # embed under sentence-transformers' names
+    encode_query = embedding.encode_query  # encode with the model's query prompt
+    encode_document = embedding.encode_document  # encode with the model's document prompt
+    get_embedding_dimension = embedding.get_embedding_dimension  # the sentence vectors' width
+    get_sentence_embedding_dimension = embedding.get_embedding_dimension  # its sentence-transformers 5 name
     similarity = embedding.similarity  # cosine similarities of embeddings, as SentenceTransformer.similarity
     word_vectors = embedding.word_vectors  # the words of a text with their vectors
     embed_sparse = sparse.embed_sparse  # SPLADE vectors over the vocabulary (the masked-LM head), as SparseEncoder

@@ -177,6 +177,37 @@ def encode(
     )
 
 
+PROMPT_NAMES = {"query": ("query", "search_query"), "document": ("document", "search_document")}  # role -> names
+
+
+def encode_query(model: Pipeline, sentences: str | Sequence[str], **options) -> np.ndarray | list[np.ndarray]:
+    """encode with the model's "query" prompt (nomic's "search_query"), as SentenceTransformer.encode_query;
+    none when its config has neither. A prompt or prompt_name given wins."""
+    return encode(model, sentences, **role_prompt(model, "query", options))
+
+
+def encode_document(model: Pipeline, sentences: str | Sequence[str], **options) -> np.ndarray | list[np.ndarray]:
+    """encode with the model's "document" prompt (nomic's "search_document"), as SentenceTransformer.encode_document;
+    none when its config has neither. A prompt or prompt_name given wins."""
+    return encode(model, sentences, **role_prompt(model, "document", options))
+
+
+def role_prompt(model: Pipeline, role: str, options: dict) -> dict:
+    """`options` with prompt_name set to the model's prompt for `role` ("query", "document"), if it has one and
+    the caller chose no prompt."""
+    if options.get("prompt") is not None or options.get("prompt_name") is not None:
+        return options
+    prompts = model.sentence_config.prompts if model.sentence_config is not None else {}
+    name = next((n for n in PROMPT_NAMES[role] if n in prompts), None)
+    return options if name is None else {**options, "prompt_name": name}
+
+
+def get_embedding_dimension(model: Pipeline) -> int:
+    """The width of the model's sentence vectors (after its Dense layers), as SentenceTransformer's
+    get_embedding_dimension (get_sentence_embedding_dimension before sentence-transformers 6)."""
+    return model.recipe().dim
+
+
 # --- words and similarity ------------------------------------------------------------------------
 
 
