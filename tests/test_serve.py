@@ -132,7 +132,9 @@ def test_openai_client_matches_sentence_transformers(server, minilm_dir, Sentenc
     texts = mixed_texts(16, seed=2) + ["Москва — столица России.", "東京は日本の首都です。"]
     want = SentenceTransformer(str(minilm_dir), device="cpu").encode(texts)
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
-    got = np.array([d.embedding for d in client.embeddings.create(model="all-MiniLM-L6-v2", input=texts).data], np.float32)
+    got = np.array(
+        [d.embedding for d in client.embeddings.create(model="all-MiniLM-L6-v2", input=texts).data], np.float32
+    )
     cosines = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
     assert cosines.min() >= 0.99999
 
@@ -148,7 +150,9 @@ def test_tei_routes_and_token_ids(server, model):
     assert tokens[0][1] == {"id": 7592, "text": "Hello", "special": False, "start": 0, "stop": 5}
     assert tokens[0][0]["special"] and tokens[0][0]["start"] is None
     ids = [[t["id"] for t in row] for row in tokens]  # ids as /tokenize gives them embed as their text does
-    r = httpx.post(server.url + "/v1/embeddings", json={"input": ids, "model": "all-MiniLM-L6-v2", "encoding_format": "float"})
+    r = httpx.post(
+        server.url + "/v1/embeddings", json={"input": ids, "model": "all-MiniLM-L6-v2", "encoding_format": "float"}
+    )
     assert_close([d["embedding"] for d in r.json()["data"]], model.embed(texts, progress=False))
     r = httpx.post(server.url + "/v1/embeddings", json={"input": ids[0]})  # one input as a list of ids
     assert_close([r.json()["data"][0]["embedding"]], model.embed(texts[:1], progress=False))

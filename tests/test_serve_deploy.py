@@ -132,7 +132,9 @@ def test_spans_of_a_request_reach_the_collector(server, collector):
     traceparent = f"00-{TRACE_ID}-{CALLER_SPAN}-01"
     texts = ["the quick brown fox", "jumps over", "the lazy dog"]
     r = httpx.post(
-        server.url + "/v1/embeddings", json={"input": texts, "model": "all-MiniLM-L6-v2"}, headers={"traceparent": traceparent}
+        server.url + "/v1/embeddings",
+        json={"input": texts, "model": "all-MiniLM-L6-v2"},
+        headers={"traceparent": traceparent},
     )
     assert r.status_code == 200
 

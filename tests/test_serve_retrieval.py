@@ -75,7 +75,11 @@ def test_dimensions_with_embedding_type_and_the_openai_client(server, minilm):
     """dimensions cuts and renormalizes before quantizing, as embed(truncate_dim=..., precision=...) does."""
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
     answer = client.embeddings.create(
-        model="all-MiniLM-L6-v2", input=TEXTS, dimensions=64, encoding_format="float", extra_body={"embedding_type": "int8"}
+        model="all-MiniLM-L6-v2",
+        input=TEXTS,
+        dimensions=64,
+        encoding_format="float",
+        extra_body={"embedding_type": "int8"},
     )
     want = minilm.embed(TEXTS, truncate_dim=64, precision="int8", progress=False)
     np.testing.assert_array_equal(np.array([d.embedding for d in answer.data]), want)
