@@ -97,3 +97,17 @@ def test_the_operator_may_let_the_one_model_answer_every_name(any_name):
     assert answer.model == any_name.model_name and np.shape(answer.embeddings) == (1, 384)
     r = httpx.post(any_name.url + "/v1/embeddings", json={"input": "hi", "model": "text-embedding-3-small"})
     assert r.status_code == 200 and r.json()["model"] == any_name.model_name
+
+
+def test_text_logs_have_an_access_line_per_request(server):
+    """--log-format text (the default): one access line a request, method, path, status, duration and request id."""
+    import time
+
+    httpx.post(server.url + "/embed", json={"inputs": "hi"}, headers={"X-Request-Id": "text-log-1"}, timeout=60)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        lines = [line for line in server.lines if "text-log-1" in line]
+        if lines:
+            break
+        time.sleep(0.05)
+    assert len(lines) == 1 and "POST /embed 200" in lines[0] and " ms text-log-1" in lines[0], lines

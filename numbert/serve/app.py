@@ -874,12 +874,11 @@ def middleware(settings: Settings) -> list[Middleware]:
 
 
 def observe(app: Starlette, server: Server) -> None:
-    """--log-format json: an access line per request (numbert.serve.logs); --otlp-endpoint: a span per request
-    (numbert.serve.tracing), around the access line."""
-    if server.settings.log_format == "json":
-        from .logs import access_log
+    """An access line per request, as text or JSON (--log-format; numbert.serve.logs); --otlp-endpoint: a span per
+    request (numbert.serve.tracing), around the access line."""
+    from .logs import access_log
 
-        app.add_middleware(access_log)
+    app.add_middleware(access_log)
     if server.tracing is not None:
         app.add_middleware(server.tracing.middleware)
 
@@ -897,7 +896,7 @@ def tracing(endpoint: str, model: str):
 
 
 def log_to_stderr(log_format: str = "text") -> None:
-    """The server's own log lines (ready, stopped, and the access lines with --log-format json) on stderr,
+    """The server's own log lines (ready, stopped, and an access line per request) on stderr,
     beside uvicorn's, as text or as JSON objects (numbert.serve.logs)."""
     log = logging.getLogger("numbert")  # the server's, and its model threads' (numbert.pipeline.batcher)
     if not log.handlers:
