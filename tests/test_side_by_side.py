@@ -133,3 +133,30 @@ def test_the_other_corpus_calls_run_side_by_side_with_the_bits_of_one_blas_threa
     two = call()
     flat = lambda xs: [a for x in xs for a in (x if isinstance(x, tuple) else (x,))]  # noqa: E731
     assert all(np.array_equal(a, b) for a, b in zip(flat(two), flat(one), strict=True))
+
+
+def test_a_hold_made_on_another_thread_takes_effect_after_threads(side_by_side):
+    """threadpoolctl (3.8 on) lets only the thread that last set a pthreads OpenBLAS's limit set it again, and
+    silently ignores the others: after `numbert.threads(n)` on the main thread, a server's model thread could not
+    hold its lanes to one BLAS thread each (they ran with every thread, side by side). numbert hands the control
+    back around each change."""
+    from numbert.pipeline.side_by_side import OneThreadEach
+
+    with numbert.threads(2):
+        pass
+    limiter = numbert.threads(2)  # a plain call: the main thread set the limit last
+    seen: list[set[int]] = []
+
+    def hold_elsewhere() -> None:
+        held = OneThreadEach()
+        seen.append(blas_threads())
+        held.release()
+        seen.append(blas_threads())
+
+    try:
+        thread = threading.Thread(target=hold_elsewhere)
+        thread.start()
+        thread.join()
+    finally:
+        limiter.restore_original_limits()
+    assert seen == [{1}, {2}], seen

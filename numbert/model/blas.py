@@ -82,6 +82,21 @@ def use_side_by_side(n: int | None) -> None:
     _side_by_side = n
 
 
+def hand_back_control() -> None:
+    """Let any thread set OpenBLAS's thread count next. threadpoolctl (3.8 on) lets only one thread set the
+    process-wide pool of a pthreads OpenBLAS, the first that set it, until that is cleared, and silently ignores
+    the others: a limit set by the main thread (`threads(n)`) would leave a server's model thread unable to hold its
+    lanes to one BLAS thread each. numbert changes the limits from several threads, each change whole (set, or
+    given back), so it clears the control around each."""
+    try:
+        from threadpoolctl import OpenBLASController  # type: ignore[import-untyped]
+    except ImportError:  # an older threadpoolctl: any thread may set the limits
+        return
+    clear = getattr(OpenBLASController, "clear_controlling_thread", None)
+    if clear is not None:
+        clear(force=True)
+
+
 class Threads:
     """What `threads(n)` returns: threadpoolctl's limiter, and the batches side by side to restore with it."""
 
@@ -96,7 +111,9 @@ class Threads:
 
     def restore_original_limits(self) -> None:
         """The BLAS threads and the batches side by side as they were before `threads(n)`."""
+        hand_back_control()
         self.limiter.restore_original_limits()
+        hand_back_control()
         use_side_by_side(self.previous)
 
 
@@ -117,10 +134,12 @@ def threads(n: int) -> Threads:
     previous limits at the end of the block; a plain call keeps them until changed."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"threads must be an integer >= 1, got {n!r}")
-    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]  # (here: NumPy is loaded by now)
+    from threadpoolctl import threadpool_limits  # (here: NumPy is loaded by now)
 
     previous = _side_by_side
+    hand_back_control()
     limiter = threadpool_limits(limits=n, user_api="blas")
+    hand_back_control()
     use_side_by_side(n)
     return Threads(limiter, previous)
 

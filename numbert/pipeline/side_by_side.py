@@ -30,6 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ..model import row_threads
+from ..model.blas import hand_back_control
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -117,12 +118,16 @@ class OneThreadEach:
     side by side; `release` gives the process back what it had. `controller`: threadpoolctl's, if one is kept."""
 
     def __init__(self, controller: Any = None):
+        hand_back_control()  # threadpoolctl: whichever thread set the limits last, this one may set them now
         self.limits = (controller or blas_controller()).limit(limits=1, user_api="blas")
+        hand_back_control()
         self.rows = row_threads.count()
         row_threads.use(1)
 
     def release(self) -> None:
+        hand_back_control()
         self.limits.restore_original_limits()
+        hand_back_control()
         row_threads.use(self.rows)
 
 
