@@ -66,8 +66,10 @@ class ModelNotFound(ApiError):
 
 
 def clipped(name: str, limit: int = 80) -> str:
-    """A client's name as an answer quotes it: at most `limit` characters (a name of 100,000 is not echoed back)."""
-    return name if len(name) <= limit else name[: limit - 3] + "..."
+    """A client's name as an answer quotes it: at most `limit` characters (a name of 100,000 is not echoed back),
+    a lone surrogate (which UTF-8 cannot carry) written as its escape."""
+    name = name if len(name) <= limit else name[: limit - 3] + "..."
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class NotFinite(ApiError):
