@@ -63,7 +63,7 @@ class StBert(Bert):
     @property
     def max_seq_length(self) -> int:
         """Tokens per input, [CLS] and [SEP] included: longer inputs are cut. Settable, up to the model's positions."""
-        return self.pair_limit()
+        return self.inputs.pair_limit()
 
     @max_seq_length.setter
     def max_seq_length(self, value: int) -> None:

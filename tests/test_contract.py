@@ -247,7 +247,7 @@ vectors = st.one_of(
 
 # a loaded model's methods a user calls -> the calls to try (each model kind, each call: an answer or a refusal)
 METHODS = {
-    "__call__": call(batches(), with_="max_length long"),
+    "__call__": call(batches(), with_="max_length long stride"),
     "embed": call(batches(), with_="batch_size max_length stride long truncation_side"),
     "encode": call(batches(), with_="batch_size"),
     "encode_query": call(batches(), with_="batch_size max_length"),
@@ -279,10 +279,8 @@ METHODS = {
 # Bert's methods for the engines (numbert.cli, numbert.serve, ...): they take what the pipeline itself made (rows,
 # recipes, encodings, checked ids), documented in docs/contract.md as outside the contract's user inputs
 ENGINE_METHODS = {
-    "batches", "bounded", "check_ids", "forward_encodings", "forward_rows", "id_rows", "lexical_weights",
-    "m3_vectors", "multi_limit", "multi_prompt", "multi_rows", "multi_vectors", "pair_limit", "pair_rows", "plan",
-    "require_multi_vector", "require_tokenizer", "rows", "run", "segment", "sentence_vectors", "sequence_logits",
-    "sparse_vectors", "token_id", "token_vectors", "tokenize", "warm_up", "from_pretrained",
+    "batches", "forward_rows", "id_rows", "multi_rows", "multi_vectors", "pair_rows", "require_tokenizer", "rows",
+    "sentence_vectors", "sequence_logits", "sparse_vectors", "token_vectors", "tokenize", "warm_up", "from_pretrained",
 }  # fmt: skip
 
 NAMES = ["", ".", "/", "/etc", "/dev/null", "../..", "./no/such/model", "./" + "a" * 300, "./model\n"]  # paths: no hub

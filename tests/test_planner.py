@@ -41,7 +41,7 @@ def test_rows_of_a_pair_keep_their_token_type_ids_and_pad_in_one_place(model):
     assert list(batch.attention_mask.sum(axis=1)) == [len(single.ids), len(pair.ids)]
     assert list(batch.token_type_ids[1, : len(pair.ids)]) == list(pair.type_ids)
     assert not batch.token_type_ids[0].any() and not batch.input_ids[0, len(single.ids) :].any()
-    out = model.forward_encodings([model.tokenizer.encode("a question", "its answer here")])
+    out = model(["a question"], ["its answer here"])
     np.testing.assert_array_equal(planner.forward(model.encoder, [pair]).hidden_states, out.hidden_states)
 
 
@@ -154,7 +154,7 @@ def test_the_queue_runs_one_readout_per_forward_and_pairs_with_their_type_ids(mo
 
     (first, second) = asyncio.run(serve())
     assert calls == [("a", 2), ("b", 1)]
-    want = model.forward_encodings([model.tokenizer.encode("a question", "an answer")]).pooler_output[0]
+    want = model(["a question"], ["an answer"]).pooler_output[0]
     np.testing.assert_allclose(second[0], want, atol=1e-6)
 
 

@@ -38,7 +38,7 @@ def planned(model, texts: list[str], batch_size: int = 8, **choices):
     recipe = model.recipe(**choices)
     return recipe, [
         (positions, [row_of(e) for e in encodings])
-        for positions, encodings in model.plan(texts, None, recipe, batch_size)
+        for positions, encodings in model.inputs.plan(texts, None, recipe, batch_size)
     ]
 
 

@@ -227,7 +227,7 @@ class Pool:
     ) -> Iterator[tuple[Sequence[int], np.ndarray]]:
         """Run each planned batch (inputs, rows); yield (inputs, their pooled vectors before recipe.finish), in order.
 
-        A worker runs `Pipeline.run(rows, recipe.max_length, recipe.stride, window_batch, task=recipe.task)` and
+        A worker runs `Runner.run(rows, recipe.task, limit=recipe.max_length, ...)` and
         the recipe's `sentence_vectors`, as one process would. At most 2 x workers batches are read ahead of
         the one to yield next, so a stream of batches runs in bounded memory. An error in a batch is raised
         again here; after an error, or if the caller stops iterating early, the pool is closed.
@@ -372,8 +372,14 @@ def serve(receive_end: Connection, send_end: Connection) -> None:
         number, rows = message
         try:
             assert recipe is not None, "a batch came before its recipe"
-            out = pipeline.run(
-                rows, recipe.max_length, recipe.stride, window_batch, recipe.task, recipe.first_only, recipe.last_layers
+            out = pipeline.runner.run(
+                rows,
+                recipe.task,
+                first_only=recipe.first_only,
+                limit=recipe.max_length,
+                stride=recipe.stride,
+                window_batch=window_batch,
+                last_layers=recipe.last_layers,
             )
             send_end.send(("ok", number, recipe.sentence_vectors(out)))
         except Exception as e:  # noqa: BLE001

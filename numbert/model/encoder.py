@@ -18,6 +18,7 @@ Token ids in, an `Output` out: text is numbert/pipeline/bert.py's business.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -38,7 +39,7 @@ from .layers import (
     relative_position_buckets,
 )
 from .packing import Packing, attention_by_group, first_query_attention
-from .pooling import Layers, Word, sentence_vectors, token_vectors, word_vectors
+from .pooling import Layers, Word, normalize, sentence_vectors, token_vectors, word_vectors
 from .rotary import Rope, rotate, rotation_table
 from .scratch import Scratch, scratch_array
 from .tensors import (
@@ -254,6 +255,11 @@ class Encoder:
             self._norm(names["feed_forward_norm"]),
             gate,
         )
+
+    @functools.cached_property
+    def unit_word_embeddings(self) -> np.ndarray:
+        """The word-embedding rows scaled to unit length, computed once. (vocab, hidden)"""
+        return normalize(self.word_embeddings)
 
     def adapted(self, task: str | None) -> Encoder:
         """This encoder with `task`'s adapters (jina-embeddings-v3's LoRA: every table and Linear W becomes

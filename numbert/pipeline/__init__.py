@@ -1,8 +1,9 @@
 """The pipeline layer: text -> rows of token ids -> planned batches -> forwards -> answers.
 
     pipeline.py    Pipeline: the tokenizer, encoder, heads and sentence config of a model, and the path of text
-                   through them (text-embeddings-inference's Infer); bert.py: Bert, the Pipeline with every task
-                   as a method, what numbert.load gives
+                   through them (text-embeddings-inference's Infer), composed of three parts: loader.py (a
+                   directory -> its parts), inputs.py (text -> rows), runner.py (rows -> an Output); bert.py:
+                   Bert, the Pipeline with every task as a method, what numbert.load gives
     recipe.py      Recipe: how a text becomes one sentence vector (pooling, layers, Dense, normalize, ...)
     planner.py     rows, and the two batch planners: a corpus by length, a live queue by token budget
     batcher.py     Batcher: a live queue of requests' rows and the one thread that runs their forwards (on its
@@ -21,11 +22,12 @@ from ..tokenizer.patterns import PatternTimeout
 from ..tokenizer.patterns import deadline as pattern_deadline
 from .batcher import Batcher, Readout
 from .bert import Bert, load
-from .embedding import Runner
+from .embedding import WorkerPool
+from .inputs import InputTooLong, InvalidTokenId, TooManyTokens
 from .late_interaction import maxsim, similarity_of
 from .m3 import MODES as M3_MODES
 from .m3 import M3Embeddings
-from .pipeline import InputTooLong, InvalidTokenId, Pipeline, TooManyTokens
+from .pipeline import Pipeline
 from .planner import Row, positive
 from .quantization import CALIBRATED, DTYPES, PRECISIONS, quantize, width
 from .readouts import (
@@ -70,13 +72,13 @@ __all__ = [
     "Readout",
     "Recipe",
     "Row",
-    "Runner",
     "SentenceVectors",
     "SequenceLogits",
     "SparseVector",
     "SparseVectors",
     "TokenVectors",
     "TooManyTokens",
+    "WorkerPool",
     "activation_of",
     "label_scores",
     "load",

@@ -32,6 +32,8 @@ class Bert(Pipeline):
     get_sentence_embedding_dimension = embedding.get_embedding_dimension  # its sentence-transformers 5 name
     similarity = embedding.similarity  # cosine similarities of embeddings, as SentenceTransformer.similarity
     word_vectors = embedding.word_vectors  # the words of a text with their vectors
+    batches = embedding.batches  # many texts' Outputs, batch by batch, as planned
+    windowed = embedding.windowed  # a text of any length as overlapping windows, stitched
     embed_sparse = sparse.embed_sparse  # SPLADE vectors over the vocabulary (the masked-LM head), as SparseEncoder
     sparse_tokens = sparse.token_weights  # a sparse vector as {token: weight}
 

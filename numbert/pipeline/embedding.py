@@ -2,7 +2,7 @@
 
 These are methods of numbert.Bert (model.embed(texts), model.encode, model.similarity, model.word_vectors).
 `embed` is the whole pipeline in a few lines: the model plans the texts into batches of rows
-(numbert.pipeline.planner), each batch runs through the encoder here or in worker processes (a Runner such as
+(numbert.pipeline.planner), each batch runs through the encoder here or in worker processes (a WorkerPool such as
 numbert.engines.workers.Pool, handed the planned rows), the recipe (numbert.pipeline.recipe) pools each row, and the
 vectors, back in input order, are finished together (normalized, cut to `dimensions`, quantized to `precision`).
 """
@@ -17,15 +17,17 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..model import blas, pooling
+from ..model.encoder import Output
 from ..tokenizer import Encoding
 from ..tokenizer.tokenizer import alias
-from .pipeline import Pipeline
+from . import planner
+from .pipeline import Pipeline, with_tokens
 from .planner import Row, row_of, text_list
 from .recipe import Recipe, check_long
 from .side_by_side import in_order
 
 
-class Runner(Protocol):
+class WorkerPool(Protocol):
     """Runs planned batches of rows somewhere else (numbert.engines.workers.Pool): each batch's pooled vectors,
     in order."""
 
@@ -41,7 +43,7 @@ def embed(
     batch_size: int = 32,
     recipe: Recipe | None = None,
     progress: bool | Any | None = None,
-    workers: Runner | None = None,
+    workers: WorkerPool | None = None,
     normalize_embeddings: bool | None = None,
     show_progress_bar: bool | None = None,
     convert_to_numpy: bool = True,
@@ -95,7 +97,7 @@ def embed(
     single = isinstance(texts, str)
     texts = text_list([texts] if single else texts)
     vectors = np.empty((len(texts), recipe.width), np.float32)
-    planned = model.plan(texts, None, recipe, batch_size)
+    planned = model.inputs.plan(texts, None, recipe, batch_size)
     side = blas.side_by_side() if len(texts) > batch_size else 1  # batches side by side where there are several
     with progress_bar(progress, len(texts)) as bar:
         for positions, pooled in run_planned(model, planned, recipe, batch_size, workers, side):
@@ -105,6 +107,63 @@ def embed(
     if single:
         return vectors[0]
     return vectors if convert_to_numpy else list(vectors)
+
+
+def batches(
+    model: Pipeline,
+    texts: Sequence[str],
+    text_pair: Sequence[str | None] | None = None,
+    *,
+    batch_size: int = 32,
+    max_length: int | None = None,
+    long: str = "truncate",
+    stride: int = 128,
+    truncation_side: str | None = None,
+    pairs: Sequence[str | None] | None = None,
+    first_only: bool = False,
+) -> Iterator[tuple[list[int], Output]]:
+    """Run many texts, yielding (positions in `texts`, Output) batch by batch, longest texts first.
+
+    Planned by numbert.pipeline.planner (`Inputs.plan`): texts are taken longest first by character count and
+    tokenized LOOK_AHEAD batches at a time; within those, sorted by token count and batched with their
+    neighbours, so a batch is padded only to its own longest text, and memory does not grow with the number of
+    texts. Inputs longer than max_length tokens (default: a sentence-transformers max_seq_length, else the
+    model's positions) are cut (long="truncate"; only the tokens kept are tokenized; at their start with
+    truncation_side="left", default the tokenizer's), or, with long="window", run alone as windows, their Output
+    then having no batch axis. A sentence-transformers model with do_lower_case sees lowercased text, as in
+    sentence-transformers. `pairs` is an older name of `text_pair`. first_only: each Output's last layer for the
+    rows' first tokens alone, for a reader of [CLS] (`Encoder.forward`).
+    """
+    text_pair = alias(text_pair, pairs, "text_pair", "pairs")
+    shape = model.recipe(  # lengths, lowercasing
+        pooling="mean", max_length=max_length, long=long, stride=stride, truncation_side=truncation_side
+    )
+    lower = str.lower if shape.lowercase else str
+    pad = model.require_tokenizer().pad_token or ""
+    for positions, encodings in model.inputs.plan(texts, text_pair, shape, batch_size, prepare=lower):
+        rows = [row_of(e) for e in encodings]
+        out = model.runner.run(
+            rows, first_only=first_only, limit=shape.max_length, stride=stride, window_batch=batch_size
+        )
+        yield positions, with_tokens(out, encodings, pad)
+
+
+def windowed(
+    model: Pipeline, text: str, *, stride: int = 128, max_length: int | None = None, batch_size: int = 32
+) -> Output:
+    """Run a text of any length as overlapping windows and stitch them into one Output (`Runner.windows`).
+
+    Windows of max_length tokens (default: the model's positions, or a sentence-transformers
+    max_seq_length), [CLS] and [SEP] included, share `stride` tokens with their neighbour; each
+    token's hidden states are the average over the windows that contain it, so every token of a
+    long document gets a vector. seq may exceed 512; pooler_output pools the averaged [CLS].
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"windowed takes one text (str), not {type(text).__name__}")
+    planner.positive("batch_size", batch_size)
+    encoding = model.require_tokenizer().encode(text, max_length=None, truncation=False)
+    size = model.inputs.window_size(max_length)
+    return with_tokens(model.runner.windows(row_of(encoding), size, stride, batch_size), [encoding], "")
 
 
 def sentence_transformers_only(convert_to_tensor: bool, device: str | None, output_value: str | None) -> None:
@@ -129,19 +188,25 @@ def run_planned(
     planned: Iterable[tuple[list[int], list[Encoding]]],
     recipe: Recipe,
     batch_size: int,
-    workers: Runner | None = None,
+    workers: WorkerPool | None = None,
     side_by_side: int = 1,
 ) -> Iterator[tuple[list[int], np.ndarray]]:
     """(positions, their pooled vectors before `recipe.finish`) of each planned batch: run here, `side_by_side`
-    batches at once (numbert.pipeline.side_by_side: the bits of one BLAS thread), or by `workers` (a Runner),
+    batches at once (numbert.pipeline.side_by_side: the bits of one BLAS thread), or by `workers` (a WorkerPool),
     which receive the batches' rows and run them as this process would."""
     if workers is None:
 
         def run_one(batch: tuple[list[int], list[Encoding]]) -> tuple[list[int], np.ndarray]:
             positions, encodings = batch
             rows = [row_of(e) for e in encodings]
-            out = model.run(
-                rows, recipe.max_length, recipe.stride, batch_size, recipe.task, recipe.first_only, recipe.last_layers
+            out = model.runner.run(
+                rows,
+                recipe.task,
+                first_only=recipe.first_only,
+                limit=recipe.max_length,
+                stride=recipe.stride,
+                window_batch=batch_size,
+                last_layers=recipe.last_layers,
             )
             return positions, recipe.sentence_vectors(out)
 
@@ -229,7 +294,7 @@ def word_vectors(
     if not isinstance(text, str):
         raise TypeError(f"word_vectors takes one text (str), not {type(text).__name__}")
     check_long(long)
-    out = model.windowed(text, stride=stride) if long == "window" else model(text)
+    out = windowed(model, text, stride=stride) if long == "window" else model(text)
     assert out.encodings is not None  # a call on text keeps its encodings
     return pooling.word_vectors(out.token_vectors(layers, combine), out.encodings[0], (text,), merge)
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..model import blas
 from . import planner
+from .inputs import multi_vector_kind
 from .pipeline import Pipeline
 from .planner import text_list
 from .reranking import ranking
@@ -131,7 +132,7 @@ def rank_multi(
 
 def similarity_of(model: Pipeline) -> str:
     """The model's late-interaction score: its recipe's ("maxsim" or "meanmaxsim"), BGE-M3's "meanmaxsim"."""
-    found = model.require_multi_vector()
+    found = multi_vector_kind(model)
     return found.similarity if model.colbert is not None else "meanmaxsim"  # type: ignore[union-attr]
 
 

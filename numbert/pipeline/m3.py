@@ -35,7 +35,7 @@ import numpy as np
 from ..model import blas
 from . import planner
 from .late_interaction import maxsim
-from .pipeline import Pipeline
+from .pipeline import Pipeline, m3_vectors
 from .planner import text_list
 from .reranking import pair_list
 from .side_by_side import in_order
@@ -64,11 +64,11 @@ def embed_m3(
     gives them; texts cut to max_length tokens (default: the model's, 512 for BGE-M3), planned by length."""
     texts = text_list([texts] if isinstance(texts, str) else texts)
     batch_size = planner.positive("batch_size", batch_size)
-    read = model.m3_vectors()
+    read = m3_vectors(model)
     given = None if max_length is None else planner.positive("max_length", max_length)
-    limit = model.multi_limit(is_query=False) if given is None else min(given, model.config.max_tokens)
+    limit = model.inputs.multi_limit(is_query=False) if given is None else min(given, model.config.max_tokens)
     side = truncation_side or model.require_tokenizer().truncation_side
-    rows = [model.bounded(i, t, None, limit, truncate=True, side=side) for i, t in enumerate(texts)]
+    rows = [model.inputs.bounded(i, t, None, limit, truncate=True, side=side) for i, t in enumerate(texts)]
     dense = np.empty((len(texts), model.config.hidden_size), np.float32)
     sparse: list[SparseVector] = [SparseVector(np.empty(0, np.int32), np.empty(0, np.float32))] * len(texts)
     multi: list[np.ndarray] = [np.empty((0, 0), np.float32)] * len(texts)

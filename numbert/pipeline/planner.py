@@ -82,19 +82,21 @@ def forward(
 def run(
     encoder: Encoder,
     rows: Sequence[Row],
-    limit: int,
+    limit: int | None,
     stride: int,
     window_batch: int,
     first_only: bool = False,
     last_layers: int | None = None,
+    *,
+    output_attentions: bool = False,
 ) -> Output:
     """A planned batch's Output: one forward (its last layer for the first tokens alone if `first_only`), or for a
-    single row over `limit` tokens its windows, stitched (an Output without a batch axis, as `run_windows` gives,
-    every position computed: each token's states are averaged over the windows holding it; the `last_layers`
-    hidden states alone, if given)."""
-    if len(rows) == 1 and len(rows[0].ids) > limit:
+    single row over `limit` tokens (None: no limit) its windows, stitched (an Output without a batch axis, as
+    `run_windows` gives, every position computed: each token's states are averaged over the windows holding it;
+    the `last_layers` hidden states alone, if given)."""
+    if limit is not None and len(rows) == 1 and len(rows[0].ids) > limit:
         return run_windows(encoder, rows[0], limit, stride, window_batch, last_layers)
-    return forward(encoder, rows, first_only=first_only)
+    return forward(encoder, rows, output_attentions=output_attentions, first_only=first_only)
 
 
 WINDOW_BATCH_TOKENS = 8_192  # the tokens of the windows one forward runs at most (one window at least)

@@ -80,7 +80,7 @@ def logits(model: Pipeline, pairs: Sequence[tuple[str, str]], *, batch_size: int
         batch_size=batch_size,
         limit=limit,
         window=False,
-        prepare=model.segment,
+        prepare=model.inputs.segment,
     )
 
     def scored(batch: tuple[list[int], list[Encoding]]) -> tuple[list[int], np.ndarray]:
@@ -100,7 +100,7 @@ def best_window_logits(
     """Each pair's highest logit over the windows of its document: `[CLS] query [SEP] window [SEP]` of `limit`
     tokens, the query whole in each, the document's windows overlapping by `stride` tokens (the tokenizer's
     truncation="only_second" with its overflowing windows). One label only. (n, 1) float32"""
-    tokenizer, prepare = model.require_tokenizer(), model.segment
+    tokenizer, prepare = model.require_tokenizer(), model.inputs.segment
     readout = model.sequence_logits()
     windows = []  # (pair index, encoding)
     for i, (query, document) in enumerate(pairs):
@@ -158,7 +158,7 @@ def predict(
     single = isinstance(pairs, (list, tuple)) and bool(pairs) and isinstance(pairs[0], str)
     checked = pair_list([pairs] if single else pairs)
     activation = activation_of(model, activation_fn)
-    batch_size, limit = planner.positive("batch_size", batch_size), model.pair_limit(max_length)
+    batch_size, limit = planner.positive("batch_size", batch_size), model.inputs.pair_limit(max_length)
     check_long(long)
     if long == "window":
         labels = len(model.heads.sequence_classifier.out.weight)

@@ -68,7 +68,7 @@ def embed_sparse(
         return batch[0], read(model.forward_rows([row_of(e) for e in batch[1]]))
 
     side = blas.side_by_side() if len(texts) > batch_size else 1  # batches side by side where there are several
-    for positions, answers in in_order(run, model.plan(texts, None, shape, batch_size), side):
+    for positions, answers in in_order(run, model.inputs.plan(texts, None, shape, batch_size), side):
         for i, vector in zip(positions, answers):
             vectors[i] = vector
     return vectors[0] if single else vectors

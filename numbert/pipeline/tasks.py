@@ -23,6 +23,7 @@ import numpy as np
 
 from ..model.heads import classifier_logits, masked_lm_logits, sigmoid, softmax
 from ..tokenizer import Encoding, Tokenizer
+from .embedding import batches
 from .pipeline import Pipeline
 from .planner import by_length, row_of, text_list
 from .readouts import SpanLogits, TokenLogits
@@ -169,7 +170,7 @@ def classify(
     if text_pair is not None:  # a None in a list of pairs: that text has none
         pairs = [text_pair] if isinstance(text_pair, str) else text_list(text_pair, none_ok=True, name="text_pair")
     results: list = [None] * len(texts)
-    for positions, out in model.batches(texts, pairs, batch_size=batch_size, first_only=readout.first_only):
+    for positions, out in batches(model, texts, pairs, batch_size=batch_size, first_only=readout.first_only):
         scores = scored(np.array(readout(out)))  # (batch, labels)
         for i, row in zip(positions, scores):
             ranked = sorted(

@@ -48,7 +48,7 @@ def nearest_tokens(model: Pipeline, query: str | int | np.ndarray, k: int = 10) 
             raise ValueError(f"a query vector must have shape ({model.config.hidden_size},), got {vector.shape}")
     return [
         pooling.Neighbor(str(tokenizer.convert_ids_to_tokens(i)), i, s)
-        for i, s in pooling.nearest(model.unit_word_embeddings, vector, k, exclude)
+        for i, s in pooling.nearest(model.encoder.unit_word_embeddings, vector, k, exclude)
     ]
 
 
