@@ -129,3 +129,25 @@ def test_cls_pooling_matches_sentence_transformers_and_the_whole_forward(tmp_pat
     assert np.abs(got - recipe.finish(whole)).max() <= TOLERANCE
     want = SentenceTransformer(str(d), device="cpu").encode(texts)
     assert cosines(got, want).min() >= 0.99999
+
+
+@pytest.mark.parametrize("kind", ["bert", "modernbert", "jina_embeddings_v3"])
+@pytest.mark.parametrize("padded", [False, True])
+def test_a_forward_keeping_its_last_layers_keeps_their_numbers(kind, padded):
+    """Encoder.forward's last_layers: hidden_states holds the last ones alone, bit for bit the whole forward's (and
+    with first_only, its first positions'); the pooler reads the same last layer."""
+    if kind == "bert":
+        encoder, (ids, types, mask) = random_encoder(), random_inputs(40, padded)
+    else:
+        encoder = modern_encoder(kind)
+        ids, types, mask = batch(kind) if padded else (a[:1] for a in batch(kind, lengths=[12]))
+    layers = len(encoder.layers) + 1
+    for first_only in (False, True):
+        whole = encoder.forward(ids, types, mask, first_only=first_only)
+        for last in (1, 2, layers, layers + 5):
+            kept = encoder.forward(ids, types, mask, first_only=first_only, last_layers=last)
+            np.testing.assert_array_equal(kept.hidden_states, whole.hidden_states[-last:])
+            if whole.pooler_output is not None:
+                np.testing.assert_array_equal(kept.pooler_output, whole.pooler_output)
+    one = encoder.forward(ids[0], types[0], mask[0], last_layers=1)
+    assert one.hidden_states.shape == (1, ids.shape[1], encoder.config.hidden_size)

@@ -12,7 +12,8 @@ feed-forward, pre-norm layers with a final norm (ModernBERT), sliding-window lay
 adapters chosen per call (jina-embeddings-v3, `Encoder.adapted`); long sequences' attention runs a block of
 queries at a time (numbert/model/attention_blocks.py).
 A reader of each row's first token alone ([CLS]: classifiers, rerank, CLS pooling) asks for `first_only`: the last
-layer then computes that token's query, attention output, feed-forward and norms only (`first_position_layer`).
+layer then computes that token's query, attention output, feed-forward and norms only (`encoder_layer`'s
+firsts_only); a reader of the last layers alone asks for `last_layers`, and the others are not kept.
 Token ids in, an `Output` out: text is numbert/pipeline/bert.py's business.
 """
 
@@ -334,58 +335,47 @@ class Encoder:
         score_bias: np.ndarray | None = None,
         rotation: tuple[np.ndarray, np.ndarray] | None = None,
         window: int | None = None,
+        firsts_only: bool = False,
     ) -> tuple[np.ndarray, np.ndarray | None]:
-        """One transformer layer on a batch's real tokens, packed (numbert/model/packing.py):
-        x: (tokens, hidden) -> (tokens, hidden), and the attention probabilities (batch, heads, seq, seq)
-        if output_probs, else None; written into `out` and `probs_out` (zeros) if given, else new arrays.
-        score_bias: (heads, seq, seq) added to the attention scores (MPNet's
-        `position_bias`), or None. rotation: the modern family's cos and sin at each token (`rotations`),
-        rotating queries and keys; window: a sliding-window layer's reach (ModernBERT), or None.
-        Reference: `reference.encoder_layer`, on the padded batch."""
-        if self.config.relative.pre_norm:
-            return self.pre_norm_layer(x, packing, layer, output_probs, out, probs_out, rotation, window)
-        eps = self.config.layer_norm_eps
-        tokens, hidden = x.shape
-        # Multi-head self-attention, then Add & Norm: the products on every token, attention per group.
-        context, probs = self.attention(x, packing, layer, output_probs, probs_out, score_bias, rotation, window)
-        h = linear(context, layer.attention_output, scratch_array(tokens, hidden))
-        h += x
-        assert layer.attention_norm is not None  # post-norm layers all have it
-        layer_norm(h, layer.attention_norm, eps, out=h)
-        # Position-wise feed-forward network, then Add & Norm.
-        f = self.feed_forward(h, layer, scratch_array(tokens, hidden))
-        f += h
-        return layer_norm(f, layer.feed_forward_norm, eps, out=out), probs
+        """One transformer layer on a batch's real tokens, packed (numbert/model/packing.py): multi-head
+        self-attention, then the position-wise feed-forward network, each in a residual connection with a LayerNorm.
 
-    def pre_norm_layer(
-        self,
-        x: np.ndarray,
-        packing: Packing,
-        layer: EncoderLayer,
-        output_probs: bool,
-        out: np.ndarray | None,
-        probs_out: np.ndarray | None,
-        rotation: tuple[np.ndarray, np.ndarray] | None,
-        window: int | None,
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """ModernBERT's layer: each sublayer reads its input normalised and adds its output to the input as it
-        was, x + attention(norm(x)), then h + feed_forward(norm(h)); layer 0's attention reads x itself.
-        Reference: `reference.pre_norm_layer`."""
-        eps = self.config.layer_norm_eps
+        The norm's place is the config's: after each sublayer (BERT: norm(x + attention(x)), then
+        norm(h + feed_forward(h))), or before it (pre-norm, ModernBERT: x + attention(norm(x)), then
+        h + feed_forward(norm(h)); layer 0's attention reads x itself).
+        The rows read: every token, x (tokens, hidden) -> (tokens, hidden); or, with `firsts_only`, the first token of
+        each row alone ([CLS], for a last layer whose other positions nobody reads): keys and values from every token,
+        the query, attention output, feed-forward and norms of the first tokens only, -> (rows, hidden) in
+        `packing.firsts` order, equal to the whole layer's first positions within rounding.
+        Written into `out` and `probs_out` (zeros) if given, else new arrays; the attention probabilities
+        (batch, heads, seq, seq) if output_probs, else None. score_bias: (heads, seq, seq) added to the attention
+        scores (MPNet's `position_bias`), or None. rotation: the modern family's cos and sin at each token
+        (`rotations`), rotating queries and keys; window: a sliding-window layer's reach (ModernBERT), or None.
+        Reference: `reference.encoder_layer` and `reference.pre_norm_layer`, on the padded batch."""
+        eps, pre_norm = self.config.layer_norm_eps, self.config.relative.pre_norm
         tokens, hidden = x.shape
-        a = (
-            x
-            if layer.attention_norm is None
-            else layer_norm(x, layer.attention_norm, eps, out=scratch_array(tokens, hidden))
-        )
-        context, probs = self.attention(a, packing, layer, output_probs, probs_out, None, rotation, window)
-        h = linear(context, layer.attention_output, scratch_array(tokens, hidden))
-        h += x
-        f = self.feed_forward(
-            layer_norm(h, layer.feed_forward_norm, eps, out=scratch_array(tokens, hidden)), layer, out
-        )
+
+        def temporary() -> np.ndarray | None:
+            """A (tokens, hidden) temporary of the layer's scratch; for the first tokens alone, None: a new array."""
+            return None if firsts_only else scratch_array(tokens, hidden)
+
+        a = x  # what attention reads: the normalised input in a pre-norm layer (but layer 0), else x
+        if pre_norm and layer.attention_norm is not None:
+            a = layer_norm(x, layer.attention_norm, eps, out=scratch_array(tokens, hidden))
+        context, probs = self.attention(
+            a, packing, layer, output_probs, probs_out, score_bias, rotation, window, firsts_only
+        )  # (rows, hidden): rows = tokens, or the batch's rows for the first tokens alone
+        h = linear(context, layer.attention_output, temporary())
+        h += x[packing.firsts] if firsts_only else x
+        if pre_norm:  # then h + feed_forward(norm(h))
+            f = self.feed_forward(layer_norm(h, layer.feed_forward_norm, eps, out=temporary()), layer, out)
+            f += h
+            return f, probs
+        assert layer.attention_norm is not None  # post-norm layers all have it
+        layer_norm(h, layer.attention_norm, eps, out=h)  # norm(x + attention(x)), then norm(h + feed_forward(h))
+        f = self.feed_forward(h, layer, temporary())
         f += h
-        return f, probs
+        return layer_norm(f, layer.feed_forward_norm, eps, out=f if firsts_only else out), probs
 
     def attention(
         self,
@@ -397,62 +387,29 @@ class Encoder:
         score_bias: np.ndarray | None,
         rotation: tuple[np.ndarray, np.ndarray] | None,
         window: int | None,
+        firsts_only: bool = False,
     ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Multi-head self-attention's context before W_O: the Q, K, V products on every token, the modern
-        family's rotation of queries and keys, attention per group. -> (tokens, hidden), probabilities or None"""
+        """Multi-head self-attention's context before W_O: the K and V products on every token, the Q product on
+        every token (or, `firsts_only`, on each row's first token alone), the modern family's rotation of queries
+        and keys, attention per group. -> (tokens or rows, hidden), the probabilities or None"""
         heads = self.config.num_attention_heads
         tokens, hidden = x.shape
-        q, k, v = (linear(x, p, scratch_array(tokens, hidden)) for p in (layer.query, layer.key, layer.value))
+        firsts = packing.firsts
+        k, v = (linear(x, p, scratch_array(tokens, hidden)) for p in (layer.key, layer.value))
+        q = linear(x[firsts], layer.query) if firsts_only else linear(x, layer.query, scratch_array(tokens, hidden))
         if rotation is not None:
-            for a in (q, k):
-                rotate(a.reshape(tokens, heads, hidden // heads), *rotation)
+            cos, sin = rotation
+            rotate(k.reshape(tokens, heads, hidden // heads), cos, sin)
+            q_cos, q_sin = (cos[firsts], sin[firsts]) if firsts_only else (cos, sin)
+            rotate(q.reshape(len(q), heads, hidden // heads), q_cos, q_sin)
+        if firsts_only:
+            context = first_query_attention(q, k, v, packing, heads, score_bias, out=np.empty_like(q), window=window)
+            return context, None
         context = scratch_array(tokens, hidden)
         probs = attention_by_group(
             q, k, v, packing, heads, score_bias, output_probs, out=context, probs_out=probs_out, window=window
         )
         return context, probs
-
-    def first_position_layer(
-        self,
-        x: np.ndarray,
-        packing: Packing,
-        layer: EncoderLayer,
-        *,
-        score_bias: np.ndarray | None = None,
-        rotation: tuple[np.ndarray, np.ndarray] | None = None,
-        window: int | None = None,
-    ) -> np.ndarray:
-        """`encoder_layer` for the first token of each row only ([CLS]), as a last layer whose other positions
-        nobody reads: keys and values from every token, the query, attention output, feed-forward and norms of the
-        first tokens alone. x: (tokens, hidden) packed -> (rows, hidden) in `packing.firsts` order.
-        Equal to the whole layer's first positions within rounding (tests/test_reference.py); for a 6-layer
-        MiniLM cross-encoder it skips about 14 % of the forward's products. Reference: `reference.encoder_layer`."""
-        c, eps = self.config, self.config.layer_norm_eps
-        heads = c.num_attention_heads
-        tokens, hidden = x.shape
-        firsts = packing.firsts
-        pre_norm = c.relative.pre_norm
-        a = x  # what attention reads: ModernBERT's normalised input (but in layer 0), else x
-        if pre_norm and layer.attention_norm is not None:
-            a = layer_norm(x, layer.attention_norm, eps, out=scratch_array(tokens, hidden))
-        k, v = (linear(a, p, scratch_array(tokens, hidden)) for p in (layer.key, layer.value))
-        q = linear(a[firsts], layer.query)  # (rows, hidden)
-        if rotation is not None:
-            cos, sin = rotation
-            rotate(k.reshape(tokens, heads, hidden // heads), cos, sin)
-            rotate(q.reshape(len(firsts), heads, hidden // heads), cos[firsts], sin[firsts])
-        context = first_query_attention(q, k, v, packing, heads, score_bias, out=np.empty_like(q), window=window)
-        h = linear(context, layer.attention_output)
-        h += x[firsts]
-        if pre_norm:  # x + attention(norm(x)), then h + feed_forward(norm(h))
-            f = self.feed_forward(layer_norm(h, layer.feed_forward_norm, eps), layer, None)
-            f += h
-            return f
-        assert layer.attention_norm is not None  # post-norm layers all have it
-        layer_norm(h, layer.attention_norm, eps, out=h)
-        f = self.feed_forward(h, layer, None)
-        f += h
-        return layer_norm(f, layer.feed_forward_norm, eps, out=f)
 
     def feed_forward(self, h: np.ndarray, layer: EncoderLayer, out: np.ndarray | None) -> np.ndarray:
         """The position-wise feed-forward network, gated where the layer has a gate (the modern family)."""
@@ -473,6 +430,7 @@ class Encoder:
         output_attentions: bool = False,
         every_position: bool = False,
         first_only: bool = False,
+        last_layers: int | None = None,
     ) -> Output:
         """Run the encoder on token ids of shape (seq,) or (batch, seq).
 
@@ -481,63 +439,33 @@ class Encoder:
         positions the mask hides get hidden states too, as in transformers: they attend to the others, which never
         attend to them (ColBERT's query expansion reads them).
         first_only: for a reader of each row's first token alone ([CLS]: a sequence classifier, next-sentence
-        prediction, CLS pooling): the last layer computes that token only (`first_position_layer`), and the Output
-        holds every layer's first position alone, hidden_states (layers + 1, [batch,] 1, hidden), its
+        prediction, CLS pooling): the last layer computes that token only (`encoder_layer`'s firsts_only), and the
+        Output holds every layer's first position alone, hidden_states (layers + 1, [batch,] 1, hidden), its
         `first_only` set; equal to the whole forward's [:, :, :1] within rounding. Not with output_attentions.
+        last_layers: keep only the last hidden states a reader reads, hidden_states (last_layers, [batch,] seq,
+        hidden), the same numbers as the whole forward's [-last_layers:] (None: every layer's).
         Reference: `reference.forward`; faster by running the layers on the real tokens only (Packing),
         by writing into hidden_states and attentions, and by reusing each layer's temporaries (Scratch).
         """
         ids, types, mask, single = self._check_inputs(input_ids, token_type_ids, attention_mask)
         if first_only and output_attentions:
             raise ValueError("first_only computes the last layer's first tokens only: it has no attentions to give")
-        c = self.config
+        c, n = self.config, len(self.layers)
         batch, seq = ids.shape
-        kept = 1 if first_only else seq  # the positions hidden_states keeps
-        hidden_states = np.zeros((c.num_hidden_layers + 1, batch, kept, c.hidden_size), np.float32)
-        attentions = (
-            np.zeros((c.num_hidden_layers, batch, c.num_attention_heads, seq, seq), np.float32)
-            if output_attentions
-            else None
-        )
+        kept = n + 1 if last_layers is None else max(1, min(int(last_layers), n + 1))  # the hidden states kept
+        hidden_states = np.zeros((kept, batch, 1 if first_only else seq, c.hidden_size), np.float32)
+        attentions = np.zeros((n, batch, c.num_attention_heads, seq, seq), np.float32) if output_attentions else None
         packing = Packing(mask, every_position)  # the layers run on the real tokens only (or on every position)
-        score_bias = self.position_bias(seq)  # MPNet's, computed once for every layer; None for the others
-        rotations = self.rotations(seq, packing)  # the modern family's, once per layer kind; {} for the others
-        embedded = np.zeros((batch, seq, c.hidden_size), np.float32) if first_only else hidden_states[0]
-        self.embeddings(ids, types, out=embedded)
-        x = packing.pack(embedded)  # (tokens, hidden)
+        keeps_embedded = kept == n + 1  # the embedding output is hidden_states[0]
+        into_states = keeps_embedded and not first_only
+        embedded = hidden_states[0] if into_states else np.zeros((batch, seq, c.hidden_size), np.float32)
+        self.embeddings(ids, types, out=embedded)  # (batch, seq, hidden)
+        x = packing.pack(embedded)  # (tokens, hidden): the real tokens
         if not every_position:
             embedded[mask == 0] = 0  # padding holds zeros in every layer
-        if first_only:
+        if keeps_embedded and first_only:
             hidden_states[0] = embedded[:, :1]
-        firsts, first_rows = packing.firsts, packing.first_rows
-        scratch = Scratch()  # each layer's temporaries, reused by the next
-        for i, layer in enumerate(self.layers):
-            rope, last = c.layer_rope(i), i == len(self.layers) - 1
-            rotation = None if rope is None else rotations[rope]
-            window = c.window if c.layer_type(i) == "sliding_attention" else None
-            with scratch:  # without padding each layer writes straight into hidden_states
-                if first_only and last:
-                    x = self.first_position_layer(  # (rows, hidden)
-                        x, packing, layer, score_bias=score_bias, rotation=rotation, window=window
-                    )
-                else:
-                    x, _ = self.encoder_layer(
-                        x,
-                        packing,
-                        layer,
-                        output_attentions,
-                        out=packing.pack(hidden_states[i + 1]) if packing.whole and not first_only else None,
-                        probs_out=None if attentions is None else attentions[i],
-                        score_bias=score_bias,
-                        rotation=rotation,
-                        window=window,
-                    )
-                if self.final_norm is not None and last:  # ModernBERT: its last state, normalised
-                    layer_norm(x, self.final_norm, c.layer_norm_eps, out=x)
-                if not first_only:
-                    packing.unpack(x, out=hidden_states[i + 1])
-                else:
-                    hidden_states[i + 1, first_rows, 0] = x if last else x[firsts]
+        self.through_layers(x, packing, hidden_states, attentions, first_only)
         if single:
             hidden_states = hidden_states[:, 0]
             attentions = None if attentions is None else attentions[:, 0]
@@ -545,6 +473,48 @@ class Encoder:
         output = Output(ids, types, mask, hidden_states, self.pooler_output(hidden_states[-1]), attentions)
         output.first_only = first_only
         return output
+
+    def through_layers(
+        self,
+        x: np.ndarray,
+        packing: Packing,
+        hidden_states: np.ndarray,
+        attentions: np.ndarray | None,
+        first_only: bool,
+    ) -> None:
+        """The embedded tokens x (tokens, hidden) through every layer, each layer's output written into its place
+        in hidden_states (kept layers, batch, seq, hidden) if it is kept there (the last ones are), its attention
+        probabilities into attentions (layers, batch, heads, seq, seq) if given; with first_only, the last layer
+        for each row's first token alone and hidden_states (kept layers, batch, 1, hidden)."""
+        c, n = self.config, len(self.layers)
+        skipped = n + 1 - len(hidden_states)  # hidden state j is kept as hidden_states[j - skipped]
+        seq = packing.shape[1]
+        score_bias = self.position_bias(seq)  # (heads, seq, seq): MPNet's, for every layer; None for the others
+        rotations = self.rotations(seq, packing)  # the modern family's (cos, sin) per layer kind; {} for the others
+        scratch = Scratch()  # each layer's temporaries, reused by the next
+        for i, layer in enumerate(self.layers):
+            last = i == n - 1
+            state = hidden_states[i + 1 - skipped] if i + 1 >= skipped else None  # (batch, seq or 1, hidden)
+            direct = packing.whole and not first_only  # no padding: a kept layer's output is written straight in
+            with scratch:
+                x, _ = self.encoder_layer(  # (tokens, hidden); first_only's last: (rows, hidden)
+                    x,
+                    packing,
+                    layer,
+                    attentions is not None,
+                    out=packing.pack(state) if direct and state is not None else None,
+                    probs_out=None if attentions is None else attentions[i],
+                    score_bias=score_bias,
+                    rotation=None if (rope := c.layer_rope(i)) is None else rotations[rope],
+                    window=c.window if c.layer_type(i) == "sliding_attention" else None,
+                    firsts_only=first_only and last,
+                )
+                if self.final_norm is not None and last:  # ModernBERT: its last state, normalised
+                    layer_norm(x, self.final_norm, c.layer_norm_eps, out=x)
+                if state is not None and not first_only:
+                    packing.unpack(x, out=state)
+                elif state is not None:
+                    state[packing.first_rows, 0] = x if last else x[packing.firsts]
 
     def empty_output(self, output_attentions: bool = False) -> Output:
         """The Output of a batch of no inputs: arrays with a batch (and seq) of 0."""

@@ -55,11 +55,16 @@ def row_of(encoding: Encoding) -> Row:
 
 
 def forward(
-    encoder: Encoder, rows: Sequence[Row], *, output_attentions: bool = False, first_only: bool = False
+    encoder: Encoder,
+    rows: Sequence[Row],
+    *,
+    output_attentions: bool = False,
+    first_only: bool = False,
+    last_layers: int | None = None,
 ) -> Output:
     """One forward over rows of different lengths, right-padded to the longest. Output arrays (batch, ...);
-    first_only: each row's first token alone in the last layer, for a readout that reads nothing else
-    (`Encoder.forward`).
+    first_only: each row's first token alone in the last layer, for a readout that reads nothing else;
+    last_layers: only the last hidden states kept, for a readout that reads those alone (`Encoder.forward`).
 
     A row whose tokens past `attended` are read by none (ColBERT's query expansion) has them masked out of the
     attention mask, and every position of the batch runs, as transformers runs a padded batch."""
@@ -76,6 +81,7 @@ def forward(
         output_attentions=output_attentions,
         every_position=expanded,
         first_only=first_only,
+        last_layers=last_layers,
     )
 
 
@@ -93,10 +99,10 @@ def run(
     """A planned batch's Output: one forward (its last layer for the first tokens alone if `first_only`), or for a
     single row over `limit` tokens (None: no limit) its windows, stitched (an Output without a batch axis, as
     `run_windows` gives, every position computed: each token's states are averaged over the windows holding it;
-    the `last_layers` hidden states alone, if given)."""
+    the `last_layers` hidden states alone, if given: a forward keeps only those)."""
     if limit is not None and len(rows) == 1 and len(rows[0].ids) > limit:
         return run_windows(encoder, rows[0], limit, stride, window_batch, last_layers)
-    return forward(encoder, rows, output_attentions=output_attentions, first_only=first_only)
+    return forward(encoder, rows, output_attentions=output_attentions, first_only=first_only, last_layers=last_layers)
 
 
 WINDOW_BATCH_TOKENS = 8_192  # the tokens of the windows one forward runs at most (one window at least)
@@ -128,7 +134,7 @@ def run_windows(
         for b in range(0, len(spans), batch_size):
             batch = spans[b : b + batch_size]
             windows = [Row(np.concatenate([[cls], content[s:e], [sep]]).astype(np.int32)) for s, e in batch]
-            hidden_states = forward(encoder, windows).hidden_states[-kept:]
+            hidden_states = forward(encoder, windows, last_layers=kept).hidden_states  # (kept, windows, seq, hidden)
             for r, (s, e) in enumerate(batch):
                 yield s, hidden_states[:, r, : e - s + 2]
             del hidden_states  # before the next batch's forward: one batch's states held at a time
