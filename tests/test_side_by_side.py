@@ -32,7 +32,7 @@ def side_by_side():
 
 def test_side_by_side_gives_the_bits_of_one_blas_thread(minilm, side_by_side, monkeypatch):
     ran_on = set()
-    run = minilm.run
+    run = minilm.runner.run
 
     def recorded(*args, **kwargs):
         ran_on.add(threading.current_thread().name)
@@ -43,7 +43,7 @@ def test_side_by_side_gives_the_bits_of_one_blas_thread(minilm, side_by_side, mo
         one = minilm.embed(TEXTS, batch_size=8, progress=False)
         cls = minilm.embed(TEXTS, batch_size=8, progress=False, pooling="cls")  # the first_only forward too
     side_by_side(2)
-    monkeypatch.setattr(minilm, "run", recorded)
+    monkeypatch.setattr(minilm.runner, "run", recorded)
     rows = row_threads.count()
     before = blas_threads()
     two = minilm.embed(TEXTS, batch_size=8, progress=False)

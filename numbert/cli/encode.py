@@ -546,6 +546,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_sentence_options(p)
     add_vector_options(p)
     add_dimensions(p)
+    add_length_options(p)
+    add_parallel_options(p)
+    add_kind_options(p)
+    add_prompt_options(p)
+    p.set_defaults(run=encode)
+
+
+def add_length_options(p: argparse.ArgumentParser) -> None:
+    """`numbert encode`'s precision, long inputs and batch size."""
     p.add_argument(
         "--precision",
         choices=PRECISIONS,
@@ -569,6 +578,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--batch-size", type=positive_int, default=32, metavar="N", help="texts per forward pass (default: 32)"
     )
+
+
+def add_parallel_options(p: argparse.ArgumentParser) -> None:
+    """`numbert encode`'s worker processes, resumable shards and Dask."""
     p.add_argument(
         "--workers",
         type=non_negative_int,
@@ -592,6 +605,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dask", action="store_true", help="run on a local Dask cluster of --workers (default: all cores) processes"
     )
+
+
+def add_kind_options(p: argparse.ArgumentParser) -> None:
+    """`numbert encode`'s other kinds of vectors: sparse (SPLADE) and multi-vector (ColBERT, BGE-M3)."""
     p.add_argument(
         "--sparse",
         nargs="?",
@@ -613,5 +630,3 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "-o DIR/ (one .npy per text, numbered from 0); numbert.cli.multi",
     )
     p.add_argument("--query", action="store_true", help="--multi: the texts are queries (marked, [MASK]-expanded)")
-    add_prompt_options(p)
-    p.set_defaults(run=encode)

@@ -147,8 +147,6 @@ def serve(args: argparse.Namespace) -> None:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     """Register `numbert serve`."""
-    from ..serve.settings import Settings
-
     p = commands.add_parser(
         "serve",
         help="serve sentence vectors over HTTP (OpenAI and TEI APIs)",
@@ -171,6 +169,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_sentence_options(p)
     add_vector_options(p)
     add_prompt_options(p)
+    add_server_options(p)
+    add_observability_options(p)
+    add_limit_options(p)
+    add_access_options(p)
+    p.set_defaults(run=serve)
+
+
+def add_server_options(p: argparse.ArgumentParser) -> None:
+    """`numbert serve`'s address, processes, served names and truncation."""
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     p.add_argument("--port", type=port, default=8000, help="port, 0 for any free one (default: %(default)s)")
     p.add_argument(
@@ -198,7 +205,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="cut inputs over the model's length instead of answering 413 (/embed's 'truncate' "
         "overrides it per request)",
     )
-    add_observability_options(p)
+
+
+def add_limit_options(p: argparse.ArgumentParser) -> None:
+    """`numbert serve`'s limits (LIMITS, their defaults the Settings') and the request timeout."""
+    from ..serve.settings import Settings
+
     defaults = {f.name: f.default for f in dataclasses.fields(Settings)}
     for name, help in LIMITS.items():
         p.add_argument(
@@ -216,6 +228,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="answer a request within SECONDS of its body's arrival, else a 504 and its inputs dropped unrun "
         "(default: no limit)",
     )
+
+
+def add_access_options(p: argparse.ArgumentParser) -> None:
+    """`numbert serve`'s API keys and CORS origins."""
     p.add_argument(
         "--api-key",
         action="append",
@@ -233,7 +249,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="let browser pages from ORIGIN (e.g. https://app.example.com, or * for any) call the server: "
         "CORS headers and preflights (repeatable; default: none)",
     )
-    p.set_defaults(run=serve)
 
 
 def add_observability_options(p: argparse.ArgumentParser) -> None:

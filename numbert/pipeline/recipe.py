@@ -193,47 +193,11 @@ def build(
     naming it.
     """
     st = sentence_config
-    if st is not None and pooling is None and st.unsupported:
-        raise ValueError(
-            f"this sentence-transformers model has modules numbert does not run "
-            f"({', '.join(st.unsupported)}), so its own sentence vectors cannot be computed; "
-            f"pass pooling=... (and layers=...) to pool BERT's token vectors yourself"
-        )
-    if st is not None and pooling is None and st.splade is not None:
-        raise ValueError(
-            "this is a SparseEncoder (SPLADE) model: its vectors are sparse, over the vocabulary "
-            "(model.embed_sparse(texts)); pass pooling=... to pool BERT's token vectors yourself"
-        )
-    for name, value in (("prompt", prompt), ("prompt_name", prompt_name)):
-        if value is not None and not isinstance(value, str):
-            raise TypeError(f"{name} must be a str, not {type(value).__name__}")
-    if st is None and prompt_name is not None:
-        raise ValueError("prompt_name needs a sentence-transformers model with prompts; pass prompt= instead")
+    check_own_recipe(st, pooling, prompt, prompt_name)
     dense = st.dense if st is not None and pooling is None else ()  # a chosen pooling skips the model's Dense
-    if pooling is None:
-        pooling = st.pooling if st is not None else ("mean",)
-    if not isinstance(pooling, (str, Sequence)):
-        raise TypeError(f"pooling must be a name or a list of names ({', '.join(POOLINGS)}), not {pooling!r:.40}")
-    poolings = (pooling,) if isinstance(pooling, str) else tuple(pooling)
-    if layers is None:
-        layers = -1 if st is not None else -2
-    elif isinstance(layers, Sequence) and not isinstance(layers, (str, bytes)):
-        layers = tuple(layers)  # a list of indices, frozen
-    elif not isinstance(layers, (str, int, np.integer)):
-        raise TypeError(f"layers must be a strategy name, an int or a list of ints, not {type(layers).__name__}")
+    poolings, layers = chosen_pooling(st, pooling), chosen_layers(st, layers)
     width = dense[-1].weight.shape[0] if dense else pooled_width(config, has_pooler, poolings, layers, combine)
-    if truncate_dim is not None:
-        if dimensions is not None:
-            raise TypeError("got both dimensions and sentence-transformers' truncate_dim; pass one")
-        check_dimensions(truncate_dim, width, "truncate_dim")
-        dimensions = truncate_dim
-    elif dimensions is not None:
-        check_dimensions(dimensions, width)
-    if dimensions is not None and config.matryoshka_dimensions and dimensions not in config.matryoshka_dimensions:
-        raise ValueError(
-            f"dimensions {dimensions} is not one this model was trained to be cut to: "
-            f"{', '.join(map(str, config.matryoshka_dimensions))}"
-        )
+    dimensions = chosen_dimensions(config, width, dimensions, truncate_dim)
     check_task(config, task)
     if task is not None and prompt is None and prompt_name is None:
         prompt = dict(config.task_instructions).get(task)
@@ -263,6 +227,68 @@ def build(
         matryoshka="layer_norm" if config.model_type == "nomic_bert" else "cut",
         task=task,
     )
+
+
+def check_own_recipe(
+    st: SentenceConfig | None, pooling: str | Sequence[str] | None, prompt: str | None, prompt_name: str | None
+) -> None:
+    """A ValueError where the model's own recipe is asked for (no pooling chosen) and numbert cannot run it, or a
+    prompt is not a str, or a prompt_name is given to a model without prompts."""
+    if st is not None and pooling is None and st.unsupported:
+        raise ValueError(
+            f"this sentence-transformers model has modules numbert does not run "
+            f"({', '.join(st.unsupported)}), so its own sentence vectors cannot be computed; "
+            f"pass pooling=... (and layers=...) to pool BERT's token vectors yourself"
+        )
+    if st is not None and pooling is None and st.splade is not None:
+        raise ValueError(
+            "this is a SparseEncoder (SPLADE) model: its vectors are sparse, over the vocabulary "
+            "(model.embed_sparse(texts)); pass pooling=... to pool BERT's token vectors yourself"
+        )
+    for name, value in (("prompt", prompt), ("prompt_name", prompt_name)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if st is None and prompt_name is not None:
+        raise ValueError("prompt_name needs a sentence-transformers model with prompts; pass prompt= instead")
+
+
+def chosen_pooling(st: SentenceConfig | None, pooling: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The pooling names: the chosen ones, else the sentence-transformers model's, else the mean."""
+    if pooling is None:
+        pooling = st.pooling if st is not None else ("mean",)
+    if not isinstance(pooling, (str, Sequence)):
+        raise TypeError(f"pooling must be a name or a list of names ({', '.join(POOLINGS)}), not {pooling!r:.40}")
+    return (pooling,) if isinstance(pooling, str) else tuple(pooling)
+
+
+def chosen_layers(st: SentenceConfig | None, layers: Layers | None) -> Layers:
+    """The layers pooled: the chosen ones (a list frozen to a tuple), else the last for a sentence-transformers
+    model, else the second-to-last (bert-as-service's)."""
+    if layers is None:
+        layers = -1 if st is not None else -2
+    elif isinstance(layers, Sequence) and not isinstance(layers, (str, bytes)):
+        layers = tuple(layers)  # a list of indices, frozen
+    elif not isinstance(layers, (str, int, np.integer)):
+        raise TypeError(f"layers must be a strategy name, an int or a list of ints, not {type(layers).__name__}")
+    return layers
+
+
+def chosen_dimensions(config: BertConfig, width: int, dimensions: int | None, truncate_dim: int | None) -> int | None:
+    """The dimensions kept of `width` (`truncate_dim`: sentence-transformers' name), checked, and one the model was
+    trained to be cut to if it names them (matryoshka_dimensions); None: all."""
+    if truncate_dim is not None:
+        if dimensions is not None:
+            raise TypeError("got both dimensions and sentence-transformers' truncate_dim; pass one")
+        check_dimensions(truncate_dim, width, "truncate_dim")
+        dimensions = truncate_dim
+    elif dimensions is not None:
+        check_dimensions(dimensions, width)
+    if dimensions is not None and config.matryoshka_dimensions and dimensions not in config.matryoshka_dimensions:
+        raise ValueError(
+            f"dimensions {dimensions} is not one this model was trained to be cut to: "
+            f"{', '.join(map(str, config.matryoshka_dimensions))}"
+        )
+    return dimensions
 
 
 def plain_layer_norm(vectors: np.ndarray, eps: float = 1e-5) -> np.ndarray:
