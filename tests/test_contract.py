@@ -313,7 +313,7 @@ FUNCTIONS = {
     "numbert.util.community_detection": call(vectors, with_="threshold min_community_size batch_size"),
     "numbert.util.quantize_embeddings": call(vectors, st.sampled_from(["float32", "int8", "uint8", "binary",
                                                                        "ubinary", "nope", 3, None])),
-    # the transformers door: the classes' loaders (their models' calls: TRANSFORMERS_CALLS)
+    # the transformers door: the classes' loaders (their loaded objects' calls: DOOR_CALLS)
     **{f"numbert.transformers.{c}.from_pretrained": call(st.one_of(st.sampled_from(NAMES), not_texts))
        for c in ("AutoTokenizer", "BertTokenizer", "AutoModel", "BertModel", "BertForMaskedLM")},
 }  # fmt: skip
@@ -420,6 +420,44 @@ def test_a_tokenizer_method_answers_or_refuses_in_one_line(models, data):
     args, kwargs = data.draw(TOKENIZER_METHODS[method], "arguments")
     tokenizer = models[kind].tokenizer
     answer_or_refusal(lambda: getattr(tokenizer, method)(*args, **kwargs), f"{kind} tokenizer.{method}")
+
+
+ints = st.one_of(ids, st.builds(np.array, ids), st.sampled_from([np.zeros((2, 3), np.int64), np.ones((1, 0), int),
+                                                              np.full((1, 3), 2**40), np.zeros((1, 2, 3), int)]))
+# the transformers door's loaded objects (tokenizer, model) -> their calls, as the tutorials make them
+DOOR_CALLS = {
+    "tokenizer.__call__": call(st.one_of(texts(), batches(), not_texts),
+                               with_="padding truncation max_length add_special_tokens"),
+    "tokenizer.tokenize": call(st.one_of(texts(), not_texts)),
+    "tokenizer.convert_tokens_to_ids": call(tokens),
+    "tokenizer.decode": call(ids, with_="skip_special_tokens"),
+    "model.__call__": call(ints),
+    "model.forward": call(ints, ints),
+    "model.get_input_embeddings": call(),
+    "embeddings.__call__": call(ints),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def door(model_dirs) -> dict:
+    from numbert import transformers as door
+
+    model = door.BertModel.from_pretrained(str(model_dirs["bert"]), output_hidden_states=True)
+    return {
+        "tokenizer": door.AutoTokenizer.from_pretrained(str(model_dirs["bert"])),
+        "model": model,
+        "embeddings": model.get_input_embeddings(),
+    }
+
+
+@budget(150)
+@given(st.data())
+def test_a_transformers_door_call_answers_or_refuses_in_one_line(door, data):
+    name = data.draw(st.sampled_from(sorted(DOOR_CALLS)), "call")
+    args, kwargs = data.draw(DOOR_CALLS[name], "arguments")
+    owner, _, method = name.partition(".")
+    answer_or_refusal(lambda: getattr(door[owner], method)(*args, **kwargs), f"transformers door {name}",
+                      given=(args, kwargs))  # fmt: skip
 
 
 # --- model directories: every kind, each file made hostile ------------------------------------------------------
