@@ -19,6 +19,7 @@ import os
 import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Self
 
 import numpy as np
 
@@ -75,7 +76,60 @@ ST_ONLY = {  # sentence-transformers' names numbert does not carry -> what to do
 }
 
 
-class StBert(Bert):
+class Manners:
+    """What a sentence-transformers model (a torch module) answers about where and how it runs: on the CPU, in
+    float32, text only; and for a name numbert does not carry, an AttributeError saying what to do instead."""
+
+    SUPPORTED_SIMILARITY_FN_NAMES = list(util.SIMILARITIES)
+    device = "cpu"  # numbert runs on the CPU
+    dtype = np.dtype(np.float32)  # and computes in float32
+    modalities = ["text"]
+
+    model_type = "SentenceTransformer"  # the sentence-transformers class it stands for
+
+    @staticmethod
+    def is_singular_input(inputs) -> bool:
+        """Whether `inputs` is one text rather than a list of them."""
+        return isinstance(inputs, str)
+
+    def supports(self, modality: str) -> bool:
+        """Whether the model embeds this modality: text only."""
+        return modality == "text"
+
+    def get_backend(self) -> str:
+        """numbert's forward is NumPy's: "numpy" (sentence-transformers answers "torch", "onnx" or "openvino")."""
+        return "numpy"
+
+    def to(self, device: str) -> Self:
+        """The model itself on the CPU; another device is refused (numbert runs on the CPU)."""
+        check_device(device)
+        return self
+
+    def cpu(self) -> Self:
+        return self
+
+    def eval(self) -> Self:
+        """The model itself: numbert only runs inference."""
+        return self
+
+    def float(self) -> Self:
+        """The model itself: numbert computes in float32."""
+        return self
+
+    def train(self, mode: bool = True) -> Self:
+        """train(False) is eval(); training is refused."""
+        if mode:
+            raise NotImplementedError(TRAINING)
+        return self
+
+    def __getattr__(self, name: str):
+        """A sentence-transformers name numbert does not carry: an AttributeError saying what to do instead."""
+        if name in ST_ONLY:
+            raise AttributeError(f"{type(self).__name__}.{name} is sentence-transformers' alone: {ST_ONLY[name]}")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+class StBert(Manners, Bert):
     """A Bert loaded through SentenceTransformer(...): its truncate_dim applies to every encode, as
     SentenceTransformer's does; to() and fit() answer as sentence-transformers' would, or say why not."""
 
@@ -128,6 +182,22 @@ class StBert(Bert):
             raise ValueError("max_seq_length is a sentence-transformers model's setting; pass max_length= to encode")
         self.sentence_config = dataclasses.replace(self.sentence_config, max_seq_length=value)
 
+    @classmethod
+    def load(cls, input_path: str | os.PathLike):
+        """The model of a directory, as SentenceTransformer.load."""
+        return cls.from_pretrained(input_path)
+
+    def set_prompts(self, prompts: Mapping[str, str], default_prompt_name: str | None) -> None:
+        """`prompts` (name -> text) added to the model's own; `default_prompt_name` (None: the config's) checked."""
+        if self.sentence_config is None:
+            raise ValueError(f"{self.name}: prompts need a sentence-transformers directory")
+        config = self.sentence_config
+        merged = {**config.prompts, **prompts}
+        name = config.default_prompt_name if default_prompt_name is None else default_prompt_name
+        if name is not None and name not in merged:
+            raise ValueError(f"default_prompt_name {name!r} is not one of the prompts: {', '.join(merged) or 'none'}")
+        self.sentence_config = dataclasses.replace(config, prompts=merged, default_prompt_name=name)
+
     def get_max_seq_length(self) -> int:
         """max_seq_length, as SentenceTransformer.get_max_seq_length."""
         return self.max_seq_length
@@ -138,61 +208,6 @@ class StBert(Bert):
     def num_labels(self) -> int:
         """A cross-encoder's scores per pair (CrossEncoder.num_labels)."""
         return len(self.labels)
-
-    # --- where and how it runs ------------------------------------------------------------------------
-
-    SUPPORTED_SIMILARITY_FN_NAMES = list(util.SIMILARITIES)
-    device = "cpu"  # numbert runs on the CPU
-    dtype = np.dtype(np.float32)  # and computes in float32
-    modalities = ["text"]
-
-    model_type = "SentenceTransformer"  # the sentence-transformers class it stands for
-
-    @staticmethod
-    def is_singular_input(inputs) -> bool:
-        """Whether `inputs` is one text rather than a list of them."""
-        return isinstance(inputs, str)
-
-    @classmethod
-    def load(cls, input_path: str | os.PathLike) -> StBert:
-        """The model of a directory, as SentenceTransformer.load."""
-        return cls.from_pretrained(input_path)
-
-    def supports(self, modality: str) -> bool:
-        """Whether the model embeds this modality: text only."""
-        return modality == "text"
-
-    def get_backend(self) -> str:
-        """ "numpy": numbert's forward (sentence-transformers answers "torch", "onnx" or "openvino")."""
-        return "numpy"
-
-    def to(self, device: str) -> StBert:
-        """The model itself on the CPU; another device is refused (numbert runs on the CPU)."""
-        check_device(device)
-        return self
-
-    def cpu(self) -> StBert:
-        return self
-
-    def eval(self) -> StBert:
-        """The model itself: numbert only runs inference."""
-        return self
-
-    def float(self) -> StBert:
-        """The model itself: numbert computes in float32."""
-        return self
-
-    def train(self, mode: bool = True) -> StBert:
-        """train(False) is eval(); training is refused."""
-        if mode:
-            raise NotImplementedError(TRAINING)
-        return self
-
-    def __getattr__(self, name: str):
-        """A sentence-transformers name numbert does not carry: an AttributeError saying what to do instead."""
-        if name in ST_ONLY:
-            raise AttributeError(f"{type(self).__name__}.{name} is sentence-transformers' alone: {ST_ONLY[name]}")
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # --- many processes, Matryoshka truncation, saving --------------------------------------------------
 
@@ -401,87 +416,93 @@ class StMulti(StBert):
     rank = StBert.rank_multi  # type: ignore[assignment]  # documents best first by MaxSim with the query
 
 
-def loaded(
-    kind: type[StBert],
-    model_name_or_path: str | os.PathLike | None,
-    device: str | None,
-    cache_folder: str | os.PathLike | None,
-    revision: str | None,
-) -> StBert:
-    check_device(device)
-    return kind.from_pretrained(model_name_or_path, revision=revision, cache_dir=cache_folder)
+class Door:
+    """What makes sentence-transformers' class names classes here: calling one loads a model (its __new__), which
+    is an instance of it (isinstance works, static methods such as SparseEncoder.sparsity are there)."""
+
+    implementation: type[StBert]  # the numbert class the model is built as
+
+    def __init__(self, *args, **kwargs) -> None:
+        """Nothing more: __new__ loaded the model."""
+
+    @classmethod
+    def from_pretrained(cls, name_or_path=None, *, revision=None, cache_dir=None, check_finite: bool = False):
+        model = cls.implementation.from_pretrained(
+            name_or_path, revision=revision, cache_dir=cache_dir, check_finite=check_finite
+        )
+        model.__class__ = cls  # type: ignore[assignment]  # the name users gave it
+        return model
+
+    @classmethod
+    def opened(cls, model_name_or_path, device, cache_folder, revision):
+        """The model of a directory or hub id, on the CPU (another device is refused)."""
+        check_device(device)
+        return cls.from_pretrained(model_name_or_path, revision=revision, cache_dir=cache_folder)
 
 
-def SentenceTransformer(  # noqa: N802 - sentence-transformers' class name
-    model_name_or_path: str | os.PathLike | None = None,
-    device: str | None = None,
-    prompts: Mapping[str, str] | None = None,
-    default_prompt_name: str | None = None,
-    cache_folder: str | os.PathLike | None = None,
-    revision: str | None = None,
-    truncate_dim: int | None = None,
-    **unused,
-) -> StBert:
-    """numbert.load(model_name_or_path) as SentenceTransformer(...) loads it: `prompts` (name -> text) added to
-    the model's own, `default_prompt_name` and `truncate_dim` applied to every encode. Other sentence-transformers
-    arguments (trust_remote_code, model_kwargs, ...) change nothing here."""
-    model = loaded(StBert, model_name_or_path, device, cache_folder, revision)
-    if prompts is not None or default_prompt_name is not None:
-        if model.sentence_config is None:
-            raise ValueError(f"{model_name_or_path}: prompts need a sentence-transformers directory")
-        config = model.sentence_config
-        merged = {**config.prompts, **(prompts or {})}
-        name = config.default_prompt_name if default_prompt_name is None else default_prompt_name
-        if name is not None and name not in merged:
-            raise ValueError(f"default_prompt_name {name!r} is not one of the prompts: {', '.join(merged) or 'none'}")
-        model.sentence_config = dataclasses.replace(config, prompts=merged, default_prompt_name=name)
-    if truncate_dim is not None:
-        model.recipe(truncate_dim=truncate_dim)  # checked now: a ValueError naming truncate_dim
-        model.truncate_dim = truncate_dim
-    return model
+class SentenceTransformer(Door, StBert):
+    """SentenceTransformer(model_name_or_path, ...): numbert.load(model_name_or_path) as sentence-transformers loads
+    it: `prompts` (name -> text) added to the model's own, `default_prompt_name` and `truncate_dim` applied to every
+    encode. Other sentence-transformers arguments (trust_remote_code, model_kwargs, ...) change nothing here."""
+
+    implementation = StBert
+
+    def __new__(
+        cls,
+        model_name_or_path: str | os.PathLike | None = None,
+        device: str | None = None,
+        prompts: Mapping[str, str] | None = None,
+        default_prompt_name: str | None = None,
+        cache_folder: str | os.PathLike | None = None,
+        revision: str | None = None,
+        truncate_dim: int | None = None,
+        **unused,
+    ) -> SentenceTransformer:
+        model = cls.opened(model_name_or_path, device, cache_folder, revision)
+        if prompts is not None or default_prompt_name is not None:
+            model.set_prompts(prompts or {}, default_prompt_name)
+        if truncate_dim is not None:
+            model.recipe(truncate_dim=truncate_dim)  # checked now: a ValueError naming truncate_dim
+            model.truncate_dim = truncate_dim
+        return model
 
 
-def CrossEncoder(  # noqa: N802 - sentence-transformers' class name
-    model_name_or_path: str | os.PathLike,
-    device: str | None = None,
-    cache_folder: str | os.PathLike | None = None,
-    revision: str | None = None,
-    **unused,
-) -> StBert:
-    """numbert.load(model_name_or_path) as CrossEncoder(...) loads it: predict(pairs) and rank(query, documents)."""
-    return SentenceTransformer(model_name_or_path, device=device, cache_folder=cache_folder, revision=revision)
+class CrossEncoder(Door, StBert):
+    """CrossEncoder(model_name_or_path, ...): numbert.load(model_name_or_path) as sentence-transformers loads it:
+    predict(pairs) and rank(query, documents)."""
+
+    implementation = StBert
+    model_type = "CrossEncoder"
+
+    def __new__(cls, model_name_or_path, device=None, cache_folder=None, revision=None, **unused) -> CrossEncoder:
+        return cls.opened(model_name_or_path, device, cache_folder, revision)
 
 
-def SparseEncoder(  # noqa: N802 - sentence-transformers' class name
-    model_name_or_path: str | os.PathLike,
-    device: str | None = None,
-    cache_folder: str | os.PathLike | None = None,
-    revision: str | None = None,
-    max_active_dims: int | None = None,
-    **unused,
-) -> StSparse:
-    """numbert.load(model_name_or_path) as SparseEncoder(...) loads it (a SPLADE model: a masked-LM head):
+class SparseEncoder(Door, StSparse):
+    """SparseEncoder(model_name_or_path, ...): a SPLADE model (a masked-LM head) as sentence-transformers loads it:
     encode, encode_query, encode_document, similarity (dot), decode, sparsity, intersection."""
-    model = loaded(StSparse, model_name_or_path, device, cache_folder, revision)
-    assert isinstance(model, StSparse)
-    model.sparse_vectors()  # checked now: a ValueError naming the masked-LM head's missing tensors
-    if max_active_dims is not None:
-        if isinstance(max_active_dims, bool) or not isinstance(max_active_dims, int) or max_active_dims < 1:
-            raise ValueError(f"max_active_dims must be a positive integer, got {max_active_dims!r}")
-        model.chosen_max_active_dims = max_active_dims
-    return model
+
+    implementation = StSparse
+
+    def __new__(
+        cls, model_name_or_path, device=None, cache_folder=None, revision=None, max_active_dims=None, **unused
+    ) -> SparseEncoder:
+        model = cls.opened(model_name_or_path, device, cache_folder, revision)
+        model.sparse_vectors()  # checked now: a ValueError naming the masked-LM head's missing tensors
+        if max_active_dims is not None:
+            if isinstance(max_active_dims, bool) or not isinstance(max_active_dims, int) or max_active_dims < 1:
+                raise ValueError(f"max_active_dims must be a positive integer, got {max_active_dims!r}")
+            model.chosen_max_active_dims = max_active_dims
+        return model
 
 
-def MultiVectorEncoder(  # noqa: N802 - sentence-transformers' class name
-    model_name_or_path: str | os.PathLike,
-    device: str | None = None,
-    cache_folder: str | os.PathLike | None = None,
-    revision: str | None = None,
-    **unused,
-) -> StMulti:
-    """numbert.load(model_name_or_path) as MultiVectorEncoder(...) (or PyLate's ColBERT) loads it: encode_query,
-    encode_document (token vectors), similarity (MaxSim), rank."""
-    model = loaded(StMulti, model_name_or_path, device, cache_folder, revision)
-    assert isinstance(model, StMulti)
-    model.require_multi_vector()  # checked now: a ValueError saying the model has no ColBERT recipe
-    return model
+class MultiVectorEncoder(Door, StMulti):
+    """MultiVectorEncoder(model_name_or_path, ...) (or PyLate's ColBERT): a multi-vector model as sentence-transformers
+    loads it: encode_query, encode_document (token vectors), similarity (MaxSim), rank."""
+
+    implementation = StMulti
+
+    def __new__(cls, model_name_or_path, device=None, cache_folder=None, revision=None, **unused) -> MultiVectorEncoder:
+        model = cls.opened(model_name_or_path, device, cache_folder, revision)
+        model.require_multi_vector()  # checked now: a ValueError saying the model has no ColBERT recipe
+        return model

@@ -422,8 +422,13 @@ def test_a_tokenizer_method_answers_or_refuses_in_one_line(models, data):
     answer_or_refusal(lambda: getattr(tokenizer, method)(*args, **kwargs), f"{kind} tokenizer.{method}")
 
 
-ints = st.one_of(ids, st.builds(np.array, ids), st.sampled_from([np.zeros((2, 3), np.int64), np.ones((1, 0), int),
-                                                              np.full((1, 3), 2**40), np.zeros((1, 2, 3), int)]))
+ints = st.one_of(
+    ids,
+    st.builds(np.array, ids),
+    st.sampled_from(
+        [np.zeros((2, 3), np.int64), np.ones((1, 0), int), np.full((1, 3), 2**40), np.zeros((1, 2, 3), int)]
+    ),
+)
 # the transformers door's loaded objects (tokenizer, model) -> their calls, as the tutorials make them
 DOOR_CALLS = {
     "tokenizer.__call__": call(st.one_of(texts(), batches(), not_texts),

@@ -189,3 +189,56 @@ def test_save_keeps_a_directory_saved_in_place_and_writes_valid_json(tmp_path):
     model2 = numbert.SentenceTransformer(tmp_path / "one")
     model2.save(tmp_path / "one")  # in place: only the settings rewritten
     assert json.loads((tmp_path / "one" / "config_sentence_transformers.json").read_text())["similarity_fn_name"]
+
+
+# --- sentence-transformers' quickstart (docs/quickstart.rst), only the import line changed -------------------------
+
+SPARSE_QUICKSTART = """
+from {library} import SparseEncoder
+
+model = SparseEncoder(MODEL)
+sentences = ["The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."]
+embeddings = model.encode(sentences)
+shape = tuple(embeddings.shape)
+similarities = model.similarity(embeddings, embeddings)
+stats = SparseEncoder.sparsity(embeddings)
+"""
+MULTI_VECTOR_QUICKSTART = """
+from {library} import MultiVectorEncoder
+
+model = MultiVectorEncoder(MODEL)
+queries = ["What is the capital of France?"]
+documents = ["Paris is the capital of France.", "Berlin is the capital of Germany."]
+query_embeddings = model.encode_query(queries)
+document_embeddings = model.encode_document(documents)
+shape = tuple(query_embeddings[0].shape)
+scores = model.similarity(query_embeddings, document_embeddings)
+"""
+
+
+def run_quickstart(code: str, library: str, model) -> dict:
+    """The example's variables after running it with `library`'s import line, on the local directory `model`."""
+    scope: dict = {"MODEL": str(model)}
+    exec(code.format(library=library), scope)  # noqa: S102 - the docs' own example
+    dense = lambda v: v.to_dense() if getattr(v, "is_sparse", False) else v  # noqa: E731
+    return {k: dense(v).numpy() if hasattr(v, "numpy") else v for k, v in scope.items()}
+
+
+@pytest.mark.parity
+def test_sparse_encoder_quickstart(splade_dir):  # noqa: F811
+    directory, _ = splade_dir()
+    ours, theirs = (run_quickstart(SPARSE_QUICKSTART, lib, directory) for lib in ("numbert", "sentence_transformers"))
+    assert ours["shape"] == theirs["shape"] == (3, 30522)
+    np.testing.assert_allclose(ours["similarities"], theirs["similarities"], rtol=1e-5, atol=TOL)
+    assert ours["stats"] == pytest.approx(theirs["stats"], rel=1e-4)
+
+
+@pytest.mark.parity
+def test_multi_vector_encoder_quickstart(tmp_path):
+    directory = native_mve(st.MultiVectorEncoder, torch, tmp_path / "mve", {"strategy": "fixed", "length": 10})
+    ours, theirs = (
+        run_quickstart(MULTI_VECTOR_QUICKSTART, lib, directory) for lib in ("numbert", "sentence_transformers")
+    )
+    assert ours["shape"] == theirs["shape"]
+    np.testing.assert_allclose(ours["scores"], theirs["scores"], atol=TOL, rtol=0)
+    assert isinstance(ours["model"], numbert.MultiVectorEncoder)
