@@ -24,7 +24,7 @@ from typing import Self
 import numpy as np
 
 from . import util
-from .pipeline import Bert, Recipe, SparseVector, maxsim
+from .pipeline import Bert, Recipe, SparseVector, maxsim, multi_vector_kind
 
 TRAINING = "numbert runs models, it does not train them: train with sentence-transformers, save, load the directory"
 ADAPTERS = "numbert runs a checkpoint's own weights: merge the adapter (peft's merge_and_unload), save, load that"
@@ -504,5 +504,5 @@ class MultiVectorEncoder(Door, StMulti):
 
     def __new__(cls, model_name_or_path, device=None, cache_folder=None, revision=None, **unused) -> MultiVectorEncoder:
         model = cls.opened(model_name_or_path, device, cache_folder, revision)
-        model.require_multi_vector()  # checked now: a ValueError saying the model has no ColBERT recipe
+        multi_vector_kind(model)  # checked now: a ValueError saying the model has no ColBERT recipe
         return model

@@ -23,7 +23,7 @@ from ..tokenizer.patterns import deadline as pattern_deadline
 from .batcher import Batcher, Readout
 from .bert import Bert, load
 from .embedding import WorkerPool
-from .inputs import InputTooLong, InvalidTokenId, TooManyTokens
+from .inputs import InputTooLong, InvalidTokenId, TooManyTokens, multi_vector_kind
 from .late_interaction import maxsim, similarity_of
 from .m3 import MODES as M3_MODES
 from .m3 import M3Embeddings
@@ -83,6 +83,7 @@ __all__ = [
     "label_scores",
     "load",
     "maxsim",
+    "multi_vector_kind",
     "pattern_deadline",
     "positive",
     "prune",
