@@ -151,3 +151,20 @@ def test_a_forward_keeping_its_last_layers_keeps_their_numbers(kind, padded):
                 np.testing.assert_array_equal(kept.pooler_output, whole.pooler_output)
     one = encoder.forward(ids[0], types[0], mask[0], last_layers=1)
     assert one.hidden_states.shape == (1, ids.shape[1], encoder.config.hidden_size)
+
+
+def test_a_forward_keeping_its_last_layer_does_not_hold_the_others():
+    """The memory half of last_layers (#43 item 8): a 256-token forward of an 8-layer encoder holding its last
+    layer alone peaks lower than the whole forward by most of the 8 layers it does not keep."""
+    import tracemalloc
+
+    encoder = modern_encoder("gte", num_hidden_layers=8)
+    ids = np.random.default_rng(0).integers(3, 60, (1, 256))
+    peaks = {}
+    for last in (None, 1):
+        tracemalloc.start()
+        encoder.forward(ids, last_layers=last)
+        peaks[last] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    one_layer = ids.size * encoder.config.hidden_size * 4
+    assert peaks[1] <= peaks[None] - 6 * one_layer, (peaks, one_layer)
