@@ -35,9 +35,14 @@ def long_text(tokenizer_dir: Path, tokens: int) -> str:
     text = " ".join(words[i % len(words)] for i in range(tokens))
     while len(tokenizer.encode(text, truncation=False).ids) > tokens:
         text = text[: int(len(text) * 0.99)].rsplit(" ", 1)[0]
-    while len(tokenizer.encode(text + " the", truncation=False).ids) <= tokens:
-        text += " the"
-    return text
+    count = lambda k: len(tokenizer.encode(text + " the" * k, truncation=False).ids)
+    low, high = 0, 1  # the most " the"s that keep it within `tokens`: low fits, high does not
+    while count(high) <= tokens:
+        low, high = high, 2 * high
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if count(middle) <= tokens else (low, middle)
+    return text + " the" * low
 
 
 def main() -> None:
