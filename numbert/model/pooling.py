@@ -175,10 +175,17 @@ def sentence_vectors(
         )
     vectors = {} if pooler_output is None else {"pooler": pooler_output}  # (batch, dim) each
     if any(p != "pooler" for p in poolings):
-        x = token_vectors(hidden_states, -2 if layers is None else layers, combine)  # (batch, seq, dim)
+        x = pooled_tokens(hidden_states, -2 if layers is None else layers, combine)  # (batch, seq, dim)
         vectors.update({p: pool(x, attention_mask, p) for p in poolings if p != "pooler"})
     parts = [vectors[p] for p in poolings]
     return np.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
+
+
+def pooled_tokens(hidden_states: np.ndarray, layers: str | int | Sequence[int], combine: str | None) -> np.ndarray:
+    """`token_vectors` as a pooling reads them: one layer as it is, a view, not a copy (a long text's stitched
+    states are not held twice; pooling only reads them), several combined as token_vectors combines them."""
+    indices, _ = layer_selection(layers, combine, hidden_states.shape[0] - 1)
+    return hidden_states[indices[0]] if len(indices) == 1 else token_vectors(hidden_states, layers, combine)
 
 
 # --- words -----------------------------------------------------------------------------------------
