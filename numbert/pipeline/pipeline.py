@@ -35,6 +35,7 @@ from ..checkpoint.sentence_config import SentenceConfig, SpladePooling, read_sen
 from ..checkpoint.weights import load_weights
 from ..model import pooling
 from ..model.config import BertConfig, config_file
+from ..model.decoder import build_encoder
 from ..model.encoder import Encoder, Output
 from ..model.heads import HeadConfig, Heads
 from ..model.layers import linear
@@ -157,7 +158,7 @@ class Pipeline:
         if sentence_config is None and m3 is not None:  # BGEM3FlagModel's dense vector: the normalized [CLS]
             sentence_config = SentenceConfig(("cls",), normalize=True)
         return cls(
-            Encoder(config, weights),
+            build_encoder(config, weights),
             tokenizer,
             sentence_config,
             name=str(name_or_path),
