@@ -140,9 +140,9 @@ def pool(x: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
     if pooling == "cls":
         return x[:, 0]
     if pooling == "sep":  # the last position the mask keeps, padding on either side (sentence-transformers' lasttoken)
-        kept: np.ndarray = np.asarray(mask) > 0
+        kept = np.asarray(mask) > 0
         last = x.shape[-2] - 1 - np.argmax(kept[:, ::-1], axis=-1)  # (batch,)
-        return np.where(kept.any(axis=-1)[:, None], x[np.arange(x.shape[0]), last], f32(0))
+        return np.where(np.any(kept, axis=-1, keepdims=True), x[np.arange(x.shape[0]), last], f32(0))
     if pooling == "mean_sqrt_len":
         m = mask.astype(f32)
         return (x * m[..., None]).sum(axis=-2) / np.sqrt(np.maximum(m.sum(axis=-1, keepdims=True), f32(1e-9)))
