@@ -66,6 +66,8 @@ class Relative:
 BIASES = ("qkv", "attention_output", "up", "down", "norm")  # the tensor kinds that may carry a bias (BertConfig.biases)
 LAYER_TYPES = ("full_attention", "sliding_attention")  # ModernBERT's layer kinds, as transformers 5 names them
 DECODERS = ("qwen3", "gemma3")  # Relative.decoder's kinds
+# BertConfig's fields read from a decoder's config alone (NomicBERT's config.json has a head_dim and a causal of its own)
+DECODER_FIELDS = ("num_key_value_heads", "head_dim", "causal", "query_pre_attn_scalar")
 
 
 # the largest number a config may ask for, by field: read before anything is built from it (ModernBERT's list of
@@ -475,6 +477,23 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
     "gte": GTE,
     # GTE as Alibaba's remote code names it (gte-base-en-v1.5, gte-multilingual-base: NewModel)
     "new": dataclasses.replace(GTE, name="New", prefix="new."),
+    "jina_embeddings_v3": Relative(
+        "JinaEmbeddingsV3",
+        "roberta.",
+        rotary=True,
+        defaults=(
+            ("vocab_size", 250002),
+            ("hidden_size", 1024),
+            ("num_hidden_layers", 24),
+            ("num_attention_heads", 16),
+            ("intermediate_size", 4096),
+            ("max_position_embeddings", 8194),
+            ("type_vocab_size", 1),
+            ("layer_norm_eps", 1e-5),
+            ("pad_token_id", 1),
+        ),
+        read_config=read_jina_embeddings_v3,
+    ),
     # decoder-shaped embedders (numbert.model.decoder): pre-norm RMSNorm layers, grouped-query attention
     "qwen3": Relative(
         "Qwen3",
@@ -497,23 +516,6 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
         defaults=(("vocab_size", 262208), ("max_position_embeddings", 131072)),
         read_config=read_gemma3,
         decoder="gemma3",
-    ),
-    "jina_embeddings_v3": Relative(
-        "JinaEmbeddingsV3",
-        "roberta.",
-        rotary=True,
-        defaults=(
-            ("vocab_size", 250002),
-            ("hidden_size", 1024),
-            ("num_hidden_layers", 24),
-            ("num_attention_heads", 16),
-            ("intermediate_size", 4096),
-            ("max_position_embeddings", 8194),
-            ("type_vocab_size", 1),
-            ("layer_norm_eps", 1e-5),
-            ("pad_token_id", 1),
-        ),
-        read_config=read_jina_embeddings_v3,
     ),
 }
 
@@ -815,7 +817,7 @@ class BertConfig:
                     f"only (no causal mask, no cross-attention)"
                 )
         known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in d.items() if k in known}
+        values = {k: v for k, v in d.items() if k in known and (relative.decoder or k not in DECODER_FIELDS)}
         if values.get("pad_token_id") is None:
             values.pop("pad_token_id", None)
         try:
