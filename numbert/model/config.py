@@ -66,7 +66,7 @@ class Relative:
 BIASES = ("qkv", "attention_output", "up", "down", "norm")  # the tensor kinds that may carry a bias (BertConfig.biases)
 LAYER_TYPES = ("full_attention", "sliding_attention")  # ModernBERT's layer kinds, as transformers 5 names them
 DECODERS = ("qwen3", "gemma3")  # Relative.decoder's kinds
-# BertConfig's fields read from a decoder's config alone (NomicBERT's config.json has a head_dim and a causal of its own)
+# BertConfig's fields read from a decoder's config alone (NomicBERT's config.json has a head_dim and causal too)
 DECODER_FIELDS = ("num_key_value_heads", "head_dim", "causal", "query_pre_attn_scalar")
 
 
