@@ -141,17 +141,19 @@ def grouped_attention(
 
 def block_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, bias: np.ndarray | None) -> np.ndarray:
     """softmax(scale q k^T + bias) v for a block of queries: q (n, kv, group, queries, head) against k, v (n, kv, 1,
-    keys, head), broadcast over the group's query heads. -> (n, kv, group, queries, head)"""
-    n, kv, group, queries, _ = q.shape
-    scores = np.matmul(
-        q * f32(scale), k.transpose(0, 1, 2, 4, 3), out=scratch_array(n, kv, group, queries, k.shape[-2])
-    )
+    keys, head). A key/value head's group of query heads is one stack of group x queries rows, so each product is
+    one matrix per key/value head. bias: (queries, keys) or any shape that broadcasts to (n, kv, group, queries,
+    keys). -> (n, kv, group, queries, head)"""
+    n, kv, group, queries, head = q.shape
+    keys = k.shape[-2]
+    stacked = np.multiply(q, f32(scale), out=scratch_array(n, kv, group, queries, head)).reshape(n, kv, -1, head)
+    scores = np.matmul(stacked, k[:, :, 0].transpose(0, 1, 3, 2), out=scratch_array(n, kv, group * queries, keys))
     if bias is not None:
-        scores += bias
+        scores.reshape(n, kv, group, queries, keys)[...] += bias
     weights = by_rows(exp_shifted, scores)  # softmax = weights / their row sums
-    context = np.matmul(weights, v)
+    context = np.matmul(weights, v[:, :, 0])
     context /= row_sums(weights)
-    return context
+    return context.reshape(n, kv, group, queries, head)
 
 
 class DecoderEncoder(Encoder):
