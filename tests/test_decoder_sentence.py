@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
+from helpers import serve_by_name, served_as_embed
 from test_decoder_family import MODELS, save_decoder
 
 import numbert
+from numbert.cli import main as cli_main
 from numbert.model.pooling import pool
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -105,11 +108,19 @@ def assert_same(got, want) -> None:
     np.testing.assert_allclose(got, want, atol=ATOL, rtol=0)
 
 
+@pytest.fixture(scope="module")
+def directories(tmp_path_factory, st, transformers, torch) -> tuple[Path, dict]:
+    """Both directories, made once: their folder and sentence-transformers' models by model type."""
+    made = tmp_path_factory.mktemp("decoder-st")
+    return made, {model_type: save_st(st, transformers, torch, made, model_type) for model_type in MODELS}
+
+
 @pytest.mark.parity
 @pytest.mark.parametrize("model_type", list(MODELS))
-def test_directories_encode_as_sentence_transformers(tmp_path, st, transformers, torch, model_type):
-    reference = save_st(st, transformers, torch, tmp_path, model_type)
-    ours = numbert.sentence_transformers.SentenceTransformer(str(tmp_path / model_type))
+def test_directories_encode_as_sentence_transformers(directories, model_type):
+    made, references = directories
+    reference = references[model_type]
+    ours = numbert.sentence_transformers.SentenceTransformer(str(made / model_type))
     assert_same(ours.encode(TEXTS), reference.encode(TEXTS))
     assert_same(ours.encode_query(TEXTS), reference.encode_query(TEXTS))
     assert_same(ours.encode_document(TEXTS), reference.encode_document(TEXTS))
@@ -126,3 +137,24 @@ def test_last_token_pooling_reads_the_last_real_token_on_either_side():
     np.testing.assert_array_equal(pool(x, right, "sep"), x[[0, 1], [2, 1]])
     np.testing.assert_array_equal(pool(x, left, "sep"), x[[0, 1], [3, 3]])
     assert not pool(x, np.zeros((2, 4), int), "sep").any()
+
+
+@pytest.mark.parity
+def test_served_by_name_and_encoded_by_workers(directories):
+    """`numbert serve` of both under the names users configure answers /v1/embeddings and Ollama's /api/embed with
+    sentence-transformers' vectors; `numbert encode --workers 2 --prompt-name query` writes encode_query's."""
+    made, references = directories
+    names = {"default": made / "qwen3", "qwen3-embedding:0.6b": made / "qwen3", "embeddinggemma": made / "gemma3_text"}
+    server = serve_by_name(names)
+    try:
+        for name, model_type in (("qwen3-embedding:0.6b", "qwen3"), ("embeddinggemma", "gemma3_text")):
+            served_as_embed(server, name, names[name], TEXTS)
+            r = httpx.post(server.url + "/api/embed", json={"model": name, "input": TEXTS}, timeout=60)
+            assert r.status_code == 200, r.text
+            assert_same(np.array(r.json()["embeddings"], np.float32), references[model_type].encode(TEXTS))
+    finally:
+        assert server.stop() == 0, "".join(server.lines)
+    out = made / "query.npy"
+    arguments = ["encode", "--model", str(made / "qwen3"), "--workers", "2", "--prompt-name", "query"]
+    assert cli_main([*arguments, "--output", str(out), *TEXTS]) in (0, None)
+    assert_same(np.load(out), references["qwen3"].encode_query(TEXTS))
