@@ -235,3 +235,20 @@ def test_output_attentions_is_refused():
     model = numbert.load(FIXTURES / "gemma3_text")
     with pytest.raises(ValueError, match="no attention probabilities"):
         model.forward(np.array([3, 4, 5]), output_attentions=True)
+
+
+def test_gemma3_with_its_vision_tower_reads_its_text_model(tmp_path, transformers, torch):
+    """A Gemma3ForConditionalGeneration checkpoint (config nested under text_config, tensors under
+    language_model.model.): its text model's hidden states; the vision tower left unread."""
+    torch.manual_seed(0)
+    text = transformers.Gemma3TextConfig(**SHAPE, **MODELS["gemma3_text"][2])
+    vision = dict(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28, patch_size=14
+    )
+    config = transformers.Gemma3Config(text_config=text.to_dict(), vision_config=vision, mm_tokens_per_image=4)
+    model = transformers.Gemma3ForConditionalGeneration(config).eval()
+    model.save_pretrained(tmp_path)
+    ids, mask = batch("right")
+    want = transformers_hidden_states(torch, model.model.language_model, ids, mask)
+    found = numbert.load(tmp_path).forward(ids, attention_mask=mask).hidden_states
+    assert max(largest_differences(found, want, mask)) <= ATOL

@@ -135,10 +135,12 @@ RENAMES = {
 RENAMES["new"] = RENAMES["gte"]
 # the decoder-shaped embedders (Qwen3, Gemma3): transformers' `model.` prefix removed (Relative.prefix), the table,
 # the layer list and the final norm renamed; inside a layer, transformers' own names (DECODER_LAYER_NAMES)
-RENAMES["qwen3"] = RENAMES["gemma3_text"] = {
-    "embed_tokens": "embeddings.word_embeddings",
-    **_LAYERS,
-    "norm": FINAL_NORM_NAME,
+_DECODER = {"embed_tokens": "embeddings.word_embeddings", **_LAYERS, "norm": FINAL_NORM_NAME}
+RENAMES["qwen3"] = _DECODER
+# Gemma3ForConditionalGeneration (Gemma 3 with its vision tower): the text model under language_model.model. as saved,
+# model.language_model. as transformers 5 names it in memory; the vision tower's tensors are left unread
+RENAMES["gemma3_text"] = _DECODER | {
+    f"{under}.{own}": bert for under in ("language_model.model", "language_model") for own, bert in _DECODER.items()
 }
 LAYER_RENAMES |= {
     "modernbert": {
