@@ -53,6 +53,7 @@ from typing import IO, NamedTuple
 
 from ..model.config import CONFIG_FILES
 from .m3_heads import M3_HEAD_FILES
+from .sentence_config import encoder_folder
 from .tf_bundle import prefix_of
 from .weights import SHARD_INDEXES, WEIGHT_FILES, Checkpoint, read_weight_map
 
@@ -171,9 +172,10 @@ def model_checkpoint(
     name_or_path: str | os.PathLike, *, revision: str | None = None, cache_dir: str | os.PathLike | None = None
 ) -> Checkpoint:
     """The checkpoint of a model: the TensorFlow checkpoint a prefix names (its directory may hold
-    others), else the one in `model_dir`'s directory (fetched from the hub if need be)."""
+    others), else the one in `model_dir`'s directory (fetched from the hub if need be; a sentence-transformers
+    Router's: in its encoder route's folder)."""
     directory = model_dir(name_or_path, revision=revision, cache_dir=cache_dir)
-    return Checkpoint.find(prefix_of(name_or_path) or directory)
+    return Checkpoint.find(prefix_of(name_or_path) or encoder_folder(directory))
 
 
 def packaged_model(repo_id: str) -> Path | None:
