@@ -113,3 +113,20 @@ def test_a_router_config_that_leaves_the_directory_or_names_no_route_is_refused(
     config_file.write_text(json.dumps(config))
     with pytest.raises(ValueError, match="leaves the model directory"):
         numbert.load(copy)
+
+
+def test_a_router_from_the_hub_fetches_its_routes_folders(inference_free, tmp_path, monkeypatch):
+    from helpers import fake_hub
+
+    directory, _ = inference_free
+    repo = {str(p.relative_to(directory)): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+    repo["query_0_SparseStaticEmbedding/model.onnx"] = b"not read"
+    requested = fake_hub(monkeypatch, repo, tmp_path / "snapshot")
+    model = numbert.load("org/inference-free")
+    assert "router_config.json" in requested and "query_0_SparseStaticEmbedding/model.safetensors" in requested
+    assert "document_0_MLMTransformer/model.safetensors" in requested
+    assert not any(name.endswith(".onnx") for name in requested)
+    local = numbert.load(directory)
+    for route in ("query", "document"):
+        a, b = model.embed_sparse(QUERIES, route=route), local.embed_sparse(QUERIES, route=route)
+        assert [v.ids.tolist() for v in a] == [v.ids.tolist() for v in b]

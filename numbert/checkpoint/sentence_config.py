@@ -120,7 +120,7 @@ class SentenceConfig:
     activation_fn: str | None = None  # a CrossEncoder's score activation, as a dotted torch path
     splade: SpladePooling | None = None  # a SparseEncoder's SpladePooling: the model's vectors are sparse
     max_active_dims: int | None = None  # a SparseEncoder's weights kept per vector (None: all)
-    router: Router | None = field(default=None, compare=False, repr=False)  # a Router's routes (its encoder route read above)
+    router: Router | None = field(default=None, compare=False, repr=False)  # a Router: its routes
 
     def prompt(self, prompt: str | None, prompt_name: str | None) -> str:
         """The text to prepend: `prompt` itself, else the named prompt, else the default prompt, else none."""
