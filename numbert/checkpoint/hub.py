@@ -36,7 +36,6 @@ import functools
 import gzip
 import hashlib
 import importlib.util
-import json
 import logging
 import os
 import re
@@ -52,9 +51,11 @@ from pathlib import Path, PurePosixPath
 from typing import IO, NamedTuple
 
 from ..model.config import CONFIG_FILES
+from .json_file import read_json
 from .m3_heads import M3_HEAD_FILES
+from .shards import read_weight_map
 from .tf_bundle import prefix_of
-from .weights import SHARD_INDEXES, WEIGHT_FILES, Checkpoint, read_weight_map
+from .weights import SHARD_INDEXES, WEIGHT_FILES, Checkpoint
 
 DEFAULT_MODEL = "bert-base-uncased"  # when neither an argument nor NUMBERT_MODEL names one
 TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
@@ -218,7 +219,7 @@ def _cached(repo_id: str, weights: bool, revision: str | None, cache_dir) -> Pat
     modules = cached("modules.json")
     if isinstance(modules, str):
         try:
-            listed = [m for m in json.loads(Path(modules).read_text(encoding="utf-8")) if m.get("path")]
+            listed = [m for m in read_json(modules) if m.get("path")]
         except (ValueError, TypeError, AttributeError):  # a damaged modules.json: reading it reports that
             return Path(config).parent
         for module in listed:
@@ -317,7 +318,7 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
         fetch(VOCAB_FILES[1])
     modules = config.parent / "modules.json"
     if weights and modules.is_file():  # sentence-transformers: each module's own config
-        for module in json.loads(modules.read_text(encoding="utf-8")):
+        for module in read_json(modules):
             if module.get("path"):
                 fetch(f"{module['path']}/config.json")
                 if str(module.get("type", "")).endswith("Dense"):  # a Dense module's own weights: one format
@@ -388,7 +389,7 @@ def download(repo_id: str, directory: str | os.PathLike, *, revision: str | None
 
         folders = []
         if "modules.json" in names:  # sentence-transformers: its modules' folders
-            folders = [m.get("path", "") for m in json.loads(fetch("modules.json").read_text(encoding="utf-8"))]
+            folders = [m.get("path", "") for m in read_json(fetch("modules.json"))]
         return [fetch(f) for f in download_files(names, folders)]
     except HfHubHTTPError as e:  # a missing repo or revision, a refused token, the hub failing midway: its first line
         raise OSError(f"cannot download {repo_id!r}: {type(e).__name__}: {str(e).splitlines()[0]}") from None

@@ -18,7 +18,6 @@ computes (the two differ by up to about 1e-3 per activation).
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -631,20 +630,6 @@ class BertConfig:
             return cls(**values)
         except ValueError as e:
             raise ValueError(str(e).replace("BertConfig", source, 1)) from None
-
-    @classmethod
-    def from_json(cls, path: str | Path) -> BertConfig:
-        """The config in a checkpoint's config.json; every error names the file."""
-        path = Path(path)
-        try:
-            d = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise FileNotFoundError(f"no config.json at {path}") from None
-        except (ValueError, RecursionError) as e:  # bad JSON or UTF-8, a number of 4300 digits, nesting too deep
-            raise ValueError(f"{path} is not valid JSON: {e}") from None
-        if not isinstance(d, dict):
-            raise ValueError(f"{path} must hold a JSON object")
-        return cls.from_dict(d, source=str(path))
 
     def to_dict(self) -> dict:
         """The config as config.json writes it; the modern family's in transformers 5's shape (rope_parameters,

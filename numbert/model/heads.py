@@ -36,10 +36,8 @@ loads, and the task that needs the head fails naming the tensors it lacks.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -246,12 +244,6 @@ class HeadConfig:
             flags["classifier_bias"],
             flags["decoder_bias"],
         )
-
-    @classmethod
-    def from_json(cls, path: str | Path) -> HeadConfig:
-        """The head fields of a checkpoint's config.json (which BertConfig.from_json has already read and checked)."""
-        d = json.loads(Path(path).read_text(encoding="utf-8"))
-        return cls.from_dict(d if isinstance(d, dict) else {}, source=str(path))
 
     @property
     def architecture(self) -> str | None:
