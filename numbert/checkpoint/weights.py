@@ -34,7 +34,7 @@ from .tf_names import read_tf_checkpoint
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # the files numbert reads weights from, in this order
 
-# pre-training heads (cls.*, a relative's masked-LM head renamed so) and fine-tuning heads (DistilBERT's pre_classifier)
+# pre-training heads (cls.*, a family member's masked-LM head renamed so); fine-tuning heads (DistilBERT's)
 HEAD_PREFIXES = (
     "cls.",
     "classifier.",
@@ -176,7 +176,7 @@ def sha256_by_name(directory: Path, files: Iterable[Path]) -> dict[str, str]:
 
 
 def normalise_names(weights: dict, config: BertConfig = BertConfig()) -> dict:
-    """The same tensors under bare `BertModel` names, buffers dropped; a relative's (config.model_type) renamed
+    """The same tensors under bare `BertModel` names, buffers dropped; a family member's (config.model_type) renamed
     to BERT's (tensors.bert_name).
 
     `bert.embeddings.LayerNorm.gamma` (the published bert-base-uncased) and
@@ -224,7 +224,7 @@ def _check_weights(
     for name, shape in expected.items():
         if weights[name].shape != shape:
             own = next((raw for raw in raw_names if raw != name and bert_name(raw, config) == name), None)
-            named = f"{name!r}" if own is None else f"{name!r} ({own!r} in the file)"  # a relative's own name
+            named = f"{name!r}" if own is None else f"{name!r} ({own!r} in the file)"  # a family member's own name
             raise ValueError(f"{path}: tensor {named} has shape {weights[name].shape}, config.json expects {shape}")
     for name in [*expected, *(name for name in weights if name.startswith(HEAD_PREFIXES))]:
         tensor = weights[name]

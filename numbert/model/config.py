@@ -2,7 +2,7 @@
 
 config.json's `model_type` names the member of BERT's family (`FAMILY`: BERT, RoBERTa, XLM-RoBERTa,
 DistilBERT, ELECTRA, MPNet, and the modern family: ModernBERT, NomicBERT, GTE, jina-embeddings-v3); each is
-BERT's encoder with the few differences its `Relative` lists (docs/family.md). DistilBERT names its sizes its
+BERT's encoder with the few differences its `Member` lists (docs/family.md). DistilBERT names its sizes its
 own way (`dim`, `n_layers`, ...), NomicBERT GPT-2's (`n_embd`, `n_layer`, ...): read as BERT's. The modern
 family's configs circulate in two shapes, transformers 5's (`layer_types`, `rope_parameters`) and their
 authors' remote code's (ModernBERT's `global_rope_theta`, GTE's model type "new", jina's "xlm-roberta" with
@@ -37,7 +37,7 @@ GOOGLE_RELEASE = re.compile(
 
 
 @dataclass(frozen=True)
-class Relative:
+class Member:
     """What one member of BERT's family changes in BERT's encoder (docs/family.md has the why)."""
 
     name: str  # transformers' class names start with it: RobertaModel, RobertaForMaskedLM, ...
@@ -305,7 +305,7 @@ def read_jina_embeddings_v3(d: dict, source: str) -> dict:
     }
 
 
-GTE = Relative(  # transformers' GteModel
+GTE = Member(  # transformers' GteModel
     "Gte",
     "gte.",
     token_types=None,
@@ -320,11 +320,11 @@ GTE = Relative(  # transformers' GteModel
     read_config=read_gte,
 )
 
-FAMILY = {  # config.json's model_type -> how that relative differs from BERT
-    "bert": Relative("Bert", "bert."),
-    "roberta": Relative("Roberta", "roberta.", positions_past_padding=True),
-    "xlm-roberta": Relative("XLMRoberta", "roberta.", positions_past_padding=True),
-    "distilbert": Relative(
+FAMILY = {  # config.json's model_type -> how that member of the family differs from BERT
+    "bert": Member("Bert", "bert."),
+    "roberta": Member("Roberta", "roberta.", positions_past_padding=True),
+    "xlm-roberta": Member("XLMRoberta", "roberta.", positions_past_padding=True),
+    "distilbert": Member(
         "DistilBert",
         "distilbert.",
         token_types=False,
@@ -336,10 +336,10 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
             ("activation", "hidden_act"),
         ),
     ),
-    "electra": Relative("Electra", "electra."),  # and embeddings of embedding_size, projected to hidden_size
-    "mpnet": Relative("MPNet", "mpnet.", positions_past_padding=True, token_types=False, relative_attention=True),
+    "electra": Member("Electra", "electra."),  # and embeddings of embedding_size, projected to hidden_size
+    "mpnet": Member("MPNet", "mpnet.", positions_past_padding=True, token_types=False, relative_attention=True),
     # the modern family: rotary positions, gated feed-forwards, ModernBERT's pre-norm and sliding windows
-    "modernbert": Relative(
+    "modernbert": Member(
         "ModernBert",
         "model.",
         token_types=False,
@@ -355,7 +355,7 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
         ),
         read_config=read_modernbert,
     ),
-    "nomic_bert": Relative(
+    "nomic_bert": Member(
         "NomicBert",
         "nomic_bert.",
         rotary=True,
@@ -366,7 +366,7 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
     "gte": GTE,
     # GTE as Alibaba's remote code names it (gte-base-en-v1.5, gte-multilingual-base: NewModel)
     "new": dataclasses.replace(GTE, name="New", prefix="new."),
-    "jina_embeddings_v3": Relative(
+    "jina_embeddings_v3": Member(
         "JinaEmbeddingsV3",
         "roberta.",
         rotary=True,
@@ -440,7 +440,7 @@ class BertConfig:
     embedding_size: int | None = None  # ELECTRA: embeddings this wide, projected to hidden_size; None: hidden_size
     relative_attention_num_buckets: int = 32  # MPNet: rows of its relative position bias
     # the modern family (docs/family.md); BERT's are these defaults
-    rope: Rope | None = None  # rotary positions (Relative.rotary): every layer's, or ModernBERT's full-attention ones'
+    rope: Rope | None = None  # rotary positions (Member.rotary): every layer's, or ModernBERT's full-attention ones'
     local_rope: Rope | None = None  # ModernBERT: its sliding-window layers' (None: `rope`)
     layer_types: tuple[str, ...] = ()  # each layer's LAYER_TYPES kind (ModernBERT); (): every layer full attention
     local_attention: int = 128  # a sliding-window layer's keys lie within local_attention // 2 of the query
@@ -479,14 +479,14 @@ class BertConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{where}: {name} must be at least 1, got {getattr(self, name)}")
-        if self.relative.relative_attention and self.relative_attention_num_buckets < RELATIVE_BUCKETS:
+        if self.member.relative_attention and self.relative_attention_num_buckets < RELATIVE_BUCKETS:
             raise ValueError(
                 f"{where}: relative_attention_num_buckets is {self.relative_attention_num_buckets}, but "
                 f"{self.model_type} reads {RELATIVE_BUCKETS} buckets of its relative position bias "
                 f"(encoder.relative_attention_bias.weight, a row a bucket, as transformers reads it): at least "
                 f"{RELATIVE_BUCKETS}"
             )
-        token_types = self.relative.token_types
+        token_types = self.member.token_types
         if self.type_vocab_size < 0 or (token_types is not None and (self.type_vocab_size >= 1) != token_types):
             has = "has no token types: 0" if not token_types else "has token types: at least 1"
             raise ValueError(f"{where}: type_vocab_size is {self.type_vocab_size}; {self.model_type} {has}")
@@ -508,7 +508,7 @@ class BertConfig:
             raise ValueError(
                 f"{where}: unsupported hidden_act {self.hidden_act!r}; numbert runs {', '.join(ACTIVATIONS)}"
             )
-        positions = "rotary" if self.relative.rotary else "absolute"
+        positions = "rotary" if self.member.rotary else "absolute"
         if self.position_embedding_type != positions:
             raise ValueError(
                 f"{where}: unsupported position_embedding_type "
@@ -524,7 +524,7 @@ class BertConfig:
 
     def _check_modern(self, where: str) -> None:
         """The modern family's fields: a rope exactly where positions rotate, layer kinds, biases, adapters."""
-        rotary = self.relative.rotary
+        rotary = self.member.rotary
         if rotary != (self.rope is not None) or (self.local_rope is not None and not rotary):
             raise ValueError(f"{where}: {self.model_type} {'needs' if rotary else 'has no'} rotary positions (rope)")
         for name in ("rope", "local_rope"):
@@ -571,7 +571,7 @@ class BertConfig:
         return self.hidden_size // self.num_attention_heads
 
     @property
-    def relative(self) -> Relative:
+    def member(self) -> Member:
         """How this family member differs from BERT."""
         return FAMILY[self.model_type]
 
@@ -584,7 +584,7 @@ class BertConfig:
     def max_tokens(self) -> int:
         """The longest input: one token per position, less the positions up to the padding index for RoBERTa's rule
         (RoBERTa's 514 positions take 512 tokens)."""
-        offset = self.pad_token_id + 1 if self.relative.positions_past_padding else 0
+        offset = self.pad_token_id + 1 if self.member.positions_past_padding else 0
         return self.max_position_embeddings - offset
 
     @property
@@ -605,16 +605,16 @@ class BertConfig:
     def from_dict(cls, d: dict, source: str = "config") -> BertConfig:
         """The config of a checkpoint of BERT's family (FAMILY); other architectures are refused."""
         model_type = model_type_of(d, source)
-        relative = FAMILY[model_type]
-        d = {**d, **{key: value for key, value in relative.defaults if d.get(key) is None}}
-        d = {**d, **{bert: d[own] for own, bert in relative.config_keys if own in d}, "model_type": model_type}
+        member = FAMILY[model_type]
+        d = {**d, **{key: value for key, value in member.defaults if d.get(key) is None}}
+        d = {**d, **{bert: d[own] for own, bert in member.config_keys if own in d}, "model_type": model_type}
         check_sizes(d, source)  # before a reader builds anything from them
-        if relative.read_config is not None:
+        if member.read_config is not None:
             try:
-                d |= relative.read_config(d, source) | {"position_embedding_type": "rotary"}
+                d |= member.read_config(d, source) | {"position_embedding_type": "rotary"}
             except (TypeError, KeyError) as e:  # a field of the wrong kind deep in its rope or layer settings
                 raise ValueError(f"{source}: {model_type} config is malformed ({clipped(e, 200)})") from None
-        if relative.token_types is False:
+        if member.token_types is False:
             d["type_vocab_size"] = 0
         for flag in ("is_decoder", "add_cross_attention"):
             if d.get(flag):
@@ -637,10 +637,10 @@ class BertConfig:
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in MODERN_FIELDS}
         if self.embedding_size is None:
             del fields["embedding_size"]
-        if not self.relative.relative_attention:
+        if not self.member.relative_attention:
             del fields["relative_attention_num_buckets"]
-        fields = fields | {"architectures": [f"{self.relative.name}Model"]}
-        if not self.relative.rotary:
+        fields = fields | {"architectures": [f"{self.member.name}Model"]}
+        if not self.member.rotary:
             return fields
         assert self.rope is not None  # __post_init__ checked it
         del fields["position_embedding_type"]

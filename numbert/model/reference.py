@@ -112,7 +112,7 @@ def encoder_layer(
 ) -> tuple[np.ndarray, ...]:
     """Attention, then the feed-forward network, each added to its input and normalised."""
     c = encoder.config
-    if c.relative.pre_norm:  # modern: ModernBERT normalises before each sublayer instead
+    if c.member.pre_norm:  # modern: ModernBERT normalises before each sublayer instead
         return pre_norm_layer(x, mask, layer, encoder, rotation, window)
     a, probs = multi_head_attention(x, mask, bias, layer, c.num_attention_heads, rotation, window)
     assert layer.attention_norm is not None  # post-norm layers all have it
@@ -164,7 +164,7 @@ def position_ids(encoder: Encoder, input_ids: np.ndarray) -> np.ndarray:
     """0, 1, 2, ... for each row. RoBERTa, XLM-R, MPNet: counted from the padding index + 1 over the real
     tokens (told by their id), padding at the padding index. (batch, seq) -> (batch, seq)"""
     c = encoder.config
-    if not c.relative.positions_past_padding:
+    if not c.member.positions_past_padding:
         return np.broadcast_to(np.arange(input_ids.shape[1]), input_ids.shape)
     real = input_ids != c.pad_token_id
     return np.cumsum(real, axis=1) * real + c.pad_token_id

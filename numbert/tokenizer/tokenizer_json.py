@@ -31,9 +31,9 @@ from .models import Model, WordLevel
 from .normalizers import (
     Lowercase,
     Normalizer,
+    NormalizerSequence,
     Precompiled,
     Replace,
-    Sequence,
     Strip,
     UnicodeForm,
     pattern_kind,
@@ -45,10 +45,10 @@ from .pre_tokenizers import (
     Digits,
     Metaspace,
     PreTokenizer,
+    PreTokenizerSequence,
     Split,
     WhitespaceSplit,
 )
-from .pre_tokenizers import Sequence as PreTokenizerSequence
 from .precompiled import CharsMap
 from .templates import Template
 from .unigram import Unigram
@@ -180,7 +180,7 @@ class TokenizerJson:
             steps = spec.get("normalizers")
             if not isinstance(steps, list):
                 raise self.error(f"{field}.normalizers", "must be a list")
-            return Sequence([self.normalizer(s, f"{field}.normalizers[{i}]") for i, s in enumerate(steps)])  # type: ignore[misc]
+            return NormalizerSequence([self.normalizer(s, f"{field}.normalizers[{i}]") for i, s in enumerate(steps)])  # type: ignore[misc]
         if kind in ("NFC", "NFD", "NFKC", "NFKD"):
             return UnicodeForm(kind)  # type: ignore[arg-type]
         if kind == "Lowercase":
