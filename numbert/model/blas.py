@@ -138,7 +138,7 @@ def let_go_of_blas() -> None:
     """Give up threadpoolctl's control of OpenBLAS's threads if this thread took it by setting them (the module's
     docstring: the controlling thread), so that the next thread to set them may: unless a `with` block of
     threadpoolctl's on this thread holds it (then its end gives it up). Nothing with a threadpoolctl before 3.8."""
-    import threadpoolctl  # type: ignore[import-untyped]
+    import threadpoolctl
 
     ownership = getattr(threadpoolctl, "CONTROLLING_THREAD_OWNERSHIP", None)
     if ownership is not None and ownership.count <= 0:
