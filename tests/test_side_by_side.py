@@ -13,7 +13,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 import numbert
 from numbert.model import blas, row_threads
-from numbert.pipeline.side_by_side import in_order
+from numbert.pipeline.side_by_side import OneThreadEach, in_order
 
 TEXTS = [f"sentence {i} " + "word " * (i % 23) for i in range(90)]
 
@@ -74,6 +74,43 @@ def test_threads_asks_for_batches_side_by_side_within_its_block(side_by_side):
     with numbert.threads(2):
         assert blas.side_by_side() == 2
     assert blas.side_by_side() == 1
+
+
+def test_a_hold_on_another_thread_holds_blas_after_threads_on_this_one(side_by_side):
+    """threadpoolctl (3.8 on) lets one thread set OpenBLAS's process-wide threads (the first to set them, until a
+    `with` block of its ends) and drops other threads' settings without a word. After `numbert.threads(2)` here,
+    plain (the server's own_process_threads) or as a block, a hold made and released on another thread (a server's
+    lanes, on its queue's thread) holds BLAS to one thread and gives back two, and so does a hold made here and
+    released on another thread (a generator closed by the collector): numbert hands control back after each setting
+    (the order of tests that once left BLAS at two threads inside the lanes of tests/test_planner.py)."""
+    seen: list[set[int]] = []
+
+    def hold_and_release() -> None:
+        held = OneThreadEach()
+        seen.append(blas_threads())
+        held.release()
+        seen.append(blas_threads())
+
+    def on_another_thread(work) -> None:
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+
+    before = blas_threads()
+    outer = numbert.threads(2)
+    try:
+        on_another_thread(hold_and_release)
+        with numbert.threads(2):
+            pass
+        on_another_thread(hold_and_release)
+        held = OneThreadEach()
+        seen.append(blas_threads())
+        on_another_thread(held.release)
+        seen.append(blas_threads())
+    finally:
+        outer.restore_original_limits()
+    assert seen == [{1}, {2}] * 3
+    assert blas_threads() == before
 
 
 def test_rerank_side_by_side_gives_the_bits_of_one_blas_thread(side_by_side):

@@ -30,7 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ..model import row_threads
-from ..model.blas import hand_back_control
+from ..model.blas import let_go_of_blas
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -115,19 +115,19 @@ class Lanes:
 
 class OneThreadEach:
     """BLAS held to one thread and the element-wise work to one row thread in this process, while batches run
-    side by side; `release` gives the process back what it had. `controller`: threadpoolctl's, if one is kept."""
+    side by side; `release` gives the process back what it had. `controller`: threadpoolctl's, if one is kept.
+    Either may run on any thread: each hands threadpoolctl's control of BLAS back (numbert.model.blas's controlling
+    thread), so a hold made on a lane's queue thread takes effect after `numbert.threads(n)` on another thread."""
 
     def __init__(self, controller: Any = None):
-        hand_back_control()  # threadpoolctl: whichever thread set the limits last, this one may set them now
         self.limits = (controller or blas_controller()).limit(limits=1, user_api="blas")
-        hand_back_control()
+        let_go_of_blas()
         self.rows = row_threads.count()
         row_threads.use(1)
 
     def release(self) -> None:
-        hand_back_control()
         self.limits.restore_original_limits()
-        hand_back_control()
+        let_go_of_blas()
         row_threads.use(self.rows)
 
 
