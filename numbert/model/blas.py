@@ -125,7 +125,7 @@ def threads(n: int) -> Threads:
     previous limits at the end of the block; a plain call keeps them until changed."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"threads must be an integer >= 1, got {n!r}")
-    from threadpoolctl import threadpool_limits  # (here: NumPy is loaded by now)
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]  # (here: NumPy is loaded by now)
 
     previous = _side_by_side
     limiter = threadpool_limits(limits=n, user_api="blas")
