@@ -1,4 +1,4 @@
-"""Batches side by side (numbert.pipeline.side_by_side): a corpus's planned batches two at a time on two threads of
+"""Batches side by side (numbert.runtime.side_by_side): a corpus's planned batches two at a time on two threads of
 one BLAS thread each give the bits of a one-BLAS-thread run of the same plan, in the same order; the settings are
 given back after; `numbert.threads(n)` asks for it in a user's process and its block undoes it."""
 
@@ -12,8 +12,8 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import numbert
-from numbert.model import blas, row_threads
-from numbert.pipeline.side_by_side import OneThreadEach, in_order
+from numbert.runtime import blas, row_threads
+from numbert.runtime.side_by_side import OneThreadEach, in_order
 
 TEXTS = [f"sentence {i} " + "word " * (i % 23) for i in range(90)]
 
@@ -177,7 +177,7 @@ def test_a_hold_made_on_another_thread_takes_effect_after_threads(side_by_side):
     silently ignores the others: after `numbert.threads(n)` on the main thread, a server's model thread could not
     hold its lanes to one BLAS thread each (they ran with every thread, side by side). numbert hands the control
     back around each change."""
-    from numbert.pipeline.side_by_side import OneThreadEach
+    from numbert.runtime.side_by_side import OneThreadEach
 
     with numbert.threads(2):
         pass

@@ -66,8 +66,7 @@ def load_weights(
     (names starting with HEAD_PREFIXES); each encoder tensor is checked for presence and shape first,
     so a checkpoint that disagrees with its config fails here, naming the tensor, rather than
     mid-forward. A TensorFlow checkpoint's per-tensor CRC-32C is checked unless verify_crc=False
-    (about 1.5 s for bert-base with numbert's NumPy CRC-32C, 0.15 s with google-crc32c:
-    `pip install google-crc32c`); sizes and bounds are always checked. With `check_finite`, a tensor
+    (faster with `pip install google-crc32c`); sizes and bounds are always checked. With `check_finite`, a tensor
     holding NaN or infinity is refused too, by name (this reads every page of the file).
     """
     source, raw = read_checkpoint(path, verify_crc=verify_crc)

@@ -30,12 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from ..model import blas
+from ..runtime import blas
+from ..runtime.side_by_side import in_order
 from . import planner
 from .pipeline import Pipeline
 from .planner import text_list
 from .reranking import ranking
-from .side_by_side import in_order
 
 SIMILARITIES = ("maxsim", "meanmaxsim")
 

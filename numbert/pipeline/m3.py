@@ -32,13 +32,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..model import blas
+from ..runtime import blas
+from ..runtime.side_by_side import in_order
 from . import planner
 from .late_interaction import maxsim
 from .pipeline import Pipeline
 from .planner import text_list
 from .reranking import pair_list
-from .side_by_side import in_order
 from .sparse import SparseVector, dot
 
 MODES = ("dense", "sparse", "colbert", "sparse+dense", "colbert+sparse+dense")

@@ -142,7 +142,7 @@ class Pipeline:
     ) -> Self:
         """Load config, tokenizer and weights from a local directory or a Hugging Face hub id (default:
         $NUMBERT_MODEL, else bert-base-uncased). check_finite: refuse weights holding NaN or infinity,
-        naming the tensor (reads every page of the weights: ~0.1 s for bert-base)."""
+        naming the tensor (reads every page of the weights)."""
         name_or_path = default_model() if name_or_path is None else name_or_path
         checkpoint = model_checkpoint(name_or_path, revision=revision, cache_dir=cache_dir)
         directory = checkpoint.directory

@@ -23,12 +23,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..model import blas
+from ..runtime import blas
+from ..runtime.side_by_side import in_order
 from . import planner
 from .pipeline import Pipeline
 from .planner import row_of, text_list
 from .readouts import SparseVector
-from .side_by_side import in_order
 
 
 def embed_sparse(

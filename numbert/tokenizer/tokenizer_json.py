@@ -410,79 +410,81 @@ class TokenizerJson:
                 add_prefix_space=self.flag(f"{field}.add_prefix_space", value.get("add_prefix_space"), True),
             )
         if kind == "Sequence":
-            return self._sequence_template(value, field, vocab)
-        return self._processing_template(value, field, vocab)
+            return _sequence_template(self, value, field, vocab)
+        return _processing_template(self, value, field, vocab)
 
-    def _sequence_template(self, value: dict, field: str, vocab: dict[str, int]) -> Template:
-        """A Sequence post-processor: at most one of its steps adds special tokens; the others may trim offsets."""
-        steps = value.get("processors")
-        if not isinstance(steps, list) or not steps:
-            raise self.error(f"{field}.processors", "must be a non-empty list")
-        templates = [self._template(s, f"{field}.processors[{i}]", vocab) for i, s in enumerate(steps)]
-        framing = [t for t in templates if t.count(True)] or templates[-1:]
-        if len(framing) > 1:
-            raise self.error(field, "adds special tokens in more than one step, which numbert does not implement")
-        trimming = [t for t in templates if t.trim_offsets]
-        return Template(
-            framing[0].single,
-            framing[0].pair,
-            trim_offsets=bool(trimming),
-            add_prefix_space=bool(trimming) and trimming[0].add_prefix_space,
-            named=framing[0].named,
-            own_types_in_further_windows=framing[0].own_types_in_further_windows,
-        )
 
-    def _processing_template(self, value: dict, field: str, vocab: dict[str, int]) -> Template:
-        """A TemplateProcessing post-processor: its single and pair templates, and the tokens framing a text."""
-        specials = value.get("special_tokens") or {}
-        if not isinstance(specials, dict):
-            raise self.error(f"{field}.special_tokens", "must be an object")
-        single = self._template_items(value, field, "single", specials, vocab)
-        pair = self._template_items(value, field, "pair", specials, vocab)
-        a: int = (
-            next(i for i, (item, _) in enumerate(single) if item == "A")
-            if any(item == "A" for item, _ in single)
-            else 0
-        )
-        before = [item.tokens[0] for item, _ in single[:a] if isinstance(item, Segment) and item.tokens]
-        after = [item.tokens[0] for item, _ in single[a + 1 :] if isinstance(item, Segment) and item.tokens]
-        named = (
-            before[0] if before else (after[0] if after else ""),
-            after[0] if after else (before[0] if before else ""),
-        )
-        return Template(single, pair, named=named, own_types_in_further_windows=(True, True))
+# -- the post-processor's templates ----------------------------------------------------------------------------
 
-    def _template_items(
-        self, value: dict, field: str, name: str, specials: dict, vocab: dict[str, int]
-    ) -> list[tuple[Segment | str, int]]:
-        """The pieces of one of a TemplateProcessing's templates (`name`: single or pair), each with its type id."""
-        template = value.get(name)
-        if not isinstance(template, list):
-            raise self.error(f"{field}.{name}", "must be a list")
-        out: list[tuple[Segment | str, int]] = []
-        for i, item in enumerate(template):
-            where = f"{field}.{name}[{i}]"
-            ((kind, piece),) = item.items() if isinstance(item, dict) and len(item) == 1 else [(None, None)]
-            if not isinstance(piece, dict):
-                raise self.error(where, f"must be a Sequence or a SpecialToken, not {shown(item, 100)}")
-            self.token_id(f"{where}.type_id", piece.get("type_id", 0))
-            if kind == "Sequence" and piece.get("id") in ("A", "B"):
-                out.append((piece["id"], piece.get("type_id", 0)))
-            elif kind == "SpecialToken" and isinstance(piece.get("id"), str) and piece["id"] in specials:
-                entry = specials[piece["id"]]
-                if not (
-                    isinstance(entry, dict)
-                    and isinstance(entry.get("ids"), list)
-                    and isinstance(entry.get("tokens"), list)
-                ):
-                    raise self.error(f"{field}.special_tokens.{piece['id']}", "must hold ids and tokens")
-                special = self._special(f"{field}.special_tokens.{piece['id']}", entry["tokens"], entry["ids"], vocab)
-                out.append((special, piece.get("type_id", 0)))
-            else:
-                raise self.error(
-                    where, "must be Sequence A/B or a SpecialToken listed in special_tokens, not " + shown(item, 100)
-                )
-        return out
+
+def _sequence_template(spec: TokenizerJson, value: dict, field: str, vocab: dict[str, int]) -> Template:
+    """A Sequence post-processor: at most one of its steps adds special tokens; the others may trim offsets."""
+    steps = value.get("processors")
+    if not isinstance(steps, list) or not steps:
+        raise spec.error(f"{field}.processors", "must be a non-empty list")
+    templates = [spec._template(s, f"{field}.processors[{i}]", vocab) for i, s in enumerate(steps)]
+    framing = [t for t in templates if t.count(True)] or templates[-1:]
+    if len(framing) > 1:
+        raise spec.error(field, "adds special tokens in more than one step, which numbert does not implement")
+    trimming = [t for t in templates if t.trim_offsets]
+    return Template(
+        framing[0].single,
+        framing[0].pair,
+        trim_offsets=bool(trimming),
+        add_prefix_space=bool(trimming) and trimming[0].add_prefix_space,
+        named=framing[0].named,
+        own_types_in_further_windows=framing[0].own_types_in_further_windows,
+    )
+
+
+def _processing_template(spec: TokenizerJson, value: dict, field: str, vocab: dict[str, int]) -> Template:
+    """A TemplateProcessing post-processor: its single and pair templates, and the tokens framing a text."""
+    specials = value.get("special_tokens") or {}
+    if not isinstance(specials, dict):
+        raise spec.error(f"{field}.special_tokens", "must be an object")
+    single = _template_items(spec, value, field, "single", specials, vocab)
+    pair = _template_items(spec, value, field, "pair", specials, vocab)
+    a: int = (
+        next(i for i, (item, _) in enumerate(single) if item == "A") if any(item == "A" for item, _ in single) else 0
+    )
+    before = [item.tokens[0] for item, _ in single[:a] if isinstance(item, Segment) and item.tokens]
+    after = [item.tokens[0] for item, _ in single[a + 1 :] if isinstance(item, Segment) and item.tokens]
+    named = (
+        before[0] if before else (after[0] if after else ""),
+        after[0] if after else (before[0] if before else ""),
+    )
+    return Template(single, pair, named=named, own_types_in_further_windows=(True, True))
+
+
+def _template_items(
+    spec: TokenizerJson, value: dict, field: str, name: str, specials: dict, vocab: dict[str, int]
+) -> list[tuple[Segment | str, int]]:
+    """The pieces of one of a TemplateProcessing's templates (`name`: single or pair), each with its type id."""
+    template = value.get(name)
+    if not isinstance(template, list):
+        raise spec.error(f"{field}.{name}", "must be a list")
+    out: list[tuple[Segment | str, int]] = []
+    for i, item in enumerate(template):
+        where = f"{field}.{name}[{i}]"
+        ((kind, piece),) = item.items() if isinstance(item, dict) and len(item) == 1 else [(None, None)]
+        if not isinstance(piece, dict):
+            raise spec.error(where, f"must be a Sequence or a SpecialToken, not {shown(item, 100)}")
+        spec.token_id(f"{where}.type_id", piece.get("type_id", 0))
+        if kind == "Sequence" and piece.get("id") in ("A", "B"):
+            out.append((piece["id"], piece.get("type_id", 0)))
+        elif kind == "SpecialToken" and isinstance(piece.get("id"), str) and piece["id"] in specials:
+            entry = specials[piece["id"]]
+            if not (
+                isinstance(entry, dict) and isinstance(entry.get("ids"), list) and isinstance(entry.get("tokens"), list)
+            ):
+                raise spec.error(f"{field}.special_tokens.{piece['id']}", "must hold ids and tokens")
+            special = spec._special(f"{field}.special_tokens.{piece['id']}", entry["tokens"], entry["ids"], vocab)
+            out.append((special, piece.get("type_id", 0)))
+        else:
+            raise spec.error(
+                where, "must be Sequence A/B or a SpecialToken listed in special_tokens, not " + shown(item, 100)
+            )
+    return out
 
 
 @dataclass

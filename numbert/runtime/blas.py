@@ -7,14 +7,14 @@ it), and a worker gets its thread count. The thread count is never chosen by the
 some BLAS kernels one thread and two sum in another order, and a command's vectors must not change
 their last bits with what else runs; on a loaded machine set OPENBLAS_NUM_THREADS=1 (docs/usage.md's
 Threads section and docs/performance.md have the figures). numbert's processes also share the element-wise
-phases among as many row threads (numbert.model.row_threads) as they have BLAS threads, which pays only while idle
+phases among as many row threads (numbert.runtime.row_threads) as they have BLAS threads, which pays only while idle
 BLAS threads sleep. In a user's Python process numbert sets nothing unless asked: `numbert.threads(n)` limits
 the BLAS threads through threadpoolctl (a dependency of numbert's);
-`numbert.model.row_threads.use(n)` shares the element-wise work (with OPENBLAS_THREAD_TIMEOUT=4 set before NumPy
+`numbert.runtime.row_threads.use(n)` shares the element-wise work (with OPENBLAS_THREAD_TIMEOUT=4 set before NumPy
 loads). This module imports no third-party module, so it can run before NumPy loads.
 
 Batches side by side: a corpus's planned batches run n at once, each on a Python thread of its own with one BLAS
-thread (`side_by_side`, numbert.pipeline.side_by_side): the element-wise work (GELU, softmax, LayerNorm: one NumPy
+thread (`side_by_side`, numbert.runtime.side_by_side): the element-wise work (GELU, softmax, LayerNorm: one NumPy
 pass each, on one core) then uses every core as the products do. n is the process's BLAS threads unless asked
 (`numbert.threads(n)`; `numbert.threads(1)`: one batch after the other), and the BLAS limits are given back when
 the call returns. The bits are those of a one-BLAS-thread run of the same plan.
@@ -76,7 +76,7 @@ def configure_own_process(threads: int | None = None) -> None:
 
 def side_by_side() -> int:
     """How many planned batches of a corpus run at once, each on its own thread with one BLAS thread
-    (numbert.pipeline.side_by_side): `n` after `threads(n)` (1: one batch after the other, with the process's BLAS
+    (numbert.runtime.side_by_side): `n` after `threads(n)` (1: one batch after the other, with the process's BLAS
     threads); unless asked, as many as the process's BLAS threads (its thread variables, else one per core)."""
     return process_threads(os.environ) if _side_by_side is None else _side_by_side
 

@@ -10,8 +10,8 @@ processes, pickling or a second copy of the weights:
 
 Each batch runs as it would alone on one BLAS thread (the same plan, the same shapes, the same blocks), so the
 answers are those of a one-BLAS-thread run, bit for bit (docs/architecture.md's numeric contract). BLAS is held
-to one thread (threadpoolctl) and the row threads (numbert.model.row_threads) to one while batches run side by
-side, and given back after. Who runs side by side is numbert.model.blas.side_by_side's rule: numbert's own
+to one thread (threadpoolctl) and the row threads (numbert.runtime.row_threads) to one while batches run side by
+side, and given back after. Who runs side by side is numbert.runtime.blas.side_by_side's rule: numbert's own
 processes, and a user's process after `numbert.threads(n)`. The BLAS limit is the process's: a program that calls
 `embed` from several threads of its own at once should keep them at one BLAS thread each (`numbert.threads(1)`, the
 rule of docs/usage.md's Threads), which runs each call's batches one after the other.
@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from ..model import row_threads
-from ..model.blas import let_go_of_blas
+from . import row_threads
+from .blas import let_go_of_blas
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -116,7 +116,7 @@ class Lanes:
 class OneThreadEach:
     """BLAS held to one thread and the element-wise work to one row thread in this process, while batches run
     side by side; `release` gives the process back what it had. `controller`: threadpoolctl's, if one is kept.
-    Either may run on any thread: each hands threadpoolctl's control of BLAS back (numbert.model.blas's controlling
+    Either may run on any thread: each hands threadpoolctl's control of BLAS back (numbert.runtime.blas's controlling
     thread), so a hold made on a lane's queue thread takes effect after `numbert.threads(n)` on another thread."""
 
     def __init__(self, controller: Any = None):
