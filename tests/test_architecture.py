@@ -246,3 +246,9 @@ def test_json_files_are_read_in_few_places():
             ):
                 reads.append(f"{mine}:{node.lineno}")
     assert len(reads) <= JSON_READS_AT_MOST, reads
+
+
+def test_the_architecture_is_one_screen():
+    lines = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 60, len(lines)
+    assert all(len(line) <= 120 for line in lines), [n + 1 for n, line in enumerate(lines) if len(line) > 120]

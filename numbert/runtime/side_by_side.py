@@ -9,7 +9,7 @@ processes, pickling or a second copy of the weights:
         ...
 
 Each batch runs as it would alone on one BLAS thread (the same plan, the same shapes, the same blocks), so the
-answers are those of a one-BLAS-thread run, bit for bit (docs/architecture.md's numeric contract). BLAS is held
+answers are those of a one-BLAS-thread run, bit for bit (docs/house.md's numeric contract). BLAS is held
 to one thread (threadpoolctl) and the row threads (numbert.runtime.row_threads) to one while batches run side by
 side, and given back after. Who runs side by side is numbert.runtime.blas.side_by_side's rule: numbert's own
 processes, and a user's process after `numbert.threads(n)`. The BLAS limit is the process's: a program that calls
