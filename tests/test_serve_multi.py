@@ -140,7 +140,7 @@ def test_one_served_model_runs_two_lanes_and_several_models_one_each():
     from numbert.serve.models import lanes
     from numbert.serve.settings import Settings
 
-    previous = blas.side_by_side()
+    previous = blas.batches_at_once()
     blas.use_side_by_side(2)  # as in `numbert serve`'s own process on 2 cores
     try:
         assert lanes(Settings(model="a")) == 2

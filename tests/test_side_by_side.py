@@ -25,7 +25,7 @@ def blas_threads() -> set[int]:
 @pytest.fixture
 def side_by_side():
     """Restores the process's batches side by side after the test."""
-    before = blas.side_by_side()
+    before = blas.batches_at_once()
     yield blas.use_side_by_side
     blas.use_side_by_side(before)
 
@@ -72,8 +72,8 @@ def test_in_order_keeps_the_order_and_raises_what_a_batch_raised():
 def test_threads_asks_for_batches_side_by_side_within_its_block(side_by_side):
     side_by_side(1)
     with numbert.threads(2):
-        assert blas.side_by_side() == 2
-    assert blas.side_by_side() == 1
+        assert blas.batches_at_once() == 2
+    assert blas.batches_at_once() == 1
 
 
 def test_a_hold_on_another_thread_holds_blas_after_threads_on_this_one(side_by_side):
@@ -133,13 +133,13 @@ def test_nothing_asked_runs_side_by_side_as_threads_does(minilm, side_by_side, m
     with numbert.threads(2):
         asked = minilm.embed(TEXTS, batch_size=8, progress=False)
     side_by_side(None)
-    assert blas.side_by_side() == 2
+    assert blas.batches_at_once() == 2
     before = blas_threads()
     assert np.array_equal(minilm.embed(TEXTS, batch_size=8, progress=False), asked)
     assert blas_threads() == before
     with numbert.threads(1):
-        assert blas.side_by_side() == 1
-    assert blas.side_by_side() == 2
+        assert blas.batches_at_once() == 1
+    assert blas.batches_at_once() == 2
 
 
 @pytest.mark.parametrize("kind", ["sparse", "multi", "m3"])

@@ -152,7 +152,7 @@ class Batcher:
 
     `submit` (on the event loop) enqueues a request's rows and returns a future of their answers;
     `stop` lets the thread finish everything queued, then end. `lanes`: batches that may run at once
-    (numbert.runtime.blas.side_by_side() in numbert's own processes).
+    (numbert.runtime.blas.batches_at_once() in numbert's own processes).
     """
 
     def __init__(

@@ -96,7 +96,7 @@ def embed(
     texts = text_list([texts] if single else texts)
     vectors = np.empty((len(texts), recipe.width), np.float32)
     planned = model.plan(texts, None, recipe, batch_size)
-    side = blas.side_by_side() if len(texts) > batch_size else 1  # batches side by side where there are several
+    side = blas.batches_at_once() if len(texts) > batch_size else 1  # batches side by side where there are several
     with progress_bar(progress, len(texts)) as bar:
         for positions, pooled in run_planned(model, planned, recipe, batch_size, workers, side):
             vectors[positions] = pooled

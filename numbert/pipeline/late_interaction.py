@@ -65,7 +65,7 @@ def embed_multi(
     def run(batch: list[int]) -> tuple[list[int], list[np.ndarray]]:
         return batch, read(model.forward_rows([rows[i] for i in batch]))
 
-    side = blas.side_by_side() if len(texts) > batch_size else 1  # batches side by side where there are several
+    side = blas.batches_at_once() if len(texts) > batch_size else 1  # batches side by side where there are several
     for batch, answers in in_order(run, planner.by_length([len(r.ids) for r in rows], limit, batch_size), side):
         for i, answer in zip(batch, answers):
             vectors[i] = answer

@@ -76,7 +76,9 @@ def embed_m3(
     def run(batch: list[int]) -> tuple[list[int], list]:
         return batch, read(model.forward_rows([planner.row_of(rows[i]) for i in batch]))
 
-    side_by_side = blas.side_by_side() if len(texts) > batch_size else 1  # batches side by side where there are several
+    side_by_side = (
+        blas.batches_at_once() if len(texts) > batch_size else 1
+    )  # batches side by side where there are several
     for batch, answers in in_order(run, planner.by_length([len(r) for r in rows], limit, batch_size), side_by_side):
         for i, answer in zip(batch, answers):
             dense[i], sparse[i], multi[i] = answer

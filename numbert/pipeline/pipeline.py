@@ -32,7 +32,14 @@ from ..checkpoint.colbert_config import ColbertConfig, read_colbert_config
 from ..checkpoint.hub import VOCAB_FILES, default_model, model_checkpoint
 from ..checkpoint.m3_heads import M3Heads, read_m3_heads
 from ..checkpoint.model_config import read_model_config
-from ..checkpoint.sentence_config import SentenceConfig, SpladePooling, read_sentence_config, sentence_modules
+from ..checkpoint.sentence_config import (
+    SentenceConfig,
+    SpladePooling,
+    listed_modules,
+    read_sentence_config,
+    recipe_directory,
+    sentence_modules,
+)
 from ..checkpoint.weights import load_weights
 from ..model import pooling
 from ..model.config import BertConfig, config_file
@@ -148,14 +155,16 @@ class Pipeline:
         directory = checkpoint.directory
         config, head_config = read_model_config(config_file(directory))  # config.json, or Google's bert_config.json
         weights = load_weights(checkpoint, config, check_finite=check_finite)
-        modules = sentence_modules(directory)
-        colbert, m3 = read_colbert_config(directory, config, modules), read_m3_heads(directory, config.hidden_size)
+        listed = listed_modules(directory)  # modules.json, read once
+        colbert = read_colbert_config(directory, config, sentence_modules(directory, listed))
+        m3 = read_m3_heads(directory, config.hidden_size)
         has_vocab = any((directory / f).is_file() for f in (*VOCAB_FILES, *SLOW_TOKENIZER_FILES))  # (slow: refused)
         pylate = colbert is not None and colbert.library == "PyLate"
         tokenizer = load_tokenizer(directory, pylate) if has_vocab else None
         if tokenizer is not None:  # a vocabulary that does not fit the embedding table is refused here, named
             tokenizer.check_embedding_rows(config.vocab_size, str(checkpoint.location))
-        sentence_config = read_sentence_config(directory, config.hidden_size, modules)
+        root = recipe_directory(directory)  # a Router's encoder folder: the Router's directory holds the recipe
+        sentence_config = read_sentence_config(root, config.hidden_size, listed if root == directory else ...)
         if sentence_config is None and m3 is not None:  # BGEM3FlagModel's dense vector: the normalized [CLS]
             sentence_config = SentenceConfig(("cls",), normalize=True)
         return cls(
@@ -164,7 +173,7 @@ class Pipeline:
             sentence_config,
             name=str(name_or_path),
             head_config=head_config,
-            directory=checkpoint.location,
+            directory=checkpoint.location if root == directory else root,
             colbert=colbert,
             m3=m3,
         )

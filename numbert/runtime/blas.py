@@ -74,7 +74,7 @@ def configure_own_process(threads: int | None = None) -> None:
     use_side_by_side(process_threads(os.environ))
 
 
-def side_by_side() -> int:
+def batches_at_once() -> int:
     """How many planned batches of a corpus run at once, each on its own thread with one BLAS thread
     (numbert.runtime.side_by_side): `n` after `threads(n)` (1: one batch after the other, with the process's BLAS
     threads); unless asked, as many as the process's BLAS threads (its thread variables, else one per core)."""
