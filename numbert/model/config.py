@@ -2,7 +2,7 @@
 
 config.json's `model_type` names the member of BERT's family (`FAMILY`: BERT, RoBERTa, XLM-RoBERTa,
 DistilBERT, ELECTRA, MPNet, and the modern family: ModernBERT, NomicBERT, GTE, jina-embeddings-v3); each is
-BERT's encoder with the few differences its `Relative` lists (docs/family.md). DistilBERT names its sizes its
+BERT's encoder with the few differences its `Member` lists (docs/family.md). DistilBERT names its sizes its
 own way (`dim`, `n_layers`, ...), NomicBERT GPT-2's (`n_embd`, `n_layer`, ...): read as BERT's. The modern
 family's configs circulate in two shapes, transformers 5's (`layer_types`, `rope_parameters`) and their
 authors' remote code's (ModernBERT's `global_rope_theta`, GTE's model type "new", jina's "xlm-roberta" with
@@ -18,7 +18,6 @@ computes (the two differ by up to about 1e-3 per activation).
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ GOOGLE_RELEASE = re.compile(
 
 
 @dataclass(frozen=True)
-class Relative:
+class Member:
     """What one member of BERT's family changes in BERT's encoder (docs/family.md has the why)."""
 
     name: str  # transformers' class names start with it: RobertaModel, RobertaForMaskedLM, ...
@@ -65,7 +64,7 @@ class Relative:
 
 BIASES = ("qkv", "attention_output", "up", "down", "norm")  # the tensor kinds that may carry a bias (BertConfig.biases)
 LAYER_TYPES = ("full_attention", "sliding_attention")  # ModernBERT's layer kinds, as transformers 5 names them
-DECODERS = ("qwen3", "gemma3")  # Relative.decoder's kinds
+DECODERS = ("qwen3", "gemma3")  # Member.decoder's kinds
 # BertConfig's fields read from a decoder's config alone (NomicBERT's config.json has a head_dim and causal too)
 DECODER_FIELDS = ("num_key_value_heads", "head_dim", "causal", "query_pre_attn_scalar")
 
@@ -416,7 +415,7 @@ def read_gemma3(d: dict, source: str) -> dict:
     }
 
 
-GTE = Relative(  # transformers' GteModel
+GTE = Member(  # transformers' GteModel
     "Gte",
     "gte.",
     token_types=None,
@@ -431,11 +430,11 @@ GTE = Relative(  # transformers' GteModel
     read_config=read_gte,
 )
 
-FAMILY = {  # config.json's model_type -> how that relative differs from BERT
-    "bert": Relative("Bert", "bert."),
-    "roberta": Relative("Roberta", "roberta.", positions_past_padding=True),
-    "xlm-roberta": Relative("XLMRoberta", "roberta.", positions_past_padding=True),
-    "distilbert": Relative(
+FAMILY = {  # config.json's model_type -> how that member of the family differs from BERT
+    "bert": Member("Bert", "bert."),
+    "roberta": Member("Roberta", "roberta.", positions_past_padding=True),
+    "xlm-roberta": Member("XLMRoberta", "roberta.", positions_past_padding=True),
+    "distilbert": Member(
         "DistilBert",
         "distilbert.",
         token_types=False,
@@ -447,10 +446,10 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
             ("activation", "hidden_act"),
         ),
     ),
-    "electra": Relative("Electra", "electra."),  # and embeddings of embedding_size, projected to hidden_size
-    "mpnet": Relative("MPNet", "mpnet.", positions_past_padding=True, token_types=False, relative_attention=True),
+    "electra": Member("Electra", "electra."),  # and embeddings of embedding_size, projected to hidden_size
+    "mpnet": Member("MPNet", "mpnet.", positions_past_padding=True, token_types=False, relative_attention=True),
     # the modern family: rotary positions, gated feed-forwards, ModernBERT's pre-norm and sliding windows
-    "modernbert": Relative(
+    "modernbert": Member(
         "ModernBert",
         "model.",
         token_types=False,
@@ -466,7 +465,7 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
         ),
         read_config=read_modernbert,
     ),
-    "nomic_bert": Relative(
+    "nomic_bert": Member(
         "NomicBert",
         "nomic_bert.",
         rotary=True,
@@ -477,7 +476,7 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
     "gte": GTE,
     # GTE as Alibaba's remote code names it (gte-base-en-v1.5, gte-multilingual-base: NewModel)
     "new": dataclasses.replace(GTE, name="New", prefix="new."),
-    "jina_embeddings_v3": Relative(
+    "jina_embeddings_v3": Member(
         "JinaEmbeddingsV3",
         "roberta.",
         rotary=True,
@@ -495,7 +494,7 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
         read_config=read_jina_embeddings_v3,
     ),
     # decoder-shaped embedders (numbert.model.decoder): pre-norm RMSNorm layers, grouped-query attention
-    "qwen3": Relative(
+    "qwen3": Member(
         "Qwen3",
         "model.",
         token_types=False,
@@ -506,7 +505,7 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
         read_config=read_qwen3,
         decoder="qwen3",
     ),
-    "gemma3_text": Relative(
+    "gemma3_text": Member(
         "Gemma3Text",
         "model.",
         token_types=False,
@@ -576,7 +575,7 @@ class BertConfig:
     embedding_size: int | None = None  # ELECTRA: embeddings this wide, projected to hidden_size; None: hidden_size
     relative_attention_num_buckets: int = 32  # MPNet: rows of its relative position bias
     # the modern family (docs/family.md); BERT's are these defaults
-    rope: Rope | None = None  # rotary positions (Relative.rotary): every layer's, or ModernBERT's full-attention ones'
+    rope: Rope | None = None  # rotary positions (Member.rotary): every layer's, or ModernBERT's full-attention ones'
     local_rope: Rope | None = None  # ModernBERT: its sliding-window layers' (None: `rope`)
     layer_types: tuple[str, ...] = ()  # each layer's LAYER_TYPES kind (ModernBERT); (): every layer full attention
     local_attention: int = 128  # a sliding-window layer's keys lie within local_attention // 2 of the query
@@ -586,7 +585,7 @@ class BertConfig:
     lora_alpha: float = 1.0  # and alpha: each adapted weight is W + (alpha / rank) B A
     task_instructions: tuple[tuple[str, str], ...] = ()  # jina: the text its encode prepends for each task
     matryoshka_dimensions: tuple[int, ...] = ()  # jina: the widths its vectors may be cut to
-    # decoder-shaped embedders (Relative.decoder: Qwen3, Gemma3); None / False for the others
+    # decoder-shaped embedders (Member.decoder: Qwen3, Gemma3); None / False for the others
     num_key_value_heads: int | None = None  # grouped-query attention: key/value heads, each shared by a group of
     # query heads; None: one per query head
     head_dim: int | None = None  # a head's width where it is not hidden_size / num_attention_heads
@@ -621,14 +620,14 @@ class BertConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{where}: {name} must be at least 1, got {getattr(self, name)}")
-        if self.relative.relative_attention and self.relative_attention_num_buckets < RELATIVE_BUCKETS:
+        if self.member.relative_attention and self.relative_attention_num_buckets < RELATIVE_BUCKETS:
             raise ValueError(
                 f"{where}: relative_attention_num_buckets is {self.relative_attention_num_buckets}, but "
                 f"{self.model_type} reads {RELATIVE_BUCKETS} buckets of its relative position bias "
                 f"(encoder.relative_attention_bias.weight, a row a bucket, as transformers reads it): at least "
                 f"{RELATIVE_BUCKETS}"
             )
-        token_types = self.relative.token_types
+        token_types = self.member.token_types
         if self.type_vocab_size < 0 or (token_types is not None and (self.type_vocab_size >= 1) != token_types):
             has = "has no token types: 0" if not token_types else "has token types: at least 1"
             raise ValueError(f"{where}: type_vocab_size is {self.type_vocab_size}; {self.model_type} {has}")
@@ -650,7 +649,7 @@ class BertConfig:
             raise ValueError(
                 f"{where}: unsupported hidden_act {self.hidden_act!r}; numbert runs {', '.join(ACTIVATIONS)}"
             )
-        positions = "rotary" if self.relative.rotary else "absolute"
+        positions = "rotary" if self.member.rotary else "absolute"
         if self.position_embedding_type != positions:
             raise ValueError(
                 f"{where}: unsupported position_embedding_type "
@@ -667,7 +666,7 @@ class BertConfig:
 
     def _check_modern(self, where: str) -> None:
         """The modern family's fields: a rope exactly where positions rotate, layer kinds, biases, adapters."""
-        rotary = self.relative.rotary
+        rotary = self.member.rotary
         if rotary != (self.rope is not None) or (self.local_rope is not None and not rotary):
             raise ValueError(f"{where}: {self.model_type} {'needs' if rotary else 'has no'} rotary positions (rope)")
         for name in ("rope", "local_rope"):
@@ -712,7 +711,7 @@ class BertConfig:
     def _check_decoder(self, where: str) -> None:
         """The decoder-shaped embedders' fields: a head width, key/value heads dividing the query heads, a causal
         mask and Gemma's query scalar only where the member is a decoder."""
-        decoder = self.relative.decoder is not None
+        decoder = self.member.decoder is not None
         if not decoder and (
             self.num_key_value_heads is not None
             or self.head_dim is not None
@@ -763,7 +762,7 @@ class BertConfig:
         return (self.query_pre_attn_scalar or self.head_size) ** -0.5
 
     @property
-    def relative(self) -> Relative:
+    def member(self) -> Member:
         """How this family member differs from BERT."""
         return FAMILY[self.model_type]
 
@@ -776,7 +775,7 @@ class BertConfig:
     def max_tokens(self) -> int:
         """The longest input: one token per position, less the positions up to the padding index for RoBERTa's rule
         (RoBERTa's 514 positions take 512 tokens)."""
-        offset = self.pad_token_id + 1 if self.relative.positions_past_padding else 0
+        offset = self.pad_token_id + 1 if self.member.positions_past_padding else 0
         return self.max_position_embeddings - offset
 
     @property
@@ -799,16 +798,16 @@ class BertConfig:
         model_type = model_type_of(d, source)
         if model_type == "gemma3_text" and d.get("model_type") == "gemma3":
             d, source = d["text_config"], f"{source}: text_config"
-        relative = FAMILY[model_type]
-        d = {**d, **{key: value for key, value in relative.defaults if d.get(key) is None}}
-        d = {**d, **{bert: d[own] for own, bert in relative.config_keys if own in d}, "model_type": model_type}
+        member = FAMILY[model_type]
+        d = {**d, **{key: value for key, value in member.defaults if d.get(key) is None}}
+        d = {**d, **{bert: d[own] for own, bert in member.config_keys if own in d}, "model_type": model_type}
         check_sizes(d, source)  # before a reader builds anything from them
-        if relative.read_config is not None:
+        if member.read_config is not None:
             try:
-                d |= relative.read_config(d, source) | {"position_embedding_type": "rotary"}
+                d |= member.read_config(d, source) | {"position_embedding_type": "rotary"}
             except (TypeError, KeyError) as e:  # a field of the wrong kind deep in its rope or layer settings
                 raise ValueError(f"{source}: {model_type} config is malformed ({clipped(e, 200)})") from None
-        if relative.token_types is False:
+        if member.token_types is False:
             d["type_vocab_size"] = 0
         for flag in ("is_decoder", "add_cross_attention"):
             if d.get(flag):
@@ -817,7 +816,7 @@ class BertConfig:
                     f"only (no causal mask, no cross-attention)"
                 )
         known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in d.items() if k in known and (relative.decoder or k not in DECODER_FIELDS)}
+        values = {k: v for k, v in d.items() if k in known and (member.decoder or k not in DECODER_FIELDS)}
         if values.get("pad_token_id") is None:
             values.pop("pad_token_id", None)
         try:
@@ -825,30 +824,16 @@ class BertConfig:
         except ValueError as e:
             raise ValueError(str(e).replace("BertConfig", source, 1)) from None
 
-    @classmethod
-    def from_json(cls, path: str | Path) -> BertConfig:
-        """The config in a checkpoint's config.json; every error names the file."""
-        path = Path(path)
-        try:
-            d = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise FileNotFoundError(f"no config.json at {path}") from None
-        except (ValueError, RecursionError) as e:  # bad JSON or UTF-8, a number of 4300 digits, nesting too deep
-            raise ValueError(f"{path} is not valid JSON: {e}") from None
-        if not isinstance(d, dict):
-            raise ValueError(f"{path} must hold a JSON object")
-        return cls.from_dict(d, source=str(path))
-
     def to_dict(self) -> dict:
         """The config as config.json writes it; the modern family's in transformers 5's shape (rope_parameters,
         layer_types), which both numbert and transformers read back."""
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in MODERN_FIELDS}
         if self.embedding_size is None:
             del fields["embedding_size"]
-        if not self.relative.relative_attention:
+        if not self.member.relative_attention:
             del fields["relative_attention_num_buckets"]
-        fields = fields | {"architectures": [f"{self.relative.name}Model"]}
-        if not self.relative.rotary:
+        fields = fields | {"architectures": [f"{self.member.name}Model"]}
+        if not self.member.rotary:
             return fields
         assert self.rope is not None  # __post_init__ checked it
         del fields["position_embedding_type"]
@@ -865,7 +850,7 @@ class BertConfig:
                 "mlp_bias": "up" in self.biases,
                 "norm_bias": "norm" in self.biases,
             }
-        if self.relative.decoder is not None:
+        if self.member.decoder is not None:
             fields |= self._decoder_dict()
         if self.task_adapters:  # jina-embeddings-v3's adapters, by the hub's names
             fields |= {
@@ -889,7 +874,7 @@ class BertConfig:
             "layer_types": list(self.layer_types) or ["full_attention"] * self.num_hidden_layers,
             "attention_bias": "qkv" in self.biases,
         }
-        if self.relative.decoder == "qwen3":
+        if self.member.decoder == "qwen3":
             return fields | {"rope_parameters": self.rope.to_dict(), "use_sliding_window": False}
         local = self.local_rope or self.rope
         return fields | {
