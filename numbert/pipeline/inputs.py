@@ -51,7 +51,7 @@ class InvalidTokenId(ValueError):
         super().__init__(f"token {position} of input {index} is {value}, not an id of the vocabulary [0, {vocab_size})")
 
 
-class Parts(Protocol):
+class InputParts(Protocol):
     """What inputs are read by: the model's tokenizer and the recipes its directory names (a Pipeline's
     attributes, read at each call, so a recipe set later counts)."""
 
@@ -65,7 +65,7 @@ class Parts(Protocol):
     def config(self) -> BertConfig: ...
 
 
-def multi_vector_kind(parts: Parts) -> ColbertConfig | M3Heads:
+def multi_vector_kind(parts: InputParts) -> ColbertConfig | M3Heads:
     """The ColBERT recipe or BGE-M3's heads, or a ValueError saying the model has neither."""
     found = parts.colbert if parts.colbert is not None else parts.m3
     if found is None:
@@ -80,7 +80,7 @@ class Inputs:
     """Text -> rows of token ids, within the model's lengths; each input too long or out of the vocabulary refused
     naming its index."""
 
-    def __init__(self, parts: Parts):
+    def __init__(self, parts: InputParts):
         self.parts = parts
 
     def require_tokenizer(self) -> Tokenizer:
