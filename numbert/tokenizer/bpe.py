@@ -8,6 +8,11 @@ adjacent pair with the best rank in the merges list is merged, again and again, 
 That is exactly the Rust `tokenizers` crate's order (a priority queue on (rank, position)); `merge_word`
 runs it with a heap over a linked list of symbols, so a long word costs n log n, not n^2. (The tokenizer
 memoizes words: tokenizer.py's stages, pipeline_fast.py.)
+
+Gemma's normalizer writes spaces as "▁" and its pre-tokenizer never splits, so its words are whole texts. When no
+merge joins a piece ending in another character to one starting with "▁" (`splits_at_metaspace`: SentencePiece's
+pieces never do), no token crosses such a place, and a long word is tokenized piece by piece between them, each
+piece memoized: the same tokens, in the time of the pieces.
 """
 
 from __future__ import annotations
@@ -15,7 +20,13 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+import re
 from collections.abc import Mapping, Sequence
+
+from .memo import Memo
+
+METASPACE = "▁"
+MEMO_PIECE = 256  # characters: longer pieces of a word are tokenized without the memo
 
 
 class BPE:
@@ -45,9 +56,34 @@ class BPE:
             raise ValueError(f"{source}: model.unk_token {unk_token!r} is not in model.vocab")
         self.unk_token, self.fuse_unk, self.byte_fallback = unk_token, fuse_unk, byte_fallback
         self.ignore_merges = ignore_merges
+        self.pieces = Memo(self.tokenize_whole, 1 << 14)  # a piece of a word between cuts -> its tokens
+        self.cuts = re.compile(f"(?<=[^{METASPACE}])(?={METASPACE})") if self.splits_at_metaspace() else None
+
+    def splits_at_metaspace(self) -> bool:
+        """Whether no token can cross a place between another character and "▁": no merge joins a piece ending in
+        another character to one starting with "▁"; "▁" is in the vocabulary (an unknown token waiting for the next
+        character in it is laid before it, as Rust lays it); every character becomes some token (an unknown one),
+        so none dropped shifts what follows; and no word is looked up whole (ignore_merges)."""
+        return (
+            METASPACE in self.vocab
+            and self.unk_token is not None
+            and not self.ignore_merges
+            and not any(b.startswith(METASPACE) and not a.endswith(METASPACE) for a, b in self.ranks)
+        )
 
     def tokenize(self, word: str) -> list[tuple[int, str, int, int]]:
         """(id, token, start, end) of each token of `word` (character positions in it)."""
+        if self.cuts is None or METASPACE not in word:
+            return self.tokenize_whole(word)
+        out, start = [], 0
+        for piece in self.cuts.split(word):
+            found = self.pieces[piece] if len(piece) <= MEMO_PIECE else self.tokenize_whole(piece)
+            out += [(i, t, s + start, e + start) for i, t, s, e in found] if start else found
+            start += len(piece)
+        return out
+
+    def tokenize_whole(self, word: str) -> list[tuple[int, str, int, int]]:
+        """`tokenize` on the word as one piece."""
         if self.ignore_merges and word in self.vocab:
             return [(self.vocab[word], word, 0, len(word))]
         return [(self.vocab[s], s, start, end) for s, start, end in self.merge_word(self.symbols(word))]
