@@ -75,7 +75,8 @@ class BPE:
         """(id, token, start, end) of each token of `word` (character positions in it)."""
         if self.cuts is None or METASPACE not in word:
             return self.tokenize_whole(word)
-        out, start = [], 0
+        out: list[tuple[int, str, int, int]] = []
+        start = 0
         for piece in self.cuts.split(word):
             found = self.pieces[piece] if len(piece) <= MEMO_PIECE else self.tokenize_whole(piece)
             out += [(i, t, s + start, e + start) for i, t, s, e in found] if start else found
