@@ -36,8 +36,10 @@ __all__ = [
     "BertConfig",
     "CrossEncoder",
     "Encoding",
+    "MultiVectorEncoder",
     "Output",
     "SentenceTransformer",
+    "SparseEncoder",
     "Tokenizer",
     "__version__",
     "encode",
@@ -60,6 +62,8 @@ _PUBLIC = {  # name -> the module that defines it, imported on first use
     "Tokenizer": "tokenizer",
     "SentenceTransformer": "sentence_transformers",  # sentence-transformers' classes, as numbert models
     "CrossEncoder": "sentence_transformers",
+    "SparseEncoder": "sentence_transformers",
+    "MultiVectorEncoder": "sentence_transformers",
 }
 
 
