@@ -89,3 +89,43 @@ def test_the_phases_of_each_route_are_traced_the_same_way(traced, route):
         forwards = names.count("forward")
         assert forwards >= 1
         assert names == ["tokenize", "/tokenize", "queue", *["forward"] * forwards, "render", "/render"]
+
+
+def test_answers_carry_the_numbers_nine_significant_digits_wrote():
+    """orjson writes the answers' floats (serve/protocol `nine_digits`): each reads back as the very double "%.9g"
+    wrote before, for every float32 (tiny, huge, near a rounding tie, subnormal, zero of either sign)."""
+    import json
+
+    import numpy as np
+
+    from numbert.serve.protocol import arrays_json, nine_digits
+
+    rng = np.random.default_rng(0)
+    values = np.concatenate(
+        [
+            rng.standard_normal(20_000).astype(np.float32) / 20,
+            rng.integers(0, 2**31 - 1, 20_000).astype(np.uint32).view(np.float32),  # every exponent, NaN among them
+            np.array([0.0, -0.0, 1.0, 1e-45, 3.4028235e38, 0.5, 123456789.0, 1e-20, 2.5e-5], np.float32),
+        ]
+    )
+    values = values[np.isfinite(values)]
+    want = np.array([float(f"{v:.9g}") for v in values.tolist()])
+    assert np.array_equal(nine_digits(values), want)
+    assert np.array_equal(np.array(json.loads(arrays_json(values[None])))[0], want)
+
+
+def test_bodies_read_as_the_standard_library_reads_them():
+    """orjson reads the bodies; what it refuses or would read otherwise (NaN, a lone surrogate, an integer beyond 64
+    bits, a number beyond a double) falls back to the standard library, so it reads, and fails, as before."""
+    import json
+
+    import pytest
+
+    from numbert.serve.protocol import ApiError, json_object
+
+    for body in [b'{"a": [1, 2.5, "x"]}', b'{"a": 123456789012345678901234567890}', b'{"a": NaN}', b'{"a": 1e400}',
+                 b'{"a": 1, "a": 2}', b'{"a": -9223372036854775809}']:  # fmt: skip
+        assert repr(json_object(body)) == repr(json.loads(body))
+    for body, says in [(b"{", "not valid JSON: Expecting property name"), (b'{"a": "\\ud800"}', "lone surrogate")]:
+        with pytest.raises(ApiError, match=says):
+            json_object(body)

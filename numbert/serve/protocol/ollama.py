@@ -11,9 +11,9 @@ from .common import (
     ApiError,
     EmbeddingRequest,
     Field,
+    arrays_json,
     boolean,
     checked,
-    float_arrays,
     json_object,
     not_applied,
     positive,
@@ -74,13 +74,11 @@ def ollama_model(obj: dict, required: bool = True, name: str = "model") -> str |
 def ollama_embed_response(vectors: np.ndarray, model: str, tokens: int, total_ns: int, load_ns: int) -> bytes:
     """/api/embed: {"model", "embeddings": [[float]], "total_duration", "load_duration", "prompt_eval_count"};
     durations in nanoseconds."""
-    embeddings = "[" + ",".join(float_arrays(vectors)) + "]" if len(vectors) else "[]"
-    return (
-        f'{{"model":{json.dumps(model)},"embeddings":{embeddings},"total_duration":{total_ns},'
-        f'"load_duration":{load_ns},"prompt_eval_count":{tokens}}}'
-    ).encode()
+    embeddings = arrays_json(vectors) if len(vectors) else b"[]"
+    durations = f',"total_duration":{total_ns},"load_duration":{load_ns},"prompt_eval_count":{tokens}}}'
+    return f'{{"model":{json.dumps(model)},"embeddings":'.encode() + embeddings + durations.encode()
 
 
 def ollama_embeddings_response(vectors: np.ndarray) -> bytes:
     """/api/embeddings: {"embedding": [float]} ([] for an empty prompt)."""
-    return ('{"embedding":' + (float_arrays(vectors)[0] if len(vectors) else "[]") + "}").encode()
+    return b'{"embedding":' + (arrays_json(vectors[0]) if len(vectors) else b"[]") + b"}"

@@ -11,11 +11,12 @@ from .common import (
     EMBEDDING_TYPES,
     EmbeddingRequest,
     Field,
+    answer_json,
     base64_strings,
     checked,
-    float_arrays,
     inputs,
     json_object,
+    json_ready,
     positive,
     string,
 )
@@ -52,7 +53,8 @@ def openai_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
 
 def openai_response(vectors: np.ndarray, encoding_format: str, model: str, tokens: int) -> bytes:
     """{"object": "list", "data": [{"object": "embedding", "index": i, "embedding": ...}], "model", "usage"}"""
-    embeddings = base64_strings(vectors) if encoding_format == "base64" else float_arrays(vectors)
-    data = ",".join(f'{{"object":"embedding","index":{i},"embedding":{e}}}' for i, e in enumerate(embeddings))
+    base64 = encoding_format == "base64"
+    embeddings = base64_strings(vectors) if base64 else json_ready(vectors)
+    data = answer_json([{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(embeddings)])
     usage = f'{{"prompt_tokens":{tokens},"total_tokens":{tokens}}}'
-    return f'{{"object":"list","data":[{data}],"model":{json.dumps(model)},"usage":{usage}}}'.encode()
+    return b'{"object":"list","data":' + data + f',"model":{json.dumps(model)},"usage":{usage}}}'.encode()

@@ -15,14 +15,15 @@ from .common import (
     EmbeddingRequest,
     Field,
     ScoringRequest,
+    answer_json,
+    arrays_json,
     boolean,
     check_ids,
     checked,
     direction,
-    finite,
-    float_arrays,
     inputs,
     json_object,
+    json_ready,
     json_type,
     nested,
     not_applied,
@@ -208,27 +209,27 @@ def tokenize_request(body: bytes, max_inputs: int) -> tuple[list[str], bool]:
 
 def tei_response(vectors: np.ndarray) -> bytes:
     """[[float, ...], ...]: one array per input."""
-    return ("[" + ",".join(float_arrays(vectors)) + "]").encode()
+    return arrays_json(vectors)
 
 
 def similarity_response(similarities: np.ndarray) -> bytes:
     """/similarity: [float, ...], the source sentence's cosine with each sentence."""
-    return float_arrays(similarities[None])[0].encode()
+    return arrays_json(similarities)
 
 
 def embed_all_response(vectors: list[np.ndarray]) -> bytes:
     """[[[float, ...], ...], ...]: per input, one array per token ([CLS] and [SEP] included)."""
-    return ("[" + ",".join("[" + ",".join(float_arrays(v)) + "]" for v in vectors) + "]").encode()
+    return arrays_json(vectors)
 
 
 def sparse_response(vectors: list[tuple[np.ndarray, np.ndarray]]) -> bytes:
     """/embed_sparse: per input [{"index": vocabulary id, "value": weight}], ids ascending, non-zero weights only;
-    weights with 9 significant digits. vectors: (ids, weights) per input."""
+    weights with 9 significant digits (`nine_digits`). vectors: (ids, weights) per input."""
     answers = [
-        "[" + ",".join(f'{{"index":{i},"value":{w:.9g}}}' for i, w in zip(ids.tolist(), finite(weights).tolist())) + "]"
+        [{"index": i, "value": w} for i, w in zip(ids.tolist(), json_ready(weights).tolist())]
         for ids, weights in vectors
     ]
-    return ("[" + ",".join(answers) + "]").encode()
+    return answer_json(answers)
 
 
 def tokenize_response(encodings: list, texts: list[str]) -> bytes:
@@ -250,7 +251,7 @@ def tokenize_response(encodings: list, texts: list[str]) -> bytes:
                 }
             )
         out.append(tokens)
-    return json.dumps(out, ensure_ascii=False).encode()
+    return json.dumps(out, ensure_ascii=False).encode()  # small answers: the standard library's bytes, as before
 
 
 def rerank_response(request: ScoringRequest, scores: np.ndarray, order: list[int], model: str, tokens: int) -> bytes:
@@ -264,7 +265,7 @@ def rerank_response(request: ScoringRequest, scores: np.ndarray, order: list[int
             result["text" if tei else "document"] = request.seconds[i] if tei else {"text": request.seconds[i]}
         results.append(result)
     answer = results if tei else {"results": results, "model": model, "usage": {"total_tokens": tokens}}
-    return strict_json(answer)
+    return strict_json(answer)  # small answers: the standard library's bytes, as before
 
 
 def predict_response(scores: np.ndarray, labels: list[str], single: bool) -> bytes:
