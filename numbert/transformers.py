@@ -276,7 +276,7 @@ class BertTokenizer:
     def decode(self, token_ids: Any, skip_special_tokens: bool = False, **options: Any) -> str:
         """The text of one list (or 1-D array) of ids; special tokens kept unless skip_special_tokens, as there."""
         refuse_options(options, "decode", ("clean_up_tokenization_spaces",))
-        ids = np.asarray(token_ids).reshape(-1).tolist()
+        ids = int_array(token_ids, "token_ids").reshape(-1).tolist()
         return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
 
     def batch_decode(self, sequences: Any, skip_special_tokens: bool = False, **options: Any) -> list[str]:
@@ -331,8 +331,8 @@ def int_array(values: Any, name: str) -> np.ndarray:
     """Ids, a mask or segment ids (a NumPy array, a list, a CPU torch tensor) as an int64 array, else one line."""
     try:
         array = np.asarray(values)
-    except (TypeError, RuntimeError) as e:
-        raise TypeError(f"{name} must be an array of integers (a NumPy array or a list): {e}") from None
+    except (TypeError, RuntimeError, ValueError, OverflowError):
+        raise TypeError(f"{name} must be an array of integers (an array, or a list of rows of one length)") from None
     if array.size and not np.issubdtype(array.dtype, np.integer):
         raise TypeError(f"{name} must be an array of integers, got dtype {array.dtype}")
     return array.astype(np.int64, copy=False)

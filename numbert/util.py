@@ -21,62 +21,123 @@ f32 = np.float32
 Scores = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
+__all__ = [  # sentence_transformers.util's functions (batch and Scores are this module's helpers)
+    "community_detection",
+    "cos_sim",
+    "dot_score",
+    "euclidean_sim",
+    "manhattan_sim",
+    "normalize_embeddings",
+    "pairwise_cos_sim",
+    "pairwise_dot_score",
+    "pairwise_euclidean_sim",
+    "pairwise_manhattan_sim",
+    "paraphrase_mining",
+    "paraphrase_mining_embeddings",
+    "quantize_embeddings",
+    "semantic_search",
+]
+
+
 def batch(value, name: str) -> np.ndarray:
-    """`value` as a float32 (rows, dim) matrix (a single vector becomes one row), or a TypeError naming `name`."""
-    array = np.asarray(value)
+    """`value` as a float32 (rows, dim) matrix (a single vector becomes one row), or an error naming `name`."""
+    try:
+        array = np.asarray(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a vector or a matrix of rows of one length") from None
     if array.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be embeddings (numbers), not {type(value).__name__} of {array.dtype}")
-    array = array.astype(f32, copy=False)
+    if array.ndim not in (1, 2):
+        raise ValueError(f"{name} must be a vector or a (rows, dim) matrix, not of shape {array.shape}")
+    with np.errstate(over="raise"):
+        try:
+            array = array.astype(f32, copy=False)
+        except FloatingPointError:
+            raise ValueError(f"{name} holds numbers beyond float32's range") from None
     return array[None] if array.ndim == 1 else array
+
+
+def positive(value, name: str) -> int:
+    """`value` if a positive int, else a ValueError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def pair(a, b, pairwise: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """a and b as float32 (rows, dim) matrices of one width (and, pairwise, as many rows), else a ValueError."""
+    u, v = batch(a, "a"), batch(b, "b")
+    if u.ndim != 2 or v.ndim != 2:
+        raise ValueError(f"a and b must be vectors or (rows, dim) matrices, not of shapes {u.shape} and {v.shape}")
+    if u.shape[1] != v.shape[1]:
+        raise ValueError(f"a's vectors have {u.shape[1]} values and b's {v.shape[1]}: they must be as wide")
+    if pairwise and len(u) != len(v):
+        raise ValueError(f"a has {len(u)} vectors and b {len(v)}: pairwise scores need as many of each")
+    return u, v
+
+
+def one_if_one(scores: np.ndarray, a, b) -> np.ndarray:
+    """The pairwise scores, or of two single vectors their one score (as sentence-transformers' sum over the last
+    axis gives it)."""
+    return scores[0] if np.ndim(a) == 1 and np.ndim(b) == 1 else scores
 
 
 def normalize_embeddings(embeddings) -> np.ndarray:
     """Each row divided by its L2 norm (a zero row stays zero), as torch's normalize(p=2, dim=-1, eps=1e-12)."""
-    vectors = np.asarray(embeddings, dtype=f32)
+    vectors = batch(embeddings, "embeddings")
+    if vectors.ndim == 0:
+        raise ValueError("embeddings must be a vector or a matrix of vectors, not one number")
+    vectors = vectors[0] if np.ndim(embeddings) == 1 else vectors
     norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
     return vectors / np.maximum(norms, f32(1e-12))
 
 
 def cos_sim(a, b) -> np.ndarray:
     """Cosine similarities of every row of a with every row of b: res[i][j] = cos(a[i], b[j]). -> (n, m)"""
-    return normalize_embeddings(batch(a, "a")) @ normalize_embeddings(batch(b, "b")).T
+    u, v = pair(a, b)
+    return normalize_embeddings(u) @ normalize_embeddings(v).T
 
 
 def dot_score(a, b) -> np.ndarray:
     """Dot products of every row of a with every row of b: res[i][j] = a[i] . b[j]. -> (n, m)"""
-    return batch(a, "a") @ batch(b, "b").T
+    u, v = pair(a, b)
+    return u @ v.T
 
 
 def pairwise_dot_score(a, b) -> np.ndarray:
     """res[i] = a[i] . b[i]. -> (n,)"""
-    return (np.asarray(a, dtype=f32) * np.asarray(b, dtype=f32)).sum(axis=-1)
+    u, v = pair(a, b, pairwise=True)
+    return one_if_one((u * v).sum(axis=-1), a, b)
 
 
 def pairwise_cos_sim(a, b) -> np.ndarray:
     """res[i] = cos(a[i], b[i]). -> (n,)"""
-    return pairwise_dot_score(normalize_embeddings(a), normalize_embeddings(b))
+    u, v = pair(a, b, pairwise=True)
+    return one_if_one(pairwise_dot_score(normalize_embeddings(u), normalize_embeddings(v)), a, b)
 
 
 def euclidean_sim(a, b) -> np.ndarray:
     """Negative Euclidean distances of every row of a to every row of b. -> (n, m)"""
-    u, v = batch(a, "a"), batch(b, "b")
+    u, v = pair(a, b)
     return -np.sqrt(((u[:, None, :] - v[None, :, :]) ** 2).sum(axis=-1))
 
 
 def manhattan_sim(a, b) -> np.ndarray:
     """Negative Manhattan (L1) distances of every row of a to every row of b. -> (n, m)"""
-    u, v = batch(a, "a"), batch(b, "b")
+    u, v = pair(a, b)
     return -np.abs(u[:, None, :] - v[None, :, :]).sum(axis=-1)
 
 
 def pairwise_euclidean_sim(a, b) -> np.ndarray:
     """res[i] = -|a[i] - b[i]|. -> (n,)"""
-    return -np.linalg.norm(np.asarray(a, dtype=f32) - np.asarray(b, dtype=f32), axis=-1)
+    u, v = pair(a, b, pairwise=True)
+    return one_if_one(-np.linalg.norm(u - v, axis=-1), a, b)
 
 
 def pairwise_manhattan_sim(a, b) -> np.ndarray:
     """res[i] = -sum |a[i] - b[i]|. -> (n,)"""
-    return -np.abs(np.asarray(a, dtype=f32) - np.asarray(b, dtype=f32)).sum(axis=-1)
+    u, v = pair(a, b, pairwise=True)
+    return one_if_one(-np.abs(u - v).sum(axis=-1), a, b)
 
 
 SIMILARITIES = {  # similarity_fn_name -> (matrix, pairwise), as sentence-transformers' SimilarityFunction
@@ -98,9 +159,10 @@ def semantic_search(
     """For each query its top_k corpus rows as {"corpus_id", "score"}, best first (numbert.pipeline's
     semantic_search, with sentence-transformers' argument order)."""
     options = {} if score_function is cos_sim else {"score_function": score_function}
+    queries, corpus = batch(query_embeddings, "query_embeddings"), batch(corpus_embeddings, "corpus_embeddings")
     hits = pipeline.semantic_search(
-        np.asarray(query_embeddings),
-        np.asarray(corpus_embeddings),
+        queries[0] if np.ndim(query_embeddings) == 1 else queries,
+        corpus,
         top_k=top_k,
         query_chunk_size=query_chunk_size,
         corpus_chunk_size=corpus_chunk_size,
@@ -180,9 +242,15 @@ def community_detection(
 ) -> list[list[int]]:
     """Communities of rows whose cosine similarity to a central row is at least `threshold`, of at least
     min_community_size rows, none sharing a row, largest first; each list starts with its central row."""
-    if len(embeddings) == 0:
-        return []
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not abs(threshold) <= 1e30:
+        raise ValueError(f"threshold must be a finite number, got {threshold!r}")
+    min_community_size, batch_size = (
+        positive(min_community_size, "min_community_size"),
+        positive(batch_size, "batch_size"),
+    )
     vectors = normalize_embeddings(batch(embeddings, "embeddings"))
+    if len(vectors) == 0 or vectors.shape[1] == 0:
+        return []
     if len(vectors) < min_community_size:
         return []
     found = []
@@ -215,4 +283,5 @@ def quantize_embeddings(
     if ranges is None and calibration_embeddings is not None:
         calibration = batch(calibration_embeddings, "calibration_embeddings")
         ranges = np.stack([calibration.min(axis=0), calibration.max(axis=0)])
-    return pipeline.quantize(np.asarray(embeddings, dtype=f32), precision, ranges)
+    vectors = batch(embeddings, "embeddings")
+    return pipeline.quantize(vectors[0] if np.ndim(embeddings) == 1 else vectors, precision, ranges)

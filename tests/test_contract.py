@@ -175,6 +175,7 @@ def model_dirs(tmp_path_factory, vocab_path) -> dict[str, Path]:
         "torch-pickle": write_torch_pickle(made / "torch-pickle"),
         **{f"family:{p.name}": p for p in sorted((FIXTURES / "family").iterdir()) if p.is_dir()},
         **{f"modern:{p.name}": p for p in sorted((FIXTURES / "modern").iterdir()) if p.is_dir()},
+        **{f"decoder:{p.name}": p for p in sorted((FIXTURES / "decoder").iterdir()) if p.is_dir()},
     }
 
 
@@ -226,6 +227,9 @@ options = {  # a keyword argument at its edges
     "aggregation": st.sampled_from(["simple", "first", "average", "max", "none", "nope"]),
     "layers": st.one_of(st.sampled_from(["sum_last_four", "last", "-1,-2", "9", "", "x"]), hostile_numbers),
     "weights_for_different_modes": st.one_of(st.none(), st.lists(hostile_numbers, max_size=4)),
+    "max_active_dims": st.one_of(small_ints, hostile_numbers),
+    "threshold": st.one_of(st.floats(), hostile_numbers),
+    "min_community_size": st.one_of(small_ints, hostile_numbers),
 }
 
 
@@ -288,7 +292,7 @@ ENGINE_METHODS = {
 NAMES = ["", ".", "/", "/etc", "/dev/null", "../..", "./no/such/model", "./" + "a" * 300, "./model\n"]  # paths: no hub
 # the modules whose public functions are entry points (their __all__); a door module added is one line here and its
 # functions' lines in FUNCTIONS
-ENTRY_MODULES = ("numbert",)
+ENTRY_MODULES = ("numbert", "numbert.util")
 # their functions -> the calls to try (numbert.encode's and .forward's model: a loaded one, given by the test)
 FUNCTIONS = {
     "numbert.encode": call(batches(), with_="batch_size max_length"),
@@ -299,7 +303,37 @@ FUNCTIONS = {
     "numbert.maxsim": call(st.one_of(vectors, st.lists(vectors, max_size=2)), st.one_of(vectors, st.lists(vectors))),
     "numbert.semantic_search": call(vectors, vectors, with_="top_k"),
     "numbert.threads": call(st.one_of(hostile_numbers, st.integers(-3, 3))),
+    "numbert.SparseEncoder": call(st.one_of(st.sampled_from(NAMES), not_texts), with_="max_active_dims"),
+    "numbert.MultiVectorEncoder": call(st.one_of(st.sampled_from(NAMES), not_texts)),
+    # the sentence-transformers door's util: embeddings at their edges
+    **{f"numbert.util.{n}": call(vectors) for n in ("normalize_embeddings", "paraphrase_mining_embeddings")},
+    **{f"numbert.util.{n}": call(vectors, vectors) for n in ("cos_sim", "dot_score", "pairwise_dot_score",
+       "pairwise_cos_sim", "euclidean_sim", "manhattan_sim", "pairwise_euclidean_sim", "pairwise_manhattan_sim")},
+    "numbert.util.semantic_search": call(vectors, vectors, with_="top_k"),
+    "numbert.util.paraphrase_mining": call(batches(), with_="top_k batch_size"),
+    "numbert.util.community_detection": call(vectors, with_="threshold min_community_size batch_size"),
+    "numbert.util.quantize_embeddings": call(vectors, st.sampled_from(["float32", "int8", "uint8", "binary",
+                                                                       "ubinary", "nope", 3, None])),
+    # the transformers door: the classes' loaders (their loaded objects' calls: DOOR_CALLS)
+    **{f"numbert.transformers.{c}.from_pretrained": call(st.one_of(st.sampled_from(NAMES), not_texts))
+       for c in ("AutoTokenizer", "BertTokenizer", "AutoModel", "BertModel", "BertForMaskedLM")},
 }  # fmt: skip
+WITH_MODEL = ("numbert.encode", "numbert.forward")  # a loaded model as the model= keyword
+MODEL_FIRST = ("numbert.util.paraphrase_mining",)  # a loaded model as the first argument
+
+
+def entry_point(name: str):
+    """The function a FUNCTIONS name names: a module's function, or a class's method (numbert.transformers.X.f)."""
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attribute in parts[cut:]:
+            found = getattr(found, attribute)
+        return found
+    raise LookupError(name)
 
 
 def answer_or_refusal(run, what: str, known=lambda error: False, given=()) -> None:
@@ -343,10 +377,11 @@ def test_a_model_method_answers_or_refuses_in_one_line(models, data):
 def test_a_function_of_numbert_answers_or_refuses_in_one_line(models, data):
     name = data.draw(st.sampled_from(sorted(FUNCTIONS)), "function")
     args, kwargs = data.draw(FUNCTIONS[name], "arguments")
-    module, _, attribute = name.rpartition(".")
-    function = getattr(importlib.import_module(module), attribute)
-    if name in ("numbert.encode", "numbert.forward"):
+    function = entry_point(name)
+    if name in WITH_MODEL:
         kwargs["model"] = models["sentence-transformers"]
+    if name in MODEL_FIRST:
+        args = (models["sentence-transformers"], *args)
     if name == "numbert.threads":
         answer_or_refusal(lambda: function(*args).__enter__().__exit__(None, None, None), name)  # noqa: PLC2801
         return
@@ -386,6 +421,49 @@ def test_a_tokenizer_method_answers_or_refuses_in_one_line(models, data):
     args, kwargs = data.draw(TOKENIZER_METHODS[method], "arguments")
     tokenizer = models[kind].tokenizer
     answer_or_refusal(lambda: getattr(tokenizer, method)(*args, **kwargs), f"{kind} tokenizer.{method}")
+
+
+ints = st.one_of(
+    ids,
+    st.builds(np.array, ids),
+    st.sampled_from(
+        [np.zeros((2, 3), np.int64), np.ones((1, 0), int), np.full((1, 3), 2**40), np.zeros((1, 2, 3), int)]
+    ),
+)
+# the transformers door's loaded objects (tokenizer, model) -> their calls, as the tutorials make them
+DOOR_CALLS = {
+    "tokenizer.__call__": call(st.one_of(texts(), batches(), not_texts),
+                               with_="padding truncation max_length add_special_tokens"),
+    "tokenizer.tokenize": call(st.one_of(texts(), not_texts)),
+    "tokenizer.convert_tokens_to_ids": call(tokens),
+    "tokenizer.decode": call(ids, with_="skip_special_tokens"),
+    "model.__call__": call(ints),
+    "model.forward": call(ints, ints),
+    "model.get_input_embeddings": call(),
+    "embeddings.__call__": call(ints),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def door(model_dirs) -> dict:
+    from numbert import transformers as door
+
+    model = door.BertModel.from_pretrained(str(model_dirs["bert"]), output_hidden_states=True)
+    return {
+        "tokenizer": door.AutoTokenizer.from_pretrained(str(model_dirs["bert"])),
+        "model": model,
+        "embeddings": model.get_input_embeddings(),
+    }
+
+
+@budget(150)
+@given(st.data())
+def test_a_transformers_door_call_answers_or_refuses_in_one_line(door, data):
+    name = data.draw(st.sampled_from(sorted(DOOR_CALLS)), "call")
+    args, kwargs = data.draw(DOOR_CALLS[name], "arguments")
+    owner, _, method = name.partition(".")
+    answer_or_refusal(lambda: getattr(door[owner], method)(*args, **kwargs), f"transformers door {name}",
+                      given=(args, kwargs))  # fmt: skip
 
 
 # --- model directories: every kind, each file made hostile ------------------------------------------------------

@@ -29,15 +29,17 @@ activation_function "relu" or "log1p_relu"); its config_sentence_transformers.js
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import EllipsisType
 
 import numpy as np
 
 from ..model.config import clipped
 from ..model.layers import gelu, relu
+from .json_file import read_json, read_object, read_object_if_any
+from .router import ENCODERS, Router, read_router
 from .weights import Checkpoint
 
 # sentence-transformers' pooling modes, in the order it concatenates flagged modes, and numbert's names.
@@ -119,6 +121,7 @@ class SentenceConfig:
     activation_fn: str | None = None  # a CrossEncoder's score activation, as a dotted torch path
     splade: SpladePooling | None = None  # a SparseEncoder's SpladePooling: the model's vectors are sparse
     max_active_dims: int | None = None  # a SparseEncoder's weights kept per vector (None: all)
+    router: Router | None = field(default=None, compare=False, repr=False)  # a Router: its routes
 
     def prompt(self, prompt: str | None, prompt_name: str | None) -> str:
         """The text to prepend: `prompt` itself, else the named prompt, else the default prompt, else none."""
@@ -135,11 +138,15 @@ class SentenceConfig:
         return self.prompts[name]
 
 
-def read_sentence_config(directory: str | Path, hidden_size: int | None = None) -> SentenceConfig | None:
+def read_sentence_config(
+    directory: str | Path, hidden_size: int | None = None, listed: Modules | EllipsisType = ...
+) -> SentenceConfig | None:
     """The SentenceConfig of a sentence-transformers directory, or None for a plain BERT directory; given the
-    encoder's `hidden_size`, its Dense modules are checked to read the pooled vector's width."""
+    encoder's `hidden_size`, its Dense modules are checked to read the pooled vector's width; given `listed`
+    (what `listed_modules` read from its modules.json), modules.json is not read again."""
     directory = Path(directory)
-    modules = sentence_modules(directory)
+    listed = listed_modules(directory) if listed is ... else listed
+    modules = sentence_modules(directory, listed)
     if modules is None:
         return None
     pooling: tuple[str, ...] = ("mean",)
@@ -150,7 +157,7 @@ def read_sentence_config(directory: str | Path, hidden_size: int | None = None) 
         if kind == "Pooling":
             pooling_file = directory / path / "config.json"
             pooling = _pooling_modes(pooling_file)
-            if not _flag(_read_json_if_any(pooling_file), pooling_file, "include_prompt", True):
+            if not _flag(read_object_if_any(pooling_file), pooling_file, "include_prompt", True):
                 unsupported.append(f"{path} (Pooling with include_prompt=false)")
         elif kind == "Normalize":
             normalize = True
@@ -158,14 +165,15 @@ def read_sentence_config(directory: str | Path, hidden_size: int | None = None) 
             dense.append(read_dense(directory / path))
         elif kind == "SpladePooling":
             splade = _splade_pooling(directory / path / "config.json")
-        elif kind not in ("Transformer", "MLMTransformer"):
+        elif kind not in ENCODERS:
             unsupported.append(f"{path or '.'} ({kind or 'unknown type'})")
     if hidden_size is not None:
         check_dense_chain(dense, hidden_size * len(pooling), directory / "modules.json")
-    settings_file = directory / "sentence_bert_config.json"
-    settings = _read_object(settings_file) if settings_file.is_file() else {}
-    max_seq_length = _max_seq_length(directory, settings, settings_file)
-    prompting = _read_json_if_any(directory / "config_sentence_transformers.json")
+    transformer = directory / next((path for path, kind in modules if kind in ENCODERS), "")  # its own settings
+    settings_file = transformer / "sentence_bert_config.json"
+    settings = read_object(settings_file) if settings_file.is_file() else {}
+    max_seq_length = _max_seq_length(transformer, settings, settings_file)
+    prompting = read_object_if_any(directory / "config_sentence_transformers.json")
     prompts, default_prompt_name = prompting.get("prompts") or {}, prompting.get("default_prompt_name")
     if not (isinstance(prompts, dict) and all(isinstance(v, str) for v in prompts.values())):
         raise ValueError(f"{directory / 'config_sentence_transformers.json'}: prompts must map names to texts")
@@ -194,12 +202,13 @@ def read_sentence_config(directory: str | Path, hidden_size: int | None = None) 
         _dotted_path(prompting.get("activation_fn"), directory / "config_sentence_transformers.json"),
         splade,
         max_active_dims,
+        read_router(directory, listed or []),
     )
 
 
 def _splade_pooling(config_file: Path) -> SpladePooling:
     """A SpladePooling module's settings; a setting numbert does not run is refused, naming it."""
-    config = _read_json_if_any(config_file)
+    config = read_object_if_any(config_file)
     strategy, activation = config.get("pooling_strategy", "max"), config.get("activation_function", "relu")
     if strategy not in SPLADE_STRATEGIES:
         raise ValueError(
@@ -227,7 +236,7 @@ def _max_seq_length(directory: Path, settings: dict, settings_file: Path) -> int
     candidates.append((f"{settings_file}: max_seq_length", settings.get("max_seq_length")))
     tokenizer_file = directory / "tokenizer_config.json"
     candidates.append(
-        (f"{tokenizer_file}: model_max_length", _read_json_if_any(tokenizer_file).get("model_max_length"))
+        (f"{tokenizer_file}: model_max_length", read_object_if_any(tokenizer_file).get("model_max_length"))
     )
     for name, value in candidates:
         if value is not None:
@@ -244,13 +253,48 @@ def _dotted_path(value, source: Path) -> str | None:
     return value
 
 
-def sentence_modules(directory: str | Path) -> list[tuple[str, str]] | None:
-    """(path, type) of each module modules.json lists, the type's last part ("Pooling", "Dense", ...);
-    None for a plain BERT directory (no modules.json)."""
+Modules = list[tuple[str, str]] | None  # (path, type) of each module modules.json lists; None without one
+
+
+def sentence_modules(directory: str | Path, listed: Modules | EllipsisType = ...) -> Modules:
+    """(path, type) of each module a text goes through, the type's last part ("Pooling", "Dense", ...): those
+    modules.json lists (`listed`, read here when not given), a Router's encoder route's in its place; None for a
+    plain BERT directory (no modules.json)."""
+    listed = listed_modules(directory) if listed is ... else listed
+    router = None if listed is None else read_router(Path(directory), listed)
+    return listed if router is None else router.modules()
+
+
+def model_router(directory: str | Path) -> Router | None:
+    """The Router of a sentence-transformers directory whose modules.json starts with one, else None."""
+    listed = listed_modules(directory)
+    return None if listed is None else read_router(Path(directory), listed)
+
+
+def encoder_folder(directory: str | Path) -> Path:
+    """Where a model directory's encoder is (weights, config.json, tokenizer): the directory itself, or for a Router
+    its encoder route's transformer folder."""
+    router = model_router(directory)
+    return Path(directory) if router is None else Path(directory) / router.encoder_path
+
+
+def recipe_directory(folder: str | Path) -> Path:
+    """The directory whose modules.json describes the encoder in `folder`: `folder` itself, or the directory of the
+    Router whose encoder route's transformer folder it is."""
+    folder, parent = Path(folder), Path(folder).parent
+    if not (folder / "modules.json").is_file() and (parent / "modules.json").is_file():
+        router = model_router(parent)
+        if router is not None and (parent / router.encoder_path).resolve() == folder.resolve():
+            return parent
+    return folder
+
+
+def listed_modules(directory: str | Path) -> Modules:
+    """(path, type) of each module modules.json lists; None without modules.json."""
     modules_file = Path(directory) / "modules.json"
     if not modules_file.is_file():
         return None
-    modules = _read_json(modules_file)
+    modules = read_json(modules_file)
     if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
         raise ValueError(f"{modules_file}: expected a list of modules, each an object with 'path' and 'type'")
     listed = []
@@ -281,14 +325,14 @@ def check_module_path(modules_file: Path, path: str) -> None:
 def token_level(directory: Path) -> bool:
     """A module (Dense, Normalize) that works on each token's vector (a multi-vector model's), not the sentence
     vector: its config.json says module_input_name "token_embeddings", or PyLate's Dense (use_residual)."""
-    config = _read_json_if_any(directory / "config.json")
+    config = read_object_if_any(directory / "config.json")
     return config.get("module_input_name") == "token_embeddings" or "use_residual" in config
 
 
 def read_dense(directory: Path) -> Dense:
     """A Dense module's layer: its config.json and its weights (linear.weight (out, in), linear.bias; PyLate's
     residual.weight when use_residual joins vectors of two widths)."""
-    config = _read_object(directory / "config.json")
+    config = read_object(directory / "config.json")
     activation = str(config.get("activation_function", "torch.nn.modules.activation.Tanh")).rsplit(".", 1)[-1]
     if activation not in DENSE_ACTIVATIONS:
         raise ValueError(
@@ -363,16 +407,11 @@ def check_dense_chain(dense: Sequence[Dense], width: int, source: Path) -> None:
         width = out_features
 
 
-def _read_json_if_any(path: Path) -> dict:
-    """A JSON object file's contents, {} when there is no such file."""
-    return _read_object(path) if path.is_file() else {}
-
-
 def _pooling_modes(config_file: Path) -> tuple[str, ...]:
     """The Pooling module's modes as numbert pooling names; sentence-transformers' default is mean."""
     if not config_file.is_file():
         return ("mean",)
-    config = _read_object(config_file)
+    config = read_object(config_file)
     modes = config.get("pooling_mode")
     if modes is None:
         modes = [mode for flag, mode in POOLING_FLAGS.items() if _flag(config, config_file, flag, False)] or ["mean"]
@@ -394,18 +433,3 @@ def _flag(config: dict, path: Path, field: str, default: bool) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"{path}: {field} must be true or false, got {clipped(value)}")
     return value
-
-
-def _read_object(path: Path) -> dict:
-    """A JSON file that must hold an object."""
-    value = _read_json(path)
-    if not isinstance(value, dict):
-        raise ValueError(f"{path}: expected a JSON object, got a {type(value).__name__}")
-    return value
-
-
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: cannot read it as JSON ({e})") from None

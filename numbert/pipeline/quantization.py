@@ -66,6 +66,8 @@ def quantize(vectors: np.ndarray, precision: str, ranges: np.ndarray | None = No
     if precision.endswith("binary"):
         packed = np.packbits(vectors > 0, axis=-1)
         return packed if precision == "ubinary" else (packed.astype(np.int16) - 128).astype(np.int8)
+    if not np.isfinite(vectors).all():
+        raise ValueError(f"the vectors hold NaN or infinity: they cannot be scaled to {precision}")
     if ranges is None:
         ranges = calibration_ranges(vectors) if len(vectors) else np.zeros((2, vectors.shape[-1]), f32)
     lo, hi = np.asarray(ranges, dtype=f32)

@@ -38,8 +38,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .. import __version__
-from ..model.blas import own_process_threads
 from ..pipeline import Batcher, Readout, pattern_deadline
+from ..runtime.blas import own_process_threads
 from . import openapi, protocol
 from .auth import OPEN_PATHS, BearerAuth
 from .metrics import Metrics
