@@ -430,6 +430,13 @@ class Models:
             raise ModelNotFound(asked, list(self.by_name))
         return named or self.default
 
+    def known(self, routed: str | None) -> ServedModel | None:
+        """The model a request is for before its body is read, when no body can change it: the one its
+        /models/NAME/ prefix names (if served), or the only one served; else None."""
+        if routed is not None:
+            return self.by_name.get(routed)
+        return self.default if len(self.by_name) == 1 else None
+
     @property
     def load_error(self) -> str | None:
         """Why the models that failed to load failed, or None."""
