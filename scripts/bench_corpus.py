@@ -57,6 +57,18 @@ DEFAULT_SYSTEMS = (
 )
 
 
+def package_versions(names: tuple[str, ...]) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in names:
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name} (not installed)")
+    return ", ".join(found)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", default="minilm", help="minilm (the packaged all-MiniLM-L6-v2) or bert-base")
@@ -70,6 +82,7 @@ def main() -> None:
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     info = blas_info()
     print(f"CPU: {cpu_name()}; NumPy {info['numpy']}, {info['library']} core {info['core']}")
+    print(f"versions here: {package_versions(('onnxruntime', 'torch', 'sentence-transformers', 'transformers'))}")
     print(f"load average before: {os.getloadavg()}", flush=True)
     rates: dict[str, list[float]] = {s: [] for s in systems}
     cosines: dict[str, list[float]] = {s: [] for s in systems}

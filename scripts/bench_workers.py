@@ -263,13 +263,9 @@ def systems(system: str, bert, directory: Path, batch_size: int):
     tokenizer = AutoTokenizer.from_pretrained(directory)
     if system.startswith("onnxruntime"):
         import onnxruntime
-        from bench.systems import ensure_onnx
+        from bench.peer_fastembed import export_directory
 
-        cached = Path.home() / ".cache" / "numbert-bench" / f"{directory.parent.name}-{directory.name}"
-        if not cached.exists():  # the export goes next to the model directory: keep it out of site-packages
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            cached.symlink_to(directory, target_is_directory=True)
-        onnx_path = ensure_onnx(cached)
+        onnx_path = export_directory(directory) / "onnx" / "model.onnx"  # out of site-packages; fastembed's too
         if system == "onnxruntime int8":
             onnx_path = quantized(onnx_path)
         options_ort = onnxruntime.SessionOptions()

@@ -26,8 +26,8 @@ SCRIPTS = Path(__file__).resolve().parents[1]
 VERSION = "0.9.1"
 # system -> (ONNX file in the model directory, batch size, parallel: None = one process on ORT's threads)
 RECIPES = {
-    "fastembed": ("onnx/model.onnx", 64, None),
-    "fastembed int8": ("onnx/model-int8.onnx", 64, None),
+    "fastembed": ("onnx/model.onnx", 32, None),
+    "fastembed int8": ("onnx/model-int8.onnx", 64, 2),
 }
 # the model's tokenizer and configuration files fastembed reads, beside the weights the export reads
 MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
@@ -63,19 +63,20 @@ def ensure_venv(venv: Path, python: str = sys.executable) -> tuple[Path | None, 
     return bin_python, ""
 
 
-def model_directory(source: Path) -> Path:
-    """A directory of the bench's own beside the weights: links to the model's files, its ONNX export and the
-    int8 quantization of it (made once; the export needs torch, onnx and onnxscript, the int8 file onnxruntime)."""
+def export_directory(source: Path) -> Path:
+    """A directory of the bench's own (never inside an installed package): links to the model's files, its ONNX
+    export and the int8 quantization of it, made once. The export needs torch, onnx and onnxscript, the int8 file
+    onnxruntime (pip install numbert[bench]). The ONNX Runtime rows run the same files."""
     from bench_workers import quantized
 
     from bench.harness import CACHE
     from bench.systems import ensure_onnx
 
-    directory = CACHE / f"fastembed-{source.parent.name}"
+    directory = CACHE / f"export-{source.parent.name}-{source.name}"
     directory.mkdir(parents=True, exist_ok=True)
     for name in (*MODEL_FILES, "model.safetensors"):
         link = directory / name
-        if not link.exists():
+        if (source / name).exists() and not link.is_symlink():
             link.symlink_to(source / name)
     onnx_path = ensure_onnx(directory)
     if onnx_path is None:
@@ -96,7 +97,7 @@ def run(system: str, args, corpus: list[str], reference: Path) -> dict:
     from bench_workers import QUIET, model_dir
 
     try:
-        directory = model_directory(model_dir("minilm"))
+        directory = export_directory(model_dir("minilm"))
     except (RuntimeError, ImportError) as error:
         return {"skipped": f"no ONNX export for fastembed: {error}"}
     model_file, batch_size, parallel = RECIPES[system]
