@@ -115,7 +115,7 @@ def main() -> None:
             pairs = [a / b for a, b in zip(rates[system], rates.get(peer, [])) if a == a and b == b]
             row.append(f"{statistics.median(pairs):.2f}x ({min(pairs):.2f}-{max(pairs):.2f})" if pairs else "-")
         row.append(f"{max(others[system]):.2f}" if others[system] else "?")
-        row.append(f"{min(cosines[system]):.4f}")
+        row.append(f"{min(cosines[system]):.6f}")
         rows.append(row)
     print()
     print(
