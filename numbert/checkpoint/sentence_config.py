@@ -38,6 +38,7 @@ import numpy as np
 
 from ..model.config import clipped
 from ..model.layers import gelu, relu
+from .router import ENCODERS, Router, read_router
 from .weights import Checkpoint
 
 # sentence-transformers' pooling modes, in the order it concatenates flagged modes, and numbert's names.
@@ -119,6 +120,7 @@ class SentenceConfig:
     activation_fn: str | None = None  # a CrossEncoder's score activation, as a dotted torch path
     splade: SpladePooling | None = None  # a SparseEncoder's SpladePooling: the model's vectors are sparse
     max_active_dims: int | None = None  # a SparseEncoder's weights kept per vector (None: all)
+    router: Router | None = field(default=None, compare=False, repr=False)  # a Router: its routes
 
     def prompt(self, prompt: str | None, prompt_name: str | None) -> str:
         """The text to prepend: `prompt` itself, else the named prompt, else the default prompt, else none."""
@@ -158,13 +160,14 @@ def read_sentence_config(directory: str | Path, hidden_size: int | None = None) 
             dense.append(read_dense(directory / path))
         elif kind == "SpladePooling":
             splade = _splade_pooling(directory / path / "config.json")
-        elif kind not in ("Transformer", "MLMTransformer"):
+        elif kind not in ENCODERS:
             unsupported.append(f"{path or '.'} ({kind or 'unknown type'})")
     if hidden_size is not None:
         check_dense_chain(dense, hidden_size * len(pooling), directory / "modules.json")
-    settings_file = directory / "sentence_bert_config.json"
+    transformer = directory / next((path for path, kind in modules if kind in ENCODERS), "")  # its own settings
+    settings_file = transformer / "sentence_bert_config.json"
     settings = _read_object(settings_file) if settings_file.is_file() else {}
-    max_seq_length = _max_seq_length(directory, settings, settings_file)
+    max_seq_length = _max_seq_length(transformer, settings, settings_file)
     prompting = _read_json_if_any(directory / "config_sentence_transformers.json")
     prompts, default_prompt_name = prompting.get("prompts") or {}, prompting.get("default_prompt_name")
     if not (isinstance(prompts, dict) and all(isinstance(v, str) for v in prompts.values())):
@@ -194,6 +197,7 @@ def read_sentence_config(directory: str | Path, hidden_size: int | None = None) 
         _dotted_path(prompting.get("activation_fn"), directory / "config_sentence_transformers.json"),
         splade,
         max_active_dims,
+        read_router(directory, listed_modules(directory) or []),
     )
 
 
@@ -245,8 +249,39 @@ def _dotted_path(value, source: Path) -> str | None:
 
 
 def sentence_modules(directory: str | Path) -> list[tuple[str, str]] | None:
-    """(path, type) of each module modules.json lists, the type's last part ("Pooling", "Dense", ...);
-    None for a plain BERT directory (no modules.json)."""
+    """(path, type) of each module a text goes through, the type's last part ("Pooling", "Dense", ...): those
+    modules.json lists, a Router's encoder route's in its place; None for a plain BERT directory (no modules.json)."""
+    listed = listed_modules(directory)
+    router = None if listed is None else read_router(Path(directory), listed)
+    return listed if router is None else router.modules()
+
+
+def model_router(directory: str | Path) -> Router | None:
+    """The Router of a sentence-transformers directory whose modules.json starts with one, else None."""
+    listed = listed_modules(directory)
+    return None if listed is None else read_router(Path(directory), listed)
+
+
+def encoder_folder(directory: str | Path) -> Path:
+    """Where a model directory's encoder is (weights, config.json, tokenizer): the directory itself, or for a Router
+    its encoder route's transformer folder."""
+    router = model_router(directory)
+    return Path(directory) if router is None else Path(directory) / router.encoder_path
+
+
+def recipe_directory(folder: str | Path) -> Path:
+    """The directory whose modules.json describes the encoder in `folder`: `folder` itself, or the directory of the
+    Router whose encoder route's transformer folder it is."""
+    folder, parent = Path(folder), Path(folder).parent
+    if not (folder / "modules.json").is_file() and (parent / "modules.json").is_file():
+        router = model_router(parent)
+        if router is not None and (parent / router.encoder_path).resolve() == folder.resolve():
+            return parent
+    return folder
+
+
+def listed_modules(directory: str | Path) -> list[tuple[str, str]] | None:
+    """(path, type) of each module modules.json lists; None without modules.json."""
     modules_file = Path(directory) / "modules.json"
     if not modules_file.is_file():
         return None

@@ -349,6 +349,9 @@ def _read_only(array: np.ndarray) -> np.ndarray:
     return array
 
 
+WIDENED = ("F16", "BF16")  # the stored dtypes read as float32 copies (`_widen`)
+
+
 def _widen(array: np.ndarray, dtype: str) -> np.ndarray:
     """float16 / bfloat16 as float32 (numbert computes in float32); other dtypes as they are.
 
@@ -357,7 +360,9 @@ def _widen(array: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "F16":
         return _read_only(array.astype(np.float32))
     if dtype == "BF16":
-        return _read_only((array.astype(np.uint32) << 16).view(np.float32))
+        wide = array.astype(np.uint32)
+        wide <<= 16  # in place: no second temporary of the tensor's float32 size
+        return _read_only(wide.view(np.float32))
     return array
 
 
@@ -385,10 +390,15 @@ def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
     _check_disjoint(path, ranges, "data bytes")  # safetensors refuses shared bytes too
     file = np.memmap(path, dtype=np.uint8, mode="r")
     tensors = {}
-    for name, entry in header.items():
-        begin, end = ranges[name]
-        data = file[data_start + begin : data_start + end].view(DTYPES[entry["dtype"]])
-        tensors[name] = _widen(data.reshape(entry["shape"]), entry["dtype"])
+    with open(path, "rb") as stream:
+        for name, entry in header.items():
+            begin, end = ranges[name]
+            if entry["dtype"] in WIDENED:  # read into a temporary of its own, not the map: its pages never stay
+                stream.seek(data_start + begin)  # resident beside the float32 copy (a bf16 checkpoint's peak RSS)
+                data = np.frombuffer(stream.read(end - begin), DTYPES[entry["dtype"]])
+            else:
+                data = file[data_start + begin : data_start + end].view(DTYPES[entry["dtype"]])
+            tensors[name] = _widen(data.reshape(entry["shape"]), entry["dtype"])
     return tensors
 
 

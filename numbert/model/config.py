@@ -59,10 +59,15 @@ class Relative:
         default=None, compare=False, repr=False
     )  # its own
     # config shapes -> BertConfig's fields (MODERN_READERS)
+    decoder: str | None = None  # a decoder-shaped embedder (numbert.model.decoder, DECODERS): "qwen3" (RMSNorm x w,
+    # causal) or "gemma3" (RMSNorm x (1 + w), four norms a layer, embeddings times sqrt(hidden))
 
 
 BIASES = ("qkv", "attention_output", "up", "down", "norm")  # the tensor kinds that may carry a bias (BertConfig.biases)
 LAYER_TYPES = ("full_attention", "sliding_attention")  # ModernBERT's layer kinds, as transformers 5 names them
+DECODERS = ("qwen3", "gemma3")  # Relative.decoder's kinds
+# BertConfig's fields read from a decoder's config alone (NomicBERT's config.json has a head_dim and causal too)
+DECODER_FIELDS = ("num_key_value_heads", "head_dim", "causal", "query_pre_attn_scalar")
 
 
 # the largest number a config may ask for, by field: read before anything is built from it (ModernBERT's list of
@@ -192,7 +197,7 @@ def modernbert_rope_parameters(d: dict, source: str) -> dict[str, dict]:
     unknown = [key for key in nested if key not in LAYER_TYPES]
     if unknown:
         raise ValueError(
-            f"{source}: rope_parameters has key {clipped(unknown[0])}; ModernBERT's are keyed by layer kind: "
+            f"{source}: rope_parameters has key {clipped(unknown[0])}; they are keyed by layer kind: "
             f"{', '.join(LAYER_TYPES)} (as transformers 5 reads them)"
         )
     for kind, value in nested.items():
@@ -306,6 +311,111 @@ def read_jina_embeddings_v3(d: dict, source: str) -> dict:
     }
 
 
+DECODER_REFUSED = {  # options of transformers' Qwen3Model and Gemma3TextModel numbert does not build
+    "use_sliding_window": (False, "Qwen3's layers attend to every earlier token"),
+    "attn_logit_softcapping": (None, "attention scores are not soft-capped"),
+}
+
+
+def _layer_types(d: dict, layers: int, default: list[str], source: str) -> tuple[str, ...]:
+    """A decoder's layer_types: the config's list (one LAYER_TYPES kind a layer), else `default`."""
+    types = d.get("layer_types")
+    if types is None:
+        types = default
+    if not isinstance(types, list) or len(types) != layers:
+        count = f"a list of {len(types)}" if isinstance(types, list) else clipped(types)
+        raise ValueError(f"{source}: layer_types must name each of the {layers} layers' kind, got {count}")
+    return tuple(types)
+
+
+def _gemma3_ropes(d: dict, source: str) -> dict[str, Rope]:
+    """Gemma3's rope per layer kind: transformers 5's rope_parameters keyed by layer kind, else the older rope_theta
+    and rope_scaling (its global layers) and rope_local_base_freq (its sliding layers)."""
+    positions = _number(d, "max_position_embeddings", 131072, source)
+    nested, scaling = modernbert_rope_parameters(d, source), d.get("rope_scaling") or {}
+    if not isinstance(scaling, dict):
+        raise ValueError(f"{source}: rope_scaling must be an object, got {clipped(scaling)}")
+    return {
+        kind: _rope(
+            nested.get(kind, scaling if kind == "full_attention" else {}),
+            _number(d, key, default, source, float),
+            positions,
+            f"{source}: rope_parameters.{kind}",
+        )
+        for kind, key, default in (
+            ("full_attention", "rope_theta", 1000000.0),
+            ("sliding_attention", "rope_local_base_freq", 10000.0),
+        )
+    }
+
+
+def read_qwen3(d: dict, source: str) -> dict:
+    """Qwen3's config (Qwen3-Embedding, Qwen3-Reranker): grouped-query attention (num_key_value_heads), head_dim of
+    its own, RMSNorm's rms_norm_eps, rope_theta (or rope_parameters), causal attention; attention_bias on q, k, v and
+    o. Sliding windows (use_sliding_window) are refused."""
+    _refuse(d, source, DECODER_REFUSED)
+    layers = _number(d, "num_hidden_layers", 28, source)
+    check_sizes({"num_hidden_layers": layers}, source)
+    heads = _number(d, "num_attention_heads", 16, source)
+    types = _layer_types(d, layers, ["full_attention"] * layers, source)
+    if "sliding_attention" in types:
+        raise ValueError(
+            f"{source}: layer_types has sliding_attention layers; numbert runs Qwen3's full attention only"
+        )
+    bias = d.get("attention_bias", False)
+    return {
+        "num_key_value_heads": _number(d, "num_key_value_heads", heads, source),
+        "head_dim": _number(d, "head_dim", 128, source),
+        "layer_norm_eps": _number(d, "rms_norm_eps", 1e-6, source, float),
+        "hidden_act": d.get("hidden_act", "silu"),
+        "type_vocab_size": 0,
+        "layer_types": types,
+        "rope": _rope_of(d, 1000000.0, source),
+        "causal": True,
+        "biases": _biases(qkv=bias, attention_output=bias),
+    }
+
+
+def read_gemma3(d: dict, source: str) -> dict:
+    """Gemma3's text config (EmbeddingGemma: use_bidirectional_attention): grouped-query attention, head_dim,
+    query_pre_attn_scalar (scores scaled by its inverse square root), sliding_window and global layers (layer_types,
+    else every sliding_window_pattern-th global), their own rope thetas, hidden_activation. A bidirectional
+    sliding-window layer reads keys within sliding_window // 2 either side, as transformers' masks do."""
+    _refuse(d, source, DECODER_REFUSED)
+    layers = _number(d, "num_hidden_layers", 26, source)
+    check_sizes({"num_hidden_layers": layers}, source)
+    pattern = _number(d, "sliding_window_pattern", 6, source)
+    if pattern < 1:
+        raise ValueError(f"{source}: sliding_window_pattern must be at least 1, got {pattern}")
+    default = [LAYER_TYPES[bool((i + 1) % pattern)] for i in range(layers)]  # every pattern-th global
+    types = _layer_types(d, layers, default, source)
+    ropes = _gemma3_ropes(d, source)
+    bidirectional = d.get("use_bidirectional_attention") or False
+    if not isinstance(bidirectional, bool):
+        raise ValueError(f"{source}: use_bidirectional_attention must be true or false, got {clipped(bidirectional)}")
+    window = _number(d, "sliding_window", 4096, source)
+    if not bidirectional and "sliding_attention" in types:
+        raise ValueError(
+            f"{source}: use_bidirectional_attention is false with sliding_attention layers; numbert runs Gemma3's "
+            f"sliding windows in both directions only (EmbeddingGemma's)"
+        )
+    bias = d.get("attention_bias", False)
+    return {
+        "num_key_value_heads": _number(d, "num_key_value_heads", 4, source),
+        "head_dim": _number(d, "head_dim", 256, source),
+        "layer_norm_eps": _number(d, "rms_norm_eps", 1e-6, source, float),
+        "hidden_act": d.get("hidden_activation", d.get("hidden_act", "gelu_pytorch_tanh")),
+        "type_vocab_size": 0,
+        "layer_types": types,
+        "local_attention": window,
+        "rope": ropes["full_attention"],
+        "local_rope": ropes["sliding_attention"],
+        "causal": not bidirectional,
+        "query_pre_attn_scalar": _number(d, "query_pre_attn_scalar", 256, source, float),
+        "biases": _biases(qkv=bias, attention_output=bias),
+    }
+
+
 GTE = Relative(  # transformers' GteModel
     "Gte",
     "gte.",
@@ -384,6 +494,29 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
         ),
         read_config=read_jina_embeddings_v3,
     ),
+    # decoder-shaped embedders (numbert.model.decoder): pre-norm RMSNorm layers, grouped-query attention
+    "qwen3": Relative(
+        "Qwen3",
+        "model.",
+        token_types=False,
+        rotary=True,
+        pre_norm=True,
+        glu="two",
+        defaults=(("vocab_size", 151936), ("max_position_embeddings", 32768), ("hidden_act", "silu")),
+        read_config=read_qwen3,
+        decoder="qwen3",
+    ),
+    "gemma3_text": Relative(
+        "Gemma3Text",
+        "model.",
+        token_types=False,
+        rotary=True,
+        pre_norm=True,
+        glu="two",
+        defaults=(("vocab_size", 262208), ("max_position_embeddings", 131072)),
+        read_config=read_gemma3,
+        decoder="gemma3",
+    ),
 }
 
 
@@ -391,6 +524,8 @@ def model_type_of(d: dict, source: str) -> str:
     """config.json's model_type, else the family member its first architecture names (RobertaModel: roberta),
     else BERT (Google's bert_config.json has neither); one numbert does not run is refused, naming it."""
     model_type = d.get("model_type")
+    if model_type == "gemma3" and isinstance(d.get("text_config"), dict):
+        model_type = "gemma3_text"  # Gemma3ForConditionalGeneration's config: its text model's, nested
     if model_type == "xlm-roberta" and d.get("position_embedding_type") == "rotary":
         model_type = "jina_embeddings_v3"  # the hub's jina-embeddings-v3 (XLMRobertaLoRA) names itself XLM-R
     if model_type is None:
@@ -451,6 +586,12 @@ class BertConfig:
     lora_alpha: float = 1.0  # and alpha: each adapted weight is W + (alpha / rank) B A
     task_instructions: tuple[tuple[str, str], ...] = ()  # jina: the text its encode prepends for each task
     matryoshka_dimensions: tuple[int, ...] = ()  # jina: the widths its vectors may be cut to
+    # decoder-shaped embedders (Relative.decoder: Qwen3, Gemma3); None / False for the others
+    num_key_value_heads: int | None = None  # grouped-query attention: key/value heads, each shared by a group of
+    # query heads; None: one per query head
+    head_dim: int | None = None  # a head's width where it is not hidden_size / num_attention_heads
+    causal: bool = False  # Qwen3: each token attends to itself and the tokens before it only
+    query_pre_attn_scalar: float | None = None  # Gemma3: scores scaled by its inverse square root, not head_dim's
 
     def __post_init__(self):
         where = "BertConfig"
@@ -500,7 +641,7 @@ class BertConfig:
             raise ValueError(
                 f"{where}: pad_token_id {self.pad_token_id} is not an id of the vocabulary (0 to {self.vocab_size - 1})"
             )
-        if self.hidden_size % self.num_attention_heads:
+        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"{where}: hidden_size {self.hidden_size} is not a multiple of "
                 f"num_attention_heads {self.num_attention_heads}"
@@ -516,6 +657,7 @@ class BertConfig:
                 f"{self.position_embedding_type!r}; numbert runs {positions} positions only for {self.model_type}"
             )
         self._check_modern(where)
+        self._check_decoder(where)
         float32 = np.finfo(np.float32)  # LayerNorm adds eps in float32, where 1e-50 is 0 and 1e308 infinite
         if not float(float32.smallest_subnormal) <= self.layer_norm_eps <= float(float32.max):
             raise ValueError(
@@ -567,9 +709,58 @@ class BertConfig:
                     f"{where}: matryoshka dimension {n} is not between 1 and hidden_size {self.hidden_size}"
                 )
 
+    def _check_decoder(self, where: str) -> None:
+        """The decoder-shaped embedders' fields: a head width, key/value heads dividing the query heads, a causal
+        mask and Gemma's query scalar only where the member is a decoder."""
+        decoder = self.relative.decoder is not None
+        if not decoder and (
+            self.num_key_value_heads is not None
+            or self.head_dim is not None
+            or self.causal
+            or self.query_pre_attn_scalar is not None
+        ):
+            raise ValueError(
+                f"{where}: num_key_value_heads, head_dim, causal and query_pre_attn_scalar are decoder-shaped "
+                f"embedders' (Qwen3, Gemma3), not {self.model_type}'s"
+            )
+        if not decoder:
+            return
+        for name in ("num_key_value_heads", "head_dim"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= SIZE_LIMITS["hidden_size"]:
+                raise ValueError(
+                    f"{where}: {name} must be an integer from 1 to {SIZE_LIMITS['hidden_size']}, got {value!r}"
+                )
+        assert self.num_key_value_heads is not None
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"{where}: num_attention_heads {self.num_attention_heads} is not a multiple of num_key_value_heads "
+                f"{self.num_key_value_heads} (each key/value head serves a group of query heads)"
+            )
+        scalar = self.query_pre_attn_scalar
+        if scalar is not None and (
+            isinstance(scalar, bool)
+            or not isinstance(scalar, (int, float))
+            or not 0 < scalar < float(np.finfo(np.float32).max)
+        ):
+            raise ValueError(f"{where}: query_pre_attn_scalar must be a positive finite number, got {scalar!r}")
+        if not isinstance(self.causal, bool):
+            raise ValueError(f"{where}: causal must be true or false, got {self.causal!r}")
+
     @property
     def head_size(self) -> int:
-        return self.hidden_size // self.num_attention_heads
+        """A head's width: head_dim where the config sets it (Qwen3, Gemma3), else hidden_size / heads."""
+        return self.head_dim if self.head_dim is not None else self.hidden_size // self.num_attention_heads
+
+    @property
+    def key_value_heads(self) -> int:
+        """The key/value heads: num_key_value_heads (grouped-query attention), else one per query head."""
+        return self.num_key_value_heads or self.num_attention_heads
+
+    @property
+    def attention_scale(self) -> float:
+        """What each score q . k is multiplied by: 1 / sqrt(query_pre_attn_scalar) (Gemma3), else 1 / sqrt(head)."""
+        return (self.query_pre_attn_scalar or self.head_size) ** -0.5
 
     @property
     def relative(self) -> Relative:
@@ -606,6 +797,8 @@ class BertConfig:
     def from_dict(cls, d: dict, source: str = "config") -> BertConfig:
         """The config of a checkpoint of BERT's family (FAMILY); other architectures are refused."""
         model_type = model_type_of(d, source)
+        if model_type == "gemma3_text" and d.get("model_type") == "gemma3":
+            d, source = d["text_config"], f"{source}: text_config"
         relative = FAMILY[model_type]
         d = {**d, **{key: value for key, value in relative.defaults if d.get(key) is None}}
         d = {**d, **{bert: d[own] for own, bert in relative.config_keys if own in d}, "model_type": model_type}
@@ -624,7 +817,7 @@ class BertConfig:
                     f"only (no causal mask, no cross-attention)"
                 )
         known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in d.items() if k in known}
+        values = {k: v for k, v in d.items() if k in known and (relative.decoder or k not in DECODER_FIELDS)}
         if values.get("pad_token_id") is None:
             values.pop("pad_token_id", None)
         try:
@@ -672,6 +865,8 @@ class BertConfig:
                 "mlp_bias": "up" in self.biases,
                 "norm_bias": "norm" in self.biases,
             }
+        if self.relative.decoder is not None:
+            fields |= self._decoder_dict()
         if self.task_adapters:  # jina-embeddings-v3's adapters, by the hub's names
             fields |= {
                 "lora_adaptations": list(self.task_adapters),
@@ -683,8 +878,34 @@ class BertConfig:
             fields["matryoshka_dimensions"] = list(self.matryoshka_dimensions)
         return fields
 
+    def _decoder_dict(self) -> dict:
+        """A decoder-shaped embedder's own config.json fields, as transformers 5's Qwen3Config / Gemma3TextConfig
+        write them."""
+        assert self.rope is not None
+        fields = {
+            "num_key_value_heads": self.key_value_heads,
+            "head_dim": self.head_size,
+            "rms_norm_eps": self.layer_norm_eps,
+            "layer_types": list(self.layer_types) or ["full_attention"] * self.num_hidden_layers,
+            "attention_bias": "qkv" in self.biases,
+        }
+        if self.relative.decoder == "qwen3":
+            return fields | {"rope_parameters": self.rope.to_dict(), "use_sliding_window": False}
+        local = self.local_rope or self.rope
+        return fields | {
+            "hidden_activation": self.hidden_act,
+            "query_pre_attn_scalar": self.query_pre_attn_scalar,
+            "sliding_window": self.local_attention,
+            "use_bidirectional_attention": not self.causal,
+            "rope_parameters": {"full_attention": self.rope.to_dict(), "sliding_attention": local.to_dict()},
+        }
+
 
 MODERN_FIELDS = (  # BertConfig's fields of the modern family, written by to_dict in their own configs' names
+    "num_key_value_heads",
+    "head_dim",
+    "causal",
+    "query_pre_attn_scalar",
     "rope",
     "local_rope",
     "layer_types",

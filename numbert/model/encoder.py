@@ -66,6 +66,11 @@ class EncoderLayer(NamedTuple):
     down: Linear  # and back: intermediate -> hidden
     feed_forward_norm: Norm  # after the feed-forward; before it in pre-norm layers
     gate: Linear | None = None  # a gated feed-forward's gate, hidden -> intermediate (the modern family)
+    # the decoder-shaped embedders' (numbert.model.decoder: Qwen3, Gemma3), RMSNorm gains; None for the others
+    query_norm: Norm | None = None  # each query head's, before the rotation
+    key_norm: Norm | None = None  # each key head's
+    attention_output_norm: Norm | None = None  # Gemma3: attention's output, before it is added to the input
+    feed_forward_output_norm: Norm | None = None  # Gemma3: the feed-forward's output, before it is added
 
 
 @dataclass(repr=False)

@@ -139,14 +139,16 @@ def pool(x: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
         return np.concatenate([masked_mean(x, mask), masked_max(x, mask)], axis=-1)
     if pooling == "cls":
         return x[:, 0]
-    if pooling == "sep":
-        last = np.maximum(mask.sum(axis=-1) - 1, 0)  # (batch,)
-        return x[np.arange(x.shape[0]), last]
+    if pooling == "sep":  # the last position the mask keeps, padding on either side (sentence-transformers' lasttoken)
+        kept = np.asarray(mask) > 0
+        last = x.shape[-2] - 1 - np.argmax(kept[:, ::-1], axis=-1)  # (batch,)
+        return np.where(np.any(kept, axis=-1, keepdims=True), x[np.arange(x.shape[0]), last], f32(0))
     if pooling == "mean_sqrt_len":
         m = mask.astype(f32)
         return (x * m[..., None]).sum(axis=-2) / np.sqrt(np.maximum(m.sum(axis=-1, keepdims=True), f32(1e-9)))
     if pooling == "weighted_mean":
-        return masked_mean(x, mask * np.arange(1, x.shape[-2] + 1, dtype=f32))  # token i weighs i + 1
+        first = np.argmax(mask > 0, axis=-1)[:, None]  # left padding: counted from the first real token, as ST does
+        return masked_mean(x, mask * (np.arange(1, x.shape[-2] + 1, dtype=f32) - first))  # token i weighs i + 1
     raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
 
 

@@ -9,6 +9,9 @@ XLM-R, MPNet), `embeddings` (DistilBERT and MPNet have no segments; ELECTRA proj
 The modern family (ModernBERT, NomicBERT, GTE, jina-embeddings-v3) differs in the lines marked "modern" and
 the short functions beside them: `rotate` (positions rotate queries and keys), `band` (ModernBERT's sliding
 windows), the gated line of `feed_forward`, `pre_norm_layer` (ModernBERT), and a task adapter in `linear`.
+The decoder-shaped embedders (Qwen3, Gemma3: numbert.model.decoder) differ in the lines marked "decoder" and their
+short functions: `rms_norm`, `causal_mask`, `grouped_attention` (grouped-query attention, q/k norms) and
+`decoder_layer`.
 """
 
 from __future__ import annotations
@@ -112,6 +115,8 @@ def encoder_layer(
 ) -> tuple[np.ndarray, ...]:
     """Attention, then the feed-forward network, each added to its input and normalised."""
     c = encoder.config
+    if c.relative.decoder is not None:  # decoder: Qwen3's and Gemma3's layers
+        return decoder_layer(x, mask, layer, encoder, rotation, window)
     if c.relative.pre_norm:  # modern: ModernBERT normalises before each sublayer instead
         return pre_norm_layer(x, mask, layer, encoder, rotation, window)
     a, probs = multi_head_attention(x, mask, bias, layer, c.num_attention_heads, rotation, window)
@@ -160,6 +165,71 @@ def band(seq: int, window: int) -> np.ndarray:
     return np.where(np.abs(distance) <= window, 0, np.finfo(np.float32).min).astype(np.float32)
 
 
+def rms_norm(x: np.ndarray, p: Norm, eps: float, offset: float) -> np.ndarray:
+    """Decoder: RMSNorm, x / sqrt(mean(x^2) + eps) times the gain offset + w (Qwen3: w; Gemma3: 1 + w); no mean
+    subtracted, no shift."""
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * (offset + p.weight)
+
+
+def causal_mask(seq: int) -> np.ndarray:
+    """Decoder: Qwen3's causal mask, 0 where the key is the query or before it, -inf (but finite) after. (seq, seq)"""
+    after = np.arange(seq)[None, :] > np.arange(seq)[:, None]
+    return np.where(after, np.finfo(np.float32).min, 0).astype(np.float32)
+
+
+def grouped_attention(
+    x: np.ndarray,
+    mask: np.ndarray,
+    layer: EncoderLayer,
+    encoder: Encoder,
+    rotation: tuple[np.ndarray, np.ndarray] | None,
+    window: int | None,
+) -> tuple[np.ndarray, ...]:
+    """Decoder: grouped-query attention. Q has `heads` heads, K and V `key_value_heads`, each repeated for its group
+    of heads // key_value_heads query heads (transformers' repeat_kv); each query and key head RMS-normalised
+    before the rotation; scores scaled by config.attention_scale; Qwen3's causal mask."""
+    c, (batch, seq, _) = encoder.config, x.shape
+    heads, kv, d = c.num_attention_heads, c.key_value_heads, c.head_size
+    offset = 1.0 if c.relative.decoder == "gemma3" else 0.0  # Gemma3's gains are 1 + w
+    split = lambda y, n: y.reshape(batch, seq, n, d).transpose(0, 2, 1, 3)
+    q, k, v = split(linear(x, layer.query), heads), split(linear(x, layer.key), kv), split(linear(x, layer.value), kv)
+    assert layer.query_norm is not None and layer.key_norm is not None
+    q, k = (
+        rms_norm(q, layer.query_norm, c.layer_norm_eps, offset),
+        rms_norm(k, layer.key_norm, c.layer_norm_eps, offset),
+    )
+    if rotation is not None:
+        q, k = rotate(q, *rotation), rotate(k, *rotation)
+    k, v = np.repeat(k, heads // kv, axis=1), np.repeat(v, heads // kv, axis=1)  # key/value head h // group
+    mask_bias = np.where(mask[:, None, None, :] > 0, 0, np.finfo(x.dtype).min).astype(x.dtype)
+    if c.causal:
+        mask_bias = np.minimum(mask_bias, causal_mask(seq))
+    if window is not None:  # Gemma3's sliding-window layers, both ways
+        mask_bias = np.minimum(mask_bias, band(seq, window))
+    probs = softmax(q @ k.transpose(0, 1, 3, 2) * np.float32(c.attention_scale) + mask_bias)
+    context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, heads * d)
+    return linear(context, layer.attention_output), probs
+
+
+def decoder_layer(
+    x: np.ndarray,
+    mask: np.ndarray,
+    layer: EncoderLayer,
+    encoder: Encoder,
+    rotation: tuple[np.ndarray, np.ndarray] | None,
+    window: int | None,
+) -> tuple[np.ndarray, ...]:
+    """Decoder: a pre-norm layer of RMSNorms, h = x + attention(norm(x)), then h + FFN(norm(h)); Gemma3 normalises
+    each sublayer's output too, before it is added."""
+    c = encoder.config
+    offset = 1.0 if c.relative.decoder == "gemma3" else 0.0
+    norm = lambda y, p: y if p is None else rms_norm(y, p, c.layer_norm_eps, offset)
+    a, probs = grouped_attention(norm(x, layer.attention_norm), mask, layer, encoder, rotation, window)
+    h = x + norm(a, layer.attention_output_norm)  # Gemma3: post_attention_layernorm
+    f = feed_forward(norm(h, layer.feed_forward_norm), layer, c.hidden_act)
+    return h + norm(f, layer.feed_forward_output_norm), probs  # Gemma3: post_feedforward_layernorm
+
+
 def position_ids(encoder: Encoder, input_ids: np.ndarray) -> np.ndarray:
     """0, 1, 2, ... for each row. RoBERTa, XLM-R, MPNet: counted from the padding index + 1 over the real
     tokens (told by their id), padding at the padding index. (batch, seq) -> (batch, seq)"""
@@ -174,6 +244,8 @@ def embeddings(encoder: Encoder, input_ids: np.ndarray, token_type_ids: np.ndarr
     """Word + position + segment embeddings, normalised. (batch, seq) -> (batch, seq, hidden)"""
     e = encoder
     x = e.word_embeddings[input_ids]
+    if e.config.relative.decoder is not None:  # decoder: the table alone; Gemma3's times sqrt(hidden)
+        return x * np.float32(math.sqrt(e.config.hidden_size)) if e.config.relative.decoder == "gemma3" else x
     if e.word_adapter is not None:  # modern: jina's task adapter, the table E + s A B
         x = x + e.word_adapter.a[input_ids] @ e.word_adapter.b
     if e.position_embeddings is not None:  # modern: none, positions rotate queries and keys instead
@@ -216,5 +288,9 @@ def forward(
         attentions.append(probs)
     if e.final_norm is not None:  # modern: ModernBERT's final norm
         hidden_states[-1] = layer_norm(hidden_states[-1], e.final_norm, c.layer_norm_eps)
+    last_norm = getattr(e, "last_norm", None)  # decoder: the final RMSNorm (numbert.model.decoder)
+    if last_norm is not None:
+        offset = 1.0 if c.relative.decoder == "gemma3" else 0.0
+        hidden_states[-1] = rms_norm(hidden_states[-1], last_norm, c.layer_norm_eps, offset)
     pooled = None if e.pooler is None else np.tanh(linear(hidden_states[-1][:, 0], e.pooler))
     return np.stack(hidden_states), np.stack(attentions), pooled

@@ -45,6 +45,24 @@ ROTARY_LAYER_NAMES = {
     "feed_forward_norm": "output.LayerNorm",  # ModernBERT: mlp_norm, before the feed-forward
 }
 FINAL_NORM_NAME = "final_norm"  # ModernBERT: the LayerNorm after the last layer
+# the decoder-shaped embedders' layers (numbert.model.decoder), under encoder.layer.{i}., as transformers names them
+DECODER_LAYER_NAMES = {
+    "query": "self_attn.q_proj",
+    "key": "self_attn.k_proj",
+    "value": "self_attn.v_proj",
+    "attention_output": "self_attn.o_proj",
+    "gate": "mlp.gate_proj",
+    "up": "mlp.up_proj",
+    "down": "mlp.down_proj",
+    "query_norm": "self_attn.q_norm",  # RMSNorm of each query head, and
+    "key_norm": "self_attn.k_norm",  # of each key head, before the rotation
+    "attention_norm": "input_layernorm",  # before attention
+    "attention_output_norm": "post_attention_layernorm",  # Gemma3: after attention, before the residual add
+    "feed_forward_norm": "pre_feedforward_layernorm",  # Gemma3: before the feed-forward
+    "feed_forward_output_norm": "post_feedforward_layernorm",  # Gemma3: after it, before the residual add
+}
+# Qwen3 has two norms a layer: input_layernorm, and post_attention_layernorm, which comes *before* its feed-forward
+QWEN3_FEED_FORWARD_NORM = "post_attention_layernorm"
 LOW_RANK = ("lora_A", "lora_B")  # jina-embeddings-v3: a weight's task adapters, {name}.lora_A and {name}.lora_B
 
 # Each relative's own names -> BERT's, by whole dotted parts from the start of the name (its prefix, such as
@@ -115,6 +133,15 @@ RENAMES = {
     "jina_embeddings_v3": {"emb_ln": "embeddings.LayerNorm", **_LAYERS, **_LM_HEAD},
 }
 RENAMES["new"] = RENAMES["gte"]
+# the decoder-shaped embedders (Qwen3, Gemma3): transformers' `model.` prefix removed (Relative.prefix), the table,
+# the layer list and the final norm renamed; inside a layer, transformers' own names (DECODER_LAYER_NAMES)
+_DECODER = {"embed_tokens": "embeddings.word_embeddings", **_LAYERS, "norm": FINAL_NORM_NAME}
+RENAMES["qwen3"] = _DECODER
+# Gemma3ForConditionalGeneration (Gemma 3 with its vision tower): the text model under language_model.model. as saved,
+# model.language_model. as transformers 5 names it in memory; the vision tower's tensors are left unread
+RENAMES["gemma3_text"] = _DECODER | {
+    f"{under}.{own}": bert for under in ("language_model.model", "language_model") for own, bert in _DECODER.items()
+}
 LAYER_RENAMES |= {
     "modernbert": {
         "attn_norm": "attention.output.LayerNorm",
@@ -190,6 +217,8 @@ def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
 
     Linear weights are stored as torch does, (out_features, in_features): y = x @ W.T + b.
     """
+    if config.relative.decoder is not None:
+        return decoder_tensor_shapes(config)
     if config.relative.rotary:
         return rotary_tensor_shapes(config)
     h, i, e = config.hidden_size, config.intermediate_size, config.embedding_width
@@ -275,4 +304,40 @@ def rotary_tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
                 shapes |= {f"{base}.lora_A": (tasks, shape[0], rank), f"{base}.lora_B": (tasks, rank, shape[1])}
             else:
                 shapes |= {f"{base}.lora_A": (tasks, rank, shape[1]), f"{base}.lora_B": (tasks, shape[0], rank)}
+    return shapes
+
+
+def decoder_layer_names(config: BertConfig, layer: int) -> dict[str, str]:
+    """The tensor name (less `.weight` / `.bias`) of each of a decoder layer's parts (DECODER_LAYER_NAMES' fields):
+    Gemma3's four norms a layer; Qwen3's two, its feed-forward's norm named post_attention_layernorm."""
+    names = {field: f"encoder.layer.{layer}.{name}" for field, name in DECODER_LAYER_NAMES.items()}
+    if config.relative.decoder == "qwen3":
+        del names["attention_output_norm"], names["feed_forward_output_norm"]
+        names["feed_forward_norm"] = f"encoder.layer.{layer}.{QWEN3_FEED_FORWARD_NORM}"
+    return names
+
+
+def decoder_tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
+    """The decoder-shaped embedders' tensors (Qwen3, Gemma3) by their names here, with their shapes: the word table,
+    per layer Q (heads x head, hidden), K and V (key/value heads x head, hidden), O, the gated feed-forward's three,
+    the norms (a gain each: RMSNorm has no shift; q/k norms one head wide), biases on Q, K, V, O where
+    attention_bias says; the final norm. No pooler."""
+    h, i, d = config.hidden_size, config.intermediate_size, config.head_size
+    q, kv = config.num_attention_heads * d, config.key_value_heads * d
+    biases = "qkv" in config.biases
+    shapes: dict[str, tuple[int, ...]] = {f"{EMBEDDING_NAMES['word']}.weight": (config.vocab_size, h)}
+    for n in range(config.num_hidden_layers):
+        names = decoder_layer_names(config, n)
+        widths: dict[str, tuple[int, ...]] = {
+            "query": (q, h),
+            "key": (kv, h),
+            "value": (kv, h),
+            "attention_output": (h, q),
+        }
+        widths |= {"gate": (i, h), "up": (i, h), "down": (h, i), "query_norm": (d,), "key_norm": (d,)}
+        for field, name in names.items():
+            shapes[f"{name}.weight"] = widths.get(field, (h,))
+            if biases and field in ("query", "key", "value", "attention_output"):
+                shapes[f"{name}.bias"] = widths[field][:1]
+    shapes[f"{FINAL_NORM_NAME}.weight"] = (h,)
     return shapes

@@ -31,10 +31,11 @@ import numpy as np
 from ..checkpoint.colbert_config import ColbertConfig, read_colbert_config
 from ..checkpoint.hub import VOCAB_FILES, default_model, model_checkpoint
 from ..checkpoint.m3_heads import M3Heads, read_m3_heads
-from ..checkpoint.sentence_config import SentenceConfig, SpladePooling, read_sentence_config
+from ..checkpoint.sentence_config import SentenceConfig, SpladePooling, read_sentence_config, recipe_directory
 from ..checkpoint.weights import load_weights
 from ..model import pooling
 from ..model.config import BertConfig, config_file
+from ..model.decoder import build_encoder
 from ..model.encoder import Encoder, Output
 from ..model.heads import HeadConfig, Heads
 from ..model.layers import linear
@@ -153,16 +154,17 @@ class Pipeline:
         tokenizer = load_tokenizer(directory, pylate) if has_vocab else None
         if tokenizer is not None:  # a vocabulary that does not fit the embedding table is refused here, named
             tokenizer.check_embedding_rows(config.vocab_size, str(checkpoint.location))
-        sentence_config = read_sentence_config(directory, config.hidden_size)
+        root = recipe_directory(directory)  # a Router's encoder folder: the Router's directory holds the recipe
+        sentence_config = read_sentence_config(root, config.hidden_size)
         if sentence_config is None and m3 is not None:  # BGEM3FlagModel's dense vector: the normalized [CLS]
             sentence_config = SentenceConfig(("cls",), normalize=True)
         return cls(
-            Encoder(config, weights),
+            build_encoder(config, weights),
             tokenizer,
             sentence_config,
             name=str(name_or_path),
             head_config=HeadConfig.from_json(config_file(directory)),
-            directory=checkpoint.location,
+            directory=checkpoint.location if root == directory else root,
             colbert=colbert,
             m3=m3,
         )

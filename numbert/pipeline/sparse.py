@@ -19,15 +19,18 @@ its ids, ascending as in SparseEncoder's sparse tensor, and their weights; `toke
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
 from ..model import blas
+from ..tokenizer import Tokenizer
 from . import planner
 from .pipeline import Pipeline
 from .planner import row_of, text_list
-from .readouts import SparseVector
+from .readouts import SparseVector, prune
 from .side_by_side import in_order
 
 
@@ -41,6 +44,7 @@ def embed_sparse(
     prompt: str | None = None,
     prompt_name: str | None = None,
     truncation_side: str | None = None,
+    route: str | None = None,
 ) -> list[SparseVector] | SparseVector:
     """The SPLADE vectors of texts, as SparseEncoder.encode gives them: a SparseVector (ids ascending, weights)
     per text in input order, or one for a single string.
@@ -50,6 +54,9 @@ def embed_sparse(
     its positions; at their start with truncation_side="left", default the tokenizer's), with the model's
     lowercasing and prompt (prompt=, prompt_name=) as `embed` prepares them; planned by length as `embed`
     plans them. An empty list or a text that is not a str is a clear error.
+
+    route: a sentence-transformers Router's route ("query", "document"; None: its default route). A static route
+    (an inference-free model's SparseStaticEmbedding) weighs each token a text holds by its fixed table: no forward.
     """
     single = isinstance(texts, str)
     texts = text_list([texts] if single else texts)
@@ -58,6 +65,13 @@ def embed_sparse(
     st = model.sentence_config
     top_k = st.max_active_dims if top_k is None and st is not None else top_k
     top_k = None if top_k is None else planner.positive("top_k", top_k)
+    router = st.router if st is not None else None
+    if st is not None and router is not None and router.route(route) != router.encoder_route:
+        folder = router.directory / router.routes[router.route(route)][0][0]
+        static = static_vectors(model, texts, folder, top_k, st.prompt(prompt, prompt_name))
+        return static[0] if single else static
+    if router is None and route not in (None, "query", "document"):
+        raise ValueError(f"route {route!r}: {model.name} has no Router; its texts all take one route")
     read = model.sparse_vectors(top_k)
     shape = model.recipe(  # the text: its length, prompt and lowercasing
         pooling="mean", max_length=max_length, prompt=prompt, prompt_name=prompt_name, truncation_side=truncation_side
@@ -87,3 +101,42 @@ def token_weights(model: Pipeline, vector: SparseVector) -> dict[str, float]:
     order = np.argsort(-vector.weights, kind="stable")
     tokens = model.require_tokenizer().convert_ids_to_tokens(vector.ids[order].tolist())
     return dict(zip(tokens, vector.weights[order].tolist()))
+
+
+def static_vectors(
+    model: Pipeline, texts: list[str], folder: Path, top_k: int | None, prompt: str
+) -> list[SparseVector]:
+    """The sparse vectors of a SparseStaticEmbedding route (in `folder`): each token the text (after `prompt`) holds,
+    counted once, weighs its entry of the route's table; tokenized without special tokens and cut to its
+    tokenizer's model_max_length, as sentence-transformers tokenizes for that module."""
+    weights, tokenizer = static_route(folder)
+    if model.tokenizer is not None and len(weights) != model.config.vocab_size:
+        raise ValueError(
+            f"{folder}: its table has {len(weights)} weights for a vocabulary of {model.config.vocab_size}"
+        )
+    limit = tokenizer.model_max_length
+    vectors = []
+    for text in texts:
+        ids = tokenizer.encode(
+            prompt + text, add_special_tokens=False, max_length=limit, truncation=limit is not None
+        ).ids
+        dense = np.zeros(len(weights), np.float32)
+        present = np.unique(np.asarray(ids, np.int64))
+        dense[present] = weights[present]
+        vectors.append(prune(dense, top_k))
+    return vectors
+
+
+@functools.lru_cache(maxsize=4)
+def static_route(folder: Path) -> tuple[np.ndarray, Tokenizer]:
+    """A SparseStaticEmbedding folder's table (vocab,) float32 and its tokenizer, read once."""
+    from safetensors.numpy import load_file
+
+    file = folder / "model.safetensors"
+    try:
+        weight = load_file(str(file)).get("weight")
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{file}: cannot read the SparseStaticEmbedding's weights ({e})") from None
+    if weight is None or weight.ndim != 1 or not np.isfinite(weight).all():
+        raise ValueError(f"{file}: a SparseStaticEmbedding needs one finite 'weight' vector (vocab,)")
+    return weight.astype(np.float32, copy=False), Tokenizer.from_pretrained(folder)

@@ -1,0 +1,295 @@
+"""Decoder-shaped embedders on numbert's encoder: Qwen3 (Qwen3-Embedding) and Gemma3 (EmbeddingGemma).
+
+Both are pre-norm transformers like ModernBERT (each sublayer reads its input normalised and adds its output to
+the input as it was, a final norm after the last layer), with rotary positions and a gated feed-forward (SwiGLU for
+Qwen3, GeGLU with tanh GELU for Gemma3), built from numbert.model.layers' blocks. What they change (docs/family.md):
+
+- RMSNorm instead of LayerNorm: x / sqrt(mean(x^2) + eps) times a gain, no mean subtracted, no shift; the gain is
+  the stored weight w (Qwen3) or 1 + w (Gemma3, whose weights are stored as offsets from 1);
+- grouped-query attention: `num_key_value_heads` key/value heads, each shared by a group of query heads (Qwen3-
+  Embedding-0.6B: 16 query heads, 8 key/value heads); the queries of one group attend against its key/value head
+  in one product, the keys never repeated (`grouped_attention`);
+- an RMSNorm of each query and key head (its own gain, one head wide) before the rotation;
+- Qwen3 is causal: a token attends to itself and the tokens before it only (the embedding is read at the last
+  token, which has seen the whole text); EmbeddingGemma attends both ways, its sliding-window layers within
+  sliding_window // 2 tokens either side (`BertConfig.window`), its global layers everywhere, each kind with
+  its own rope theta;
+- Gemma3: the word embeddings times sqrt(hidden), in float32; scores scaled by 1 / sqrt(query_pre_attn_scalar);
+  two more norms a layer, on attention's and the feed-forward's outputs before each is added to the input.
+
+`DecoderEncoder` is the `Encoder` with these layers; `build_encoder` picks the class a config needs. Reference:
+`reference.decoder_layer`, the same pass on the padded batch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .config import BertConfig
+from .encoder import Encoder, EncoderLayer, Output
+from .layers import (
+    ACTIVATIONS,
+    Linear,
+    Norm,
+    by_rows,
+    exp_shifted,
+    gated_feed_forward,
+    in_blocks,
+    linear,
+    result,
+    row_sums,
+)
+from .packing import Packing
+from .rotary import rotate
+from .scratch import scratch_array
+from .tensors import EMBEDDING_NAMES, FINAL_NORM_NAME, decoder_layer_names
+
+f32 = np.float32
+SCORE_BYTES = 32 << 20  # bytes of one block of queries' scores (a long text's attention runs a block at a time)
+MIN_QUERIES = 32  # queries per block at least: fewer make the products too thin
+
+
+def gain_offset(config: BertConfig) -> float:
+    """What RMSNorm adds to its stored weight to get its gain: 1 for Gemma3 (x (1 + w)), 0 for Qwen3 (x w)."""
+    return 1.0 if config.relative.decoder == "gemma3" else 0.0
+
+
+def rms_norm(x: np.ndarray, p: Norm, eps: float, offset: float = 0.0, out: np.ndarray | None = None) -> np.ndarray:
+    """RMSNorm(x) = x / sqrt(mean(x^2) + eps) * (offset + w) over the last axis, in float32 as transformers computes
+    it, into `out` (out=x: in place), else a new array. Reference: `reference.rms_norm`. Faster by einsum's sums
+    of squares and in cache-sized blocks of rows. (..., width) -> (..., width)"""
+    width = x.shape[-1]
+    y = result(out, *x.shape)
+    x_rows, y_rows = x.reshape(-1, width), y.reshape(-1, width)
+    gain = p.weight if offset == 0 else p.weight + f32(offset)
+
+    def normalize(rows: slice) -> None:
+        block = x_rows[rows]
+        mean_square = np.einsum("...i,...i->...", block, block) / f32(width)
+        scaled = np.multiply(block, (f32(1) / np.sqrt(mean_square + f32(eps)))[..., None], out=y_rows[rows])
+        scaled *= gain
+
+    in_blocks(normalize, y_rows)
+    return y
+
+
+def allowed_bias(queries: range, keys: range, causal: bool, window: int | None) -> np.ndarray | None:
+    """The additive mask of a block of queries against a range of keys (positions in the sequence): 0 where the
+    key is seen, float32's minimum where it is not (after the query, if causal; beyond `window` of it, if a
+    window). -> (queries, keys) float32, or None where every key is seen."""
+    if not causal and window is None:
+        return None
+    distance = np.arange(keys.start, keys.stop)[None, :] - np.arange(queries.start, queries.stop)[:, None]
+    seen = np.ones(distance.shape, bool)
+    if causal:
+        seen &= distance <= 0
+    if window is not None:
+        seen &= np.abs(distance) <= window
+    return np.where(seen, f32(0), np.finfo(f32).min).astype(f32)
+
+
+def key_range(start: int, end: int, length: int, causal: bool, window: int | None) -> range:
+    """The keys a block of queries [start, end) can see: up to the last query if causal, within the window."""
+    first = 0 if window is None else max(0, start - window)
+    last = end if causal else (length if window is None else min(length, end + window))
+    return range(first, last)
+
+
+def grouped_attention(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    packing: Packing,
+    key_value_heads: int,
+    scale: float,
+    causal: bool,
+    window: int | None,
+    *,
+    out: np.ndarray,
+) -> np.ndarray:
+    """Grouped-query attention over the packed tokens: softmax(scale q k^T + mask) v, query head h reading key/value
+    head h // (heads / key_value_heads), as transformers' repeat_kv pairs them, without repeating K and V: the
+    group's query heads are an axis the product broadcasts the keys over.
+
+    q, out: (tokens, heads x head); k, v: (tokens, key_value_heads x head), packed by `packing`; causal: keys
+    after the query hidden; window: keys beyond it hidden, or None. Each group of sequences runs a block of
+    queries at a time (SCORE_BYTES), against the keys the block can see. Reference: `reference.grouped_attention`."""
+    head = k.shape[-1] // key_value_heads
+    group = q.shape[-1] // k.shape[-1]  # query heads per key/value head
+    for g in packing.groups:
+        n, length, part = len(g.rows), g.length, g.tokens
+        q_g, k_g, v_g = (  # (n, kv, group or 1, length, head): views
+            a[part].reshape(n, length, key_value_heads, -1, head).transpose(0, 2, 3, 1, 4) for a in (q, k, v)
+        )
+        padding = None if g.mask_bias is None else g.mask_bias[:, :, None]  # (n, 1, 1, 1, length)
+        context = out[part].reshape(n, length, key_value_heads, group, head).transpose(0, 2, 3, 1, 4)
+        block = max(MIN_QUERIES, SCORE_BYTES // (4 * n * key_value_heads * group * length))
+        for start in range(0, length, block):
+            end = min(length, start + block)
+            keys = key_range(start, end, length, causal, window)
+            bias = allowed_bias(range(start, end), keys, causal, window)
+            if padding is not None:  # hidden either way: the minimum of the two masks, never their sum (-inf)
+                cut = padding[..., keys.start : keys.stop]
+                bias = cut if bias is None else np.minimum(bias, cut)
+            seen = slice(keys.start, keys.stop)
+            queries = q_g[:, :, :, start:end]
+            context[:, :, :, start:end] = block_attention(queries, k_g[:, :, :, seen], v_g[:, :, :, seen], scale, bias)
+    return out
+
+
+def block_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, bias: np.ndarray | None) -> np.ndarray:
+    """softmax(scale q k^T + bias) v for a block of queries: q (n, kv, group, queries, head) against k, v (n, kv, 1,
+    keys, head). A key/value head's group of query heads is one stack of group x queries rows, so each product is
+    one matrix per key/value head. bias: (queries, keys) or any shape that broadcasts to (n, kv, group, queries,
+    keys). -> (n, kv, group, queries, head)"""
+    n, kv, group, queries, head = q.shape
+    keys = k.shape[-2]
+    stacked = np.multiply(q, f32(scale), out=scratch_array(n, kv, group, queries, head)).reshape(n, kv, -1, head)
+    scores = np.matmul(stacked, k[:, :, 0].transpose(0, 1, 3, 2), out=scratch_array(n, kv, group * queries, keys))
+    if bias is not None:
+        scores.reshape(n, kv, group, queries, keys)[...] += bias
+    weights = by_rows(exp_shifted, scores)  # softmax = weights / their row sums
+    context = np.matmul(weights, v[:, :, 0])
+    context /= row_sums(weights)
+    return context.reshape(n, kv, group, queries, head)
+
+
+class DecoderEncoder(Encoder):
+    """The encoder of a decoder-shaped embedder (Qwen3, Gemma3): token ids in, hidden states out, as `Encoder`,
+    with `decoder_layer`s; the last hidden state is the final RMSNorm's output, as transformers' last_hidden_state."""
+
+    def __init__(self, config: BertConfig, weights: dict[str, np.ndarray], task: str | None = None):
+        if config.relative.decoder is None:
+            raise ValueError(f"{config.model_type} is not a decoder-shaped embedder: use Encoder")
+        if task is not None:
+            raise ValueError(f"unknown task {task!r}; this model's tasks are none: it has no task adapters")
+        self.config, self.weights, self.task = config, weights, task
+        self._adapted: dict[str | None, Encoder] = {None: self}
+        self.word_embeddings = weights[EMBEDDING_NAMES["word"] + ".weight"]  # (vocab, hidden)
+        # none of BERT's other embedding tables, adapters, projection, relative bias or pooler
+        self.position_embeddings = self.token_type_embeddings = None
+        self.embedding_projection = self.relative_attention_bias = self.pooler = None
+        self.word_adapter = self.segment_adapter = None
+        self.layers = [self._decoder_layer(i) for i in range(config.num_hidden_layers)]
+        self.final_norm = None  # Encoder's LayerNorm: none; the decoders' RMSNorm is `last_norm`
+        self.last_norm = Norm(weights[FINAL_NORM_NAME + ".weight"], None)
+        self.activation = ACTIVATIONS[config.hidden_act]
+        self.offset = gain_offset(config)  # RMSNorm's gain: offset + w
+
+    def _decoder_layer(self, i: int) -> EncoderLayer:
+        """Layer i's weights by their transformers names (tensors.DECODER_LAYER_NAMES); Qwen3 has no norms on the
+        sublayers' outputs."""
+        names, w = decoder_layer_names(self.config, i), self.weights
+        part = lambda field: Linear(w[names[field] + ".weight"], w.get(names[field] + ".bias"))
+        norm = lambda field: Norm(w[names[field] + ".weight"], None) if field in names else None
+        return EncoderLayer(
+            part("query"),
+            part("key"),
+            part("value"),
+            part("attention_output"),
+            norm("attention_norm"),
+            part("up"),
+            part("down"),
+            Norm(w[names["feed_forward_norm"] + ".weight"], None),
+            part("gate"),
+            norm("query_norm"),
+            norm("key_norm"),
+            norm("attention_output_norm"),
+            norm("feed_forward_output_norm"),
+        )
+
+    def embeddings(
+        self, input_ids: np.ndarray, token_type_ids: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """The word embeddings (no positions, segments or norm); Gemma3's times sqrt(hidden) in float32, as
+        transformers' Gemma3TextScaledWordEmbedding. (batch, seq) -> (batch, seq, hidden)"""
+        y = result(out, *input_ids.shape, self.config.hidden_size)
+        np.take(self.word_embeddings, input_ids, axis=0, out=y)
+        if self.config.relative.decoder == "gemma3":
+            y *= f32(math.sqrt(self.config.hidden_size))
+        return y
+
+    def encoder_layer(
+        self,
+        x: np.ndarray,
+        packing: Packing,
+        layer: EncoderLayer,
+        output_probs: bool = False,
+        *,
+        out: np.ndarray | None = None,
+        probs_out: np.ndarray | None = None,
+        score_bias: np.ndarray | None = None,
+        rotation: tuple[np.ndarray, np.ndarray] | None = None,
+        window: int | None = None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """A decoder layer on the packed tokens: h = x + [norm](attention(norm(x))), then h + [norm](FFN(norm(h)))
+        ([norm]: Gemma3's output norms). No probabilities (output_probs is refused by `forward`).
+        Reference: `reference.decoder_layer`."""
+        c, eps, offset = self.config, self.config.layer_norm_eps, self.offset
+        tokens, hidden = x.shape
+        heads, kv, d = c.num_attention_heads, c.key_value_heads, c.head_size
+        assert layer.attention_norm is not None and layer.query_norm is not None and layer.key_norm is not None
+        a = rms_norm(x, layer.attention_norm, eps, offset, out=scratch_array(tokens, hidden))
+        q = linear(a, layer.query, scratch_array(tokens, heads * d))
+        k, v = (linear(a, p, scratch_array(tokens, kv * d)) for p in (layer.key, layer.value))
+        for projected, norm, count in ((q, layer.query_norm, heads), (k, layer.key_norm, kv)):
+            per_head = projected.reshape(tokens, count, d)
+            rms_norm(per_head, norm, eps, offset, out=per_head)
+            if rotation is not None:
+                rotate(per_head, *rotation)
+        context = grouped_attention(
+            q, k, v, packing, kv, c.attention_scale, c.causal, window, out=scratch_array(tokens, heads * d)
+        )
+        h = linear(context, layer.attention_output, scratch_array(tokens, hidden))
+        if layer.attention_output_norm is not None:  # Gemma3
+            rms_norm(h, layer.attention_output_norm, eps, offset, out=h)
+        h += x
+        normed = rms_norm(h, layer.feed_forward_norm, eps, offset, out=scratch_array(tokens, hidden))
+        assert layer.gate is not None
+        f = gated_feed_forward(normed, layer.gate, layer.up, layer.down, self.activation, out)
+        if layer.feed_forward_output_norm is not None:  # Gemma3
+            rms_norm(f, layer.feed_forward_output_norm, eps, offset, out=f)
+        f += h
+        return f, None
+
+    def first_position_layer(
+        self,
+        x: np.ndarray,
+        packing: Packing,
+        layer: EncoderLayer,
+        *,
+        score_bias: np.ndarray | None = None,
+        rotation: tuple[np.ndarray, np.ndarray] | None = None,
+        window: int | None = None,
+    ) -> np.ndarray:
+        """The whole layer, its rows' first positions kept (`Encoder.first_position_layer`'s contract)."""
+        f, _ = self.encoder_layer(x, packing, layer, rotation=rotation, window=window)
+        return f[packing.firsts]
+
+    def forward(
+        self,
+        input_ids,
+        token_type_ids=None,
+        attention_mask=None,
+        *,
+        output_attentions: bool = False,
+        every_position: bool = False,
+        first_only: bool = False,
+    ) -> Output:
+        """`Encoder.forward`, the last hidden state through the final RMSNorm (zeros stay zeros). The attention
+        probabilities are not computed for these models: output_attentions is refused."""
+        if output_attentions:
+            raise ValueError(f"{self.config.model_type} models return no attention probabilities (output_attentions)")
+        output = super().forward(
+            input_ids, token_type_ids, attention_mask, every_position=every_position, first_only=first_only
+        )
+        last = output.hidden_states[-1]
+        rms_norm(last, self.last_norm, self.config.layer_norm_eps, self.offset, out=last)
+        return output
+
+
+def build_encoder(config: BertConfig, weights: dict[str, np.ndarray]) -> Encoder:
+    """The encoder `config` needs: a DecoderEncoder for the decoder-shaped embedders (Qwen3, Gemma3), else Encoder."""
+    return Encoder(config, weights) if config.relative.decoder is None else DecoderEncoder(config, weights)

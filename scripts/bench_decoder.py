@@ -1,0 +1,108 @@
+"""A Qwen3-Embedding-0.6B-shaped model (hidden 1,024, 28 layers, 16 query / 8 key-value heads of 128, intermediate
+3,072; random weights, a vocabulary of 2,048) against transformers' Qwen3Model (sdpa) on the same threads: time per
+text at 8 x 128 tokens (best of 3 after a warm-up), the largest difference; then, in a process of its own, the same
+model saved in bf16 loaded and run on a 512-token text: peak RSS against its float32 weights (docs/performance.md).
+
+    HF_HUB_OFFLINE=1 python scripts/bench_decoder.py [--threads 1] [--directory /tmp/qwen3-06b-shape]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+VOCAB = 2048
+
+
+def make(directory: Path) -> None:
+    """The float32 and bf16 checkpoints, once."""
+    import torch
+    import transformers
+
+    if (directory / "f32" / "config.json").is_file():
+        return
+    torch.manual_seed(0)
+    config = transformers.Qwen3Config(
+        vocab_size=VOCAB,
+        hidden_size=1024,
+        num_hidden_layers=28,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=128,
+        intermediate_size=3072,
+        tie_word_embeddings=True,
+    )
+    model = transformers.Qwen3Model(config)
+    model.save_pretrained(directory / "f32")
+    model.to(torch.bfloat16).save_pretrained(directory / "bf16")
+
+
+def best(run, rounds: int = 3) -> float:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def speed(directory: Path, threads: int) -> None:
+    import torch
+    import transformers
+
+    import numbert
+
+    torch.set_num_threads(threads)
+    numbert.threads(threads)
+    theirs = transformers.Qwen3Model.from_pretrained(directory / "f32", attn_implementation="sdpa").eval()
+    ours = numbert.load(directory / "f32")
+    ids = np.random.default_rng(0).integers(5, VOCAB, (8, 128))
+    mask = np.ones_like(ids)
+    inputs = dict(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask))
+    with torch.no_grad():
+        want = theirs(**inputs).last_hidden_state.numpy()
+        torch_time = best(lambda: theirs(**inputs))
+    got = ours.forward(ids, attention_mask=mask).last_hidden_state
+    numbert_time = best(lambda: ours.forward(ids, attention_mask=mask))
+    print(
+        f"threads {threads}: transformers {torch_time / 8 * 1e3:.0f} ms/text, numbert {numbert_time / 8 * 1e3:.0f} "
+        f"ms/text ({numbert_time / torch_time:.2f}x), largest difference {np.abs(got - want).max():.1e}"
+    )
+
+
+def memory(directory: Path) -> None:
+    import numbert
+
+    model = numbert.load(directory / "bf16")
+    weights = sum(w.nbytes for w in model.encoder.weights.values())
+    model.forward(np.random.default_rng(0).integers(5, VOCAB, (1, 512)))
+    status = Path("/proc/self/status").read_text()  # VmHWM: this process's own peak (ru_maxrss keeps a parent's)
+    peak = int(next(line for line in status.splitlines() if line.startswith("VmHWM")).split()[1]) * 1024
+    print(
+        f"bf16 checkpoint: float32 weights {weights / 1e9:.2f} GB, peak RSS {peak / 1e9:.2f} GB ({peak / weights:.2f}x)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--directory", type=Path, default=Path("/tmp/qwen3-06b-shape"))
+    parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_only:
+        memory(args.directory)
+        return
+    make(args.directory)
+    speed(args.directory, args.threads)
+    command = [sys.executable, __file__, "--directory", str(args.directory), "--memory-only"]
+    subprocess.run(command, check=True, env={"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"})
+
+
+if __name__ == "__main__":
+    main()
