@@ -18,6 +18,8 @@ every row uses the same 2 cores, split differently:
 - ONNX Runtime, when installed (`--onnx`): the same length-sorted batches through the exported model,
   2 threads, in float32 and dynamically quantized to int8 (its min cosine to numbert's float32 vectors
   is in the table: the price of its speed)
+- fastembed and fastembed int8, when named in --systems: fastembed's `TextEmbedding.embed` on the same ONNX files,
+  in a venv of its own (scripts/bench/peer_fastembed.py), on the corpus the parent built
 
 Each row prints the padding it ran with: tokens computed in the dense layers per real token (numbert
 packs a batch's real tokens, so 1.00; the others pad each batch to its longest sentence).
