@@ -7,7 +7,7 @@
 
 `import numbert` loads neither NumPy nor the model code: each public name (and each submodule) is
 imported on first use (PEP 562), so numbert's own processes can set BLAS's environment before NumPy
-loads (numbert.model.blas). It sets nothing in your process.
+loads (numbert.runtime.blas). It sets nothing in your process.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-    from .model.blas import threads
     from .model.config import BertConfig
     from .model.encoder import Output
     from .pipeline.bert import Bert, load
     from .pipeline.late_interaction import maxsim
     from .pipeline.search import semantic_search
+    from .runtime.blas import threads
     from .tokenizer import Encoding, Tokenizer
 
 __all__ = [
@@ -53,7 +53,7 @@ __all__ = [
 _PUBLIC = {  # name -> the module that defines it, imported on first use
     "Bert": "pipeline.bert",
     "load": "pipeline.bert",
-    "threads": "model.blas",
+    "threads": "runtime.blas",
     "BertConfig": "model.config",
     "Output": "model.encoder",
     "semantic_search": "pipeline.search",

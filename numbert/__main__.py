@@ -5,8 +5,8 @@ import sys
 
 def command() -> int:
     """Run `numbert` in a process of its own: numbert's BLAS settings first, before NumPy loads
-    (numbert.model.blas), then the command line (numbert.cli.main)."""
-    from .model.blas import configure_own_process
+    (numbert.runtime.blas), then the command line (numbert.cli.main)."""
+    from .runtime.blas import configure_own_process
 
     configure_own_process()
     from .cli import main

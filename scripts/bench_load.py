@@ -54,13 +54,14 @@ else:
     import numpy as np
     import numbert, numbert.crc32c
     from numbert.checkpoint.weights import load_weights
-    from numbert.model.config import BertConfig, config_file
+    from numbert.checkpoint.model_config import read_config
+    from numbert.model.config import config_file
     if mode == "numpy-crc":
         numbert.checkpoint.crc32c._hardware_crc32c = lambda: None
     base = rss_mb()
     t0 = time.perf_counter()
     if mode != "default":  # the weights alone, CRC checked or not: numbert.load has no switch for this
-        config = BertConfig.from_json(config_file(Path(path).parent))
+        config = read_config(config_file(Path(path).parent))
         weights = load_weights(path, config, verify_crc=mode != "no-crc")
         t1 = time.perf_counter()
         sum(float(w.reshape(-1)[::1024].sum()) for w in weights.values())  # touch every page

@@ -32,7 +32,7 @@ length, calls, threads = (int(a) for a in sys.argv[3:6])
 ids = np.random.default_rng(0).integers(5, 50000, (1, length))
 if system == "numbert":
     import numbert
-    from numbert.model import row_threads
+    from numbert.runtime import row_threads
     row_threads.use(threads)
     model = numbert.load(directory)
     run = lambda: model.forward(ids)

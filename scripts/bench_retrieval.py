@@ -18,7 +18,7 @@
 
 Every measurement runs in a fresh process with the same BLAS threads (OMP/OPENBLAS/MKL_NUM_THREADS and
 torch.set_num_threads; numbert's rerank process set up as `numbert rerank` and the server are, by
-numbert.model.blas.configure_own_process: OpenBLAS's thread timeout, as many row threads as BLAS threads),
+numbert.runtime.blas.configure_own_process: OpenBLAS's thread timeout, as many row threads as BLAS threads),
 interleaved (numbert first on even rounds, sentence-transformers first on odd ones); reported: the median
 over --rounds and each process's peak resident memory (VmHWM of /proc/self/status, which counts the pages
 of a memory-mapped file the process has touched and not yet given back; not ru_maxrss, which Linux carries
@@ -51,7 +51,7 @@ import json, sys, time
 system, directory, threads, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 pairs = [tuple(p) for p in json.loads(sys.stdin.read())]
 if system == "numbert":
-    from numbert.model.blas import configure_own_process
+    from numbert.runtime.blas import configure_own_process
     configure_own_process(threads)  # as `numbert rerank` and the server run: BLAS settings, row threads
     import numbert
     model = numbert.load(directory)

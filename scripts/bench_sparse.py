@@ -9,7 +9,7 @@ The model is a bert-base-shaped random BERT with its masked-LM head (numbert.tes
 saved as a SparseEncoder saves a SPLADE model, max_seq_length 128; the texts are real English (the stdlib
 docstrings of scripts/bench), each long enough to fill 128 tokens. Each round runs numbert then
 sentence-transformers (the other way round on odd rounds); numbert's process is set up as `numbert encode
---sparse` and the server are (numbert.model.blas.configure_own_process: OpenBLAS's thread timeout, as many row
+--sparse` and the server are (numbert.runtime.blas.configure_own_process: OpenBLAS's thread timeout, as many row
 threads as BLAS threads); a process loads the model, encodes 4 texts (warm-up), then times --repeats calls on
 all the texts, batch size 32, and counts the fastest (a VM's speed drifts within a minute). Peak RSS is the
 whole process's (the weights, ~420 MB, included), read by a launcher as scripts/bench/cold.py does. The report
@@ -37,7 +37,7 @@ TOKENS = 128
 CHILD = {
     "numbert": """
 import json, sys, time
-from numbert.model.blas import configure_own_process
+from numbert.runtime.blas import configure_own_process
 configure_own_process()  # as `numbert encode --sparse` and the server run: BLAS settings, row threads
 import numbert
 model = numbert.load(sys.argv[1])

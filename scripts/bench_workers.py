@@ -227,14 +227,14 @@ def systems(system: str, bert, directory: Path, batch_size: int):
     if system == "numbert 1x2":
         return (lambda texts: bert.embed(texts, **options)), None
     if system == "numbert 1x2 as its command":  # its process set up as numbert's own (run_system's environment)
-        from numbert.model import row_threads
-        from numbert.model.blas import process_threads, use_side_by_side
+        from numbert.runtime import row_threads
+        from numbert.runtime.blas import process_threads, use_side_by_side
 
         row_threads.use(process_threads(os.environ))  # the row threads configure_own_process would choose
         use_side_by_side(process_threads(os.environ))  # and its batches side by side
         return (lambda texts: bert.embed(texts, **options)), None
     if system == "numbert 1x2 one batch at a time":  # before the fast path by default: 2 BLAS threads, one batch
-        from numbert.model.blas import use_side_by_side
+        from numbert.runtime.blas import use_side_by_side
 
         use_side_by_side(1)
         return (lambda texts: bert.embed(texts, **options)), None
@@ -339,7 +339,7 @@ def run_system(system: str, args) -> dict | None:
     env = dict(os.environ, **QUIET, **{v: str(threads) for v in THREAD_VARS})  # inherited by started processes
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SCRIPTS.parent), os.environ.get("PYTHONPATH")]))
     if system == "numbert 1x2 as its command":  # numbert's own processes' BLAS settings, before NumPy loads
-        from numbert.model.blas import process_environment
+        from numbert.runtime.blas import process_environment
 
         env = process_environment(env)
     command = [

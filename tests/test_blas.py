@@ -81,7 +81,7 @@ def test_threads_limits_blas_within_the_block_and_restores_it():
 
 
 def test_the_environment_of_numberts_own_processes():
-    from numbert.model import blas
+    from numbert.runtime import blas
 
     assert blas.process_environment({}) == {"OPENBLAS_THREAD_TIMEOUT": blas.THREAD_TIMEOUT}  # threads: BLAS's default
     env = blas.process_environment({"OPENBLAS_THREAD_TIMEOUT": "9"}, 1)

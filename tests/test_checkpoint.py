@@ -13,7 +13,10 @@ import pytest
 from helpers import SMALL
 from safetensors.numpy import save_file
 
-from numbert.checkpoint.weights import HEAD_PREFIXES, load_weights, normalise_names, read_safetensors, read_torch_bin
+from numbert.checkpoint.model_config import read_config
+from numbert.checkpoint.safetensors_file import read_safetensors
+from numbert.checkpoint.torch_zip import read_torch_bin
+from numbert.checkpoint.weights import HEAD_PREFIXES, load_weights, normalise_names
 from numbert.model.config import BertConfig
 from numbert.model.tensors import tensor_shapes
 from numbert.testing import random_weights
@@ -100,7 +103,7 @@ def test_safetensors_load_is_read_only_float32_memmap(tmp_path):
 
 
 def test_bert_base_loads_without_copying(bert_base_dir):
-    loaded = load_weights(bert_base_dir, BertConfig.from_json(bert_base_dir / "config.json"))
+    loaded = load_weights(bert_base_dir, read_config(bert_base_dir / "config.json"))
     assert len(loaded) == 199 + 7  # the encoder's tensors, then the pre-training heads'
     assert all(isinstance(w, np.memmap) for w in loaded.values())
     heads = 768 * 768 + 3 * 768 + 30522 + 2 * 768 + 2  # transform dense, its LayerNorm, bias; NSP
@@ -108,7 +111,7 @@ def test_bert_base_loads_without_copying(bert_base_dir):
 
 
 def test_minilm_real_checkpoint_loads(minilm_dir):
-    config = BertConfig.from_json(minilm_dir / "config.json")
+    config = read_config(minilm_dir / "config.json")
     raw = read_safetensors(minilm_dir / "model.safetensors")
     assert "embeddings.position_ids" in raw and raw["embeddings.position_ids"].dtype == np.int64
     loaded = load_weights(minilm_dir, config)

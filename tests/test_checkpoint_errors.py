@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 from helpers import SMALL, run_with_memory_limit
 
-from numbert.checkpoint.weights import load_weights, read_safetensors, read_torch_bin
+from numbert.checkpoint.safetensors_file import read_safetensors
+from numbert.checkpoint.torch_zip import read_torch_bin
+from numbert.checkpoint.weights import load_weights
 from numbert.testing import random_weights
 
 
@@ -162,7 +164,7 @@ def test_a_stride_0_tensor_is_refused_without_allocating_it(tmp_path):
         tmp_path / "pytorch_model.bin", {"w": tensor("0", (40000, 40000), stride=(0, 0), numel=1)}, {"0": bytes(4)}
     )
     last_line = run_with_memory_limit(
-        f"from numbert.checkpoint.weights import read_torch_bin; read_torch_bin({str(path)!r})"
+        f"from numbert.checkpoint.torch_zip import read_torch_bin; read_torch_bin({str(path)!r})"
     )
     assert last_line == (
         f"ValueError: {path}: tensor 'w' of size (40000, 40000) has strides (0, 0), which overlap or leave gaps: "
@@ -393,8 +395,8 @@ def test_a_million_layers_in_config_json_is_refused_before_naming_them(tmp_path)
     Capped at 1.5 GB, the refusal now comes first: the config's limit, then the checkpoint's layer count."""
     directory = write_small(tmp_path, num_hidden_layers=1_000_000)
     code = (
-        "from numbert.checkpoint.weights import load_weights; from numbert.model.config import BertConfig; "
-        f"load_weights({str(directory)!r}, BertConfig.from_json({str(directory / 'config.json')!r}))"
+        "from numbert.checkpoint.weights import load_weights; from numbert.checkpoint.model_config import read_config; "
+        f"load_weights({str(directory)!r}, read_config({str(directory / 'config.json')!r}))"
     )
     assert run_with_memory_limit(code) == (
         f"ValueError: {directory / 'config.json'}: num_hidden_layers is 1000000; numbert allows at most 1,024"
@@ -460,7 +462,7 @@ def test_load_check_finite_names_the_tensor(tmp_path, minilm_dir, caplog):
     import shutil
 
     import numbert
-    from numbert.checkpoint.weights import read_safetensors
+    from numbert.checkpoint.safetensors_file import read_safetensors
 
     directory = tmp_path / "model"
     shutil.copytree(minilm_dir, directory, ignore=shutil.ignore_patterns("model.safetensors"))

@@ -16,7 +16,7 @@ from helpers import bounded, run_limited, run_with_memory_limit
 from test_checkpoint_errors import Call, Storage, opcodes, tensor, write_bin
 
 import numbert
-from numbert.model.config import BertConfig
+from numbert.checkpoint.model_config import read_config
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GIGABYTE = 1 << 30
@@ -31,9 +31,9 @@ def config_json(directory: Path, **fields) -> Path:
 
 
 def refusal(path: Path, memory: int = 64 << 20) -> str:
-    """BertConfig.from_json's error on `path`, in at most 10 s and `memory` bytes of Python allocations."""
+    """read_config's error on `path`, in at most 10 s and `memory` bytes of Python allocations."""
     with bounded(10, memory), pytest.raises(ValueError) as e:
-        BertConfig.from_json(path)
+        read_config(path)
     message = str(e.value)
     assert str(path) in message and "\n" not in message and len(message) < 400, message
     return message
@@ -46,7 +46,7 @@ def test_a_billion_layers_is_refused_before_naming_them(tmp_path):
     """Was: 30.6 s and 2.7 GB building a billion layer kinds, then MemoryError. Now refused first, capped at 1 GB."""
     path = config_json(tmp_path, model_type="modernbert", **(SMALL_MODERN | {"num_hidden_layers": 10**9}))
     line = run_with_memory_limit(
-        f"from numbert.model.config import BertConfig; BertConfig.from_json({str(path)!r})", GIGABYTE
+        f"from numbert.checkpoint.model_config import read_config; read_config({str(path)!r})", GIGABYTE
     )
     assert line == f"ValueError: {path}: num_hidden_layers is 1000000000; numbert allows at most 1,024"
 
@@ -106,9 +106,7 @@ def test_modernbert_rope_parameters_are_read_as_transformers_5_reads_them(tmp_pa
     """Per layer kind; a kind left out takes its default theta; what ModernBertConfig refuses is refused, naming
     the key (was: one unknown key silently replaced both thetas by the defaults)."""
     nested = {"full_attention": {"rope_type": "default", "rope_theta": 500.0}}
-    config = BertConfig.from_json(
-        config_json(tmp_path, model_type="modernbert", **SMALL_MODERN, rope_parameters=nested)
-    )
+    config = read_config(config_json(tmp_path, model_type="modernbert", **SMALL_MODERN, rope_parameters=nested))
     theirs = transformers.ModernBertConfig(**SMALL_MODERN, rope_parameters=json.loads(json.dumps(nested)))
     assert config.rope is not None and config.local_rope is not None
     assert config.rope.theta == theirs.rope_parameters["full_attention"]["rope_theta"] == 500.0
@@ -148,9 +146,9 @@ def test_a_pickle_claiming_a_terabyte_is_refused_before_it_is_allocated(tmp_path
     """Was: MemoryError (CPython allocates a BINBYTES8's bytes before reading them). Capped at 1 GB."""
     path = crafted_bin(tmp_path / name, opcode + struct.pack("<Q", 1 << 40) + b"abc")
     line = run_with_memory_limit(
-        f"from numbert.checkpoint.weights import read_torch_bin; read_torch_bin({str(path)!r})", GIGABYTE
+        f"from numbert.checkpoint.torch_zip import read_torch_bin; read_torch_bin({str(path)!r})", GIGABYTE
     )
-    assert line.startswith(f"numbert.checkpoint.weights.BadPickle: {path} is truncated or corrupt: in its ")
+    assert line.startswith(f"numbert.checkpoint.torch_zip.BadPickle: {path} is truncated or corrupt: in its ")
     assert "expected 1099511627776 bytes" in line
 
 
@@ -163,7 +161,7 @@ def test_a_build_on_a_storage_type_is_refused_naming_the_file(tmp_path):
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("archive/data.pkl", b"\x80\x02}(X\x01\x00\x00\x00w" + rebuilt + b"u.")
         z.writestr("archive/data/0", np.zeros(6, np.float32).tobytes())
-    from numbert.checkpoint.weights import read_torch_bin
+    from numbert.checkpoint.torch_zip import read_torch_bin
 
     with bounded(10, 64 << 20), pytest.raises(ValueError, match=r"sets the attributes of a StorageType") as e:
         read_torch_bin(path)
@@ -248,7 +246,7 @@ def test_a_module_path_leaving_the_directory_is_refused(tmp_path, path):
 def test_int8_bge_m3_heads_are_refused_naming_the_tensor(tmp_path):
     directory = tmp_path / "bge_m3"
     shutil.copytree(FIXTURES / "bge_m3", directory)
-    hidden = BertConfig.from_json(directory / "config.json").hidden_size
+    hidden = read_config(directory / "config.json").hidden_size
     weight = Call(
         "torch._utils", "_rebuild_tensor_v2", Storage("0", hidden, "CharStorage"), 0, (1, hidden), (hidden, 1), False
     )
@@ -267,7 +265,7 @@ def test_a_nan_weight_is_said_once_naming_the_model(tmp_path, minilm_dir, vocab_
     is checked instead, and a NaN there is said in one line, once per model (here by the command line, rc 0)."""
     from safetensors.numpy import save_file
 
-    from numbert.checkpoint.weights import read_safetensors
+    from numbert.checkpoint.safetensors_file import read_safetensors
 
     directory = tmp_path / "model"
     shutil.copytree(minilm_dir, directory, ignore=shutil.ignore_patterns("model.safetensors"))

@@ -68,7 +68,7 @@ def test_sharded_and_parallel_jobs_give_the_bits_of_one_file(tmp_path, source, m
 
 
 def test_the_server_plans_its_own_batches_so_its_vectors_differ_from_embed_by_a_few_1e_7_at_most(source, minilm_dir):
-    """The exception docs/architecture.md names: the server batches a live queue by token budget
+    """The exception docs/house.md names: the server batches a live queue by token budget
     (planner.next_batch), not a corpus by length, so its rows share forwards with other neighbours and may
     differ from `embed`'s in the last bits. Measured here: at most a few 1e-7 (0 where the batches agree)."""
     import httpx

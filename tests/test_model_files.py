@@ -26,8 +26,8 @@ def model_copy(tmp_path, minilm_dir):
 @pytest.mark.parametrize(
     "content, words",
     [
-        ('{"do_lower_case": true,', "is not valid JSON"),
-        ('["do_lower_case"]', "must hold a JSON object"),
+        ('{"do_lower_case": true,', ": not valid JSON"),
+        ('["do_lower_case"]', "expected a JSON object"),
         ('{"do_lower_case": "yes"}', "do_lower_case must be true or false"),
         ('{"unk_token": 100}', "unk_token must be a non-empty string"),
         ('{"cls_token": {"lstrip": false}}', "cls_token must be a non-empty string"),

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import numbert
+from numbert.checkpoint.model_config import read_config
 from numbert.model import attention_blocks, reference
 from numbert.model.config import BertConfig
 from numbert.model.encoder import Encoder
@@ -437,7 +438,7 @@ def edit_config(directory: Path, drop=(), **changes) -> None:
 
 
 def test_modernbert_s_older_config_keys_read_as_transformers_5_s(tmp_path):
-    new = BertConfig.from_json(FIXTURES / "modernbert-ForMaskedLM" / "config.json")
+    new = read_config(FIXTURES / "modernbert-ForMaskedLM" / "config.json")
     directory = copy_fixture(tmp_path, "modernbert-ForMaskedLM")
     edit_config(
         directory,
@@ -446,7 +447,7 @@ def test_modernbert_s_older_config_keys_read_as_transformers_5_s(tmp_path):
         global_rope_theta=160000.0,
         local_rope_theta=10000.0,
     )
-    old = BertConfig.from_json(directory / "config.json")
+    old = read_config(directory / "config.json")
     assert old == new and old.layer_types == ("full_attention", "sliding_attention", "sliding_attention")
     assert (old.rope, old.local_rope) == (Rope(160000.0), Rope(10000.0)) and old.window == 4
     model = numbert.load(directory)
@@ -457,7 +458,7 @@ def test_modernbert_s_older_config_keys_read_as_transformers_5_s(tmp_path):
 
 
 def test_nomic_s_gpt2_config_keys_read_as_transformers_5_s(tmp_path):
-    new = BertConfig.from_json(FIXTURES / "nomic_bert-ForMaskedLM" / "config.json")
+    new = read_config(FIXTURES / "nomic_bert-ForMaskedLM" / "config.json")
     directory = copy_fixture(tmp_path, "nomic_bert-ForMaskedLM")
     names = dict(
         hidden_size="n_embd",
@@ -482,7 +483,7 @@ def test_nomic_s_gpt2_config_keys_read_as_transformers_5_s(tmp_path):
         "causal": False,
     }
     edit_config(directory, drop=(*names, "hidden_act", "rope_parameters", "head_dim"), **gpt2)
-    assert BertConfig.from_json(directory / "config.json") == new
+    assert read_config(directory / "config.json") == new
     for key, value in (
         ("prenorm", True),
         ("rotary_emb_interleaved", True),
@@ -497,7 +498,7 @@ def test_nomic_s_gpt2_config_keys_read_as_transformers_5_s(tmp_path):
 
 def test_gte_s_remote_code_config_reads_and_its_ntk_is_refused(tmp_path):
     directory = copy_fixture(tmp_path, "gte-ForMaskedLM")
-    new = BertConfig.from_json(directory / "config.json")
+    new = read_config(directory / "config.json")
     edit_config(
         directory,
         drop=("rope_parameters",),
@@ -508,7 +509,7 @@ def test_gte_s_remote_code_config_reads_and_its_ntk_is_refused(tmp_path):
         position_embedding_type="rope",
         pack_qkv=True,
     )
-    old = BertConfig.from_json(directory / "config.json")
+    old = read_config(directory / "config.json")
     assert old.model_type == "new" and (old.rope, old.biases, old.layer_types) == (
         new.rope,
         new.biases,

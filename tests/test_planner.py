@@ -165,7 +165,7 @@ def test_two_lanes_run_batches_side_by_side_and_a_lone_batch_alone(model):
     answer within 1e-6 (the batches, their BLAS threads and their batch-mates differ)."""
     from threadpoolctl import threadpool_info
 
-    from numbert.model import row_threads
+    from numbert.runtime import row_threads
 
     def blas_threads() -> int:
         return min(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas")

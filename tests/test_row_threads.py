@@ -1,4 +1,4 @@
-"""Row threads (numbert.model.row_threads): the element-wise blocks of the forward shared among threads give the
+"""Row threads (numbert.runtime.row_threads): the element-wise blocks of the forward shared among threads give the
 same numbers, bit for bit, as one thread; numbert's own processes use as many as their BLAS threads (while
 idle BLAS threads sleep), a user's process one unless it calls `row_threads.use(n)`."""
 
@@ -11,7 +11,7 @@ import pytest
 from test_blas import run_python
 
 import numbert
-from numbert.model import blas, row_threads
+from numbert.runtime import blas, row_threads
 
 
 @pytest.fixture
@@ -79,7 +79,7 @@ def test_numberts_own_processes_use_their_blas_threads():
     assert blas.process_threads({}) == blas.cores()
     code = """if True:
         import os
-        from numbert.model import blas, row_threads
+        from numbert.runtime import blas, row_threads
         assert row_threads.count() == 1  # a user's process: one
         blas.configure_own_process()
         print(row_threads.count())

@@ -145,7 +145,7 @@ def test_bad_and_unsupported_configs(tmp_path, minilm_dir):
     with pytest.raises(ValueError, match="unknown pooling mode 'median'"):
         read_sentence_config(d)
     (d / "1_Pooling" / "config.json").write_text("{not json")
-    with pytest.raises(ValueError, match=r"1_Pooling/config.json: cannot read it as JSON"):
+    with pytest.raises(ValueError, match=r"1_Pooling/config.json: not valid JSON"):
         read_sentence_config(d)
     (d / "1_Pooling" / "config.json").write_text("{}")
     (d / "sentence_bert_config.json").write_text('{"max_seq_length": "long"}')

@@ -136,11 +136,11 @@ def test_ollama_errors_come_in_ollamas_shape(http):
 def test_one_served_model_runs_two_lanes_and_several_models_one_each():
     """A server of one model runs its batches on as many lanes as numbert's own process runs batches side by side;
     a server of several runs one lane a model (the lanes' BLAS limit is the process's, not a model's)."""
-    from numbert.model import blas
+    from numbert.runtime import blas
     from numbert.serve.models import lanes
     from numbert.serve.settings import Settings
 
-    previous = blas.side_by_side()
+    previous = blas.batches_at_once()
     blas.use_side_by_side(2)  # as in `numbert serve`'s own process on 2 cores
     try:
         assert lanes(Settings(model="a")) == 2

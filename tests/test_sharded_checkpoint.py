@@ -9,8 +9,9 @@ import pytest
 from helpers import assert_matches_reference, fake_hub
 
 import numbert
-from numbert.checkpoint.weights import Checkpoint, load_weights, read_sharded
-from numbert.model.config import BertConfig
+from numbert.checkpoint.model_config import read_config
+from numbert.checkpoint.shards import read_sharded
+from numbert.checkpoint.weights import Checkpoint, load_weights
 
 TEXTS = ["Here is the sentence I want embeddings for.", "hello, world!"]
 
@@ -94,7 +95,7 @@ def test_half_precision_weights_compute_in_float32(tmp_path, transformers, torch
         transformers, torch, tmp_path / dtype, vocab_path, dtype=getattr(torch, dtype), max_shard_size="20KB"
     )
     assert json.loads((d / "config.json").read_text())["dtype"] == dtype
-    weights = load_weights(d, BertConfig.from_json(d / "config.json"))
+    weights = load_weights(d, read_config(d / "config.json"))
     assert all(w.dtype == np.float32 for w in weights.values())
     assert_matches_transformers(transformers, torch, d)
 
@@ -150,12 +151,12 @@ def test_index_naming_a_tensor_its_shard_lacks(tmp_path):
 @pytest.mark.parametrize(
     "content, words",
     [
-        ("not json", "not a checkpoint shard index"),
-        ('{"metadata": {}}', "not a checkpoint shard index"),
-        ('{"weight_map": {"a": 3}}', "must map each tensor name to a shard file name"),
+        ("not json", ": not valid JSON"),
+        ('{"metadata": {}}', ": weight_map must be an object mapping each tensor name to a shard file name"),
+        ('{"weight_map": {"a": 3}}', "mapping each tensor name to a shard file name"),
         ('{"weight_map": {"a": "../elsewhere.safetensors"}}', "is not a file name in the checkpoint's directory"),
-        ("[" * 100_000 + "]" * 100_000, "not a checkpoint shard index"),  # was a RecursionError
-        ('{"weight_map": {}, "n": ' + "9" * 5000 + "}", "not a checkpoint shard index"),  # Python's digit limit
+        ("[" * 100_000 + "]" * 100_000, ": not valid JSON"),  # was a RecursionError
+        ('{"weight_map": {}, "n": ' + "9" * 5000 + "}", ": not valid JSON"),  # Python's digit limit
     ],
 )
 def test_bad_index_is_refused_naming_it(tmp_path, content, words):

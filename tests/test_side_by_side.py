@@ -1,4 +1,4 @@
-"""Batches side by side (numbert.pipeline.side_by_side): a corpus's planned batches two at a time on two threads of
+"""Batches side by side (numbert.runtime.side_by_side): a corpus's planned batches two at a time on two threads of
 one BLAS thread each give the bits of a one-BLAS-thread run of the same plan, in the same order; the settings are
 given back after; `numbert.threads(n)` asks for it in a user's process and its block undoes it."""
 
@@ -12,8 +12,8 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import numbert
-from numbert.model import blas, row_threads
-from numbert.pipeline.side_by_side import in_order
+from numbert.runtime import blas, row_threads
+from numbert.runtime.side_by_side import OneThreadEach, in_order
 
 TEXTS = [f"sentence {i} " + "word " * (i % 23) for i in range(90)]
 
@@ -25,7 +25,7 @@ def blas_threads() -> set[int]:
 @pytest.fixture
 def side_by_side():
     """Restores the process's batches side by side after the test."""
-    before = blas.side_by_side()
+    before = blas.batches_at_once()
     yield blas.use_side_by_side
     blas.use_side_by_side(before)
 
@@ -72,8 +72,45 @@ def test_in_order_keeps_the_order_and_raises_what_a_batch_raised():
 def test_threads_asks_for_batches_side_by_side_within_its_block(side_by_side):
     side_by_side(1)
     with numbert.threads(2):
-        assert blas.side_by_side() == 2
-    assert blas.side_by_side() == 1
+        assert blas.batches_at_once() == 2
+    assert blas.batches_at_once() == 1
+
+
+def test_a_hold_on_another_thread_holds_blas_after_threads_on_this_one(side_by_side):
+    """threadpoolctl (3.8 on) lets one thread set OpenBLAS's process-wide threads (the first to set them, until a
+    `with` block of its ends) and drops other threads' settings without a word. After `numbert.threads(2)` here,
+    plain (the server's own_process_threads) or as a block, a hold made and released on another thread (a server's
+    lanes, on its queue's thread) holds BLAS to one thread and gives back two, and so does a hold made here and
+    released on another thread (a generator closed by the collector): numbert hands control back after each setting
+    (the order of tests that once left BLAS at two threads inside the lanes of tests/test_planner.py)."""
+    seen: list[set[int]] = []
+
+    def hold_and_release() -> None:
+        held = OneThreadEach()
+        seen.append(blas_threads())
+        held.release()
+        seen.append(blas_threads())
+
+    def on_another_thread(work) -> None:
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+
+    before = blas_threads()
+    outer = numbert.threads(2)
+    try:
+        on_another_thread(hold_and_release)
+        with numbert.threads(2):
+            pass
+        on_another_thread(hold_and_release)
+        held = OneThreadEach()
+        seen.append(blas_threads())
+        on_another_thread(held.release)
+        seen.append(blas_threads())
+    finally:
+        outer.restore_original_limits()
+    assert seen == [{1}, {2}] * 3
+    assert blas_threads() == before
 
 
 def test_rerank_side_by_side_gives_the_bits_of_one_blas_thread(side_by_side):
@@ -96,13 +133,13 @@ def test_nothing_asked_runs_side_by_side_as_threads_does(minilm, side_by_side, m
     with numbert.threads(2):
         asked = minilm.embed(TEXTS, batch_size=8, progress=False)
     side_by_side(None)
-    assert blas.side_by_side() == 2
+    assert blas.batches_at_once() == 2
     before = blas_threads()
     assert np.array_equal(minilm.embed(TEXTS, batch_size=8, progress=False), asked)
     assert blas_threads() == before
     with numbert.threads(1):
-        assert blas.side_by_side() == 1
-    assert blas.side_by_side() == 2
+        assert blas.batches_at_once() == 1
+    assert blas.batches_at_once() == 2
 
 
 @pytest.mark.parametrize("kind", ["sparse", "multi", "m3"])
@@ -140,7 +177,7 @@ def test_a_hold_made_on_another_thread_takes_effect_after_threads(side_by_side):
     silently ignores the others: after `numbert.threads(n)` on the main thread, a server's model thread could not
     hold its lanes to one BLAS thread each (they ran with every thread, side by side). numbert hands the control
     back around each change."""
-    from numbert.pipeline.side_by_side import OneThreadEach
+    from numbert.runtime.side_by_side import OneThreadEach
 
     with numbert.threads(2):
         pass

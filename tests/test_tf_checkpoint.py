@@ -19,8 +19,10 @@ from helpers import assert_matches_reference, run_with_memory_limit
 
 import numbert
 from numbert.checkpoint.crc32c import crc32c, masked
+from numbert.checkpoint.model_config import read_config
 from numbert.checkpoint.tf_bundle import CheckpointError, latest_checkpoint, read_bundle, read_index
-from numbert.checkpoint.weights import Checkpoint, load_weights, read_checkpoint, read_tf_checkpoint, transformers_name
+from numbert.checkpoint.tf_names import read_tf_checkpoint, transformers_name
+from numbert.checkpoint.weights import Checkpoint, load_weights, read_checkpoint
 from numbert.model.config import BertConfig, config_file, google_release_lowercases
 from numbert.testing import (
     block_handles,
@@ -141,8 +143,8 @@ def test_reader_gives_exactly_what_tensorflow_reads():
 def test_multi_shard_checkpoint_spreads_tensors_over_both_shards():
     num_shards, entries = read_index(SHARDED_DIR / "bert_model.ckpt")
     assert num_shards == 2 and {e.shard_id for e in entries.values()} == {0, 1}
-    sharded = load_weights(SHARDED_DIR, BertConfig.from_json(config_file(SHARDED_DIR)))
-    single = load_weights(TF_DIR, BertConfig.from_json(config_file(TF_DIR)))
+    sharded = load_weights(SHARDED_DIR, read_config(config_file(SHARDED_DIR)))
+    single = load_weights(TF_DIR, read_config(config_file(TF_DIR)))
     for name in single:
         np.testing.assert_array_equal(sharded[name], single[name], err_msg=name)
 
@@ -223,7 +225,7 @@ def test_hidden_states_and_pooler_match_transformers(transformers, torch):
 
 def test_config_is_bert_config_json_with_berts_defaults():
     assert config_file(TF_DIR).name == "bert_config.json"
-    config = BertConfig.from_json(config_file(TF_DIR))
+    config = read_config(config_file(TF_DIR))
     assert (config.layer_norm_eps, config.pad_token_id, config.hidden_act) == (1e-12, 0, "gelu")
     assert (config.hidden_size, config.num_hidden_layers, config.vocab_size) == (32, 2, 60)
 
@@ -278,7 +280,7 @@ def test_directory_with_several_checkpoints_follows_its_checkpoint_file(tmp_path
     assert latest_checkpoint(d) == d / "model.ckpt-2000"  # a stale absolute path: found by its name
     (d / "checkpoint").unlink()
     with pytest.raises(ValueError, match="several TensorFlow checkpoints.*name one by its prefix"):
-        load_weights(d, BertConfig.from_json(config_file(d)))
+        load_weights(d, read_config(config_file(d)))
     np.testing.assert_array_equal(numbert.load(d / "model.ckpt-2000")(TEXTS).hidden_states, reference_vectors())
 
 
@@ -323,7 +325,7 @@ def test_bad_crc_names_file_and_tensor(tf_copy):
     raw = bytearray(data.read_bytes())
     raw[entry.offset + 17] ^= 0x01  # one bit of one float
     data.write_bytes(bytes(raw))
-    config = BertConfig.from_json(config_file(tf_copy))
+    config = read_config(config_file(tf_copy))
     message = (
         r"data-00000-of-00001 is corrupt: tensor 'bert/encoder/layer_1/attention/self/key/kernel' "
         r"fails its CRC-32C check"
@@ -345,7 +347,7 @@ def test_bad_crc_in_an_optimizer_slot_is_not_read(tf_copy):
     raw = bytearray(data.read_bytes())
     raw[entry.offset] ^= 0xFF
     data.write_bytes(bytes(raw))
-    load_weights(tf_copy, BertConfig.from_json(config_file(tf_copy)), verify_crc=True)
+    load_weights(tf_copy, read_config(config_file(tf_copy)), verify_crc=True)
 
 
 @pytest.mark.parametrize(
@@ -428,7 +430,7 @@ def test_google_layout_writer_round_trips_through_the_reader(tmp_path, vocab_pat
     """numbert.testing.write_google_bert (used by the load benchmark) writes what the reader maps back exactly."""
     config = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
     google = write_google_bert(tmp_path / "google", vocab_path, config, seed=3)
-    loaded = load_weights(google, BertConfig.from_json(config_file(google)))
+    loaded = load_weights(google, read_config(config_file(google)))
     expected = random_weights(config, seed=3)
     assert list(loaded) == list(expected)
     for name, w in expected.items():

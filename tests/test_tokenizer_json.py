@@ -137,7 +137,7 @@ def test_a_wrongly_typed_field_is_named_not_a_raw_error(tmp_path, saved, change,
 
 def test_unreadable_tokenizer_json_names_the_file(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{not json")
-    with pytest.raises(ValueError, match="tokenizer.json is not valid JSON"):
+    with pytest.raises(ValueError, match="tokenizer.json: not valid JSON"):
         wordpiece_settings(tmp_path / "tokenizer.json")
 
 

@@ -20,8 +20,8 @@ from threadpoolctl import threadpool_limits
 import numbert
 from numbert.engines import workers
 from numbert.engines.workers import Pool, WorkerDied, describe
-from numbert.model.blas import THREAD_VARIABLES
 from numbert.pipeline.planner import Row, row_of, run
+from numbert.runtime.blas import THREAD_VARIABLES
 
 
 def corpus(n: int) -> list[str]:

@@ -23,13 +23,14 @@ late_interaction module runs it.
 
 from __future__ import annotations
 
-import json
 import string
 from dataclasses import dataclass
 from pathlib import Path
+from types import EllipsisType
 
 from ..model.config import BertConfig, clipped
-from .sentence_config import Dense, check_dense_chain, read_dense, sentence_modules, token_level
+from .json_file import read_object
+from .sentence_config import Dense, Modules, check_dense_chain, read_dense, sentence_modules, token_level
 
 STRATEGIES = ("fixed", "min")  # query expansion: "fixed" cuts and pads every query to its length; "min" only pads
 SIMILARITIES = {"maxsim": "maxsim", "meanmaxsim": "meanmaxsim", "MaxSim": "maxsim"}  # as saved -> numbert's name
@@ -68,11 +69,14 @@ class ColbertConfig:
         return len(self.projection[-1].weight) if self.projection else 0
 
 
-def read_colbert_config(directory: str | Path, encoder: BertConfig | None = None) -> ColbertConfig | None:
+def read_colbert_config(
+    directory: str | Path, encoder: BertConfig | None = None, modules: Modules | EllipsisType = ...
+) -> ColbertConfig | None:
     """The ColbertConfig of a PyLate or MultiVectorEncoder directory; None for any other directory. Given the
-    `encoder`'s config, it is checked against it (`check_against_encoder`)."""
+    `encoder`'s config, it is checked against it (`check_against_encoder`); given `modules` (what
+    `sentence_modules` read from its modules.json), modules.json is not read again."""
     directory = Path(directory)
-    colbert = _read_colbert_config(directory)
+    colbert = _read_colbert_config(directory, sentence_modules(directory) if modules is ... else modules)
     if colbert is not None and encoder is not None:
         check_against_encoder(colbert, encoder, directory)
     return colbert
@@ -93,13 +97,12 @@ def check_against_encoder(colbert: ColbertConfig, encoder: BertConfig, directory
         )
 
 
-def _read_colbert_config(directory: Path) -> ColbertConfig | None:
+def _read_colbert_config(directory: Path, modules: Modules) -> ColbertConfig | None:
     """read_colbert_config's reading, unchecked against the encoder."""
-    modules = sentence_modules(directory)
     if modules is None:
         return None
     settings_file = directory / "config_sentence_transformers.json"
-    settings = _read_object(settings_file) if settings_file.is_file() else {}
+    settings = read_object(settings_file) if settings_file.is_file() else {}
     model_type = settings.get("model_type")
     pylate = model_type == "ColBERT" or any(key in settings for key in ("query_prefix", "do_query_expansion"))
     if not pylate and model_type != "MultiVectorEncoder" and not any(k == "MultiVectorMask" for _, k in modules):
@@ -114,7 +117,7 @@ def _read_colbert_config(directory: Path) -> ColbertConfig | None:
             normalize = True
         elif kind == "MultiVectorMask":
             mask_file = directory / path / "config.json"
-            mask = _read_object(mask_file) if mask_file.is_file() else {}
+            mask = read_object(mask_file) if mask_file.is_file() else {}
         elif kind not in ("Transformer",):
             raise ValueError(
                 f"{directory / 'modules.json'}: numbert does not run module {path!r} ({kind}) of a multi-vector model"
@@ -128,7 +131,7 @@ def _read_colbert_config(directory: Path) -> ColbertConfig | None:
     if pylate:
         return _pylate(settings, settings_file, common)
     transformer = directory / "sentence_bert_config.json"
-    values = _read_object(transformer) if transformer.is_file() else {}
+    values = read_object(transformer) if transformer.is_file() else {}
     skiplist_tasks = mask.get("skiplist_tasks") or ["document"]
     return ColbertConfig(
         **common,  # type: ignore[arg-type]
@@ -202,13 +205,3 @@ def _words(words, source: Path) -> tuple[str, ...]:
     if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
         raise ValueError(f"{source}: skiplist_words must be a list of strings, got {words!r:.80}")
     return tuple(words)
-
-
-def _read_object(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: cannot read it as JSON ({e})") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{path}: expected a JSON object, got a {type(value).__name__}")
-    return value

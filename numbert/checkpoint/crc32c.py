@@ -14,10 +14,9 @@ a few MB/s: minutes for bert-base's 440 MB. A CRC is linear over GF(2), which gi
 The standard CRC (initial register and final xor 0xFFFFFFFF) is then
 crc(M) = raw(M) ^ shift(0xFFFFFFFF, len(M)) ^ 0xFFFFFFFF.
 
-Measured on random bytes: 50 MB in 0.10-0.18 s, bert-base's 199 tensors (440 MB) in 1.44 s, so a
-TensorFlow checkpoint's tensors are checked by default. When the `google-crc32c` package (hardware CRC
-instructions; `pip install google-crc32c`, numbert's [crc] extra) is installed it is used instead: about 6-10
-times faster (50 MB in 0.016 s, bert-base in ~0.15 s; see scripts/bench_load.py).
+Fast enough that a TensorFlow checkpoint's tensors are checked by default (docs/performance.md). When the
+`google-crc32c` package (hardware CRC instructions; `pip install google-crc32c`, numbert's [crc] extra) is
+installed it is used instead, several times faster (scripts/bench_load.py).
 """
 
 from __future__ import annotations

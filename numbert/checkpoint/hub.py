@@ -36,7 +36,6 @@ import functools
 import gzip
 import hashlib
 import importlib.util
-import json
 import logging
 import os
 import re
@@ -52,11 +51,13 @@ from pathlib import Path, PurePosixPath
 from typing import IO, NamedTuple
 
 from ..model.config import CONFIG_FILES
+from .json_file import read_json, read_object
 from .m3_heads import M3_HEAD_FILES
 from .router import ENCODERS, ROUTER_FILE, STATIC
 from .sentence_config import encoder_folder
+from .shards import read_weight_map
 from .tf_bundle import prefix_of
-from .weights import SHARD_INDEXES, WEIGHT_FILES, Checkpoint, read_weight_map
+from .weights import SHARD_INDEXES, WEIGHT_FILES, Checkpoint
 
 DEFAULT_MODEL = "bert-base-uncased"  # when neither an argument nor NUMBERT_MODEL names one
 TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
@@ -223,7 +224,7 @@ def _cached(repo_id: str, weights: bool, revision: str | None, cache_dir) -> Pat
     modules = cached("modules.json")
     if isinstance(modules, str):
         try:
-            listed = [m for m in json.loads(Path(modules).read_text(encoding="utf-8")) if m.get("path")]
+            listed = [m for m in read_json(modules) if m.get("path")]
         except (ValueError, TypeError, AttributeError):  # a damaged modules.json: reading it reports that
             return Path(config).parent
         for module in listed:
@@ -326,7 +327,7 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
     if modules.is_file() and _is_router(modules):  # its routes' folders, each a module of its own
         return _fetch_router(fetch, modules, weights)
     if weights and modules.is_file():  # sentence-transformers: each module's own config
-        for module in json.loads(modules.read_text(encoding="utf-8")):
+        for module in read_json(modules):
             if module.get("path"):
                 fetch(f"{module['path']}/config.json")
                 if str(module.get("type", "")).endswith("Dense"):  # a Dense module's own weights: one format
@@ -341,7 +342,7 @@ def _download(repo_id: str, weights: bool, revision: str | None, cache_dir) -> P
 def _is_router(modules_file: Path) -> bool:
     """Whether a modules.json starts with a sentence-transformers Router."""
     try:
-        modules = json.loads(modules_file.read_text(encoding="utf-8"))
+        modules = read_json(modules_file)
         return str(modules[0].get("type", "")).endswith("Router")
     except (OSError, ValueError, LookupError, AttributeError, TypeError):
         return False  # the loader names what is wrong with it
@@ -350,10 +351,10 @@ def _is_router(modules_file: Path) -> bool:
 def _fetch_router(fetch: Callable[[str], Path | None], modules_file: Path, weights: bool) -> Path:
     """Fetch a Router's router_config.json and each route's folder (its config; a transformer's or a static
     embedding's tokenizer and weights); the snapshot directory."""
-    modules = json.loads(modules_file.read_text(encoding="utf-8"))
+    modules = read_json(modules_file)
     base = modules[0].get("path", "")
     config = fetch(f"{base}/{ROUTER_FILE}" if base else ROUTER_FILE)
-    types = json.loads(config.read_text(encoding="utf-8")).get("types", {}) if config is not None else {}
+    types = read_object(config).get("types", {}) if config is not None else {}
     for module in modules[1:]:  # after the Router: Normalize and the like
         if module.get("path"):
             fetch(f"{module['path']}/config.json")
@@ -427,11 +428,11 @@ def download(repo_id: str, directory: str | os.PathLike, *, revision: str | None
 
         folders = []
         if "modules.json" in names:  # sentence-transformers: its modules' folders
-            modules = json.loads(fetch("modules.json").read_text(encoding="utf-8"))
+            modules = read_json(fetch("modules.json"))
             folders = [m.get("path", "") for m in modules]
             if _is_router(target / "modules.json"):  # a Router's routes: a folder each
                 base = folders[0]
-                types = json.loads(fetch(f"{base}/{ROUTER_FILE}" if base else ROUTER_FILE).read_text()).get("types")
+                types = read_object(fetch(f"{base}/{ROUTER_FILE}" if base else ROUTER_FILE)).get("types")
                 folders += [f"{base}/{key}" if base else key for key in types or {}]
         return [fetch(f) for f in download_files(names, folders)]
     except HfHubHTTPError as e:  # a missing repo or revision, a refused token, the hub failing midway: its first line

@@ -4,7 +4,7 @@ FlagEmbedding's M3 model (BAAI/bge-m3: XLM-RoBERTa large) reads three outputs of
 (the normalized [CLS] vector), a sparse weight per token (`sparse_linear`: hidden -> 1, then relu) and a
 multi-vector output (`colbert_linear`: hidden -> hidden, on every token after [CLS]). Both heads are torch.nn.Linear
 state dicts written by torch.save: `weight` (out, hidden) and `bias` (out,). They are read here without torch, by
-numbert.checkpoint.weights' gated unpickler: a file holding anything else (another object, a global a state dict
+numbert.checkpoint.torch_zip's gated unpickler: a file holding anything else (another object, a global a state dict
 does not need, other tensors) is refused, saying what it holds.
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from ..model.layers import Linear
 from .sentence_config import check_head_tensor
-from .weights import read_torch_bin
+from .torch_zip import read_torch_bin
 
 M3_HEAD_FILES = ("colbert_linear.pt", "sparse_linear.pt")
 

@@ -19,9 +19,10 @@ folders to load as models of their own.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from .json_file import read_object
 
 ENCODERS = ("Transformer", "MLMTransformer")  # the modules that hold the encoder
 STATIC = "SparseStaticEmbedding"  # a route that weighs tokens by a fixed table
@@ -64,11 +65,8 @@ def read_router(directory: Path, modules: list[tuple[str, str]]) -> Router | Non
         return None
     path, _ = modules[0]
     file = directory / path / ROUTER_FILE
-    try:
-        config = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{file}: cannot read it as JSON ({e})") from None
-    types, structure = config.get("types") if isinstance(config, dict) else None, config.get("structure")
+    config = read_object(file)
+    types, structure = config.get("types"), config.get("structure")
     if not isinstance(types, dict) or not isinstance(structure, dict) or not structure:
         raise ValueError(f"{file}: a Router's config needs 'types' and 'structure' objects")
     routes = {}
@@ -80,7 +78,8 @@ def read_router(directory: Path, modules: list[tuple[str, str]]) -> Router | Non
             if not inside.resolve().is_relative_to(directory.resolve()) or Path(key).is_absolute():
                 raise ValueError(f"{file}: folder {key[:100]!r} leaves the model directory")
         routes[route] = tuple((str(Path(path) / key), str(types[key]).rsplit(".", 1)[-1]) for key in keys)
-    parameters = config.get("parameters") if isinstance(config.get("parameters"), dict) else {}
+    parameters = config.get("parameters")
+    parameters = parameters if isinstance(parameters, dict) else {}
     default_route = parameters.get("default_route") or next(iter(routes))
     if default_route not in routes:
         raise ValueError(f"{file}: default_route {default_route!r} is not one of its routes ({', '.join(routes)})")

@@ -29,15 +29,16 @@ activation_function "relu" or "log1p_relu"); its config_sentence_transformers.js
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import EllipsisType
 
 import numpy as np
 
 from ..model.config import clipped
 from ..model.layers import gelu, relu
+from .json_file import read_json, read_object, read_object_if_any
 from .router import ENCODERS, Router, read_router
 from .weights import Checkpoint
 
@@ -137,11 +138,15 @@ class SentenceConfig:
         return self.prompts[name]
 
 
-def read_sentence_config(directory: str | Path, hidden_size: int | None = None) -> SentenceConfig | None:
+def read_sentence_config(
+    directory: str | Path, hidden_size: int | None = None, listed: Modules | EllipsisType = ...
+) -> SentenceConfig | None:
     """The SentenceConfig of a sentence-transformers directory, or None for a plain BERT directory; given the
-    encoder's `hidden_size`, its Dense modules are checked to read the pooled vector's width."""
+    encoder's `hidden_size`, its Dense modules are checked to read the pooled vector's width; given `listed`
+    (what `listed_modules` read from its modules.json), modules.json is not read again."""
     directory = Path(directory)
-    modules = sentence_modules(directory)
+    listed = listed_modules(directory) if listed is ... else listed
+    modules = sentence_modules(directory, listed)
     if modules is None:
         return None
     pooling: tuple[str, ...] = ("mean",)
@@ -152,7 +157,7 @@ def read_sentence_config(directory: str | Path, hidden_size: int | None = None) 
         if kind == "Pooling":
             pooling_file = directory / path / "config.json"
             pooling = _pooling_modes(pooling_file)
-            if not _flag(_read_json_if_any(pooling_file), pooling_file, "include_prompt", True):
+            if not _flag(read_object_if_any(pooling_file), pooling_file, "include_prompt", True):
                 unsupported.append(f"{path} (Pooling with include_prompt=false)")
         elif kind == "Normalize":
             normalize = True
@@ -166,9 +171,9 @@ def read_sentence_config(directory: str | Path, hidden_size: int | None = None) 
         check_dense_chain(dense, hidden_size * len(pooling), directory / "modules.json")
     transformer = directory / next((path for path, kind in modules if kind in ENCODERS), "")  # its own settings
     settings_file = transformer / "sentence_bert_config.json"
-    settings = _read_object(settings_file) if settings_file.is_file() else {}
+    settings = read_object(settings_file) if settings_file.is_file() else {}
     max_seq_length = _max_seq_length(transformer, settings, settings_file)
-    prompting = _read_json_if_any(directory / "config_sentence_transformers.json")
+    prompting = read_object_if_any(directory / "config_sentence_transformers.json")
     prompts, default_prompt_name = prompting.get("prompts") or {}, prompting.get("default_prompt_name")
     if not (isinstance(prompts, dict) and all(isinstance(v, str) for v in prompts.values())):
         raise ValueError(f"{directory / 'config_sentence_transformers.json'}: prompts must map names to texts")
@@ -197,13 +202,13 @@ def read_sentence_config(directory: str | Path, hidden_size: int | None = None) 
         _dotted_path(prompting.get("activation_fn"), directory / "config_sentence_transformers.json"),
         splade,
         max_active_dims,
-        read_router(directory, listed_modules(directory) or []),
+        read_router(directory, listed or []),
     )
 
 
 def _splade_pooling(config_file: Path) -> SpladePooling:
     """A SpladePooling module's settings; a setting numbert does not run is refused, naming it."""
-    config = _read_json_if_any(config_file)
+    config = read_object_if_any(config_file)
     strategy, activation = config.get("pooling_strategy", "max"), config.get("activation_function", "relu")
     if strategy not in SPLADE_STRATEGIES:
         raise ValueError(
@@ -231,7 +236,7 @@ def _max_seq_length(directory: Path, settings: dict, settings_file: Path) -> int
     candidates.append((f"{settings_file}: max_seq_length", settings.get("max_seq_length")))
     tokenizer_file = directory / "tokenizer_config.json"
     candidates.append(
-        (f"{tokenizer_file}: model_max_length", _read_json_if_any(tokenizer_file).get("model_max_length"))
+        (f"{tokenizer_file}: model_max_length", read_object_if_any(tokenizer_file).get("model_max_length"))
     )
     for name, value in candidates:
         if value is not None:
@@ -248,10 +253,14 @@ def _dotted_path(value, source: Path) -> str | None:
     return value
 
 
-def sentence_modules(directory: str | Path) -> list[tuple[str, str]] | None:
+Modules = list[tuple[str, str]] | None  # (path, type) of each module modules.json lists; None without one
+
+
+def sentence_modules(directory: str | Path, listed: Modules | EllipsisType = ...) -> Modules:
     """(path, type) of each module a text goes through, the type's last part ("Pooling", "Dense", ...): those
-    modules.json lists, a Router's encoder route's in its place; None for a plain BERT directory (no modules.json)."""
-    listed = listed_modules(directory)
+    modules.json lists (`listed`, read here when not given), a Router's encoder route's in its place; None for a
+    plain BERT directory (no modules.json)."""
+    listed = listed_modules(directory) if listed is ... else listed
     router = None if listed is None else read_router(Path(directory), listed)
     return listed if router is None else router.modules()
 
@@ -280,12 +289,12 @@ def recipe_directory(folder: str | Path) -> Path:
     return folder
 
 
-def listed_modules(directory: str | Path) -> list[tuple[str, str]] | None:
+def listed_modules(directory: str | Path) -> Modules:
     """(path, type) of each module modules.json lists; None without modules.json."""
     modules_file = Path(directory) / "modules.json"
     if not modules_file.is_file():
         return None
-    modules = _read_json(modules_file)
+    modules = read_json(modules_file)
     if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
         raise ValueError(f"{modules_file}: expected a list of modules, each an object with 'path' and 'type'")
     listed = []
@@ -316,14 +325,14 @@ def check_module_path(modules_file: Path, path: str) -> None:
 def token_level(directory: Path) -> bool:
     """A module (Dense, Normalize) that works on each token's vector (a multi-vector model's), not the sentence
     vector: its config.json says module_input_name "token_embeddings", or PyLate's Dense (use_residual)."""
-    config = _read_json_if_any(directory / "config.json")
+    config = read_object_if_any(directory / "config.json")
     return config.get("module_input_name") == "token_embeddings" or "use_residual" in config
 
 
 def read_dense(directory: Path) -> Dense:
     """A Dense module's layer: its config.json and its weights (linear.weight (out, in), linear.bias; PyLate's
     residual.weight when use_residual joins vectors of two widths)."""
-    config = _read_object(directory / "config.json")
+    config = read_object(directory / "config.json")
     activation = str(config.get("activation_function", "torch.nn.modules.activation.Tanh")).rsplit(".", 1)[-1]
     if activation not in DENSE_ACTIVATIONS:
         raise ValueError(
@@ -398,16 +407,11 @@ def check_dense_chain(dense: Sequence[Dense], width: int, source: Path) -> None:
         width = out_features
 
 
-def _read_json_if_any(path: Path) -> dict:
-    """A JSON object file's contents, {} when there is no such file."""
-    return _read_object(path) if path.is_file() else {}
-
-
 def _pooling_modes(config_file: Path) -> tuple[str, ...]:
     """The Pooling module's modes as numbert pooling names; sentence-transformers' default is mean."""
     if not config_file.is_file():
         return ("mean",)
-    config = _read_object(config_file)
+    config = read_object(config_file)
     modes = config.get("pooling_mode")
     if modes is None:
         modes = [mode for flag, mode in POOLING_FLAGS.items() if _flag(config, config_file, flag, False)] or ["mean"]
@@ -429,18 +433,3 @@ def _flag(config: dict, path: Path, field: str, default: bool) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"{path}: {field} must be true or false, got {clipped(value)}")
     return value
-
-
-def _read_object(path: Path) -> dict:
-    """A JSON file that must hold an object."""
-    value = _read_json(path)
-    if not isinstance(value, dict):
-        raise ValueError(f"{path}: expected a JSON object, got a {type(value).__name__}")
-    return value
-
-
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: cannot read it as JSON ({e})") from None

@@ -35,8 +35,8 @@ from typing import IO, Any
 import numpy as np
 
 from ..engines.npy import NpyRows
-from ..model import blas
 from ..pipeline import CALIBRATED, DTYPES, PRECISIONS, Recipe, quantize, width
+from ..runtime import blas
 from .common import (
     Failure,
     add_dimensions,
@@ -149,11 +149,11 @@ def workers_for(args: argparse.Namespace) -> int | None:
     """--workers, else the fastest way this machine has for the input, said on stderr when it is workers.
 
     Sentence vectors of a --file of AUTO_WORKERS_LINES lines or more, on more than one core: one worker
-    process of one BLAS thread per core (up to AUTO_WORKERS_MAX). On 2 cores of an AMD EPYC, 2 workers
-    embed 1.20x as fast as one process of 2 BLAS threads (docs/performance.md) and, on a machine others
-    load, do not collapse as 2 BLAS threads do; the pool's start (about 1 s quiet, 6 s under heavy load)
-    is paid back past 2,000-13,000 lines. Anything else (stdin, texts as arguments, --format features, a
-    cluster) runs as asked, in this process with BLAS's threads unless --workers says otherwise.
+    process of one BLAS thread per core (up to AUTO_WORKERS_MAX): workers embed faster than one process
+    of as many BLAS threads and, on a machine others load, do not collapse as BLAS threads do; the pool's
+    start is paid back past a few thousand lines (docs/performance.md). Anything else (stdin, texts as
+    arguments, --format features, a cluster) runs as asked, in this process with BLAS's threads unless
+    --workers says otherwise.
     """
     cores = blas.cores()
     if args.workers is not None or args.scheduler or args.dask or args.format == "features" or cores < 2:

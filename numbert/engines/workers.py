@@ -7,7 +7,7 @@
 
 Each worker is a fresh Python interpreter (running `numbert.engines.workers.main`) whose environment sets
 OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, MKL_NUM_THREADS, ... to `threads` (and OpenBLAS's thread timeout,
-numbert.model.blas) before NumPy loads; the
+numbert.runtime.blas) before NumPy loads; the
 caller's own process and its BLAS settings are never touched. Each worker runs `numbert.load(model)`,
 which memory-maps the safetensors weights read-only, so the page cache holds one copy of the weights
 for all workers (`Pool.memory` reports each worker's RSS and PSS).
@@ -42,8 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..model.blas import configure_own_process, cores, process_environment
 from ..pipeline import Bert, Recipe, Row, load
+from ..runtime.blas import configure_own_process, cores, process_environment
 
 Planned = tuple[Sequence[int], list[Row]]  # a planned batch: (the inputs it holds, their rows)
 PARENT_CHECK_SECONDS = 0.2  # how often a worker looks whether its parent is still alive

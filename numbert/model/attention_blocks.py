@@ -5,8 +5,8 @@
 queries can be taken a block at a time, each row's softmax and weighted sum of the values computed as
 before: the same numbers, in the memory of one block's scores (BLOCK_BYTES).
 
-Without a window the blocks are taken a head at a time, so each product is as large as a block allows (on two BLAS
-threads, 3x faster than all the heads' thin products at once, measured at 2,048 tokens). A sliding-window layer
+Without a window the blocks are taken a head at a time, so each product is as large as a block allows (faster than
+all the heads' thin products at once: docs/performance.md). A sliding-window layer
 (ModernBERT: the keys within `window` = 64 tokens either side of the query) needs, for
 the block of queries [s, e), only the keys [s - window, e + window): its scores are (e - s) x (e - s + 2 window),
 the keys outside the band masked as transformers masks them, every head at once. The work and memory grow as seq x
@@ -32,9 +32,8 @@ LONG_SCORES = 64 << 20  # bytes of one group's scores above which its queries ru
 BLOCK_BYTES = 32 << 20  # bytes of scores per block of queries (one head's, without a window)
 MIN_BLOCK = 32  # queries: fewer make the products too thin to run at speed
 # windows of queries per block of a band: its products compute (8 + 2) w scores a query for the band's 2w + 1, but
-# there are 8x fewer of them than with blocks of one window, and on two BLAS threads each call pays its threads'
-# wake-up: 2,048 tokens through 6 ModernBERT-base layers took 7.4 s in blocks of 8 windows, 14-16 s in blocks of 2,
-# on 2 threads of a loaded machine (1 thread: 3.1 s and 3.3 s; docs/performance.md)
+# there are 8 times fewer calls than with blocks of one window, and on several BLAS threads each call pays its
+# threads' wake-up (docs/performance.md)
 BAND_BLOCK = 8
 
 

@@ -2,11 +2,12 @@
 
 config.json's `model_type` names the member of BERT's family (`FAMILY`: BERT, RoBERTa, XLM-RoBERTa,
 DistilBERT, ELECTRA, MPNet, and the modern family: ModernBERT, NomicBERT, GTE, jina-embeddings-v3); each is
-BERT's encoder with the few differences its `Relative` lists (docs/family.md). DistilBERT names its sizes its
+BERT's encoder with the few differences its `Member` lists (docs/family.md). DistilBERT names its sizes its
 own way (`dim`, `n_layers`, ...), NomicBERT GPT-2's (`n_embd`, `n_layer`, ...): read as BERT's. The modern
 family's configs circulate in two shapes, transformers 5's (`layer_types`, `rope_parameters`) and their
 authors' remote code's (ModernBERT's `global_rope_theta`, GTE's model type "new", jina's "xlm-roberta" with
-rotary positions and LoRA adapters): `MODERN_READERS` reads both into BertConfig's fields.
+rotary positions and LoRA adapters): their readers (numbert.model.config_readers) read both into BertConfig's
+fields.
 
 Google's TensorFlow release names the file bert_config.json, with the same keys less three whose
 defaults are BERT's own: layer_norm_eps (1e-12), pad_token_id (0) and model_type (bert). Its
@@ -18,14 +19,26 @@ computes (the two differ by up to about 1e-3 per activation).
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from .config_readers import (  # the members' readers, and the checks BertConfig shares with them
+    BIASES,
+    LAYER_TYPES,
+    SIZE_LIMITS,
+    check_sizes,
+    clipped,
+    read_gemma3,
+    read_gte,
+    read_jina_embeddings_v3,
+    read_modernbert,
+    read_nomic_bert,
+    read_qwen3,
+)
 from .layers import ACTIVATIONS, RELATIVE_BUCKETS  # the hidden_act names numbert runs, each with its function
 from .rotary import Rope
 
@@ -38,7 +51,7 @@ GOOGLE_RELEASE = re.compile(
 
 
 @dataclass(frozen=True)
-class Relative:
+class Member:
     """What one member of BERT's family changes in BERT's encoder (docs/family.md has the why)."""
 
     name: str  # transformers' class names start with it: RobertaModel, RobertaForMaskedLM, ...
@@ -63,360 +76,12 @@ class Relative:
     # causal) or "gemma3" (RMSNorm x (1 + w), four norms a layer, embeddings times sqrt(hidden))
 
 
-BIASES = ("qkv", "attention_output", "up", "down", "norm")  # the tensor kinds that may carry a bias (BertConfig.biases)
-LAYER_TYPES = ("full_attention", "sliding_attention")  # ModernBERT's layer kinds, as transformers 5 names them
-DECODERS = ("qwen3", "gemma3")  # Relative.decoder's kinds
+DECODERS = ("qwen3", "gemma3")  # Member.decoder's kinds
 # BertConfig's fields read from a decoder's config alone (NomicBERT's config.json has a head_dim and causal too)
 DECODER_FIELDS = ("num_key_value_heads", "head_dim", "causal", "query_pre_attn_scalar")
 
 
-# the largest number a config may ask for, by field: read before anything is built from it (ModernBERT's list of
-# layer kinds, the names of the tensors to look for), then the weights must agree; far above any released encoder's
-SIZE_LIMITS = {
-    "vocab_size": 1 << 24,
-    "hidden_size": 1 << 16,
-    "num_hidden_layers": 1024,
-    "num_attention_heads": 1 << 16,
-    "intermediate_size": 1 << 18,
-    "max_position_embeddings": 1 << 20,
-    "type_vocab_size": 1 << 16,
-    "embedding_size": 1 << 16,
-    "relative_attention_num_buckets": 1 << 16,
-    "local_attention": 1 << 21,
-    "lora_rank": 1 << 16,
-}
-
-
-def check_sizes(values: Mapping, source: str) -> None:
-    """Refuse an integer of SIZE_LIMITS' fields above its limit, naming the field and the limit (other types are
-    left to BertConfig's own checks)."""
-    for key, limit in SIZE_LIMITS.items():
-        value = values.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > limit:
-            raise ValueError(f"{source}: {key} is {value}; numbert allows at most {limit:,}")
-
-
-def clipped(value: object, width: int = 80) -> str:
-    """repr(value), cut to `width` characters (an error line quotes what a file holds, never all of it)."""
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _number(d: dict, key: str, default, source: str, kind: type = int):
-    """d[key] (default if absent or null), checked to be a `kind` (int: not a bool, float: int or float)."""
-    value = d.get(key)
-    if value is None:
-        return default
-    kinds = (int, float) if kind is float else (kind,)
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        raise ValueError(
-            f"{source}: {key} must be {'a number' if kind is float else 'an integer'}, got {clipped(value)}"
-        )
-    return value
-
-
-def _refuse(d: dict, source: str, flags: Mapping[str, tuple[object, str]]) -> None:
-    """Refuse each key of `flags` whose value in `d` is not its allowed one, naming the key and why."""
-    for key, (allowed, why) in flags.items():
-        if key in d and d[key] != allowed and not (allowed is None and d[key] is None):
-            raise ValueError(f"{source}: {key} is {clipped(d[key])}; numbert runs {allowed!r} only ({why})")
-
-
-def _biases(**flags: bool) -> tuple[str, ...]:
-    """The kinds of BIASES whose flag is true."""
-    return tuple(kind for kind in BIASES if flags.get(kind, False))
-
-
-def _rope(parameters: dict, theta: float, positions: int, source: str) -> Rope:
-    """A Rope from rope_parameters (or an older rope_scaling), its theta defaulting to `theta`."""
-    if not isinstance(parameters, dict):
-        raise ValueError(f"{source}: rope_parameters must be an object, got {clipped(parameters)}")
-    return Rope.from_dict({"rope_theta": theta, **parameters}, positions, source)
-
-
-def _rope_of(d: dict, theta: float, source: str) -> Rope:
-    """The one Rope of a config: transformers 5's rope_parameters, else rope_theta and rope_scaling."""
-    positions = _number(d, "max_position_embeddings", 512, source)
-    if d.get("rope_parameters") is not None:
-        return _rope(d["rope_parameters"], theta, positions, f"{source}: rope_parameters")
-    theta = _number(d, "rope_theta", theta, source, float)
-    return _rope(d.get("rope_scaling") or {}, theta, positions, f"{source}: rope_scaling")
-
-
-def read_modernbert(d: dict, source: str) -> dict:
-    """ModernBERT's config in its two shapes: transformers 5's layer_types and rope_parameters (one per layer
-    kind), or the older global_attn_every_n_layers, global_rope_theta and local_rope_theta."""
-    layers = _number(d, "num_hidden_layers", 22, source)
-    check_sizes({"num_hidden_layers": layers}, source)  # before a list of that many layer kinds is built
-    types = d.get("layer_types")
-    if types is None:
-        every = _number(d, "global_attn_every_n_layers", 3, source)
-        if every < 1:
-            raise ValueError(f"{source}: global_attn_every_n_layers must be at least 1, got {every}")
-        types = [LAYER_TYPES[bool(i % every)] for i in range(layers)]  # layer 0 global, then every `every`-th
-    elif not isinstance(types, list) or len(types) != layers:
-        count = f"a list of {len(types)}" if isinstance(types, list) else clipped(types)
-        raise ValueError(f"{source}: layer_types must name each of the {layers} layers' kind, got {count}")
-    positions = _number(d, "max_position_embeddings", 8192, source)
-    nested, scaling = modernbert_rope_parameters(d, source), d.get("rope_scaling") or {}
-    if not isinstance(scaling, dict):
-        raise ValueError(f"{source}: rope_scaling must be an object, got {clipped(scaling)}")
-    ropes = {
-        kind: _rope(
-            {**scaling, **nested.get(kind, {})},
-            _number(d, key, default, source, float),
-            positions,
-            f"{source}: rope_parameters.{kind}",
-        )
-        for kind, key, default in (
-            ("full_attention", "global_rope_theta", 160000.0),
-            ("sliding_attention", "local_rope_theta", 10000.0),
-        )
-    }
-    attention, mlp = d.get("attention_bias", False), d.get("mlp_bias", False)
-    return {
-        "hidden_act": d.get("hidden_activation", d.get("hidden_act", "gelu")),
-        "layer_norm_eps": _number(d, "norm_eps", 1e-5, source, float),
-        "type_vocab_size": 0,
-        "layer_types": tuple(types) if isinstance(types, list) else types,
-        "local_attention": _number(d, "local_attention", 128, source),
-        "rope": ropes["full_attention"],
-        "local_rope": ropes["sliding_attention"],
-        "biases": _biases(qkv=attention, attention_output=attention, up=mlp, down=mlp, norm=d.get("norm_bias", False)),
-    }
-
-
-def modernbert_rope_parameters(d: dict, source: str) -> dict[str, dict]:
-    """ModernBERT's rope_parameters as transformers 5's ModernBertConfig takes them: an object keyed by layer kind
-    (LAYER_TYPES), each an object (a kind left out takes the defaults); anything else it refuses, and so does this."""
-    nested = d.get("rope_parameters")
-    if nested is None:
-        return {}
-    if not isinstance(nested, dict):
-        raise ValueError(f"{source}: rope_parameters must be an object keyed by layer kind, got {clipped(nested)}")
-    unknown = [key for key in nested if key not in LAYER_TYPES]
-    if unknown:
-        raise ValueError(
-            f"{source}: rope_parameters has key {clipped(unknown[0])}; they are keyed by layer kind: "
-            f"{', '.join(LAYER_TYPES)} (as transformers 5 reads them)"
-        )
-    for kind, value in nested.items():
-        if not isinstance(value, dict):
-            raise ValueError(f"{source}: rope_parameters.{kind} must be an object, got {clipped(value)}")
-    return nested
-
-
-NOMIC_REFUSED = {  # nomic's remote-code options transformers' NomicBertModel does not run
-    "prenorm": (False, "post-norm layers"),
-    "use_rms_norm": (False, "LayerNorm"),
-    "parallel_block": (False, "attention, then the feed-forward"),
-    "causal": (False, "a bidirectional encoder"),
-    "rotary_emb_interleaved": (False, "the two halves of each head rotate together"),
-    "rotary_emb_fraction": (1.0, "the whole head rotates"),
-    "rotary_emb_scale_base": (None, "no xPos scaling"),
-    "rotary_scaling_factor": (None, "transformers reads rope_parameters, not nomic's dynamic NTK factor"),
-}
-NOMIC_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu"}  # nomic's activation_function -> the gate's
-
-
-def read_nomic_bert(d: dict, source: str) -> dict:
-    """NomicBERT's config in its two shapes: the hub's GPT-2 keys (n_embd, n_layer, n_head, n_inner,
-    n_positions, rotary_emb_base, activation_function "swiglu", qkv_proj_bias, ...) or transformers 5's."""
-    if "n_embd" not in d and "n_layer" not in d:
-        head_dim = d.get("head_dim")
-        hidden, heads = _number(d, "hidden_size", 768, source), _number(d, "num_attention_heads", 12, source)
-        if head_dim is not None and heads and head_dim * heads != hidden:
-            raise ValueError(f"{source}: head_dim {clipped(head_dim)} is not hidden_size / num_attention_heads")
-        return {"rope": _rope_of(d, 1000.0, source), "biases": _biases(norm=True)}
-    _refuse(d, source, NOMIC_REFUSED)
-    activation = d.get("activation_function", "swiglu")
-    if activation not in NOMIC_ACTIVATIONS:
-        raise ValueError(
-            f"{source}: activation_function {clipped(activation)}; numbert runs NomicBERT's gated feed-forwards "
-            f"{', '.join(NOMIC_ACTIVATIONS)}"
-        )
-    hidden = _number(d, "n_embd", 768, source)
-    qkv, fc1, fc2 = (bool(d.get(key, False)) for key in ("qkv_proj_bias", "mlp_fc1_bias", "mlp_fc2_bias"))
-    positions = _number(d, "n_positions", 2048, source)
-    return {
-        "hidden_size": hidden,
-        "num_hidden_layers": _number(d, "n_layer", 12, source),
-        "num_attention_heads": _number(d, "n_head", 12, source),
-        "intermediate_size": _number(d, "n_inner", 4 * hidden, source),
-        "max_position_embeddings": positions,
-        "layer_norm_eps": _number(d, "layer_norm_epsilon", 1e-12, source, float),
-        "hidden_act": NOMIC_ACTIVATIONS[activation],
-        "rope": _rope({}, _number(d, "rotary_emb_base", 1000.0, source, float), positions, source),
-        "biases": _biases(qkv=qkv, attention_output=qkv, up=fc1, down=fc2, norm=True),
-    }
-
-
-GTE_REFUSED = {  # GTE's remote-code options transformers' GteModel does not run
-    "position_embedding_type": ("rope", "rotary positions"),
-    "layer_norm_type": ("layer_norm", "LayerNorm"),
-    "pack_qkv": (True, "one qkv_proj"),
-    "logn_attention_scale": (False, "scores scaled by 1 / sqrt(head_size) only"),
-}
-
-
-def read_gte(d: dict, source: str) -> dict:
-    """GTE's config: transformers 5's (model_type "gte", rope_parameters) or Alibaba's remote code's (model_type
-    "new", rope_theta and rope_scaling; its "ntk" scaling is refused, as transformers' GteModel fails on it)."""
-    _refuse(d, source, GTE_REFUSED)
-    return {
-        "rope": _rope_of(d, 160000.0, source),
-        "position_embedding_type": "rotary",
-        "biases": _biases(qkv=True, attention_output=True, down=True, norm=True),
-    }
-
-
-JINA_REFUSED = {
-    "rotary_emb_interleaved": (False, "the two halves of each head rotate together"),
-    "rotary_emb_scale_base": (None, "no xPos scaling"),
-}
-
-
-def read_jina_embeddings_v3(d: dict, source: str) -> dict:
-    """jina-embeddings-v3's config: transformers 5's (model_type "jina_embeddings_v3", rope_parameters), or the
-    hub's (model_type "xlm-roberta", position_embedding_type "rotary", rotary_emb_base, and its task LoRA
-    adapters: lora_adaptations, lora_rank, lora_alpha, task_instructions, matryoshka_dimensions)."""
-    _refuse(d, source, JINA_REFUSED)
-    if d.get("rope_parameters") is not None:
-        rope = _rope_of(d, 20000.0, source)
-    else:
-        positions = _number(d, "max_position_embeddings", 8194, source)
-        rope = _rope({}, _number(d, "rotary_emb_base", 20000.0, source, float), positions, source)
-    adapters = d.get("lora_adaptations") or []
-    instructions = d.get("task_instructions") or {}
-    dimensions = d.get("matryoshka_dimensions") or []
-    if not (
-        isinstance(adapters, list) and all(isinstance(a, str) for a in adapters) and len(set(adapters)) == len(adapters)
-    ):
-        raise ValueError(f"{source}: lora_adaptations must be a list of distinct task names, got {clipped(adapters)}")
-    if not (isinstance(instructions, dict) and all(isinstance(v, str) for v in instructions.values())):
-        raise ValueError(f"{source}: task_instructions must map task names to texts, got {clipped(instructions)}")
-    unknown = sorted(set(instructions) - set(adapters))
-    if unknown:
-        raise ValueError(f"{source}: task_instructions names tasks lora_adaptations lacks: {clipped(unknown)}")
-    if not (isinstance(dimensions, list) and all(isinstance(n, int) and not isinstance(n, bool) for n in dimensions)):
-        raise ValueError(f"{source}: matryoshka_dimensions must be a list of integers, got {clipped(dimensions)}")
-    return {
-        "rope": rope,
-        "position_embedding_type": "rotary",
-        "task_adapters": tuple(adapters),
-        "lora_rank": _number(d, "lora_rank", 4, source),
-        "lora_alpha": _number(d, "lora_alpha", 1.0, source, float),
-        "task_instructions": tuple(instructions.items()),
-        "matryoshka_dimensions": tuple(dimensions),
-    }
-
-
-DECODER_REFUSED = {  # options of transformers' Qwen3Model and Gemma3TextModel numbert does not build
-    "use_sliding_window": (False, "Qwen3's layers attend to every earlier token"),
-    "attn_logit_softcapping": (None, "attention scores are not soft-capped"),
-}
-
-
-def _layer_types(d: dict, layers: int, default: list[str], source: str) -> tuple[str, ...]:
-    """A decoder's layer_types: the config's list (one LAYER_TYPES kind a layer), else `default`."""
-    types = d.get("layer_types")
-    if types is None:
-        types = default
-    if not isinstance(types, list) or len(types) != layers:
-        count = f"a list of {len(types)}" if isinstance(types, list) else clipped(types)
-        raise ValueError(f"{source}: layer_types must name each of the {layers} layers' kind, got {count}")
-    return tuple(types)
-
-
-def _gemma3_ropes(d: dict, source: str) -> dict[str, Rope]:
-    """Gemma3's rope per layer kind: transformers 5's rope_parameters keyed by layer kind, else the older rope_theta
-    and rope_scaling (its global layers) and rope_local_base_freq (its sliding layers)."""
-    positions = _number(d, "max_position_embeddings", 131072, source)
-    nested, scaling = modernbert_rope_parameters(d, source), d.get("rope_scaling") or {}
-    if not isinstance(scaling, dict):
-        raise ValueError(f"{source}: rope_scaling must be an object, got {clipped(scaling)}")
-    return {
-        kind: _rope(
-            nested.get(kind, scaling if kind == "full_attention" else {}),
-            _number(d, key, default, source, float),
-            positions,
-            f"{source}: rope_parameters.{kind}",
-        )
-        for kind, key, default in (
-            ("full_attention", "rope_theta", 1000000.0),
-            ("sliding_attention", "rope_local_base_freq", 10000.0),
-        )
-    }
-
-
-def read_qwen3(d: dict, source: str) -> dict:
-    """Qwen3's config (Qwen3-Embedding, Qwen3-Reranker): grouped-query attention (num_key_value_heads), head_dim of
-    its own, RMSNorm's rms_norm_eps, rope_theta (or rope_parameters), causal attention; attention_bias on q, k, v and
-    o. Sliding windows (use_sliding_window) are refused."""
-    _refuse(d, source, DECODER_REFUSED)
-    layers = _number(d, "num_hidden_layers", 28, source)
-    check_sizes({"num_hidden_layers": layers}, source)
-    heads = _number(d, "num_attention_heads", 16, source)
-    types = _layer_types(d, layers, ["full_attention"] * layers, source)
-    if "sliding_attention" in types:
-        raise ValueError(
-            f"{source}: layer_types has sliding_attention layers; numbert runs Qwen3's full attention only"
-        )
-    bias = d.get("attention_bias", False)
-    return {
-        "num_key_value_heads": _number(d, "num_key_value_heads", heads, source),
-        "head_dim": _number(d, "head_dim", 128, source),
-        "layer_norm_eps": _number(d, "rms_norm_eps", 1e-6, source, float),
-        "hidden_act": d.get("hidden_act", "silu"),
-        "type_vocab_size": 0,
-        "layer_types": types,
-        "rope": _rope_of(d, 1000000.0, source),
-        "causal": True,
-        "biases": _biases(qkv=bias, attention_output=bias),
-    }
-
-
-def read_gemma3(d: dict, source: str) -> dict:
-    """Gemma3's text config (EmbeddingGemma: use_bidirectional_attention): grouped-query attention, head_dim,
-    query_pre_attn_scalar (scores scaled by its inverse square root), sliding_window and global layers (layer_types,
-    else every sliding_window_pattern-th global), their own rope thetas, hidden_activation. A bidirectional
-    sliding-window layer reads keys within sliding_window // 2 either side, as transformers' masks do."""
-    _refuse(d, source, DECODER_REFUSED)
-    layers = _number(d, "num_hidden_layers", 26, source)
-    check_sizes({"num_hidden_layers": layers}, source)
-    pattern = _number(d, "sliding_window_pattern", 6, source)
-    if pattern < 1:
-        raise ValueError(f"{source}: sliding_window_pattern must be at least 1, got {pattern}")
-    default = [LAYER_TYPES[bool((i + 1) % pattern)] for i in range(layers)]  # every pattern-th global
-    types = _layer_types(d, layers, default, source)
-    ropes = _gemma3_ropes(d, source)
-    bidirectional = d.get("use_bidirectional_attention") or False
-    if not isinstance(bidirectional, bool):
-        raise ValueError(f"{source}: use_bidirectional_attention must be true or false, got {clipped(bidirectional)}")
-    window = _number(d, "sliding_window", 4096, source)
-    if not bidirectional and "sliding_attention" in types:
-        raise ValueError(
-            f"{source}: use_bidirectional_attention is false with sliding_attention layers; numbert runs Gemma3's "
-            f"sliding windows in both directions only (EmbeddingGemma's)"
-        )
-    bias = d.get("attention_bias", False)
-    return {
-        "num_key_value_heads": _number(d, "num_key_value_heads", 4, source),
-        "head_dim": _number(d, "head_dim", 256, source),
-        "layer_norm_eps": _number(d, "rms_norm_eps", 1e-6, source, float),
-        "hidden_act": d.get("hidden_activation", d.get("hidden_act", "gelu_pytorch_tanh")),
-        "type_vocab_size": 0,
-        "layer_types": types,
-        "local_attention": window,
-        "rope": ropes["full_attention"],
-        "local_rope": ropes["sliding_attention"],
-        "causal": not bidirectional,
-        "query_pre_attn_scalar": _number(d, "query_pre_attn_scalar", 256, source, float),
-        "biases": _biases(qkv=bias, attention_output=bias),
-    }
-
-
-GTE = Relative(  # transformers' GteModel
+GTE = Member(  # transformers' GteModel
     "Gte",
     "gte.",
     token_types=None,
@@ -431,11 +96,11 @@ GTE = Relative(  # transformers' GteModel
     read_config=read_gte,
 )
 
-FAMILY = {  # config.json's model_type -> how that relative differs from BERT
-    "bert": Relative("Bert", "bert."),
-    "roberta": Relative("Roberta", "roberta.", positions_past_padding=True),
-    "xlm-roberta": Relative("XLMRoberta", "roberta.", positions_past_padding=True),
-    "distilbert": Relative(
+FAMILY = {  # config.json's model_type -> how that member of the family differs from BERT
+    "bert": Member("Bert", "bert."),
+    "roberta": Member("Roberta", "roberta.", positions_past_padding=True),
+    "xlm-roberta": Member("XLMRoberta", "roberta.", positions_past_padding=True),
+    "distilbert": Member(
         "DistilBert",
         "distilbert.",
         token_types=False,
@@ -447,10 +112,10 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
             ("activation", "hidden_act"),
         ),
     ),
-    "electra": Relative("Electra", "electra."),  # and embeddings of embedding_size, projected to hidden_size
-    "mpnet": Relative("MPNet", "mpnet.", positions_past_padding=True, token_types=False, relative_attention=True),
+    "electra": Member("Electra", "electra."),  # and embeddings of embedding_size, projected to hidden_size
+    "mpnet": Member("MPNet", "mpnet.", positions_past_padding=True, token_types=False, relative_attention=True),
     # the modern family: rotary positions, gated feed-forwards, ModernBERT's pre-norm and sliding windows
-    "modernbert": Relative(
+    "modernbert": Member(
         "ModernBert",
         "model.",
         token_types=False,
@@ -466,7 +131,7 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
         ),
         read_config=read_modernbert,
     ),
-    "nomic_bert": Relative(
+    "nomic_bert": Member(
         "NomicBert",
         "nomic_bert.",
         rotary=True,
@@ -477,7 +142,7 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
     "gte": GTE,
     # GTE as Alibaba's remote code names it (gte-base-en-v1.5, gte-multilingual-base: NewModel)
     "new": dataclasses.replace(GTE, name="New", prefix="new."),
-    "jina_embeddings_v3": Relative(
+    "jina_embeddings_v3": Member(
         "JinaEmbeddingsV3",
         "roberta.",
         rotary=True,
@@ -495,7 +160,7 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
         read_config=read_jina_embeddings_v3,
     ),
     # decoder-shaped embedders (numbert.model.decoder): pre-norm RMSNorm layers, grouped-query attention
-    "qwen3": Relative(
+    "qwen3": Member(
         "Qwen3",
         "model.",
         token_types=False,
@@ -506,7 +171,7 @@ FAMILY = {  # config.json's model_type -> how that relative differs from BERT
         read_config=read_qwen3,
         decoder="qwen3",
     ),
-    "gemma3_text": Relative(
+    "gemma3_text": Member(
         "Gemma3Text",
         "model.",
         token_types=False,
@@ -576,7 +241,7 @@ class BertConfig:
     embedding_size: int | None = None  # ELECTRA: embeddings this wide, projected to hidden_size; None: hidden_size
     relative_attention_num_buckets: int = 32  # MPNet: rows of its relative position bias
     # the modern family (docs/family.md); BERT's are these defaults
-    rope: Rope | None = None  # rotary positions (Relative.rotary): every layer's, or ModernBERT's full-attention ones'
+    rope: Rope | None = None  # rotary positions (Member.rotary): every layer's, or ModernBERT's full-attention ones'
     local_rope: Rope | None = None  # ModernBERT: its sliding-window layers' (None: `rope`)
     layer_types: tuple[str, ...] = ()  # each layer's LAYER_TYPES kind (ModernBERT); (): every layer full attention
     local_attention: int = 128  # a sliding-window layer's keys lie within local_attention // 2 of the query
@@ -586,7 +251,7 @@ class BertConfig:
     lora_alpha: float = 1.0  # and alpha: each adapted weight is W + (alpha / rank) B A
     task_instructions: tuple[tuple[str, str], ...] = ()  # jina: the text its encode prepends for each task
     matryoshka_dimensions: tuple[int, ...] = ()  # jina: the widths its vectors may be cut to
-    # decoder-shaped embedders (Relative.decoder: Qwen3, Gemma3); None / False for the others
+    # decoder-shaped embedders (Member.decoder: Qwen3, Gemma3); None / False for the others
     num_key_value_heads: int | None = None  # grouped-query attention: key/value heads, each shared by a group of
     # query heads; None: one per query head
     head_dim: int | None = None  # a head's width where it is not hidden_size / num_attention_heads
@@ -621,14 +286,14 @@ class BertConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{where}: {name} must be at least 1, got {getattr(self, name)}")
-        if self.relative.relative_attention and self.relative_attention_num_buckets < RELATIVE_BUCKETS:
+        if self.member.relative_attention and self.relative_attention_num_buckets < RELATIVE_BUCKETS:
             raise ValueError(
                 f"{where}: relative_attention_num_buckets is {self.relative_attention_num_buckets}, but "
                 f"{self.model_type} reads {RELATIVE_BUCKETS} buckets of its relative position bias "
                 f"(encoder.relative_attention_bias.weight, a row a bucket, as transformers reads it): at least "
                 f"{RELATIVE_BUCKETS}"
             )
-        token_types = self.relative.token_types
+        token_types = self.member.token_types
         if self.type_vocab_size < 0 or (token_types is not None and (self.type_vocab_size >= 1) != token_types):
             has = "has no token types: 0" if not token_types else "has token types: at least 1"
             raise ValueError(f"{where}: type_vocab_size is {self.type_vocab_size}; {self.model_type} {has}")
@@ -650,7 +315,7 @@ class BertConfig:
             raise ValueError(
                 f"{where}: unsupported hidden_act {self.hidden_act!r}; numbert runs {', '.join(ACTIVATIONS)}"
             )
-        positions = "rotary" if self.relative.rotary else "absolute"
+        positions = "rotary" if self.member.rotary else "absolute"
         if self.position_embedding_type != positions:
             raise ValueError(
                 f"{where}: unsupported position_embedding_type "
@@ -667,7 +332,7 @@ class BertConfig:
 
     def _check_modern(self, where: str) -> None:
         """The modern family's fields: a rope exactly where positions rotate, layer kinds, biases, adapters."""
-        rotary = self.relative.rotary
+        rotary = self.member.rotary
         if rotary != (self.rope is not None) or (self.local_rope is not None and not rotary):
             raise ValueError(f"{where}: {self.model_type} {'needs' if rotary else 'has no'} rotary positions (rope)")
         for name in ("rope", "local_rope"):
@@ -712,7 +377,7 @@ class BertConfig:
     def _check_decoder(self, where: str) -> None:
         """The decoder-shaped embedders' fields: a head width, key/value heads dividing the query heads, a causal
         mask and Gemma's query scalar only where the member is a decoder."""
-        decoder = self.relative.decoder is not None
+        decoder = self.member.decoder is not None
         if not decoder and (
             self.num_key_value_heads is not None
             or self.head_dim is not None
@@ -763,7 +428,7 @@ class BertConfig:
         return (self.query_pre_attn_scalar or self.head_size) ** -0.5
 
     @property
-    def relative(self) -> Relative:
+    def member(self) -> Member:
         """How this family member differs from BERT."""
         return FAMILY[self.model_type]
 
@@ -776,7 +441,7 @@ class BertConfig:
     def max_tokens(self) -> int:
         """The longest input: one token per position, less the positions up to the padding index for RoBERTa's rule
         (RoBERTa's 514 positions take 512 tokens)."""
-        offset = self.pad_token_id + 1 if self.relative.positions_past_padding else 0
+        offset = self.pad_token_id + 1 if self.member.positions_past_padding else 0
         return self.max_position_embeddings - offset
 
     @property
@@ -799,16 +464,16 @@ class BertConfig:
         model_type = model_type_of(d, source)
         if model_type == "gemma3_text" and d.get("model_type") == "gemma3":
             d, source = d["text_config"], f"{source}: text_config"
-        relative = FAMILY[model_type]
-        d = {**d, **{key: value for key, value in relative.defaults if d.get(key) is None}}
-        d = {**d, **{bert: d[own] for own, bert in relative.config_keys if own in d}, "model_type": model_type}
+        member = FAMILY[model_type]
+        d = {**d, **{key: value for key, value in member.defaults if d.get(key) is None}}
+        d = {**d, **{bert: d[own] for own, bert in member.config_keys if own in d}, "model_type": model_type}
         check_sizes(d, source)  # before a reader builds anything from them
-        if relative.read_config is not None:
+        if member.read_config is not None:
             try:
-                d |= relative.read_config(d, source) | {"position_embedding_type": "rotary"}
+                d |= member.read_config(d, source) | {"position_embedding_type": "rotary"}
             except (TypeError, KeyError) as e:  # a field of the wrong kind deep in its rope or layer settings
                 raise ValueError(f"{source}: {model_type} config is malformed ({clipped(e, 200)})") from None
-        if relative.token_types is False:
+        if member.token_types is False:
             d["type_vocab_size"] = 0
         for flag in ("is_decoder", "add_cross_attention"):
             if d.get(flag):
@@ -817,7 +482,7 @@ class BertConfig:
                     f"only (no causal mask, no cross-attention)"
                 )
         known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in d.items() if k in known and (relative.decoder or k not in DECODER_FIELDS)}
+        values = {k: v for k, v in d.items() if k in known and (member.decoder or k not in DECODER_FIELDS)}
         if values.get("pad_token_id") is None:
             values.pop("pad_token_id", None)
         try:
@@ -825,30 +490,16 @@ class BertConfig:
         except ValueError as e:
             raise ValueError(str(e).replace("BertConfig", source, 1)) from None
 
-    @classmethod
-    def from_json(cls, path: str | Path) -> BertConfig:
-        """The config in a checkpoint's config.json; every error names the file."""
-        path = Path(path)
-        try:
-            d = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise FileNotFoundError(f"no config.json at {path}") from None
-        except (ValueError, RecursionError) as e:  # bad JSON or UTF-8, a number of 4300 digits, nesting too deep
-            raise ValueError(f"{path} is not valid JSON: {e}") from None
-        if not isinstance(d, dict):
-            raise ValueError(f"{path} must hold a JSON object")
-        return cls.from_dict(d, source=str(path))
-
     def to_dict(self) -> dict:
         """The config as config.json writes it; the modern family's in transformers 5's shape (rope_parameters,
         layer_types), which both numbert and transformers read back."""
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in MODERN_FIELDS}
         if self.embedding_size is None:
             del fields["embedding_size"]
-        if not self.relative.relative_attention:
+        if not self.member.relative_attention:
             del fields["relative_attention_num_buckets"]
-        fields = fields | {"architectures": [f"{self.relative.name}Model"]}
-        if not self.relative.rotary:
+        fields = fields | {"architectures": [f"{self.member.name}Model"]}
+        if not self.member.rotary:
             return fields
         assert self.rope is not None  # __post_init__ checked it
         del fields["position_embedding_type"]
@@ -865,7 +516,7 @@ class BertConfig:
                 "mlp_bias": "up" in self.biases,
                 "norm_bias": "norm" in self.biases,
             }
-        if self.relative.decoder is not None:
+        if self.member.decoder is not None:
             fields |= self._decoder_dict()
         if self.task_adapters:  # jina-embeddings-v3's adapters, by the hub's names
             fields |= {
@@ -889,7 +540,7 @@ class BertConfig:
             "layer_types": list(self.layer_types) or ["full_attention"] * self.num_hidden_layers,
             "attention_bias": "qkv" in self.biases,
         }
-        if self.relative.decoder == "qwen3":
+        if self.member.decoder == "qwen3":
             return fields | {"rope_parameters": self.rope.to_dict(), "use_sliding_window": False}
         local = self.local_rope or self.rope
         return fields | {

@@ -53,7 +53,7 @@ MIN_QUERIES = 32  # queries per block at least: fewer make the products too thin
 
 def gain_offset(config: BertConfig) -> float:
     """What RMSNorm adds to its stored weight to get its gain: 1 for Gemma3 (x (1 + w)), 0 for Qwen3 (x w)."""
-    return 1.0 if config.relative.decoder == "gemma3" else 0.0
+    return 1.0 if config.member.decoder == "gemma3" else 0.0
 
 
 def rms_norm(x: np.ndarray, p: Norm, eps: float, offset: float = 0.0, out: np.ndarray | None = None) -> np.ndarray:
@@ -161,7 +161,7 @@ class DecoderEncoder(Encoder):
     with `decoder_layer`s; the last hidden state is the final RMSNorm's output, as transformers' last_hidden_state."""
 
     def __init__(self, config: BertConfig, weights: dict[str, np.ndarray], task: str | None = None):
-        if config.relative.decoder is None:
+        if config.member.decoder is None:
             raise ValueError(f"{config.model_type} is not a decoder-shaped embedder: use Encoder")
         if task is not None:
             raise ValueError(f"unknown task {task!r}; this model's tasks are none: it has no task adapters")
@@ -207,7 +207,7 @@ class DecoderEncoder(Encoder):
         transformers' Gemma3TextScaledWordEmbedding. (batch, seq) -> (batch, seq, hidden)"""
         y = result(out, *input_ids.shape, self.config.hidden_size)
         np.take(self.word_embeddings, input_ids, axis=0, out=y)
-        if self.config.relative.decoder == "gemma3":
+        if self.config.member.decoder == "gemma3":
             y *= f32(math.sqrt(self.config.hidden_size))
         return y
 
@@ -292,4 +292,4 @@ class DecoderEncoder(Encoder):
 
 def build_encoder(config: BertConfig, weights: dict[str, np.ndarray]) -> Encoder:
     """The encoder `config` needs: a DecoderEncoder for the decoder-shaped embedders (Qwen3, Gemma3), else Encoder."""
-    return Encoder(config, weights) if config.relative.decoder is None else DecoderEncoder(config, weights)
+    return Encoder(config, weights) if config.member.decoder is None else DecoderEncoder(config, weights)

@@ -181,15 +181,15 @@ class Encoder:
         pair = lambda kind, name: kind(weights[name + ".weight"], weights[name + ".bias"])
         self.word_embeddings = table(EMBEDDING_NAMES["word"])  # (vocab, hidden)
         # (max_positions, hidden); None for the modern family, whose positions rotate queries and keys instead
-        self.position_embeddings = None if config.relative.rotary else table(EMBEDDING_NAMES["position"])
+        self.position_embeddings = None if config.member.rotary else table(EMBEDDING_NAMES["position"])
         # (type_vocab, hidden); None for DistilBERT and MPNet, which have no token types
         self.token_type_embeddings = table(EMBEDDING_NAMES["segment"]) if config.type_vocab_size else None
         self.embedding_norm = self._norm(EMBEDDING_NAMES["norm"])
         # ELECTRA: (hidden, embedding_size), the embeddings projected up to hidden_size; None where they are that wide
         self.embedding_projection = pair(Linear, PROJECTION_NAME) if PROJECTION_NAME + ".weight" in weights else None
         # MPNet: (buckets, heads), a learned bias per relative distance bucket and head; None for the others
-        self.relative_attention_bias = table(RELATIVE_ATTENTION_NAME) if config.relative.relative_attention else None
-        if config.relative.rotary:
+        self.relative_attention_bias = table(RELATIVE_ATTENTION_NAME) if config.member.relative_attention else None
+        if config.member.rotary:
             self.layers = [self._rotary_layer(i) for i in range(config.num_hidden_layers)]
         else:
             self.layers = [
@@ -202,7 +202,7 @@ class Encoder:
                 for i in range(config.num_hidden_layers)
             ]
         # ModernBERT: the LayerNorm after the last layer (pre-norm layers leave their output unnormalised)
-        self.final_norm = self._norm(FINAL_NORM_NAME) if config.relative.pre_norm else None
+        self.final_norm = self._norm(FINAL_NORM_NAME) if config.member.pre_norm else None
         self.pooler = self._linear(POOLER_NAME) if POOLER_NAME + ".weight" in weights else None
         self.activation = ACTIVATIONS[config.hidden_act]
         # jina's task adapters on the embedding tables: rows E[ids] + A[ids] (scale B); None without a task
@@ -237,9 +237,9 @@ class Encoder:
 
     def _rotary_layer(self, i: int) -> EncoderLayer:
         """Layer i of the modern family: Q, K and V cut from the fused qkv; the gated feed-forward's gate and up
-        from their fused Linear in the checkpoint's order (Relative.glu), or NomicBERT's two."""
+        from their fused Linear in the checkpoint's order (Member.glu), or NomicBERT's two."""
         c, names = self.config, {field: f"encoder.layer.{i}.{name}" for field, name in ROTARY_LAYER_NAMES.items()}
-        h, n, glu = c.hidden_size, c.intermediate_size, c.relative.glu
+        h, n, glu = c.hidden_size, c.intermediate_size, c.member.glu
         q, k, v = (self._linear(names["qkv"], slice(j * h, (j + 1) * h)) for j in range(3))
         gate: Linear | None = None
         if glu in ("gate_first", "up_first"):
@@ -287,7 +287,7 @@ class Encoder:
             x += self.word_adapter.a[input_ids] @ self.word_adapter.b
         if self.position_embeddings is None:  # the modern family: positions rotate queries and keys instead
             pass
-        elif c.relative.positions_past_padding:
+        elif c.member.positions_past_padding:
             x += self.position_embeddings[positions_past_padding(input_ids, c.pad_token_id)]
         else:
             x += self.position_embeddings[:seq]
@@ -341,7 +341,7 @@ class Encoder:
         `position_bias`), or None. rotation: the modern family's cos and sin at each token (`rotations`),
         rotating queries and keys; window: a sliding-window layer's reach (ModernBERT), or None.
         Reference: `reference.encoder_layer`, on the padded batch."""
-        if self.config.relative.pre_norm:
+        if self.config.member.pre_norm:
             return self.pre_norm_layer(x, packing, layer, output_probs, out, probs_out, rotation, window)
         eps = self.config.layer_norm_eps
         tokens, hidden = x.shape
@@ -424,13 +424,13 @@ class Encoder:
         """`encoder_layer` for the first token of each row only ([CLS]), as a last layer whose other positions
         nobody reads: keys and values from every token, the query, attention output, feed-forward and norms of the
         first tokens alone. x: (tokens, hidden) packed -> (rows, hidden) in `packing.firsts` order.
-        Equal to the whole layer's first positions within rounding (tests/test_reference.py); for a 6-layer
-        MiniLM cross-encoder it skips about 14 % of the forward's products. Reference: `reference.encoder_layer`."""
+        Equal to the whole layer's first positions within rounding (tests/test_reference.py); it skips the last
+        layer's products for every other row. Reference: `reference.encoder_layer`."""
         c, eps = self.config, self.config.layer_norm_eps
         heads = c.num_attention_heads
         tokens, hidden = x.shape
         firsts = packing.firsts
-        pre_norm = c.relative.pre_norm
+        pre_norm = c.member.pre_norm
         a = x  # what attention reads: ModernBERT's normalised input (but in layer 0), else x
         if pre_norm and layer.attention_norm is not None:
             a = layer_norm(x, layer.attention_norm, eps, out=scratch_array(tokens, hidden))

@@ -36,10 +36,8 @@ loads, and the task that needs the head fails naming the tensors it lacks.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -247,12 +245,6 @@ class HeadConfig:
             flags["decoder_bias"],
         )
 
-    @classmethod
-    def from_json(cls, path: str | Path) -> HeadConfig:
-        """The head fields of a checkpoint's config.json (which BertConfig.from_json has already read and checked)."""
-        d = json.loads(Path(path).read_text(encoding="utf-8"))
-        return cls.from_dict(d if isinstance(d, dict) else {}, source=str(path))
-
     @property
     def architecture(self) -> str | None:
         """The first architecture config.json names, or None."""
@@ -379,7 +371,7 @@ class Heads:
     @functools.cached_property
     def sequence_classifier(self) -> SequenceClassifier:
         """The classifier of BertForSequenceClassification checkpoints, (labels, hidden) on the pooler output;
-        a relative's (RobertaForSequenceClassification, ...) with its own dense layer on the first token;
+        a family member's (RobertaForSequenceClassification, ...) with its own dense layer on the first token;
         ModernBERT's on its prediction head over [CLS] or the tokens' mean."""
         if self.config.model_type == "modernbert":
             head = self._classifier("ForSequenceClassification", "ForTokenClassification", "ner")
@@ -439,7 +431,7 @@ class Heads:
 
     def _architecture(self, task: str) -> str:
         """This model's architecture for `task`: BertForTokenClassification, RobertaForSequenceClassification..."""
-        return self.config.relative.name + task
+        return self.config.member.name + task
 
     def _classifier(self, task: str, other_task: str, other_method: str, name: str = "classifier") -> Linear:
         """The `name` tensors (labels, hidden), checked against id2label, for a head of `task`
@@ -451,7 +443,7 @@ class Heads:
                 f"{self.source}: its classifier belongs to a {other} (config.json's architectures); "
                 f"use {other_method} instead"
             )
-        if declared is not None and declared.startswith(self.config.relative.name + "For") and declared != architecture:
+        if declared is not None and declared.startswith(self.config.member.name + "For") and declared != architecture:
             raise ValueError(
                 f"{self.source}: config.json's architectures is {declared}; this task needs a "
                 f"checkpoint saved from {architecture}"

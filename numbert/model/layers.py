@@ -16,7 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import row_threads, turns
+from ..runtime import row_threads
+from . import turns
 from .scratch import scratch_array
 
 f32 = np.float32
@@ -25,7 +26,7 @@ LOG2_E = 1 / np.log(2)  # exp(x) = 2^(x log2 e)
 
 def simd_exp2() -> bool:
     """Whether NumPy runs float32 exp2 in SIMD code on this CPU. It has such a loop for AVX-512 (X86_V4) only,
-    where exp2 takes half the time of exp; elsewhere (AVX2) its plain loop takes 2-3x exp's time (measured)."""
+    where exp2 is the faster; elsewhere (AVX2) its plain loop is the slower (docs/performance.md)."""
     try:
         from numpy.lib.introspect import opt_func_info  # NumPy >= 2.0
     except ImportError:
@@ -88,7 +89,7 @@ def matmul_weight(x: np.ndarray, weight: np.ndarray, out: np.ndarray | None = No
     """x W^T for W (out, in) as stored, over the last axis. (..., in) -> (..., out)
 
     Flattened to one 2-D matmul so BLAS sees a single large GEMM instead of one per sequence; for up
-    to FEW_ROWS tokens, (W x^T)^T computes the same product up to 25 % faster (measured on OpenBLAS).
+    to FEW_ROWS tokens, (W x^T)^T computes the same product faster on OpenBLAS (docs/performance.md).
     """
     turns.point()  # between two steps of a forward: waiting short work may go first (numbert.model.turns)
     rows = x.reshape(-1, x.shape[-1])
@@ -209,7 +210,7 @@ def silu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 
 def in_blocks(work: Callable[[slice], object], rows: np.ndarray) -> None:
     """work(block) for consecutive blocks of the (n, width) `rows` that fit in the CPU cache with the few
-    temporaries a function makes of them (BLOCK_BYTES), shared among the row threads (numbert.model.row_threads).
+    temporaries a function makes of them (BLOCK_BYTES), shared among the row threads (numbert.runtime.row_threads).
 
     GELU, softmax and LayerNorm are many NumPy passes each; on a block that stays in the cache, every pass
     after the first reads from the cache instead of memory. The blocks do not depend on the thread count.

@@ -115,9 +115,9 @@ def encoder_layer(
 ) -> tuple[np.ndarray, ...]:
     """Attention, then the feed-forward network, each added to its input and normalised."""
     c = encoder.config
-    if c.relative.decoder is not None:  # decoder: Qwen3's and Gemma3's layers
+    if c.member.decoder is not None:  # decoder: Qwen3's and Gemma3's layers
         return decoder_layer(x, mask, layer, encoder, rotation, window)
-    if c.relative.pre_norm:  # modern: ModernBERT normalises before each sublayer instead
+    if c.member.pre_norm:  # modern: ModernBERT normalises before each sublayer instead
         return pre_norm_layer(x, mask, layer, encoder, rotation, window)
     a, probs = multi_head_attention(x, mask, bias, layer, c.num_attention_heads, rotation, window)
     assert layer.attention_norm is not None  # post-norm layers all have it
@@ -190,7 +190,7 @@ def grouped_attention(
     before the rotation; scores scaled by config.attention_scale; Qwen3's causal mask."""
     c, (batch, seq, _) = encoder.config, x.shape
     heads, kv, d = c.num_attention_heads, c.key_value_heads, c.head_size
-    offset = 1.0 if c.relative.decoder == "gemma3" else 0.0  # Gemma3's gains are 1 + w
+    offset = 1.0 if c.member.decoder == "gemma3" else 0.0  # Gemma3's gains are 1 + w
     split = lambda y, n: y.reshape(batch, seq, n, d).transpose(0, 2, 1, 3)
     q, k, v = split(linear(x, layer.query), heads), split(linear(x, layer.key), kv), split(linear(x, layer.value), kv)
     assert layer.query_norm is not None and layer.key_norm is not None
@@ -222,7 +222,7 @@ def decoder_layer(
     """Decoder: a pre-norm layer of RMSNorms, h = x + attention(norm(x)), then h + FFN(norm(h)); Gemma3 normalises
     each sublayer's output too, before it is added."""
     c = encoder.config
-    offset = 1.0 if c.relative.decoder == "gemma3" else 0.0
+    offset = 1.0 if c.member.decoder == "gemma3" else 0.0
     norm = lambda y, p: y if p is None else rms_norm(y, p, c.layer_norm_eps, offset)
     a, probs = grouped_attention(norm(x, layer.attention_norm), mask, layer, encoder, rotation, window)
     h = x + norm(a, layer.attention_output_norm)  # Gemma3: post_attention_layernorm
@@ -234,7 +234,7 @@ def position_ids(encoder: Encoder, input_ids: np.ndarray) -> np.ndarray:
     """0, 1, 2, ... for each row. RoBERTa, XLM-R, MPNet: counted from the padding index + 1 over the real
     tokens (told by their id), padding at the padding index. (batch, seq) -> (batch, seq)"""
     c = encoder.config
-    if not c.relative.positions_past_padding:
+    if not c.member.positions_past_padding:
         return np.broadcast_to(np.arange(input_ids.shape[1]), input_ids.shape)
     real = input_ids != c.pad_token_id
     return np.cumsum(real, axis=1) * real + c.pad_token_id
@@ -244,8 +244,8 @@ def embeddings(encoder: Encoder, input_ids: np.ndarray, token_type_ids: np.ndarr
     """Word + position + segment embeddings, normalised. (batch, seq) -> (batch, seq, hidden)"""
     e = encoder
     x = e.word_embeddings[input_ids]
-    if e.config.relative.decoder is not None:  # decoder: the table alone; Gemma3's times sqrt(hidden)
-        return x * np.float32(math.sqrt(e.config.hidden_size)) if e.config.relative.decoder == "gemma3" else x
+    if e.config.member.decoder is not None:  # decoder: the table alone; Gemma3's times sqrt(hidden)
+        return x * np.float32(math.sqrt(e.config.hidden_size)) if e.config.member.decoder == "gemma3" else x
     if e.word_adapter is not None:  # modern: jina's task adapter, the table E + s A B
         x = x + e.word_adapter.a[input_ids] @ e.word_adapter.b
     if e.position_embeddings is not None:  # modern: none, positions rotate queries and keys instead
@@ -290,7 +290,7 @@ def forward(
         hidden_states[-1] = layer_norm(hidden_states[-1], e.final_norm, c.layer_norm_eps)
     last_norm = getattr(e, "last_norm", None)  # decoder: the final RMSNorm (numbert.model.decoder)
     if last_norm is not None:
-        offset = 1.0 if c.relative.decoder == "gemma3" else 0.0
+        offset = 1.0 if c.member.decoder == "gemma3" else 0.0
         hidden_states[-1] = rms_norm(hidden_states[-1], last_norm, c.layer_norm_eps, offset)
     pooled = None if e.pooler is None else np.tanh(linear(hidden_states[-1][:, 0], e.pooler))
     return np.stack(hidden_states), np.stack(attentions), pooled

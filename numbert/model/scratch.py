@@ -1,7 +1,7 @@
 """Scratch memory: the temporary arrays of one encoder layer, handed on to the next layer.
 
 Every layer makes the same temporaries in the same order, and fresh memory costs a page fault per
-4 KiB, zeroed by the kernel: reusing them makes an 8x128 forward 4-8 % faster (measured). Only a
+4 KiB, zeroed by the kernel: reusing them saves those (docs/performance.md). Only a
 function's own temporaries come from here (`scratch_array`); whatever a public function returns is
 fresh memory or the `out` array its caller passed, so nothing a caller keeps is overwritten later.
 

@@ -32,9 +32,9 @@ LAYER_NAMES = {  # under encoder.layer.{i}.; Linear weights first, then the norm
 }
 PROJECTION_NAME = "embeddings_project"  # ELECTRA: embedding_size -> hidden_size, when the two differ
 RELATIVE_ATTENTION_NAME = "encoder.relative_attention_bias"  # MPNet: (buckets, heads), one bias per head and bucket
-# The modern family's layers (Relative.rotary), under encoder.layer.{i}.: one fused Linear for Q, K and V; the
+# The modern family's layers (Member.rotary), under encoder.layer.{i}.: one fused Linear for Q, K and V; the
 # norms keep BERT's names, though ModernBERT's (pre-norm) come before their sublayer; a gated feed-forward's up
-# projection is intermediate.dense, holding the gate too where the checkpoint fuses them (Relative.glu)
+# projection is intermediate.dense, holding the gate too where the checkpoint fuses them (Member.glu)
 ROTARY_LAYER_NAMES = {
     "qkv": "attention.self.qkv",  # (3 hidden, hidden): Q, K, V one under the other
     "attention_output": "attention.output.dense",
@@ -65,7 +65,7 @@ DECODER_LAYER_NAMES = {
 QWEN3_FEED_FORWARD_NORM = "post_attention_layernorm"
 LOW_RANK = ("lora_A", "lora_B")  # jina-embeddings-v3: a weight's task adapters, {name}.lora_A and {name}.lora_B
 
-# Each relative's own names -> BERT's, by whole dotted parts from the start of the name (its prefix, such as
+# Each family member's own names -> BERT's, by whole dotted parts from the start of the name (its prefix, such as
 # `distilbert.`, removed first). Under `encoder.layer.{i}.`, LAYER_RENAMES; masked-LM heads become BERT's
 # `cls.predictions.*`, so numbert.model.heads reads one masked-LM head.
 LAYER_RENAMES = {
@@ -133,7 +133,7 @@ RENAMES = {
     "jina_embeddings_v3": {"emb_ln": "embeddings.LayerNorm", **_LAYERS, **_LM_HEAD},
 }
 RENAMES["new"] = RENAMES["gte"]
-# the decoder-shaped embedders (Qwen3, Gemma3): transformers' `model.` prefix removed (Relative.prefix), the table,
+# the decoder-shaped embedders (Qwen3, Gemma3): transformers' `model.` prefix removed (Member.prefix), the table,
 # the layer list and the final norm renamed; inside a layer, transformers' own names (DECODER_LAYER_NAMES)
 _DECODER = {"embed_tokens": "embeddings.word_embeddings", **_LAYERS, "norm": FINAL_NORM_NAME}
 RENAMES["qwen3"] = _DECODER
@@ -190,7 +190,7 @@ def bert_name(name: str, config: BertConfig) -> str:
     parametrized = PARAMETRIZED.fullmatch(name)
     if parametrized:
         name = f"{parametrized[1]}.{parametrized[2] or 'weight'}"
-    name = _renamed(name.removeprefix(config.relative.prefix), RENAMES.get(config.model_type, {}))
+    name = _renamed(name.removeprefix(config.member.prefix), RENAMES.get(config.model_type, {}))
     layer = LAYER.fullmatch(name)
     return layer[1] + _renamed(layer[2], LAYER_RENAMES.get(config.model_type, {})) if layer else name
 
@@ -212,14 +212,14 @@ POOLER = (
 
 
 def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
-    """Every tensor a BERT encoder (or a relative's, renamed by `bert_name`) needs, by its bare `BertModel`
+    """Every tensor a BERT encoder (or a family member's, renamed by `bert_name`) needs, by its bare `BertModel`
     name, with its shape.
 
     Linear weights are stored as torch does, (out_features, in_features): y = x @ W.T + b.
     """
-    if config.relative.decoder is not None:
+    if config.member.decoder is not None:
         return decoder_tensor_shapes(config)
-    if config.relative.rotary:
+    if config.member.rotary:
         return rotary_tensor_shapes(config)
     h, i, e = config.hidden_size, config.intermediate_size, config.embedding_width
     word, position, segment, norm = (EMBEDDING_NAMES[k] for k in ("word", "position", "segment", "norm"))
@@ -230,11 +230,11 @@ def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
         f"{norm}.weight": (e,),
         f"{norm}.bias": (e,),
     }
-    if not config.relative.token_types:
+    if not config.member.token_types:
         del shapes[f"{segment}.weight"]
     if e != h:
         shapes |= {f"{PROJECTION_NAME}.weight": (h, e), f"{PROJECTION_NAME}.bias": (h,)}
-    if config.relative.relative_attention:
+    if config.member.relative_attention:
         shapes[f"{RELATIVE_ATTENTION_NAME}.weight"] = (
             config.relative_attention_num_buckets,
             config.num_attention_heads,
@@ -259,11 +259,11 @@ def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
 
 
 def rotary_tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
-    """The modern family's tensors (Relative.rotary) by their names here (ROTARY_LAYER_NAMES), with their shapes:
+    """The modern family's tensors (Member.rotary) by their names here (ROTARY_LAYER_NAMES), with their shapes:
     no position table; a fused QKV; a gated feed-forward's gate (fused into the up projection, or NomicBERT's own);
     biases and LayerNorm shifts where config.biases has them; ModernBERT's final norm and no norm before layer 0's
     attention; jina-embeddings-v3's task adapters (LOW_RANK) on every Linear and embedding table."""
-    h, i, r = config.hidden_size, config.intermediate_size, config.relative
+    h, i, r = config.hidden_size, config.intermediate_size, config.member
     word, segment, norm = (EMBEDDING_NAMES[k] for k in ("word", "segment", "norm"))
     biases = set(config.biases)
 
@@ -311,7 +311,7 @@ def decoder_layer_names(config: BertConfig, layer: int) -> dict[str, str]:
     """The tensor name (less `.weight` / `.bias`) of each of a decoder layer's parts (DECODER_LAYER_NAMES' fields):
     Gemma3's four norms a layer; Qwen3's two, its feed-forward's norm named post_attention_layernorm."""
     names = {field: f"encoder.layer.{layer}.{name}" for field, name in DECODER_LAYER_NAMES.items()}
-    if config.relative.decoder == "qwen3":
+    if config.member.decoder == "qwen3":
         del names["attention_output_norm"], names["feed_forward_output_norm"]
         names["feed_forward_norm"] = f"encoder.layer.{layer}.{QWEN3_FEED_FORWARD_NORM}"
     return names

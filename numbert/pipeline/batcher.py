@@ -9,7 +9,7 @@ off it and hands each request its rows' answers; a request is answered when its 
 Taking the oldest row first means no request waits behind a stream of later ones; taking its neighbours
 by length keeps the padding small. A request whose client has gone (its future cancelled) is dropped
 before its rows run. The event loop only enqueues and awaits; the model thread plans, and the batches run on
-its lanes (numbert.pipeline.side_by_side.Lanes): in numbert's own processes two at a time, each with one BLAS
+its lanes (numbert.runtime.side_by_side.Lanes): in numbert's own processes two at a time, each with one BLAS
 thread, while more than one batch is in hand, and a batch alone with the process's threads when it is all there is.
 
 Turns keep a long request from holding the short ones behind it. A batch of more than GIVE_WAY_TOKENS padded
@@ -38,8 +38,8 @@ from typing import NamedTuple, Protocol
 
 from ..model import turns
 from ..model.encoder import Output
+from ..runtime.side_by_side import Lanes
 from .planner import Row, next_batch
-from .side_by_side import Lanes
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ class Batcher:
 
     `submit` (on the event loop) enqueues a request's rows and returns a future of their answers;
     `stop` lets the thread finish everything queued, then end. `lanes`: batches that may run at once
-    (numbert.model.blas.side_by_side() in numbert's own processes).
+    (numbert.runtime.blas.batches_at_once() in numbert's own processes).
     """
 
     def __init__(

@@ -16,13 +16,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..model import blas, pooling
+from ..model import pooling
+from ..runtime import blas
+from ..runtime.side_by_side import in_order
 from ..tokenizer import Encoding
 from ..tokenizer.tokenizer import alias
 from .pipeline import Pipeline
 from .planner import Row, row_of, text_list
 from .recipe import Recipe, check_long
-from .side_by_side import in_order
 
 
 class Runner(Protocol):
@@ -65,11 +66,10 @@ def embed(
     never; or pass a tqdm bar of your own, which each batch advances (one bar over several calls).
     workers: a numbert.engines.workers.Pool, which runs the planned batches in its processes: the same
     vectors, bit for bit, as this process gives with the BLAS threads of one worker. It pays for a
-    corpus, on more than one core: on 2 cores of an AMD EPYC (all-MiniLM-L6-v2, docs/performance.md)
-    2 workers of one BLAS thread embed 1.2x as fast as one process of 2 BLAS threads, and keep their
-    pace on a machine other programs load, where 2 BLAS threads may take 2x longer. Starting a pool
-    takes about 1 s (6 s on a heavily loaded machine), so for one call it pays past a few thousand
-    texts; keep one Pool for many calls. `numbert encode --file` uses workers from 5,000 lines.
+    corpus, on more than one core: workers of one BLAS thread each embed faster than one process of as
+    many BLAS threads, and keep their pace on a machine other programs load (docs/performance.md).
+    Starting a pool takes a while, so for one call it pays past a few thousand texts; keep one Pool
+    for many calls. `numbert encode --file` uses workers from 5,000 lines.
 
     sentence-transformers' names work too: `normalize_embeddings=True` is normalize=True (False
     leaves the model's own recipe, as there: a Normalize module still normalizes),
@@ -96,7 +96,7 @@ def embed(
     texts = text_list([texts] if single else texts)
     vectors = np.empty((len(texts), recipe.width), np.float32)
     planned = model.plan(texts, None, recipe, batch_size)
-    side = blas.side_by_side() if len(texts) > batch_size else 1  # batches side by side where there are several
+    side = blas.batches_at_once() if len(texts) > batch_size else 1  # batches side by side where there are several
     with progress_bar(progress, len(texts)) as bar:
         for positions, pooled in run_planned(model, planned, recipe, batch_size, workers, side):
             vectors[positions] = pooled
@@ -133,7 +133,7 @@ def run_planned(
     side_by_side: int = 1,
 ) -> Iterator[tuple[list[int], np.ndarray]]:
     """(positions, their pooled vectors before `recipe.finish`) of each planned batch: run here, `side_by_side`
-    batches at once (numbert.pipeline.side_by_side: the bits of one BLAS thread), or by `workers` (a Runner),
+    batches at once (numbert.runtime.side_by_side: the bits of one BLAS thread), or by `workers` (a Runner),
     which receive the batches' rows and run them as this process would."""
     if workers is None:
 

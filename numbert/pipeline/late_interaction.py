@@ -30,12 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from ..model import blas
+from ..runtime import blas
+from ..runtime.side_by_side import in_order
 from . import planner
 from .pipeline import Pipeline
 from .planner import text_list
 from .reranking import ranking
-from .side_by_side import in_order
 
 SIMILARITIES = ("maxsim", "meanmaxsim")
 
@@ -65,7 +65,7 @@ def embed_multi(
     def run(batch: list[int]) -> tuple[list[int], list[np.ndarray]]:
         return batch, read(model.forward_rows([rows[i] for i in batch]))
 
-    side = blas.side_by_side() if len(texts) > batch_size else 1  # batches side by side where there are several
+    side = blas.batches_at_once() if len(texts) > batch_size else 1  # batches side by side where there are several
     for batch, answers in in_order(run, planner.by_length([len(r.ids) for r in rows], limit, batch_size), side):
         for i, answer in zip(batch, answers):
             vectors[i] = answer

@@ -32,13 +32,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..model import blas
+from ..runtime import blas
+from ..runtime.side_by_side import in_order
 from . import planner
 from .late_interaction import maxsim
 from .pipeline import Pipeline
 from .planner import text_list
 from .reranking import pair_list
-from .side_by_side import in_order
 from .sparse import SparseVector, dot
 
 MODES = ("dense", "sparse", "colbert", "sparse+dense", "colbert+sparse+dense")
@@ -76,7 +76,9 @@ def embed_m3(
     def run(batch: list[int]) -> tuple[list[int], list]:
         return batch, read(model.forward_rows([planner.row_of(rows[i]) for i in batch]))
 
-    side_by_side = blas.side_by_side() if len(texts) > batch_size else 1  # batches side by side where there are several
+    side_by_side = (
+        blas.batches_at_once() if len(texts) > batch_size else 1
+    )  # batches side by side where there are several
     for batch, answers in in_order(run, planner.by_length([len(r) for r in rows], limit, batch_size), side_by_side):
         for i, answer in zip(batch, answers):
             dense[i], sparse[i], multi[i] = answer

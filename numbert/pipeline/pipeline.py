@@ -31,7 +31,15 @@ import numpy as np
 from ..checkpoint.colbert_config import ColbertConfig, read_colbert_config
 from ..checkpoint.hub import VOCAB_FILES, default_model, model_checkpoint
 from ..checkpoint.m3_heads import M3Heads, read_m3_heads
-from ..checkpoint.sentence_config import SentenceConfig, SpladePooling, read_sentence_config, recipe_directory
+from ..checkpoint.model_config import read_model_config
+from ..checkpoint.sentence_config import (
+    SentenceConfig,
+    SpladePooling,
+    listed_modules,
+    read_sentence_config,
+    recipe_directory,
+    sentence_modules,
+)
 from ..checkpoint.weights import load_weights
 from ..model import pooling
 from ..model.config import BertConfig, config_file
@@ -142,20 +150,22 @@ class Pipeline:
     ) -> Self:
         """Load config, tokenizer and weights from a local directory or a Hugging Face hub id (default:
         $NUMBERT_MODEL, else bert-base-uncased). check_finite: refuse weights holding NaN or infinity,
-        naming the tensor (reads every page of the weights: ~0.1 s for bert-base)."""
+        naming the tensor (reads every page of the weights)."""
         name_or_path = default_model() if name_or_path is None else name_or_path
         checkpoint = model_checkpoint(name_or_path, revision=revision, cache_dir=cache_dir)
         directory = checkpoint.directory
-        config = BertConfig.from_json(config_file(directory))  # config.json, or Google's bert_config.json
+        config, head_config = read_model_config(config_file(directory))  # config.json, or Google's bert_config.json
         weights = load_weights(checkpoint, config, check_finite=check_finite)
-        colbert, m3 = read_colbert_config(directory, config), read_m3_heads(directory, config.hidden_size)
+        listed = listed_modules(directory)  # modules.json, read once
+        colbert = read_colbert_config(directory, config, sentence_modules(directory, listed))
+        m3 = read_m3_heads(directory, config.hidden_size)
         has_vocab = any((directory / f).is_file() for f in (*VOCAB_FILES, *SLOW_TOKENIZER_FILES))  # (slow: refused)
         pylate = colbert is not None and colbert.library == "PyLate"
         tokenizer = load_tokenizer(directory, pylate) if has_vocab else None
         if tokenizer is not None:  # a vocabulary that does not fit the embedding table is refused here, named
             tokenizer.check_embedding_rows(config.vocab_size, str(checkpoint.location))
         root = recipe_directory(directory)  # a Router's encoder folder: the Router's directory holds the recipe
-        sentence_config = read_sentence_config(root, config.hidden_size)
+        sentence_config = read_sentence_config(root, config.hidden_size, listed if root == directory else ...)
         if sentence_config is None and m3 is not None:  # BGEM3FlagModel's dense vector: the normalized [CLS]
             sentence_config = SentenceConfig(("cls",), normalize=True)
         return cls(
@@ -163,7 +173,7 @@ class Pipeline:
             tokenizer,
             sentence_config,
             name=str(name_or_path),
-            head_config=HeadConfig.from_json(config_file(directory)),
+            head_config=head_config,
             directory=checkpoint.location if root == directory else root,
             colbert=colbert,
             m3=m3,

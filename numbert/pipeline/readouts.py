@@ -10,7 +10,7 @@
     SparseVectors(head, ...)     last hidden state       cls.predictions, SPLADE   SparseVector: ids, weights
     MultiVectors(projection...)  last hidden state       Dense layers, normalize   (kept tokens, dim): ColBERT
     LexicalWeights(head, ...)    last hidden state       BGE-M3's sparse_linear    a SparseVector (ids, weights)
-    M3Vectors(heads, ...)        last hidden state       BGE-M3's three outputs    an M3Vectors.Answer
+    M3Vectors(heads, ...)        last hidden state       BGE-M3's three outputs    an M3Vectors.Triple
 
 Each is built from its head (numbert.model.heads.Heads builds and checks it), so a checkpoint without the
 head fails when the readout is made, before any forward.
@@ -303,12 +303,12 @@ class M3Vectors:
     task = None  # no task adapters
     first_only = False  # reads every token
 
-    class Answer(NamedTuple):
+    class Triple(NamedTuple):
         dense: np.ndarray  # (hidden,)
         sparse: SparseVector
         multi: np.ndarray  # (tokens - 1, dim)
 
-    def __call__(self, out: Output) -> list[M3Vectors.Answer]:
+    def __call__(self, out: Output) -> list[M3Vectors.Triple]:
         first = out.last_hidden_state[..., 0, :]
         dense = normalize(first if out.batched else first[None])
-        return [M3Vectors.Answer(*answer) for answer in zip(dense, self.sparse(out), self.multi(out))]
+        return [M3Vectors.Triple(*answer) for answer in zip(dense, self.sparse(out), self.multi(out))]

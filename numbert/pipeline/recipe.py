@@ -135,7 +135,9 @@ class Recipe:
         )
 
     def describe(self) -> dict:
-        """The recipe as JSON values (Dense layers by shape and activation), for a job's manifest and logs."""
+        """The recipe as JSON values (Dense layers by shape and activation), for a job's manifest and logs. A setting
+        at its default (right truncation, float32, the plain Matryoshka cut, no task) is left out, so a manifest
+        written before the setting existed still matches."""
         ranges = None if self.ranges is None else self.ranges.tolist()
         return {
             "pooling": list(self.pooling),
@@ -149,11 +151,8 @@ class Recipe:
             "dimensions": self.dimensions,
             "long": self.long,
             "stride": self.stride,
-            # right adds nothing, so the manifests of jobs from before truncation_side still match
             **({} if self.truncation_side == "right" else {"truncation_side": self.truncation_side}),
-            # float32 adds nothing, so the manifests of jobs from before quantization still match
             **({} if self.precision == "float32" else {"precision": self.precision, "ranges": ranges}),
-            # and so do those of models before the modern family
             **({} if self.matryoshka == "cut" else {"matryoshka": self.matryoshka}),
             **({} if self.task is None else {"task": self.task}),
         }

@@ -25,14 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from ..model import blas
 from ..model.heads import sigmoid, softmax
+from ..runtime import blas
+from ..runtime.side_by_side import in_order
 from ..tokenizer import Encoding
 from . import planner
 from .pipeline import Pipeline
 from .planner import row_of, text_list
 from .recipe import check_long
-from .side_by_side import in_order
 
 Activation = Callable[[np.ndarray], np.ndarray]
 ACTIVATIONS: dict[str, Activation] = {"sigmoid": sigmoid, "identity": lambda logits: logits, "tanh": np.tanh}
@@ -69,7 +69,7 @@ def activation_of(model: Pipeline, activation_fn: str | Activation | None) -> Ac
 
 def logits(model: Pipeline, pairs: Sequence[tuple[str, str]], *, batch_size: int, limit: int) -> np.ndarray:
     """The classifier's logits of each pair cut to `limit` tokens, planned by length as embed plans texts, the
-    planned batches side by side where the process runs them so (numbert.model.blas.side_by_side). (n, labels)
+    planned batches side by side where the process runs them so (numbert.runtime.blas.batches_at_once). (n, labels)
     float32"""
     readout = model.sequence_logits()
     out = np.empty((len(pairs), len(model.labels)), np.float32)
@@ -88,7 +88,7 @@ def logits(model: Pipeline, pairs: Sequence[tuple[str, str]], *, batch_size: int
         rows = [row_of(e) for e in encodings]
         return positions, np.stack(readout(model.forward_rows(rows, first_only=readout.first_only)))
 
-    side = blas.side_by_side() if len(pairs) > batch_size else 1
+    side = blas.batches_at_once() if len(pairs) > batch_size else 1
     for positions, logits_of_batch in in_order(scored, planned, side):
         out[positions] = logits_of_batch
     return out

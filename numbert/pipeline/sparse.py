@@ -25,13 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..model import blas
+from ..runtime import blas
+from ..runtime.side_by_side import in_order
 from ..tokenizer import Tokenizer
 from . import planner
 from .pipeline import Pipeline
 from .planner import row_of, text_list
 from .readouts import SparseVector, prune
-from .side_by_side import in_order
 
 
 def embed_sparse(
@@ -81,7 +81,7 @@ def embed_sparse(
     def run(batch: tuple[list[int], list]) -> tuple[list[int], list[SparseVector]]:
         return batch[0], read(model.forward_rows([row_of(e) for e in batch[1]]))
 
-    side = blas.side_by_side() if len(texts) > batch_size else 1  # batches side by side where there are several
+    side = blas.batches_at_once() if len(texts) > batch_size else 1  # batches side by side where there are several
     for positions, answers in in_order(run, model.plan(texts, None, shape, batch_size), side):
         for i, vector in zip(positions, answers):
             vectors[i] = vector

@@ -37,7 +37,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .. import __version__
-from ..model.blas import own_process_threads
 from ..pipeline import (
     CALIBRATED,
     Batcher,
@@ -51,6 +50,7 @@ from ..pipeline import (
     pattern_deadline,
     ranking,
 )
+from ..runtime.blas import own_process_threads
 from . import openapi, protocol
 from .auth import OPEN_PATHS, BearerAuth
 from .metrics import Metrics

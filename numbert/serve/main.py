@@ -18,7 +18,7 @@ import signal
 import tempfile
 from typing import Any
 
-from ..model.blas import configure_own_process, cores
+from ..runtime.blas import configure_own_process, cores
 from .settings import Settings
 
 

@@ -30,7 +30,6 @@ import numpy as np
 from .. import __version__
 from ..checkpoint.fingerprint import model_fingerprint
 from ..checkpoint.hub import model_name
-from ..model.blas import side_by_side
 from ..pipeline import (
     Batcher,
     Bert,
@@ -44,6 +43,7 @@ from ..pipeline import (
     label_scores,
     load,
 )
+from ..runtime.blas import batches_at_once
 from .metrics import Metrics
 from .protocol import ApiError, ModelNotFound, clipped
 from .settings import Settings
@@ -53,9 +53,9 @@ log = logging.getLogger("numbert.serve")
 
 def lanes(settings: Settings) -> int:
     """The batches a model's queue may run at once: in numbert's own process serving one model, two under load
-    (numbert.model.blas.side_by_side); one where several models share the process, since the lanes' one-BLAS-thread
+    (numbert.runtime.blas.batches_at_once); one where several models share the process, since the lanes' one-BLAS-thread
     limit is the process's and two models' lanes would each set and undo it."""
-    return side_by_side() if not settings.more_models else 1
+    return batches_at_once() if not settings.more_models else 1
 
 
 class ServedModel:

@@ -31,7 +31,7 @@ from .words import FIELDS, spans_of, split_words
 SEPARATOR = re.compile(f"[{SEPARATORS}]")
 
 
-class Stages(Protocol):
+class FastStages(Protocol):
     """What the blocks need of the fast tokenizer (fast.py): its vocabulary and options, its word memo (a word
     -> its tokens' FIELDS), its normalizer, and its way with a short text."""
 
@@ -115,12 +115,12 @@ def kept_blocks(text: str, start: int, end: int, size: int, cut_anywhere: bool) 
         yield chars, positions
 
 
-class Words:
+class BlockWords:
     """Tokens of normalized text fed a block at a time, with each character's position in the
     original text; a word may span blocks. `fast` is the fast tokenizer whose word memo and
     vocabulary it uses."""
 
-    def __init__(self, fast: Stages):
+    def __init__(self, fast: FastStages):
         self.fast = fast
         self.ids: list[int] = []
         self.tokens: list[str] = []
@@ -180,14 +180,14 @@ class Words:
         return Segment(self.ids, self.tokens, self.offsets, self.words)
 
 
-def run_segment(fast: Stages, text: str, start: int, end: int, pos: int) -> Segment:
+def run_segment(fast: FastStages, text: str, start: int, end: int, pos: int) -> Segment:
     """The tokens of text[start:end], a separator (or nothing) followed by characters holding none,
     streamed in blocks of `fast.block_size` characters: offsets count from `pos`."""
     parts = []
     if SEPARATOR.match(text, start):
         parts.append(fast.segment(text[start], pos + start))
         start += 1
-    words = Words(fast)
+    words = BlockWords(fast)
     for chars, positions in kept_blocks(text, start, end, fast.block_size, cut_anywhere=not fast.strip):
         normalized, origin = fast.normalize(chars)
         words.feed(normalized, (positions[np.asarray(origin, dtype=np.int64)] + pos).tolist())

@@ -11,7 +11,6 @@ what these return. Every error names the file and the field.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import struct
@@ -19,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
+from ..checkpoint.json_file import read_object
 from .added_tokens import AddedToken
 from .decoders import Decoder, WordPieceDecoder
 from .encoding import Segment
@@ -26,7 +26,7 @@ from .models import Model, WordPiece
 from .normalizers import BertNormalizer, Normalizer
 from .pre_tokenizers import BertPreTokenizer, PreTokenizer
 from .templates import PostProcessor, Template
-from .tokenizer_json import TokenizerJson, other_frame, read_pipeline, wordpiece_settings
+from .tokenizer_json import TokenizerJson, other_frame, read_stages, wordpiece_settings
 from .truncation import check_side
 
 TOKEN_FIELDS = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
@@ -196,7 +196,7 @@ def pipeline_parts(
     unknown = set(tokens) - set(TOKEN_FIELDS)
     if unknown:
         raise TypeError(f"unexpected options {sorted(unknown)}; a {spec.path.name} tokenizer takes {PIPELINE_OPTIONS}")
-    read = read_pipeline(spec)
+    read = read_stages(spec)
     vocab, model_unk = read.vocab, read.model.unk_token
     cls, sep = read.post_processor.named_tokens()
     # each None when neither the options, the file nor the vocabulary name one (a WordLevel or BPE file without a
@@ -275,14 +275,7 @@ def read_options(path: Path) -> dict:
 
     A token is a string or an AddedToken object {"content": ...}; model_max_length is kept only when it
     is a real limit (transformers writes a huge number for "none")."""
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path} is not valid UTF-8 ({e})") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path} is not valid JSON: {e}") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"{path} must hold a JSON object, not a {type(config).__name__}")
+    config = read_object(path)
 
     def token(field: str, value) -> str:
         value = value.get("content") if isinstance(value, dict) else value

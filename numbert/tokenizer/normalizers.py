@@ -15,7 +15,7 @@ Offsets of tokens are then (span of their first character's start, span of their
     Strip            whitespace off the ends
     Replace          a pattern's matches replaced by a string (patterns.py: Oniguruma's dialect, bounded)
     Precompiled      SentencePiece's compiled character map (precompiled.py)
-    Sequence         several in turn
+    NormalizerSequence several in turn (tokenizer.json's Sequence)
 
 Each also says what it does at a break (cuts.py): `at_break(text, at, char)` is what the character at a break
 becomes when the text is normalized on either side of it apart, which then gives the whole text's
@@ -388,7 +388,7 @@ class Precompiled:
         return frozenset([char if new is None else new])
 
 
-class Sequence:
+class NormalizerSequence:
     """Several normalizers in turn."""
 
     def __init__(self, steps: abc.Sequence[Normalizer]):

@@ -3,7 +3,7 @@
     BertPreTokenizer   BERT's: at whitespace, and around every punctuation character (basic.pre_tokenize)
     ByteLevel          GPT-2's split, then each word's UTF-8 bytes spelled as characters
     Metaspace          SentencePiece's: spaces become "▁", which starts each word
-    WhitespaceSplit, Split, Digits, Sequence
+    WhitespaceSplit, Split, Digits, PreTokenizerSequence (tokenizer.json's Sequence)
 
 Each takes one `Normalized` word to a list of them (the tokenizer applies it to the text between added
 tokens; a Sequence applies each step to every word so far). Splitting follows the Rust crate's
@@ -350,7 +350,7 @@ def as_bytes(word: Normalized) -> Normalized:
 ASCII_BYTE_CHARS = {b: c for b, c in BYTE_CHARS.items() if b < 128}
 
 
-class Sequence:
+class PreTokenizerSequence:
     """Several pre-tokenizers in turn, each splitting the words of the one before."""
 
     def __init__(self, steps: abc.Sequence[PreTokenizer]):

@@ -47,9 +47,8 @@ READ_CHARS_PER_TOKEN = 4
 READ_MARGIN = 64
 READ_GROWTH = 4
 
-# encode_batch(texts, max_length=512) on scripts/bench_tokenizer.py's corpus, collector paused vs
-# on (medians, 2 cores shared with other jobs, noisy; 2026-11-23): 32 texts 1.0x, 256 texts 1.24x,
-# 1000 texts 1.4x, 10,000 texts 2.0x. Below a few hundred texts there is nothing to win.
+# encode_batch pauses Python's garbage collector from this many texts on: below a few hundred there is nothing
+# to win (docs/performance.md)
 PAUSE_COLLECTOR_FROM = 256
 
 

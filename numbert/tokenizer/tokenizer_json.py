@@ -11,7 +11,7 @@ naming the file and the field and listing what is supported.
 
 A WordPiece file is read only when its stages are exactly BERT's (`wordpiece_settings`: BertNormalizer with
 clean_text, BertPreTokenizer, "##" pieces, BERT's template or another frame templates.py reads, as MPNet's);
-BPE and Unigram files (`read_pipeline`) may combine the other normalizers and pre-tokenizers.
+BPE and Unigram files (`read_stages`) may combine the other normalizers and pre-tokenizers.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..checkpoint.json_file import read_object
 from .added_tokens import AddedToken
 from .bpe import BPE
 from .decoders import ByteLevelDecoder, Decoder, MetaspaceDecoder, SpaceDecoder
@@ -30,9 +31,9 @@ from .models import Model, WordLevel
 from .normalizers import (
     Lowercase,
     Normalizer,
+    NormalizerSequence,
     Precompiled,
     Replace,
-    Sequence,
     Strip,
     UnicodeForm,
     pattern_kind,
@@ -44,10 +45,10 @@ from .pre_tokenizers import (
     Digits,
     Metaspace,
     PreTokenizer,
+    PreTokenizerSequence,
     Split,
     WhitespaceSplit,
 )
-from .pre_tokenizers import Sequence as PreTokenizerSequence
 from .precompiled import CharsMap
 from .templates import Template
 from .unigram import Unigram
@@ -65,19 +66,6 @@ MAX_ID = 2**32 - 1  # token and type ids are the Rust library's u32: it refuses 
 MAX_DEPTH = 128  # arrays and objects nested deeper are refused (the Rust library's JSON reader stops at 128)
 
 
-def read_json_object(path: Path) -> dict:
-    """The JSON object in the file at `path`; a ValueError naming the file when it is not one."""
-    try:
-        contents = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path} is not valid JSON: {e}") from None
-    except RecursionError:
-        raise ValueError(f"{path} nests arrays and objects too deeply to be read") from None
-    if not isinstance(contents, dict):
-        raise ValueError(f"{path} must hold a JSON object")
-    return contents
-
-
 def shown(value: Any, limit: int = 100) -> str:
     """`value` as JSON, cut to `limit` characters, for an error message (whatever it holds)."""
     try:
@@ -91,7 +79,7 @@ class TokenizerJson:
 
     def __init__(self, path: str | os.PathLike, contents: dict | None = None):
         self.path = Path(path)
-        self.spec = read_json_object(self.path) if contents is None else contents
+        self.spec = read_object(self.path) if contents is None else contents
         for name in ("normalizer", "pre_tokenizer", "post_processor", "decoder", "added_tokens"):
             self.check_depth(name, self.spec.get(name))  # (read recursively: a Sequence of Sequences of ...)
 
@@ -192,7 +180,7 @@ class TokenizerJson:
             steps = spec.get("normalizers")
             if not isinstance(steps, list):
                 raise self.error(f"{field}.normalizers", "must be a list")
-            return Sequence([self.normalizer(s, f"{field}.normalizers[{i}]") for i, s in enumerate(steps)])  # type: ignore[misc]
+            return NormalizerSequence([self.normalizer(s, f"{field}.normalizers[{i}]") for i, s in enumerate(steps)])  # type: ignore[misc]
         if kind in ("NFC", "NFD", "NFKC", "NFKD"):
             return UnicodeForm(kind)  # type: ignore[arg-type]
         if kind == "Lowercase":
@@ -422,79 +410,85 @@ class TokenizerJson:
                 add_prefix_space=self.flag(f"{field}.add_prefix_space", value.get("add_prefix_space"), True),
             )
         if kind == "Sequence":
-            steps = value.get("processors")
-            if not isinstance(steps, list) or not steps:
-                raise self.error(f"{field}.processors", "must be a non-empty list")
-            templates = [self._template(s, f"{field}.processors[{i}]", vocab) for i, s in enumerate(steps)]
-            framing = [t for t in templates if t.count(True)] or templates[-1:]
-            if len(framing) > 1:
-                raise self.error(field, "adds special tokens in more than one step, which numbert does not implement")
-            trimming = [t for t in templates if t.trim_offsets]
-            return Template(
-                framing[0].single,
-                framing[0].pair,
-                trim_offsets=bool(trimming),
-                add_prefix_space=bool(trimming) and trimming[0].add_prefix_space,
-                named=framing[0].named,
-                own_types_in_further_windows=framing[0].own_types_in_further_windows,
+            return _sequence_template(self, value, field, vocab)
+        return _processing_template(self, value, field, vocab)
+
+
+# -- the post-processor's templates ----------------------------------------------------------------------------
+
+
+def _sequence_template(spec: TokenizerJson, value: dict, field: str, vocab: dict[str, int]) -> Template:
+    """A Sequence post-processor: at most one of its steps adds special tokens; the others may trim offsets."""
+    steps = value.get("processors")
+    if not isinstance(steps, list) or not steps:
+        raise spec.error(f"{field}.processors", "must be a non-empty list")
+    templates = [spec._template(s, f"{field}.processors[{i}]", vocab) for i, s in enumerate(steps)]
+    framing = [t for t in templates if t.count(True)] or templates[-1:]
+    if len(framing) > 1:
+        raise spec.error(field, "adds special tokens in more than one step, which numbert does not implement")
+    trimming = [t for t in templates if t.trim_offsets]
+    return Template(
+        framing[0].single,
+        framing[0].pair,
+        trim_offsets=bool(trimming),
+        add_prefix_space=bool(trimming) and trimming[0].add_prefix_space,
+        named=framing[0].named,
+        own_types_in_further_windows=framing[0].own_types_in_further_windows,
+    )
+
+
+def _processing_template(spec: TokenizerJson, value: dict, field: str, vocab: dict[str, int]) -> Template:
+    """A TemplateProcessing post-processor: its single and pair templates, and the tokens framing a text."""
+    specials = value.get("special_tokens") or {}
+    if not isinstance(specials, dict):
+        raise spec.error(f"{field}.special_tokens", "must be an object")
+    single = _template_items(spec, value, field, "single", specials, vocab)
+    pair = _template_items(spec, value, field, "pair", specials, vocab)
+    a: int = (
+        next(i for i, (item, _) in enumerate(single) if item == "A") if any(item == "A" for item, _ in single) else 0
+    )
+    before = [item.tokens[0] for item, _ in single[:a] if isinstance(item, Segment) and item.tokens]
+    after = [item.tokens[0] for item, _ in single[a + 1 :] if isinstance(item, Segment) and item.tokens]
+    named = (
+        before[0] if before else (after[0] if after else ""),
+        after[0] if after else (before[0] if before else ""),
+    )
+    return Template(single, pair, named=named, own_types_in_further_windows=(True, True))
+
+
+def _template_items(
+    spec: TokenizerJson, value: dict, field: str, name: str, specials: dict, vocab: dict[str, int]
+) -> list[tuple[Segment | str, int]]:
+    """The pieces of one of a TemplateProcessing's templates (`name`: single or pair), each with its type id."""
+    template = value.get(name)
+    if not isinstance(template, list):
+        raise spec.error(f"{field}.{name}", "must be a list")
+    out: list[tuple[Segment | str, int]] = []
+    for i, item in enumerate(template):
+        where = f"{field}.{name}[{i}]"
+        ((kind, piece),) = item.items() if isinstance(item, dict) and len(item) == 1 else [(None, None)]
+        if not isinstance(piece, dict):
+            raise spec.error(where, f"must be a Sequence or a SpecialToken, not {shown(item, 100)}")
+        spec.token_id(f"{where}.type_id", piece.get("type_id", 0))
+        if kind == "Sequence" and piece.get("id") in ("A", "B"):
+            out.append((piece["id"], piece.get("type_id", 0)))
+        elif kind == "SpecialToken" and isinstance(piece.get("id"), str) and piece["id"] in specials:
+            entry = specials[piece["id"]]
+            if not (
+                isinstance(entry, dict) and isinstance(entry.get("ids"), list) and isinstance(entry.get("tokens"), list)
+            ):
+                raise spec.error(f"{field}.special_tokens.{piece['id']}", "must hold ids and tokens")
+            special = spec._special(f"{field}.special_tokens.{piece['id']}", entry["tokens"], entry["ids"], vocab)
+            out.append((special, piece.get("type_id", 0)))
+        else:
+            raise spec.error(
+                where, "must be Sequence A/B or a SpecialToken listed in special_tokens, not " + shown(item, 100)
             )
-        specials = value.get("special_tokens") or {}
-        if not isinstance(specials, dict):
-            raise self.error(f"{field}.special_tokens", "must be an object")
-
-        def items(name: str) -> list[tuple[Segment | str, int]]:
-            template = value.get(name)
-            if not isinstance(template, list):
-                raise self.error(f"{field}.{name}", "must be a list")
-            out: list[tuple[Segment | str, int]] = []
-            for i, item in enumerate(template):
-                where = f"{field}.{name}[{i}]"
-                ((kind, piece),) = item.items() if isinstance(item, dict) and len(item) == 1 else [(None, None)]
-                if not isinstance(piece, dict):
-                    raise self.error(where, f"must be a Sequence or a SpecialToken, not {shown(item, 100)}")
-                self.token_id(f"{where}.type_id", piece.get("type_id", 0))
-                if kind == "Sequence" and piece.get("id") in ("A", "B"):
-                    out.append((piece["id"], piece.get("type_id", 0)))
-                elif kind == "SpecialToken" and isinstance(piece.get("id"), str) and piece["id"] in specials:
-                    entry = specials[piece["id"]]
-                    if not (
-                        isinstance(entry, dict)
-                        and isinstance(entry.get("ids"), list)
-                        and isinstance(entry.get("tokens"), list)
-                    ):
-                        raise self.error(f"{field}.special_tokens.{piece['id']}", "must hold ids and tokens")
-                    out.append(
-                        (
-                            self._special(
-                                f"{field}.special_tokens.{piece['id']}", entry["tokens"], entry["ids"], vocab
-                            ),
-                            piece.get("type_id", 0),
-                        )
-                    )
-                else:
-                    raise self.error(
-                        where,
-                        "must be Sequence A/B or a SpecialToken listed in special_tokens, not " + shown(item, 100),
-                    )
-            return out
-
-        single, pair = items("single"), items("pair")
-        a: int = (
-            next(i for i, (item, _) in enumerate(single) if item == "A")
-            if any(item == "A" for item, _ in single)
-            else 0
-        )
-        before = [item.tokens[0] for item, _ in single[:a] if isinstance(item, Segment) and item.tokens]
-        after = [item.tokens[0] for item, _ in single[a + 1 :] if isinstance(item, Segment) and item.tokens]
-        named = (
-            before[0] if before else (after[0] if after else ""),
-            after[0] if after else (before[0] if before else ""),
-        )
-        return Template(single, pair, named=named, own_types_in_further_windows=(True, True))
+    return out
 
 
 @dataclass
-class Pipeline:
+class JsonStages:
     """The stages of a BPE or Unigram tokenizer.json, and the tokens it names."""
 
     model: Model
@@ -507,12 +501,12 @@ class Pipeline:
     pad_token: str | None  # the padding section's
 
 
-def read_pipeline(spec: TokenizerJson) -> Pipeline:
+def read_stages(spec: TokenizerJson) -> JsonStages:
     """Every stage of a BPE or Unigram tokenizer.json."""
     model, vocab = spec.model()
     added = spec.added_tokens(vocab)
     padding = spec.spec.get("padding")
-    return Pipeline(
+    return JsonStages(
         model,
         vocab,
         spec.normalizer(spec.spec.get("normalizer")),

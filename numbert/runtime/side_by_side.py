@@ -9,9 +9,9 @@ processes, pickling or a second copy of the weights:
         ...
 
 Each batch runs as it would alone on one BLAS thread (the same plan, the same shapes, the same blocks), so the
-answers are those of a one-BLAS-thread run, bit for bit (docs/architecture.md's numeric contract). BLAS is held
-to one thread (threadpoolctl) and the row threads (numbert.model.row_threads) to one while batches run side by
-side, and given back after. Who runs side by side is numbert.model.blas.side_by_side's rule: numbert's own
+answers are those of a one-BLAS-thread run, bit for bit (docs/house.md's numeric contract). BLAS is held
+to one thread (threadpoolctl) and the row threads (numbert.runtime.row_threads) to one while batches run side by
+side, and given back after. Who runs side by side is numbert.runtime.blas.batches_at_once's rule: numbert's own
 processes, and a user's process after `numbert.threads(n)`. The BLAS limit is the process's: a program that calls
 `embed` from several threads of its own at once should keep them at one BLAS thread each (`numbert.threads(1)`, the
 rule of docs/usage.md's Threads), which runs each call's batches one after the other.
@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from ..model import row_threads
-from ..model.blas import hand_back_control
+from . import row_threads
+from .blas import let_go_of_blas
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -115,19 +115,19 @@ class Lanes:
 
 class OneThreadEach:
     """BLAS held to one thread and the element-wise work to one row thread in this process, while batches run
-    side by side; `release` gives the process back what it had. `controller`: threadpoolctl's, if one is kept."""
+    side by side; `release` gives the process back what it had. `controller`: threadpoolctl's, if one is kept.
+    Either may run on any thread: each hands threadpoolctl's control of BLAS back (numbert.runtime.blas's controlling
+    thread), so a hold made on a lane's queue thread takes effect after `numbert.threads(n)` on another thread."""
 
     def __init__(self, controller: Any = None):
-        hand_back_control()  # threadpoolctl: whichever thread set the limits last, this one may set them now
         self.limits = (controller or blas_controller()).limit(limits=1, user_api="blas")
-        hand_back_control()
+        let_go_of_blas()
         self.rows = row_threads.count()
         row_threads.use(1)
 
     def release(self) -> None:
-        hand_back_control()
         self.limits.restore_original_limits()
-        hand_back_control()
+        let_go_of_blas()
         row_threads.use(self.rows)
 
 

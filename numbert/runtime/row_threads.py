@@ -9,7 +9,7 @@ products; between two products their cores would otherwise wait while one thread
     row_threads.each(work, rows, step)          # work(slice) for every block of `step` rows
 
 One thread unless asked: numbert's own processes (the command, the server, its workers) use as many as
-they have BLAS threads while idle BLAS threads sleep (numbert.model.blas); in a user's process nothing starts
+they have BLAS threads while idle BLAS threads sleep (numbert.runtime.blas); in a user's process nothing starts
 until `row_threads.use(n)`. The numbers never depend on the thread count: the blocks are the same on any number of
 threads, and each is computed as it would be alone.
 """

@@ -7,17 +7,24 @@ it), and a worker gets its thread count. The thread count is never chosen by the
 some BLAS kernels one thread and two sum in another order, and a command's vectors must not change
 their last bits with what else runs; on a loaded machine set OPENBLAS_NUM_THREADS=1 (docs/usage.md's
 Threads section and docs/performance.md have the figures). numbert's processes also share the element-wise
-phases among as many row threads (numbert.model.row_threads) as they have BLAS threads, which pays only while idle
+phases among as many row threads (numbert.runtime.row_threads) as they have BLAS threads, which pays only while idle
 BLAS threads sleep. In a user's Python process numbert sets nothing unless asked: `numbert.threads(n)` limits
 the BLAS threads through threadpoolctl (a dependency of numbert's);
-`numbert.model.row_threads.use(n)` shares the element-wise work (with OPENBLAS_THREAD_TIMEOUT=4 set before NumPy
+`numbert.runtime.row_threads.use(n)` shares the element-wise work (with OPENBLAS_THREAD_TIMEOUT=4 set before NumPy
 loads). This module imports no third-party module, so it can run before NumPy loads.
 
 Batches side by side: a corpus's planned batches run n at once, each on a Python thread of its own with one BLAS
-thread (`side_by_side`, numbert.pipeline.side_by_side): the element-wise work (GELU, softmax, LayerNorm: one NumPy
+thread (`side_by_side`, numbert.runtime.side_by_side): the element-wise work (GELU, softmax, LayerNorm: one NumPy
 pass each, on one core) then uses every core as the products do. n is the process's BLAS threads unless asked
 (`numbert.threads(n)`; `numbert.threads(1)`: one batch after the other), and the BLAS limits are given back when
 the call returns. The bits are those of a one-BLAS-thread run of the same plan.
+
+The controlling thread: OpenBLAS's thread count is the process's (its pthreads build, the one NumPy's wheels
+ship), and threadpoolctl (3.8 on) lets only one Python thread set it: the first to set it, until a `with` block of
+threadpoolctl's on that thread ends; another thread's settings are dropped without a word. numbert's settings are
+the process's, made by whichever thread runs the batches (a server's lanes run on its queue's thread, not on the one
+that called `threads(n)`), so after each one numbert hands control back (`let_go_of_blas`): a plain `threads(n)`,
+or one whose `with` block ended, would otherwise keep every other thread from holding BLAS to one thread.
 """
 
 from __future__ import annotations
@@ -67,9 +74,9 @@ def configure_own_process(threads: int | None = None) -> None:
     use_side_by_side(process_threads(os.environ))
 
 
-def side_by_side() -> int:
+def batches_at_once() -> int:
     """How many planned batches of a corpus run at once, each on its own thread with one BLAS thread
-    (numbert.pipeline.side_by_side): `n` after `threads(n)` (1: one batch after the other, with the process's BLAS
+    (numbert.runtime.side_by_side): `n` after `threads(n)` (1: one batch after the other, with the process's BLAS
     threads); unless asked, as many as the process's BLAS threads (its thread variables, else one per core)."""
     return process_threads(os.environ) if _side_by_side is None else _side_by_side
 
@@ -80,21 +87,6 @@ def use_side_by_side(n: int | None) -> None:
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise ValueError(f"batches side by side must be an integer >= 1, got {n!r}")
     _side_by_side = n
-
-
-def hand_back_control() -> None:
-    """Let any thread set OpenBLAS's thread count next. threadpoolctl (3.8 on) lets only one thread set the
-    process-wide pool of a pthreads OpenBLAS, the first that set it, until that is cleared, and silently ignores
-    the others: a limit set by the main thread (`threads(n)`) would leave a server's model thread unable to hold its
-    lanes to one BLAS thread each. numbert changes the limits from several threads, each change whole (set, or
-    given back), so it clears the control around each."""
-    try:
-        from threadpoolctl import OpenBLASController  # type: ignore[import-untyped]
-    except ImportError:  # an older threadpoolctl: any thread may set the limits
-        return
-    clear = getattr(OpenBLASController, "clear_controlling_thread", None)
-    if clear is not None:
-        clear(force=True)
 
 
 class Threads:
@@ -111,9 +103,8 @@ class Threads:
 
     def restore_original_limits(self) -> None:
         """The BLAS threads and the batches side by side as they were before `threads(n)`."""
-        hand_back_control()
         self.limiter.restore_original_limits()
-        hand_back_control()
+        let_go_of_blas()
         use_side_by_side(self.previous)
 
 
@@ -134,14 +125,24 @@ def threads(n: int) -> Threads:
     previous limits at the end of the block; a plain call keeps them until changed."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"threads must be an integer >= 1, got {n!r}")
-    from threadpoolctl import threadpool_limits  # (here: NumPy is loaded by now)
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]  # (here: NumPy is loaded by now)
 
     previous = _side_by_side
-    hand_back_control()
     limiter = threadpool_limits(limits=n, user_api="blas")
-    hand_back_control()
+    let_go_of_blas()
     use_side_by_side(n)
     return Threads(limiter, previous)
+
+
+def let_go_of_blas() -> None:
+    """Give up threadpoolctl's control of OpenBLAS's threads if this thread took it by setting them (the module's
+    docstring: the controlling thread), so that the next thread to set them may: unless a `with` block of
+    threadpoolctl's on this thread holds it (then its end gives it up). Nothing with a threadpoolctl before 3.8."""
+    import threadpoolctl
+
+    ownership = getattr(threadpoolctl, "CONTROLLING_THREAD_OWNERSHIP", None)
+    if ownership is not None and ownership.count <= 0:
+        threadpoolctl.OpenBLASController.clear_controlling_thread()
 
 
 def own_process_threads(n: int) -> None:
