@@ -27,6 +27,7 @@ from .common import (
     json_type,
     nested,
     not_applied,
+    positive,
     strict_json,
     string,
     string_list,
@@ -35,18 +36,19 @@ from .common import (
 )
 
 TEI_INPUTS = Field("inputs", read=lambda obj, name, most: inputs(obj, name, most))
-TEI = (TEI_INPUTS, boolean("normalize", True), boolean("truncate"), string("prompt_name"), direction(), string("task"))
+TEI = (TEI_INPUTS, boolean("normalize", True), boolean("truncate"), string("prompt_name"), direction(), string("task"),
+       positive("dimensions"))  # fmt: skip
 TEI_TOKENS = (TEI_INPUTS, boolean("truncate"), string("prompt_name"), direction())
 
 
 def tei_request(body: bytes, max_inputs: int) -> EmbeddingRequest:
     """POST /embed (text-embeddings-inference): {"inputs", "normalize": true, "truncate", "truncation_direction",
-    "prompt_name", "task" (jina's)}."""
+    "prompt_name", "dimensions" (TEI 1.9's Matryoshka cut), "task" (jina's)}."""
     v = checked(json_object(body), TEI, max_inputs)
     (texts, ids), side = v["inputs"], v["truncation_direction"]
     return EmbeddingRequest(
         texts, ids, normalize=v["normalize"], truncate=v["truncate"], prompt_name=v["prompt_name"],
-        truncation_side=side, task=v["task"],
+        truncation_side=side, task=v["task"], dimensions=v["dimensions"],
     )  # fmt: skip
 
 
@@ -202,8 +204,12 @@ TOKENIZE = (texts("inputs", "a string or a list of strings to tokenize"), boolea
 
 
 def tokenize_request(body: bytes, max_inputs: int) -> tuple[list[str], bool]:
-    """POST /tokenize (text-embeddings-inference): {"inputs": str | [str], "add_special_tokens": true}."""
-    v = checked(json_object(body), TOKENIZE, max_inputs)
+    """POST /tokenize (text-embeddings-inference): {"inputs": str | [str], "add_special_tokens": true}; a prompt_name
+    (TEI 1.9 tokenizes the prompt too) is refused rather than ignored."""
+    obj = json_object(body)
+    if obj.get("prompt_name") is not None:
+        not_applied(obj, "prompt_name", "/tokenize tokenizes the text as sent: put the prompt's text before it")
+    v = checked(obj, TOKENIZE, max_inputs)
     return v["inputs"], v["add_special_tokens"]
 
 
