@@ -16,7 +16,14 @@ sentences from the stdlib's docstrings, mean of the last layer, batches of 32, e
 - numbert 1x2 one batch at a time (not a default system): the path before the fast path was the default, 2 BLAS
   threads on one batch after the other;
 - sentence-transformers `encode` (it sorts by length itself), ONNX Runtime fp32 on length-sorted batches of
-  transformers' export (needs onnxruntime), and optionally transformers on length-sorted batches.
+  transformers' export (needs onnxruntime), and optionally transformers on length-sorted batches;
+- fastembed and fastembed int8: fastembed's `TextEmbedding.embed` on the same export (and its int8 dynamic
+  quantization) loaded as a custom model, in a venv of its own made on first use under the bench cache
+  (scripts/bench/peer_fastembed.py: its recipe, and why it has its own venv); skipped, with the reason printed,
+  where that venv cannot be made.
+
+Every system's vectors are checked against the first system's (numbert's in the default order): the smallest
+cosine over the corpus is in the table (fp32 systems ~1.0; int8 lower, the price of its speed).
 
 Each round runs every system once, in a fresh process, in an order rotated from round to round; a process embeds
 the corpus --repeats times after a warm-up and its fastest pass counts. Reported: the CPU, NumPy's BLAS kernel,
@@ -45,7 +52,21 @@ DEFAULT_SYSTEMS = (
     "numbert 1x2 threads(2)",
     "sentence-transformers",
     "onnxruntime",
+    "fastembed",
+    "fastembed int8",
 )
+
+
+def package_versions(names: tuple[str, ...]) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in names:
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name} (not installed)")
+    return ", ".join(found)
 
 
 def main() -> None:
@@ -61,8 +82,11 @@ def main() -> None:
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     info = blas_info()
     print(f"CPU: {cpu_name()}; NumPy {info['numpy']}, {info['library']} core {info['core']}")
+    print(f"versions here: {package_versions(('onnxruntime', 'torch', 'sentence-transformers', 'transformers'))}")
     print(f"load average before: {os.getloadavg()}", flush=True)
     rates: dict[str, list[float]] = {s: [] for s in systems}
+    cosines: dict[str, list[float]] = {s: [] for s in systems}
+    notes: dict[str, str] = {}
     others: dict[str, list[float]] = {s: [] for s in systems}
     with tempfile.TemporaryDirectory(prefix="numbert-corpus-") as tmp:
         args.reference = str(Path(tmp) / "reference.npy")
@@ -76,6 +100,10 @@ def main() -> None:
                     continue
                 rates[system].append(result["sentences"] / min(result["seconds"]))
                 others[system] += [c for c in result["others"] if c is not None]
+                cosines[system].append(result["min_cosine"])
+                if "versions" in result:
+                    versions = ", ".join(f"{k} {v}" for k, v in result["versions"].items())
+                    notes[system] = f"{system}: {versions}; {result['recipe']}"
                 print(f"  {system}: {rates[system][-1]:.1f}/s", file=sys.stderr, flush=True)
     rows = []
     for system in systems:
@@ -87,6 +115,7 @@ def main() -> None:
             pairs = [a / b for a, b in zip(rates[system], rates.get(peer, [])) if a == a and b == b]
             row.append(f"{statistics.median(pairs):.2f}x ({min(pairs):.2f}-{max(pairs):.2f})" if pairs else "-")
         row.append(f"{max(others[system]):.2f}" if others[system] else "?")
+        row.append(f"{min(cosines[system]):.6f}")
         rows.append(row)
     print()
     print(
@@ -94,7 +123,9 @@ def main() -> None:
     )
     print(f"process; load average after: {os.getloadavg()}")
     head = ["system", "sentences/s (median)", "min-max", "vs ONNX Runtime (per round)", "vs s-t (per round)"]
-    print(markdown([*head, "others' cores (max)"], rows))
+    print(markdown([*head, "others' cores (max)", "min cosine vs the first system"], rows))
+    for note in notes.values():
+        print(f"- {note}")
 
 
 if __name__ == "__main__":

@@ -203,7 +203,7 @@ def main() -> None:
         post({"input": corpus[i : i + n], "model": "m", "encoding_format": "base64"}) for i in range(0, len(corpus), n)
     ]
     offline = Offline(args.model, corpus, env)
-    server = Server(args.model, env, ["--workers", str(args.workers)])
+    server = Server(args.model, env, ["--workers", str(args.workers), "--answer-any-model-name"])
     rows: dict[str, list[float]] = {"offline": []} | {f"served, {c} clients": [] for c in CONCURRENCY}
     ratio: dict[int, list[float]] = {c: [] for c in CONCURRENCY}  # served / the offline run just before it
     latency: dict[int, list[tuple[float, float]]] = {c: [] for c in CONCURRENCY}

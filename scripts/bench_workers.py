@@ -18,6 +18,8 @@ every row uses the same 2 cores, split differently:
 - ONNX Runtime, when installed (`--onnx`): the same length-sorted batches through the exported model,
   2 threads, in float32 and dynamically quantized to int8 (its min cosine to numbert's float32 vectors
   is in the table: the price of its speed)
+- fastembed and fastembed int8, when named in --systems: fastembed's `TextEmbedding.embed` on the same ONNX files,
+  in a venv of its own (scripts/bench/peer_fastembed.py), on the corpus the parent built
 
 Each row prints the padding it ran with: tokens computed in the dense layers per real token (numbert
 packs a batch's real tokens, so 1.00; the others pad each batch to its longest sentence).
@@ -70,6 +72,8 @@ SYSTEMS = {
     "sentence-transformers pool 2x1": (2, 1),
     "onnxruntime": (1, 2),
     "onnxruntime int8": (1, 2),
+    "fastembed": (1, 2),  # in a venv of its own (scripts/bench/peer_fastembed.py)
+    "fastembed int8": (1, 2),
 }
 
 
@@ -261,13 +265,9 @@ def systems(system: str, bert, directory: Path, batch_size: int):
     tokenizer = AutoTokenizer.from_pretrained(directory)
     if system.startswith("onnxruntime"):
         import onnxruntime
-        from bench.systems import ensure_onnx
+        from bench.peer_fastembed import export_directory
 
-        cached = Path.home() / ".cache" / "numbert-bench" / f"{directory.parent.name}-{directory.name}"
-        if not cached.exists():  # the export goes next to the model directory: keep it out of site-packages
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            cached.symlink_to(directory, target_is_directory=True)
-        onnx_path = ensure_onnx(cached)
+        onnx_path = export_directory(directory) / "onnx" / "model.onnx"  # out of site-packages; fastembed's too
         if system == "onnxruntime int8":
             onnx_path = quantized(onnx_path)
         options_ort = onnxruntime.SessionOptions()
@@ -333,6 +333,8 @@ def quantized(onnx_path: Path) -> Path:
 
 
 def run_system(system: str, args) -> dict | None:
+    if system.startswith("fastembed"):
+        return run_fastembed(system, args)
     processes, threads = SYSTEMS[system]
     env = dict(os.environ, **QUIET, **{v: str(threads) for v in THREAD_VARS})  # inherited by started processes
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SCRIPTS.parent), os.environ.get("PYTHONPATH")]))
@@ -362,6 +364,31 @@ def run_system(system: str, args) -> dict | None:
         print(f"  {system} failed:\n{result.stderr[-2000:]}", file=sys.stderr)
         return None
     return json.loads(result.stdout.splitlines()[-1])
+
+
+def run_fastembed(system: str, args) -> dict | None:
+    """A fastembed system in its own venv on the same corpus (None, with the reason printed, if it cannot run)."""
+    from bench import peer_fastembed
+
+    if getattr(args, "corpus", None) is None:  # built once per run, as every child builds it
+        from bench.corpus import build_corpus
+
+        import numbert
+
+        args.corpus = build_corpus(numbert.load(model_dir(args.model)).tokenizer, args.size)
+    print(f"  {system} ...", file=sys.stderr, flush=True)
+    try:
+        result = peer_fastembed.run(system, args, args.corpus[0], Path(args.reference))
+    except (RuntimeError, subprocess.TimeoutExpired) as error:
+        print(f"  {error}", file=sys.stderr)
+        return None
+    if "skipped" in result:
+        print(f"  {system} skipped: {result['skipped']}", file=sys.stderr)
+        return None
+    lengths, batch_size = args.corpus[1], peer_fastembed.RECIPES[system][1]
+    batches = [lengths[i : i + batch_size] for i in range(0, len(lengths), batch_size)]  # input order, as it runs
+    padding = sum(len(b) * max(b) for b in batches) / sum(lengths)
+    return {**result, "tokens": sum(lengths), "padding": padding, "blas": {}, "bit_identical": False}
 
 
 def table(results: list[dict]) -> str:
@@ -459,7 +486,7 @@ def main():
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument(
         "--systems",
-        default=",".join(s for s in SYSTEMS if not s.startswith("onnxruntime")),
+        default=",".join(s for s in SYSTEMS if not s.startswith(("onnxruntime", "fastembed"))),
         help="comma-separated, from: " + ", ".join(SYSTEMS) + " (numbert 1x2 always runs first)",
     )
     parser.add_argument("--onnx", action="store_true", help="add ONNX Runtime fp32 and int8 (exports the model once)")

@@ -158,6 +158,34 @@ def write_gte_remote(directory: Path) -> Path:
     return directory
 
 
+def write_modernbert_with(directory: Path, tokenizer: str, **config_changes) -> Path:
+    """The modern family's ModernBERT fixture with tests/fixtures/TOKENIZER.json for its tokenizer, its vocabulary
+    table widened to the tokenizer's ids with NumPy: mmBERT's shape with Gemma's tokenizer, and Qwen's tokenizer on
+    an encoder (its tokenizer's entry points)."""
+    from safetensors.numpy import load_file, save_file
+
+    source = FIXTURES / "modern" / "modernbert-ForMaskedLM"
+    spec = json.loads((FIXTURES / f"{tokenizer}.json").read_text(encoding="utf-8"))
+    ids = [*spec["model"]["vocab"].values(), *(t["id"] for t in spec["added_tokens"])]
+    size, rng = max(ids) + 1, np.random.default_rng(7)
+    tensors = load_file(str(source / "model.safetensors"))
+    for name in ("decoder.bias", "model.embeddings.tok_embeddings.weight"):
+        old = tensors[name]
+        tensors[name] = np.concatenate([old, rng.standard_normal((size - len(old), *old.shape[1:]), dtype=np.float32)])
+    directory.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(directory / "model.safetensors"))
+    config = json.loads((source / "config.json").read_text()) | {"vocab_size": size, **config_changes}
+    (directory / "config.json").write_text(json.dumps(config))
+    shutil.copy(FIXTURES / f"{tokenizer}.json", directory / "tokenizer.json")
+    return directory
+
+
+MMBERT_ROPE = {
+    kind: {"rope_type": "default", "rope_theta": 160000.0} for kind in ("full_attention", "sliding_attention")
+}
+MMBERT_IDS = dict(pad_token_id=0, eos_token_id=1, bos_token_id=2, cls_token_id=2, sep_token_id=1)
+
+
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory, vocab_path) -> dict[str, Path]:
     """A directory of each kind a user loads (MODEL_KINDS), small and random."""
@@ -173,13 +201,25 @@ def model_dirs(tmp_path_factory, vocab_path) -> dict[str, Path]:
         "tf": FIXTURES / "tf_bert",
         "gte-remote": write_gte_remote(made / "gte-remote"),
         "torch-pickle": write_torch_pickle(made / "torch-pickle"),
+        "mmbert": write_modernbert_with(made / "mmbert", "gemma_bpe", rope_parameters=MMBERT_ROPE, **MMBERT_IDS),
+        "qwen-tokenizer": write_modernbert_with(made / "qwen", "qwen_bpe", pad_token_id=900),
         **{f"family:{p.name}": p for p in sorted((FIXTURES / "family").iterdir()) if p.is_dir()},
         **{f"modern:{p.name}": p for p in sorted((FIXTURES / "modern").iterdir()) if p.is_dir()},
         **{f"decoder:{p.name}": p for p in sorted((FIXTURES / "decoder").iterdir()) if p.is_dir()},
     }
 
 
-TEXT_MODELS = ("bert", "sentence-transformers", "cross-encoder", "splade", "colbert", "bge-m3", "jina-adapters")
+TEXT_MODELS = (
+    "bert",
+    "sentence-transformers",
+    "cross-encoder",
+    "splade",
+    "colbert",
+    "bge-m3",
+    "jina-adapters",
+    "mmbert",
+    "qwen-tokenizer",
+)
 
 
 @pytest.fixture(scope="module")
@@ -477,6 +517,8 @@ MODEL_KINDS = {
     "jina-adapters": "embed",
     "tf": "embed",
     "torch-pickle": "predict",
+    "mmbert": "embed",
+    "qwen-tokenizer": "embed",
 }
 
 

@@ -531,6 +531,10 @@ def test_gte_s_remote_code_config_reads_and_its_ntk_is_refused(tmp_path):
         ({"layer_types": ["full_attention"]}, ["layer_types", "each of the 3 layers"]),
         ({"intermediate_size": 48}, ["'encoder.layer.0.intermediate.dense.weight' ('nomic_bert"]),
         ({"model_type": "deberta-v2"}, ["'deberta-v2'", "modernbert, nomic_bert, gte, new, jina_embeddings_v3"]),
+        (  # nomic-embed-text-v2-moe's config: transformers 5 has no NomicBERT mixture of experts
+            {"moe_every_n_layers": 2, "num_experts": 8, "moe_top_k": 2},
+            ["config.json: a NomicBERT with mixture-of-experts", "nomic-embed-text-v2-moe", "num_experts 8"],
+        ),
     ],
 )
 def test_configs_numbert_cannot_run_are_refused_naming_what(tmp_path, changes, words):

@@ -515,8 +515,9 @@ def test_a_huge_input_is_refused_or_cut_by_its_first_tokens_and_tokenize_is_boun
     and /tokenize a 148 MB answer; now the tokenizer reads only the tokens that decide (numbert.tokenizer), and
     /tokenize answers at most max_length tokens an input, max_batch_tokens a request."""
     from numbert.pipeline import InputTooLong, TooManyTokens
-    from numbert.serve.app import tokenize_answer
     from numbert.serve.protocol import ApiError
+    from numbert.serve.routes import Work, tokenize_rows
+    from numbert.serve.settings import Settings
 
     pipeline = numbert.load(minilm_dir)
     recipe = pipeline.recipe()  # max_length 256
@@ -543,7 +544,8 @@ def test_a_huge_input_is_refused_or_cut_by_its_first_tokens_and_tokenize_is_boun
     r = httpx.post(server.url + "/tokenize", json={"inputs": ["fine", hostile]}, timeout=60)
     assert "at least" in error_of(r, 413, "inputs[1]")
     with pytest.raises(ApiError, match=r"up to 'inputs\[64\]' are 4160 tokens; /tokenize answers at most 4096"):
-        tokenize_answer(served_model(minilm_dir), json.dumps({"inputs": ["word " * 62] * 100}).encode(), 100, 4096)
+        work = Work(served_model(minilm_dir), (["word " * 62] * 100, True))
+        tokenize_rows(Settings(model=str(minilm_dir), max_batch_tokens=4096), work)
     still_serving(server, model)
 
 

@@ -59,7 +59,8 @@ def test_the_openai_client_gets_model_not_found(server):
 
 def test_a_model_answers_to_its_names_and_answers_carry_its_served_name(server):
     """A hub id's last part and any case name the model; the answer names it as the server serves it."""
-    for asked in (server.model_name, server.model_name.upper(), f"sentence-transformers/{server.model_name}"):
+    names = (server.model_name, server.model_name.upper(), f"sentence-transformers/{server.model_name}")
+    for asked in (*names, f"{server.model_name}:latest"):  # Ollama's clients may add its default tag
         r = httpx.post(server.url + "/v1/embeddings", json={"input": "hi", "model": asked}, timeout=60)
         assert r.status_code == 200 and r.json()["model"] == server.model_name, r.text
         r = httpx.post(server.url + "/api/embed", json={"input": "hi", "model": asked}, timeout=60)
@@ -111,3 +112,19 @@ def test_text_logs_have_an_access_line_per_request(server):
             break
         time.sleep(0.05)
     assert len(lines) == 1 and "POST /embed 200" in lines[0] and " ms text-log-1" in lines[0], lines
+
+
+def test_teis_dimensions_and_a_prompt_name_tokenize_cannot_apply(server):
+    """TEI 1.9's /embed `dimensions` cuts the vectors (renormalized); its /tokenize `prompt_name` is refused, not
+    ignored (the text is tokenized as sent)."""
+    full = httpx.post(server.url + "/embed", json={"inputs": ["hi there"]}, timeout=60).json()[0]
+    cut = httpx.post(server.url + "/embed", json={"inputs": ["hi there"], "dimensions": 64}, timeout=60).json()[0]
+    want = np.asarray(full[:64]) / np.linalg.norm(full[:64])
+    assert len(cut) == 64 and np.allclose(cut, want, atol=1e-6)
+    for bad in (0, -1, "64", 10**6):
+        r = httpx.post(server.url + "/embed", json={"inputs": "hi", "dimensions": bad}, timeout=60)
+        assert r.status_code in (400, 422) and "dimensions" in r.text, (bad, r.text)
+    r = httpx.post(server.url + "/tokenize", json={"inputs": "hi", "prompt_name": "query"}, timeout=60)
+    assert r.status_code == 422 and "'prompt_name' is not applied here" in r.json()["error"]["message"]
+    ok = httpx.post(server.url + "/tokenize", json={"inputs": "hi", "prompt_name": None}, timeout=60)
+    assert ok.status_code == 200

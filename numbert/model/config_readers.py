@@ -165,7 +165,15 @@ NOMIC_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu"}  # nomic's activation_fu
 
 def read_nomic_bert(d: dict, source: str) -> dict:
     """NomicBERT's config in its two shapes: the hub's GPT-2 keys (n_embd, n_layer, n_head, n_inner,
-    n_positions, rotary_emb_base, activation_function "swiglu", qkv_proj_bias, ...) or transformers 5's."""
+    n_positions, rotary_emb_base, activation_function "swiglu", qkv_proj_bias, ...) or transformers 5's. Its
+    mixture-of-experts form (nomic-embed-text-v2-moe) is refused: transformers 5 does not implement it."""
+    moe = {key: d[key] for key in ("moe_every_n_layers", "num_experts") if d.get(key)}
+    if moe:
+        raise ValueError(
+            f"{source}: a NomicBERT with mixture-of-experts feed-forwards (nomic-embed-text-v2-moe: "
+            f"{', '.join(f'{k} {clipped(v)}' for k, v in moe.items())}), which numbert does not run (nor does "
+            "transformers 5)"
+        )
     if "n_embd" not in d and "n_layer" not in d:
         head_dim = d.get("head_dim")
         hidden, heads = (

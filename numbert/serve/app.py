@@ -3,12 +3,13 @@
 and the Cohere/Jina-style /v1/rerank; each route that works on inputs also as /models/NAME/... for the served
 model NAME (`models`).
 
-Every route that works on inputs goes through `Server.handle`: the body read up to payload_limit (413)
+Every route that works on inputs is a row of numbert.serve.routes' table, answered by `Server.answer` through
+`Server.handle`: the body read up to payload_limit (413)
 within body_timeout (408), admission once it is whole (429 with Retry-After beyond
 max_concurrent_requests), parsing, the model picked (404 for one not served, 503 until it is loaded),
 tokenizing, the model's queue, and the answer rendered within request_timeout (504), or the error in
 OpenAI's shape. API keys (`auth`) and CORS are middleware around the routes. Parsing, tokenizing and
-rendering run in threads whatever the body's size (`Server.run`), each model's tokenizing in threads of its own,
+rendering run in threads whatever the body's size (`Server.in_thread`), each model's tokenizing in threads of its own,
 so the event loop never stalls and one model's slow tokenizer holds no other model's requests; a tokenizer.json
 pattern matches with the GIL released and within its time bound (a 422 past it), and the model never runs on the
 event loop. An unexpected error is a 500 and the server keeps serving.
@@ -22,7 +23,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,39 +38,23 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .. import __version__
-from ..pipeline import (
-    CALIBRATED,
-    Batcher,
-    InputTooLong,
-    InvalidTokenId,
-    PatternTimeout,
-    Readout,
-    Recipe,
-    Row,
-    TooManyTokens,
-    pattern_deadline,
-    ranking,
-)
+from ..pipeline import Batcher, Readout, pattern_deadline
 from ..runtime.blas import own_process_threads
 from . import openapi, protocol
 from .auth import OPEN_PATHS, BearerAuth
 from .metrics import Metrics
 from .models import Models, ServedModel
-from .protocol import ApiError, EmbeddingRequest, ScoringRequest, SimilarityRequest
+from .protocol import ApiError
+from .routes import ROUTES, Endpoint, Work
 from .settings import Settings
 
 log = logging.getLogger("numbert.serve")
 JSON = "application/json"
-TRUNCATE_HINTS = {  # how a client may have a long input cut, by the name of the field holding the inputs
-    "input": ", or start the server with --auto-truncate",  # OpenAI's /v1/embeddings has no truncate field
-    "inputs": ", or send truncate=true (or start the server with --auto-truncate)",  # TEI's /embed(_sparse), /predict
-    "texts": ", or send truncate=true (or start the server with --auto-truncate)",  # TEI's /rerank
-    "parameters": ", or send parameters.truncate=true (or start the server with --auto-truncate)",  # /similarity
-}
 SETTINGS_VARIABLE = "NUMBERT_SERVE_SETTINGS"  # how `--workers N` hands the settings to its worker processes
 METRICS_VARIABLE = "NUMBERT_SERVE_METRICS"  # ... and the directory where the workers publish their counters
 PUBLISH_EVERY = 1.0  # seconds: how stale another worker's counters can be in /metrics
 NOT_TRACED = contextlib.nullcontext()
+INFO_AFTER = [r.path for r in ROUTES].index("/predict") + 1  # GET /info's place among the routes (and in /openapi.json)
 
 
 class Server:
@@ -120,40 +105,15 @@ class Server:
             self.metrics.publish(directory)
             await asyncio.sleep(PUBLISH_EVERY)
 
-    # --- the routes -------------------------------------------------------------------------------
-
-    async def openai_embeddings(self, request: Request) -> Response:
-        return await self.handle(request, "/v1/embeddings", self.embed_answer, protocol.openai_request, "input")
-
-    async def tei_embed(self, request: Request) -> Response:
-        return await self.handle(request, "/embed", self.embed_answer, protocol.tei_request, "inputs")
-
-    async def tei_similarity(self, request: Request) -> Response:
-        return await self.handle(request, "/similarity", self.similarity_answer)
-
-    async def embed_all(self, request: Request) -> Response:
-        return await self.handle(request, "/embed_all", self.embed_all_answer)
-
-    async def tei_embed_sparse(self, request: Request) -> Response:
-        return await self.handle(request, "/embed_sparse", self.sparse_answer)
-
-    async def tokenize(self, request: Request) -> Response:
-        return await self.handle(request, "/tokenize", self.tokenize_answer)
-
-    async def decode(self, request: Request) -> Response:
-        return await self.handle(request, "/decode", self.decode_answer)
+    # --- the routes that describe the server -------------------------------------------------------------
 
     async def info(self, request: Request) -> Response:
         return await self.handle(request, "/info", self.info_answer)
 
-    async def tei_rerank(self, request: Request) -> Response:
-        return await self.handle(request, "/rerank", self.score_answer, protocol.tei_rerank_request)
-
-    async def cohere_rerank(self, request: Request) -> Response:
-        return await self.handle(request, "/v1/rerank", self.score_answer, protocol.cohere_rerank_request)
-
-    async def predict(self, request: Request) -> Response:
-        return await self.handle(request, "/predict", self.score_answer, protocol.predict_request)
+    async def info_answer(self, http: Request) -> tuple[bytes, int, int]:
+        """The answer to GET /info: text-embeddings-inference's description of the (routed, else default) model."""
+        info = self.models.pick(routed(http)).info(self.settings, int(self.threads.total_tokens))
+        return json.dumps(info).encode(), 0, 0
 
     async def list_models(self, request: Request) -> Response:
         data = [{"id": m.name, "object": "model", "created": self.started, "owned_by": "numbert"} for m in self.models]
@@ -170,116 +130,62 @@ class Server:
         metrics = self.metrics if self.shared_metrics is None else self.metrics.merged(self.shared_metrics)
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    # --- numbert's multi-vector route: /embed_multi -------------------------------------------------------
-
-    async def embed_multi(self, request: Request) -> Response:
-        return await self.handle(request, "/embed_multi", self.multi_answer)
-
-    async def multi_answer(self, http: Request) -> tuple[bytes, int, int]:
-        """The answer to /embed_multi: each input's token vectors, as a query's or a document's, through the queue;
-        at most max_batch_tokens tokens a request ([MASK] expansion included; 413 beyond), so an answer stays
-        bounded (a vector a token), as /embed_all's."""
-        body = await self.read_body(http)
-        with self.phase("tokenize"):
-            request, served, readout = await self.run(http, self.multi_request, routed(http), body)
-            del body
-            rows = await self.run(http, self.multi_rows, served, request, model=served)
-        tokens = self.within_token_budget(rows, "/embed_multi")
-        self.within_answer_budget(rows, served.multi_width(readout), "/embed_multi")
-        _, batcher = served.ready()
-        vectors = await self.queue(http, batcher, rows, readout)
-        with self.phase("render"):
-            answer = await self.run(http, protocol.embed_all_response, vectors)
-        return answer, len(rows), tokens
-
-    def multi_request(self, route: str | None, body: bytes) -> tuple[protocol.MultiVectorRequest, ServedModel, Any]:
-        """The request, checked; the model it is for and its readout (a 400 before anything is tokenized for a
-        model without vectors per token)."""
-        request = protocol.multi_vector_request(body, self.settings.max_client_batch_size)
-        served = self.models.pick(route)
-        return request, served, served.multi_vectors(request.is_query)
-
-    def multi_rows(self, served: ServedModel, request: protocol.MultiVectorRequest) -> list[Row]:
-        """The request's texts as rows as the model reads a query or a document; a 413 names the text too long."""
-        truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
-        names = [f"inputs[{i}]" for i in range(len(request.texts))]
-        with refused(names, TRUNCATE_HINTS["inputs"]):
-            rows = served.opened().multi_rows(
-                request.texts, is_query=request.is_query, truncate=truncate, side=request.truncation_side
-            )
-        request.texts = []
-        return rows
-
-    # --- Ollama's embedding API: /api/embed, /api/embeddings, /api/tags, /api/show, /api/version --------------
-
-    async def ollama_embed(self, request: Request) -> Response:
-        return await self.handle(request, "/api/embed", self.ollama_answer, "embed", errors=ollama_error_response)
-
-    async def ollama_embeddings(self, request: Request) -> Response:
-        answer, kind = self.ollama_answer, "embeddings"
-        return await self.handle(request, "/api/embeddings", answer, kind, errors=ollama_error_response)
-
-    async def ollama_answer(self, http: Request, kind: str) -> tuple[bytes, int, int]:
-        """The answer to /api/embed (Ollama's embeddings of a string or a list, with its durations) or to the
-        older /api/embeddings (one prompt's embedding): the server's recipe, as /v1/embeddings answers."""
-        start = time.perf_counter_ns()
-        body = await self.read_body(http)
-        parse = protocol.ollama_embed_request if kind == "embed" else protocol.ollama_embeddings_parse
-        with self.phase("tokenize"):
-            request, served, recipe = await self.run(http, self.embedding_request, routed(http), body, parse)
-            del body
-            refuse_other_kinds(served)
-            rows = await self.run(http, self.embedding_rows, served, request, recipe, "input", model=served)
-        _, batcher = served.ready()
-        answers = await self.queue(http, batcher, rows, served.embedding) if rows else []
-        tokens = sum(len(row.ids) for row in rows)
-        with self.phase("render"):
-            answer = await self.run(http, ollama_render, kind, served.name, recipe, answers, tokens, start)
-        return answer, len(rows), tokens
-
-    async def ollama_show(self, request: Request) -> Response:
-        return await self.handle(request, "/api/show", self.ollama_show_answer, errors=ollama_error_response)
-
-    async def ollama_show_answer(self, http: Request) -> tuple[bytes, int, int]:
-        """POST /api/show: {"model"} -> the model's details, as Ollama describes a model (a 404 for one not served)."""
-        body = await self.read_body(http)
-        name = await self.run(http, ollama_model_of, body)  # parsed off the event loop, as every body
-        served = self.models.pick(routed(http), name)
-        served.ready()
-        return json.dumps(await self.run(http, served.ollama_show)).encode(), 0, 0
-
     async def ollama_tags(self, request: Request) -> Response:
         """GET /api/tags: the loaded models as Ollama lists its models (the first call reads each model's files
         once, for their digest)."""
         tags = [await anyio.to_thread.run_sync(m.ollama_tag) for m in self.models if m.loaded]
         return json_response({"models": tags})
 
-    async def ollama_version(self, request: Request) -> Response:
-        """GET /api/version: numbert's version."""
-        return json_response({"version": __version__})
-
-    # --- the API described: /openapi.json and Swagger UI at /docs ---------------------------------------------
-
-    async def openapi(self, request: Request) -> Response:
+    async def openapi_document(self, request: Request) -> Response:
         """GET /openapi.json: the OpenAPI 3.1 document of every route (numbert.serve.openapi)."""
         return json_response(self.described)
 
-    async def docs(self, request: Request) -> Response:
-        """GET /docs: Swagger UI over /openapi.json, its files served from the swagger-ui-py package."""
-        if openapi.assets() is None:
-            return error_response(no_swagger_ui())
-        return Response(openapi.PAGE, media_type="text/html")
-
-    async def docs_asset(self, request: Request) -> Response:
-        """GET /docs/<file>: one of Swagger UI's files."""
-        directory, name = openapi.assets(), request.url.path.rsplit("/", 1)[-1]
-        if directory is None:
-            return error_response(no_swagger_ui())
-        media = {"js": "text/javascript", "css": "text/css", "png": "image/png"}[name.rsplit(".", 1)[-1]]
-        content = await anyio.to_thread.run_sync((directory / name).read_bytes)
-        return Response(content, media_type=media, headers={"Cache-Control": "max-age=86400"})
-
     # --- one request ------------------------------------------------------------------------------
+
+    def endpoint(self, route: Endpoint) -> Callable[[Request], Awaitable[Response]]:
+        """The Starlette endpoint of a row of the routes' table."""
+        errors = ollama_error_response if route.ollama else openai_error_response
+
+        async def answered(request: Request) -> Response:
+            return await self.handle(request, route.path, self.answer, route, errors=errors)
+
+        return answered
+
+    async def answer(self, http: Request, route: Endpoint) -> tuple[bytes, int, int]:
+        """The answer of a route of the table (numbert.serve.routes), with the number of inputs and tokens it read:
+        the body read and checked, the inputs as rows, queued for the model, the answers rendered; each phase
+        traced (tokenize, queue and forward, render). While it waits for the model, a request holds its token ids
+        only (4 bytes a token), not its body or texts; if its client disconnects or its time is up meanwhile, its
+        rows are dropped before they run."""
+        start = time.perf_counter_ns()
+        body = await self.read_body(http)
+        with self.phase("tokenize"):
+            work = await self.prepared(http, route, body)
+            del body
+        rows = work.rows
+        work.tokens = tokens = sum(len(row.ids) for row in rows)
+        work.start = start
+        answers: list = []
+        if route.readout is not None:
+            _, batcher = work.served.ready()
+            readout = route.readout(work)
+            if rows:
+                answers = await self.queue(http, batcher, rows, readout)
+        with self.phase("render"):
+            answer = await self.in_thread(http, rendered, route, self.settings, work, answers)
+        return answer, len(rows), tokens
+
+    async def prepared(self, http: Request, route: Endpoint, body: bytes) -> Work:
+        """The route's parse and rows steps: in one thread when the model is known before the body is read (named
+        by the route, or the only one served), so that its tokenizing runs in that model's threads; else parsing in
+        the server's threads, then tokenizing in the model's."""
+        known = self.models.known(routed(http))
+        if known is not None:
+            return await self.in_thread(http, parsed_rows, route, self.settings, self.models, routed(http), body,
+                                        model=known)  # fmt: skip
+        work = await self.in_thread(http, route.parse, self.settings, self.models, routed(http), body)
+        work.rows = await self.in_thread(http, route.rows, self.settings, work, model=work.served)
+        return work
 
     async def handle(
         self,
@@ -362,253 +268,6 @@ class Server:
         if getattr(request.state, "admitted", False):
             self.metrics.in_flight -= 1
 
-    async def embed_answer(self, http: Request, parse: Callable, name: str) -> tuple[bytes, int, int]:
-        """The answer to /v1/embeddings or /embed, with the number of inputs and tokens it embedded.
-
-        While it waits for the model, a request holds its token ids only (4 bytes a token), not its body or texts;
-        if its client disconnects or its time is up meanwhile, its rows are dropped before they run.
-        """
-        body = await self.read_body(http)
-        with self.phase("tokenize"):
-            request, served, recipe = await self.run(http, self.embedding_request, routed(http), body, parse)
-            del body
-            rows = await self.run(http, self.embedding_rows, served, request, recipe, name, model=served)
-        _, batcher = served.ready()
-        refuse_other_kinds(served)
-        answers = await self.queue(http, batcher, rows, served.embedding_for(recipe))
-        tokens = sum(len(row.ids) for row in rows)
-        with self.phase("render"):
-            answer = await self.run(http, self.render, request, served.name, recipe, answers, tokens)
-        return answer, len(rows), tokens
-
-    async def similarity_answer(self, http: Request) -> tuple[bytes, int, int]:
-        """The answer to /similarity: the source sentence and the sentences embedded as one request to /embed
-        (queued with other work), then the cosine of the source's vector with each sentence's."""
-        body = await self.read_body(http)
-        request, served, recipe = await self.run(http, self.similarity_request, routed(http), body)
-        del body
-        rows = await self.run(http, self.similarity_rows, served, request, recipe, model=served)
-        _, batcher = served.ready()
-        answers = await self.queue(http, batcher, rows, served.embedding)
-        answer = await self.run(http, similarity_answer, served, recipe, answers)
-        return answer, len(rows), sum(len(row.ids) for row in rows)
-
-    def similarity_request(self, route: str | None, body: bytes) -> tuple[SimilarityRequest, ServedModel, Recipe]:
-        """A /similarity request, checked, the model it is for and the recipe it asks for (the server's in float32,
-        with its prompt_name)."""
-        request = protocol.similarity_request(body, self.settings.max_client_batch_size)
-        served = self.models.pick(route)
-        return request, served, served.request_recipe(request.prompt_name, None, None, "float32")
-
-    def similarity_rows(self, served: ServedModel, request: SimilarityRequest, recipe: Recipe) -> list[Row]:
-        """A /similarity request's texts as rows of token ids, the source sentence first; a 413 names the text too
-        long."""
-        truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
-        with refused(request.names, TRUNCATE_HINTS["parameters"]):
-            return served.opened().rows(request.texts, recipe, truncate=truncate, side=request.truncation_side)
-
-    async def embed_all_answer(self, http: Request) -> tuple[bytes, int, int]:
-        """The answer to /embed_all: every token's vector of the last layer, as the rows of /embed run them; at most
-        max_batch_tokens tokens a request (413 beyond), so an answer stays bounded (a vector a token)."""
-        body = await self.read_body(http)
-        parse = protocol.tei_tokens_request
-        request, served, recipe = await self.run(http, self.embedding_request, routed(http), body, parse)
-        del body
-        rows = await self.run(http, self.embedding_rows, served, request, recipe, "inputs", model=served)
-        tokens = self.within_token_budget(rows, "/embed_all")
-        self.within_answer_budget(rows, served.opened().config.hidden_size, "/embed_all")
-        _, batcher = served.ready()
-        vectors = await self.queue(http, batcher, rows, served.token_vectors)
-        answer = await self.run(http, protocol.embed_all_response, vectors)
-        return answer, len(rows), tokens
-
-    async def sparse_answer(self, http: Request) -> tuple[bytes, int, int]:
-        """The answer to /embed_sparse: each input's SPLADE vector, its non-zero weights (the model's
-        max_active_dims largest, if it names it), with the number of inputs and tokens it read."""
-        body = await self.read_body(http)
-        parse = protocol.tei_tokens_request
-        request, served, recipe = await self.run(http, self.embedding_request, routed(http), body, parse)
-        del body
-        rows = await self.run(http, self.embedding_rows, served, request, recipe, "inputs", model=served)
-        _, batcher = served.ready()
-        readout = served.sparse  # a 400 naming the tensors for a model without the masked-LM head
-        vectors = await self.queue(http, batcher, rows, readout)  # each input's non-zero weights (max_active_dims)
-        weights, limit = sum(len(v.ids) for v in vectors), self.settings.max_sparse_weights
-        if weights > limit:  # an input may weigh every vocabulary entry: the answer is bounded here, not by the body
-            raise ApiError(
-                413,
-                f"the answer would hold {weights:,} non-zero weights; /embed_sparse answers at most {limit:,} a "
-                f"request (--max-sparse-weights): send fewer inputs at a time",
-                param="inputs",
-                code="answer_too_large",
-            )
-        answer = await self.run(http, protocol.sparse_response, vectors)
-        return answer, len(rows), sum(len(row.ids) for row in rows)
-
-    async def tokenize_answer(self, http: Request) -> tuple[bytes, int, int]:
-        """The answer to /tokenize (no inputs embedded)."""
-        body, s = await self.read_body(http), self.settings
-        served = self.models.pick(routed(http))
-        answer = await self.run(
-            http, tokenize_answer, served, body, s.max_client_batch_size, s.max_batch_tokens, model=served
-        )
-        return answer, 0, 0
-
-    async def decode_answer(self, http: Request) -> tuple[bytes, int, int]:
-        """The answer to /decode: each list of ids as text."""
-        body = await self.read_body(http)
-        served = self.models.pick(routed(http))
-        answer = await self.run(http, decode_answer, served, body, self.settings.max_client_batch_size, model=served)
-        return answer, 0, 0
-
-    async def info_answer(self, http: Request) -> tuple[bytes, int, int]:
-        """The answer to GET /info: text-embeddings-inference's description of the (routed, else default) model."""
-        info = self.models.pick(routed(http)).info(self.settings, int(self.threads.total_tokens))
-        return json.dumps(info).encode(), 0, 0
-
-    async def score_answer(self, http: Request, parse: Callable) -> tuple[bytes, int, int]:
-        """The answer to /rerank, /v1/rerank or /predict, with the number of inputs and tokens it scored: each
-        input (a pair, or one text) queued as a row for the classifier's logits."""
-        body = await self.read_body(http)
-        with self.phase("tokenize"):
-            request, served, score = await self.run(http, self.scoring_request, routed(http), body, parse)
-            del body
-            rows = await self.run(http, self.scoring_rows, served, request, model=served)
-        _, batcher = served.ready()
-        logits = await self.queue(http, batcher, rows, served.scores)
-        tokens = sum(len(row.ids) for row in rows)
-        with self.phase("render"):
-            answer = await self.run(http, self.render_scores, served, request, score, np.stack(logits), tokens)
-        return answer, len(rows), tokens
-
-    def scoring_request(
-        self, route: str | None, body: bytes, parse: Callable
-    ) -> tuple[ScoringRequest, ServedModel, Callable]:
-        """The request, checked; the model it is for; the function of the logits it is answered with (a model
-        unable to answer it refused here, before anything is tokenized)."""
-        request = parse(body, self.settings.max_client_batch_size)
-        served = self.models.pick(route, request.model)
-        raw = request.raw_scores
-        score = served.label_scores(raw) if request.kind == "predict" else served.relevance(raw)
-        return request, served, score
-
-    def scoring_rows(self, served: ServedModel, request: ScoringRequest) -> list[Row]:
-        """A scoring request's inputs (pairs, or single texts) as rows of token ids; a 413 names the one too long."""
-        truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
-        pipeline = served.opened()
-        with refused(request.names, TRUNCATE_HINTS.get(request.source, ""), pairs=True):
-            return pipeline.pair_rows(request.firsts, request.seconds, truncate=truncate, side=request.truncation_side)
-
-    def render_scores(
-        self, served: ServedModel, request: ScoringRequest, score: Callable, logits: np.ndarray, tokens: int
-    ) -> bytes:
-        """The logits (inputs, labels) scored and answered: labels best first for /predict, documents best first
-        for a rerank."""
-        scores = score(logits)
-        if request.kind == "predict":
-            pipeline, _ = served.ready()
-            return protocol.predict_response(scores, pipeline.labels, request.single)
-        relevance = scores[:, 0]
-        return protocol.rerank_response(request, relevance, ranking(relevance, request.top_n), served.name, tokens)
-
-    async def queue(self, http: Request, batcher: Batcher, rows: list, readout: Readout) -> list:
-        """The rows' answers from the model thread (until_answered); traced, with queue and forward spans; a 500
-        naming the model if a number in them is not finite (`finite_answers`)."""
-        if self.tracing is None:
-            answers = await self.until_answered(http, batcher.submit(rows, readout))
-        else:
-            forwards: list = []
-            queued = time.time_ns()
-            answers = await self.until_answered(http, batcher.submit(rows, readout, forwards))
-            self.tracing.waited(queued, forwards)
-        model = next((m.name for m in self.models if m.batcher is batcher), None)
-        return await self.run(http, finite_answers, answers, model)
-
-    def within_token_budget(self, rows: list[Row], route: str) -> int:
-        """The rows' tokens, refused with a 413 beyond --max-batch-tokens: `route` answers a vector a token, so its
-        answer is bounded by that budget."""
-        tokens, limit = sum(len(row.ids) for row in rows), self.settings.max_batch_tokens
-        if tokens > limit:
-            raise ApiError(
-                413,
-                f"the inputs are {tokens} tokens; {route} answers at most {limit} tokens a request "
-                f"(--max-batch-tokens), a vector each: send fewer inputs at a time",
-                param="inputs",
-                code="input_too_long",
-            )
-        return tokens
-
-    def within_answer_budget(self, rows: list[Row], width: int, route: str) -> None:
-        """A 413 before the forward if `route`'s answer, a vector of `width` numbers a token, would hold more than
-        --max-answer-values numbers (about 14 bytes each in JSON): a few kB of short texts must not become an answer
-        of hundreds of MB."""
-        values, limit = sum(len(row.ids) for row in rows) * width, self.settings.max_answer_values
-        if values > limit:
-            raise ApiError(
-                413,
-                f"the answer would hold {values:,} numbers (a vector of {width} a token); {route} answers at most "
-                f"{limit:,} a request (--max-answer-values): send fewer or shorter inputs at a time",
-                param="inputs",
-                code="answer_too_large",
-            )
-
-    def phase(self, name: str) -> contextlib.AbstractContextManager:
-        """A span around a phase of the request when traced (--otlp-endpoint), else nothing."""
-        return NOT_TRACED if self.tracing is None else self.tracing.phase(name)
-
-    async def run(self, http: Request, work: Callable, *args, model: ServedModel | None = None):
-        """work(*args) (parsing, tokenizing, rendering) in a thread, never on the event loop, within the request's
-        deadline (--request-timeout: a 504 when it passes; the thread's work is bounded on its own, and a tokenizer
-        pattern's searches end at the deadline too). A `model`'s work runs in its own threads, so that one model's
-        slow tokenizer never holds another model's requests."""
-        limiter = self.threads if model is None else model.threads
-        deadline = getattr(http.state, "deadline", None)
-        if deadline is None:
-            return await anyio.to_thread.run_sync(work, *args, limiter=limiter)
-        try:
-            with anyio.fail_after(max(0.0, deadline - time.monotonic())):
-                return await anyio.to_thread.run_sync(
-                    within_deadline, deadline, work, *args, limiter=limiter, abandon_on_cancel=True
-                )
-        except TimeoutError:
-            raise ApiError(
-                504,
-                f"the request was not answered within {self.settings.request_timeout} s (--request-timeout)",
-                code="timeout",
-            ) from None
-
-    def embedding_request(
-        self, route: str | None, body: bytes, parse: Callable
-    ) -> tuple[EmbeddingRequest, ServedModel, Recipe]:
-        """The request, checked, the model it is for and the recipe it asks for."""
-        request = parse(body, self.settings.max_client_batch_size)
-        served = self.models.pick(route, request.model)
-        recipe = served.request_recipe(
-            request.prompt_name, request.normalize, request.dimensions, request.precision, request.task
-        )
-        if recipe.precision in CALIBRATED and recipe.ranges is None and len(request.inputs) < 2:
-            raise ApiError(
-                422,
-                f"'embedding_type' {recipe.precision} scales each dimension by the minimum and maximum of the "
-                f"request's vectors, as quantize_embeddings does without ranges: send at least 2 inputs",
-                param="embedding_type",
-            )
-        return request, served, recipe
-
-    def embedding_rows(self, served: ServedModel, request: EmbeddingRequest, recipe: Recipe, name: str) -> list[Row]:
-        """The request's inputs (texts, or token ids) as rows of token ids, the texts emptied (the rows stand for
-        them from here on); a 413 names the input too long, a 422 the token id outside the vocabulary."""
-        pipeline = served.opened()
-        truncate = self.settings.auto_truncate if request.truncate is None else request.truncate
-        names = [f"{name}[{i}]" for i in range(len(request.inputs))]
-        with refused(names, TRUNCATE_HINTS[name]):
-            if request.ids:
-                rows = pipeline.id_rows(request.inputs, recipe.max_length)
-            else:
-                rows = pipeline.rows(request.inputs, recipe, truncate=truncate, side=request.truncation_side)
-        request.inputs = []
-        return rows
-
     async def until_answered(self, http: Request, answer: asyncio.Future):
         """The answer, awaited while watching the client and the request's deadline (--request-timeout): if the client
         disconnects first, or the time is up, the answer is cancelled (so its rows are dropped from the queue unrun)
@@ -634,13 +293,52 @@ class Server:
             )
         return answer.result()
 
-    def render(self, request: EmbeddingRequest, model: str, recipe: Recipe, answers: list, tokens: int) -> bytes:
-        """The rows' vectors finished by the recipe, as OpenAI's (naming the served `model`) or text-embeddings-
-        inference's JSON."""
-        vectors = recipe.finish(np.stack(answers)) if answers else np.empty((0, recipe.dim), np.float32)
-        if request.normalize is None:  # OpenAI
-            return protocol.openai_response(vectors, request.encoding_format, model, tokens)
-        return protocol.tei_response(vectors)
+    async def queue(self, http: Request, batcher: Batcher, rows: list, readout: Readout) -> list:
+        """The rows' answers from the model thread (until_answered); traced, with queue and forward spans."""
+        if self.tracing is None:
+            return await self.until_answered(http, batcher.submit(rows, readout))
+        forwards: list = []
+        queued = time.time_ns()
+        answers = await self.until_answered(http, batcher.submit(rows, readout, forwards))
+        self.tracing.waited(queued, forwards)
+        return answers
+
+    def phase(self, name: str) -> contextlib.AbstractContextManager:
+        """A span around a phase of the request when traced (--otlp-endpoint), else nothing."""
+        return NOT_TRACED if self.tracing is None else self.tracing.phase(name)
+
+    async def in_thread(self, http: Request, work: Callable, *args, model: ServedModel | None = None):
+        """work(*args) (parsing, tokenizing, rendering) in a thread, never on the event loop, within the request's
+        deadline (--request-timeout: a 504 when it passes; the thread's work is bounded on its own, and a tokenizer
+        pattern's searches end at the deadline too). A `model`'s work runs in its own threads, so that one model's
+        slow tokenizer never holds another model's requests."""
+        limiter = self.threads if model is None else model.threads
+        deadline = getattr(http.state, "deadline", None)
+        if deadline is None:
+            return await anyio.to_thread.run_sync(work, *args, limiter=limiter)
+        try:
+            with anyio.fail_after(max(0.0, deadline - time.monotonic())):
+                return await anyio.to_thread.run_sync(
+                    within_deadline, deadline, work, *args, limiter=limiter, abandon_on_cancel=True
+                )
+        except TimeoutError:
+            raise ApiError(
+                504,
+                f"the request was not answered within {self.settings.request_timeout} s (--request-timeout)",
+                code="timeout",
+            ) from None
+
+
+def parsed_rows(route: Endpoint, settings: Settings, models: Models, name: str | None, body: bytes) -> Work:
+    """A route's parse and rows steps, one after the other (in one thread)."""
+    work = route.parse(settings, models, name, body)
+    work.rows = route.rows(settings, work)
+    return work
+
+
+def rendered(route: Endpoint, settings: Settings, work: Work, answers: list) -> bytes:
+    """A route's render step, once its answers are known to be finite (`finite_answers`)."""
+    return route.render(settings, work, finite_answers(answers, work.served.name))
 
 
 def within_deadline(deadline: float, work: Callable, *args):
@@ -666,106 +364,31 @@ def all_finite(answer: Any) -> bool:
     return True
 
 
-def refuse_other_kinds(served: ServedModel) -> None:
-    """A 400 for a sentence-vector request to a model whose vectors are sparse (SPLADE) or one per token (ColBERT)."""
-    if served.sparse_only:
-        raise ApiError(
-            400,
-            "this model is a SparseEncoder (SPLADE): its vectors are sparse, over the vocabulary; ask /embed_sparse",
-            code="model_is_sparse",
-        )
-    if served.multi_only:
-        raise ApiError(
-            400,
-            "this model is a multi-vector (ColBERT) model: it gives a vector per token, not one per text; "
-            "ask /embed_multi",
-            code="model_is_multi_vector",
-        )
-
-
 def routed(http: Request) -> str | None:
     """The model a /models/NAME/... route names, or None."""
     return http.path_params.get("model")
 
 
-def tokenize_answer(served: ServedModel, body: bytes, max_inputs: int, max_tokens: int) -> bytes:
-    """/tokenize: each input's tokens with ids and character offsets, at most max_length tokens an input and
-    `max_tokens` a request (413 beyond), so an answer stays small."""
-    texts, special = protocol.tokenize_request(body, max_inputs)
-    pipeline = served.opened()
-    with refused([f"inputs[{i}]" for i in range(len(texts))], ""):
-        try:
-            encodings = pipeline.tokenize(texts, served.recipe, special=special, max_tokens=max_tokens)
-        except TooManyTokens as e:
-            raise ApiError(
-                413,
-                f"the inputs up to 'inputs[{e.index}]' are {e.tokens} tokens; /tokenize answers at most {e.limit} "
-                f"tokens a request (--max-batch-tokens): send fewer inputs at a time",
-                param="inputs",
-                code="input_too_long",
-            ) from None
-    return protocol.tokenize_response(encodings, texts)
+async def ollama_version(request: Request) -> Response:
+    """GET /api/version: numbert's version."""
+    return json_response({"version": __version__})
 
 
-def similarity_answer(served: ServedModel, recipe: Recipe, answers: list) -> bytes:
-    """/similarity: the cosine of the source sentence's vector (the first) with each other sentence's."""
-    vectors = recipe.finish(np.stack(answers))
-    similarities = served.opened().similarity(vectors[:1], vectors[1:])  # (1, sentences): of arrays, an array
-    assert isinstance(similarities, np.ndarray)
-    return protocol.similarity_response(similarities[0])
+async def docs(request: Request) -> Response:
+    """GET /docs: Swagger UI over /openapi.json, its files served from the swagger-ui-py package."""
+    if openapi.assets() is None:
+        return error_response(no_swagger_ui())
+    return Response(openapi.PAGE, media_type="text/html")
 
 
-def decode_answer(served: ServedModel, body: bytes, max_inputs: int) -> bytes:
-    """/decode: each list of token ids as text."""
-    ids, skip_special_tokens = protocol.decode_request(body, max_inputs)
-    pipeline = served.opened()
-    with refused([f"ids[{i}]" for i in range(len(ids))], ""):
-        texts = pipeline.decode(ids, skip_special_tokens)
-    return json.dumps(texts, ensure_ascii=False).encode()
-
-
-@contextlib.contextmanager
-def refused(names: list[str], hint: str, pairs: bool = False) -> Iterator[None]:
-    """The pipeline's refusal of an input (too long, a token id outside the vocabulary) as the ApiError naming it
-    in the request, and a tokenizer pattern past its time bound as a 422: `names[i]` is where input i is; `hint`
-    ends a 413 (how the client may have it cut)."""
-    try:
-        yield
-    except InputTooLong as e:
-        where = names[e.index]
-        count = str(e.tokens) if e.exact else f"at least {e.tokens}"
-        says = f"makes an input of {count} tokens" if pairs else f"is {count} tokens long"
-        special = "[CLS] and [SEP]s included" if pairs else "special tokens included"
-        raise ApiError(
-            413,
-            f"'{where}' {says}; this model takes at most {e.limit} ({special}). Shorten it{hint}",
-            param=where,
-            code="input_too_long",
-        ) from None
-    except PatternTimeout as e:  # a tokenizer.json pattern that backtracks catastrophically on an input
-        raise ApiError(422, f"this model's tokenizer cannot read the inputs: {e}", code="pattern_timeout") from None
-    except InvalidTokenId as e:
-        where = f"{names[e.index]}[{e.position}]"
-        raise ApiError(
-            422,
-            f"'{where}' is {e.value}, not a token id of this model's vocabulary [0, {e.vocab_size})",
-            param=where,
-            code="invalid_token_id",
-        ) from None
-
-
-def ollama_model_of(body: bytes) -> str | None:
-    """The model an Ollama /api/show body names."""
-    return protocol.ollama_model(protocol.json_object(body))
-
-
-def ollama_render(kind: str, model: str, recipe: Recipe, answers: list, tokens: int, start: int) -> bytes:
-    """The rows' vectors finished by the recipe, as /api/embed (with its durations since `start`, in ns) or the
-    older /api/embeddings answers them."""
-    vectors = recipe.finish(np.stack(answers)) if answers else np.empty((0, recipe.dim), np.float32)
-    if kind == "embeddings":
-        return protocol.ollama_embeddings_response(vectors)
-    return protocol.ollama_embed_response(vectors, model, tokens, time.perf_counter_ns() - start, 0)
+async def docs_asset(request: Request) -> Response:
+    """GET /docs/<file>: one of Swagger UI's files."""
+    directory, name = openapi.assets(), request.url.path.rsplit("/", 1)[-1]
+    if directory is None:
+        return error_response(no_swagger_ui())
+    media = {"js": "text/javascript", "css": "text/css", "png": "image/png"}[name.rsplit(".", 1)[-1]]
+    content = await anyio.to_thread.run_sync((directory / name).read_bytes)
+    return Response(content, media_type=media, headers={"Cache-Control": "max-age=86400"})
 
 
 def no_swagger_ui() -> ApiError:
@@ -799,30 +422,15 @@ async def http_error(request: Request, exc: Exception) -> Response:
 def create_app(settings: Settings) -> Starlette:
     """The ASGI app serving `settings.models`; they load in the background once the app starts."""
     server = Server(settings)
-    routes = [
-        Route("/v1/embeddings", server.openai_embeddings, methods=["POST"]),
-        Route("/embed", server.tei_embed, methods=["POST"]),
-        Route("/embed_all", server.embed_all, methods=["POST"]),
-        Route("/similarity", server.tei_similarity, methods=["POST"]),
-        Route("/embed_sparse", server.tei_embed_sparse, methods=["POST"]),
-        Route("/embed_multi", server.embed_multi, methods=["POST"]),
-        Route("/tokenize", server.tokenize, methods=["POST"]),
-        Route("/decode", server.decode, methods=["POST"]),
-        Route("/rerank", server.tei_rerank, methods=["POST"]),
-        Route("/v1/rerank", server.cohere_rerank, methods=["POST"]),
-        Route("/predict", server.predict, methods=["POST"]),
-        Route("/info", server.info, methods=["GET"]),
-        Route("/api/embed", server.ollama_embed, methods=["POST"]),
-        Route("/api/embeddings", server.ollama_embeddings, methods=["POST"]),
-        Route("/api/show", server.ollama_show, methods=["POST"]),
-    ]
+    routes = [Route(r.path, server.endpoint(r), methods=["POST"]) for r in ROUTES]
+    routes.insert(INFO_AFTER, Route("/info", server.info, methods=["GET"]))
     routes += model_routes(routes)
     routes += [
-        Route("/openapi.json", server.openapi, methods=["GET"]),
-        Route("/docs", server.docs, methods=["GET"]),
-        *(Route(f"/docs/{name}", server.docs_asset, methods=["GET"]) for name in openapi.ASSETS),
+        Route("/openapi.json", server.openapi_document, methods=["GET"]),
+        Route("/docs", docs, methods=["GET"]),
+        *(Route(f"/docs/{name}", docs_asset, methods=["GET"]) for name in openapi.ASSETS),
         Route("/api/tags", server.ollama_tags, methods=["GET"]),
-        Route("/api/version", server.ollama_version, methods=["GET"]),
+        Route("/api/version", ollama_version, methods=["GET"]),
         Route("/v1/models", server.list_models, methods=["GET"]),
         Route("/health", server.health, methods=["GET"]),
         Route("/metrics", server.prometheus, methods=["GET"]),

@@ -64,8 +64,9 @@ class ServedModel:
     def answers_to(self, asked: str) -> bool:
         """Whether a request's `model` names this model: its served name or the name numbert gives its directory or
         hub id, either of them or the name asked taken without a hub id's organisation (all-MiniLM-L6-v2 and
-        sentence-transformers/all-MiniLM-L6-v2 name the same model); case ignored."""
-        asked = asked.lower()
+        sentence-transformers/all-MiniLM-L6-v2 name the same model), with or without Ollama's default tag ":latest";
+        case ignored."""
+        asked = asked.lower().removesuffix(":latest")
         return asked in self.names or asked.rsplit("/", 1)[-1] in self.names
 
     def __init__(self, name: str, path: str):
@@ -429,6 +430,13 @@ class Models:
         if named is None and not self.any_name:
             raise ModelNotFound(asked, list(self.by_name))
         return named or self.default
+
+    def known(self, routed: str | None) -> ServedModel | None:
+        """The model a request is for before its body is read, when no body can change it: the one its
+        /models/NAME/ prefix names (if served), or the only one served; else None."""
+        if routed is not None:
+            return self.by_name.get(routed)
+        return self.default if len(self.by_name) == 1 else None
 
     @property
     def load_error(self) -> str | None:

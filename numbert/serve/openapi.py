@@ -95,6 +95,7 @@ SCHEMAS: dict[str, dict] = {
         truncate=nullable(boolean),
         truncation_direction=ref("TruncationDirection"),
         prompt_name=nullable(string),
+        dimensions=nullable({"type": "integer", "minimum": 1}),
     ),
     "EmbedResponse": array(VECTOR),
     "TokensRequest": obj(

@@ -8,12 +8,25 @@ adjacent pair with the best rank in the merges list is merged, again and again, 
 That is exactly the Rust `tokenizers` crate's order (a priority queue on (rank, position)); `merge_word`
 runs it with a heap over a linked list of symbols, so a long word costs n log n, not n^2. (The tokenizer
 memoizes words: tokenizer.py's stages, pipeline_fast.py.)
+
+Gemma's normalizer writes spaces as "▁" and its pre-tokenizer never splits, so its words are whole texts. When no
+merge joins a piece ending in another character to one starting with "▁" (`splits_at_metaspace`: SentencePiece's
+pieces never do), no token crosses such a place, and a long word is tokenized piece by piece between them, each
+piece memoized: the same tokens, in the time of the pieces.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import itertools
+import re
 from collections.abc import Mapping, Sequence
+
+from .memo import Memo
+
+METASPACE = "▁"
+MEMO_PIECE = 256  # characters: longer pieces of a word are tokenized without the memo
 
 
 class BPE:
@@ -43,9 +56,35 @@ class BPE:
             raise ValueError(f"{source}: model.unk_token {unk_token!r} is not in model.vocab")
         self.unk_token, self.fuse_unk, self.byte_fallback = unk_token, fuse_unk, byte_fallback
         self.ignore_merges = ignore_merges
+        self.pieces = Memo(self.tokenize_whole, 1 << 14)  # a piece of a word between cuts -> its tokens
+        self.cuts = re.compile(f"(?<=[^{METASPACE}])(?={METASPACE})") if self.splits_at_metaspace() else None
+
+    def splits_at_metaspace(self) -> bool:
+        """Whether no token can cross a place between another character and "▁": no merge joins a piece ending in
+        another character to one starting with "▁"; "▁" is in the vocabulary (an unknown token waiting for the next
+        character in it is laid before it, as Rust lays it); every character becomes some token (an unknown one),
+        so none dropped shifts what follows; and no word is looked up whole (ignore_merges)."""
+        return (
+            METASPACE in self.vocab
+            and self.unk_token is not None
+            and not self.ignore_merges
+            and not any(b.startswith(METASPACE) and not a.endswith(METASPACE) for a, b in self.ranks)
+        )
 
     def tokenize(self, word: str) -> list[tuple[int, str, int, int]]:
         """(id, token, start, end) of each token of `word` (character positions in it)."""
+        if self.cuts is None or METASPACE not in word:
+            return self.tokenize_whole(word)
+        out: list[tuple[int, str, int, int]] = []
+        start = 0
+        for piece in self.cuts.split(word):
+            found = self.pieces[piece] if len(piece) <= MEMO_PIECE else self.tokenize_whole(piece)
+            out += [(i, t, s + start, e + start) for i, t, s, e in found] if start else found
+            start += len(piece)
+        return out
+
+    def tokenize_whole(self, word: str) -> list[tuple[int, str, int, int]]:
+        """`tokenize` on the word as one piece."""
         if self.ignore_merges and word in self.vocab:
             return [(self.vocab[word], word, 0, len(word))]
         return [(self.vocab[s], s, start, end) for s, start, end in self.merge_word(self.symbols(word))]
@@ -53,23 +92,50 @@ class BPE:
     def symbols(self, word: str) -> list[tuple[str, int, int]]:
         """The word's characters as (symbol, start, end); a character outside the vocabulary becomes its
         UTF-8 bytes' <0xXX> tokens (byte_fallback, when all exist), else the unknown token (consecutive ones
-        fused into one with fuse_unk), else nothing."""
-        symbols: list[tuple[str, int, int]] = []
-        for i, c in enumerate(word):
-            if c in self.vocab:
-                symbols.append((c, i, i + 1))
-                continue
-            if self.byte_fallback:
-                pieces = [f"<0x{b:02X}>" for b in c.encode("utf-8", "surrogatepass")]
-                if all(p in self.vocab for p in pieces):
-                    symbols += [(p, i, i + 1) for p in pieces]
-                    continue
-            if self.unk_token is not None:
-                if self.fuse_unk and symbols and symbols[-1][0] == self.unk_token and symbols[-1][2] == i:
-                    symbols[-1] = (self.unk_token, symbols[-1][1], i + 1)
-                else:
-                    symbols.append((self.unk_token, i, i + 1))
-        return symbols
+        fused into one with fuse_unk), else nothing.
+
+        As the Rust crate, it lays the symbols end to end by their lengths in UTF-8 bytes, then reads each one's
+        span as the characters its bytes fall in. That is the characters' own spans unless Rust's order differs
+        from the text's: an unknown token waits for the next character in the vocabulary (byte pieces found
+        meanwhile come before it), and a character dropped (no unknown token) shifts all that follows."""
+        unk, pieces = self.unk_token, self.unknown(word)
+        if pieces is None:  # every character in the vocabulary
+            return [(c, i, i + 1) for i, c in enumerate(word)]
+        laid: list[tuple[str, int]] = []  # (symbol, its length in bytes), in Rust's order
+        pending = 0  # bytes of the unknown token not yet laid
+        for c, size, fallback in pieces:
+            if fallback is None:  # in the vocabulary
+                if pending:
+                    laid.append((unk, pending))  # type: ignore[arg-type]
+                    pending = 0
+                laid.append((c, size))
+            elif fallback:
+                laid += [(b, 1) for b in fallback]
+            elif unk is not None:
+                if pending and not self.fuse_unk:
+                    laid.append((unk, pending))
+                    pending = 0
+                pending += size
+        if pending:
+            laid.append((unk, pending))  # type: ignore[arg-type]
+        return spans_of(word, laid)
+
+    def unknown(self, word: str) -> list[tuple[str, int, list[str] | None]] | None:
+        """None when every character of `word` is in the vocabulary; else (character, its length in UTF-8 bytes,
+        its byte pieces) of each: the pieces are None for a character in the vocabulary, [] for one byte fallback
+        does not take (off, or a piece missing)."""
+        vocab = self.vocab
+        if all(c in vocab for c in word):
+            return None
+        out: list[tuple[str, int, list[str] | None]] = []
+        for c in word:
+            data = c.encode("utf-8", "surrogatepass")
+            fallback: list[str] | None = None
+            if c not in vocab:
+                found = [f"<0x{b:02X}>" for b in data] if self.byte_fallback else []
+                fallback = found if all(p in vocab for p in found) else []
+            out.append((c, len(data), fallback))
+        return out
 
     def merge_word(self, symbols: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
         """The merges applied to `symbols`, lowest rank first, leftmost first among equal ranks."""
@@ -99,3 +165,16 @@ class BPE:
             merged.append((text[i], symbols[i][1], symbols[nxt[i] - 1][2]))
             i = nxt[i]
         return merged
+
+
+def spans_of(word: str, laid: list[tuple[str, int]]) -> list[tuple[str, int, int]]:
+    """(symbol, start, end) in characters of symbols laid end to end by their lengths in UTF-8 bytes: a symbol spans
+    from the character its first byte falls in to the one its last byte falls in."""
+    starts = list(itertools.accumulate((len(c.encode("utf-8", "surrogatepass")) for c in word), initial=0))
+    out, at = [], 0
+    for symbol, size in laid:
+        first = bisect.bisect_right(starts, at) - 1
+        last = bisect.bisect_right(starts, at + size - 1) - 1
+        out.append((symbol, first, last + 1))
+        at += size
+    return out

@@ -40,8 +40,11 @@ the `regex` package often avoids, stops at its retry limit instead, with an erro
 well (`deadline`: the server's --request-timeout), so that a request it has given up on stops matching; past it,
 `DeadlinePassed` (a TimeoutError: the caller's time ran out, the text is not at fault).
 
-Characters the `regex` package's Unicode version assigns and the Rust crate's Oniguruma does not yet (Unicode 16
-and 17's new letters, digits...) are classed by the newer tables; no other difference is known.
+The `regex` package's Unicode tables (17.0) are newer than the Rust crate's Oniguruma's (16.0): the characters they
+assign and Oniguruma does not (`NEWER_THAN_ONIGURUMA`, measured by sweeping every code point through both) are taken
+out of every property and set but the unassigned ones (\\p{Cn}, \\p{C}, \\p{Unknown}), which take them in, and U+0295,
+which Unicode 16 moved from Ll to Lo, stays Ll: so Qwen2's split (\\p{L}, \\p{N}) classes every code point as Rust
+does.
 """
 
 from __future__ import annotations
@@ -84,31 +87,59 @@ class DeadlinePassed(TimeoutError):
     is not at fault (a server answers 504, as for any request past its --request-timeout, not 422)."""
 
 
+# Code points the `regex` package's Unicode assigns and the Rust crate's Oniguruma leaves unassigned (Cn), found by
+# matching \p{Cn} with both over every code point (test_tokenizer_gemma_qwen.py's sweep re-checks them).
+NEWER_THAN_ONIGURUMA = (
+    "0558 058B-058C 05C8-05C9 088F 0B53-0B54 0C5C 0CDC 1ACF-1AF0 208F 209D-209F 20C1-20C4 2B96 2E60-2E63 "
+    "A7CE-A7CF A7D2 A7D4 A7DD A7E2 A7F1 AB6C-AB6D FBC3-FBD2 FD90-FD91 FDC8-FDCE 107BB-107BF 10940-10959 "
+    "10EC5-10EC7 10EC9-10EEE 10EF0-10EFB 11B0A 11B60-11B67 11DB0-11DDB 11DE0-11DE9 11DF0-11DF1 1246F 12475-1247F "
+    "12550-12686 16EA0-16EB8 16EBB-16ED3 16FF2-16FF6 187F8-187FF 18CD6-18CDA 18D09-18D20 18D80-18DF2 18E00-19191 "
+    "191A0-191D2 1B123-1B128 1B168 1CCFA-1CCFC 1CEBA-1CED0 1CED2-1CED4 1CEDD-1CEFD 1D127-1D128 1D1EB-1D1FF "
+    "1D250-1D281 1D6A6 1DB00-1DB1C 1DF1F-1DF24 1DF2B-1DF81 1DF90-1DF96 1DFCD-1DFFF 1E6C0-1E6DE 1E6E0-1E6F5 "
+    "1E6FE-1E6FF 1F1AE 1F6D8-1F6D9 1F777-1F77A 1F7DA-1F7DB 1F7F1-1F7FF 1F8D0-1F8D8 1FA54-1FA57 1FA8A-1FA8E 1FAC8 "
+    "1FACC-1FACD 1FADD 1FAEA-1FAEB 1FAEF 1FAF9-1FAFA 1FBFA 2B73A-2B73F 2B81E 2CEA2-2CEAD 323B0-33479 3D000-3FC3F"
+)
+
+
+def class_body(ranges: str) -> str:
+    """A class body of the `regex` package for hex code points and ranges: "0558 058B-058C" -> "\\U00000558..."."""
+    items = (item.partition("-") for item in ranges.split())
+    return "".join(f"\\U{int(a, 16):08x}" + (f"-\\U{int(b, 16):08x}" if b else "") for a, _, b in items)
+
+
+NEWER = class_body(NEWER_THAN_ONIGURUMA)
+
+
+def as_oniguruma(body: str) -> str:
+    """A class body holding what `body` holds, but the characters Oniguruma leaves unassigned."""
+    return f"[{body}--[{NEWER}]]"
+
+
 # Oniguruma's Unicode sets, as the Rust crate's Oniguruma classes every code point (measured: tests/
 # test_tokenizer_patterns.py), as class bodies of the `regex` package. Outside a class, \w also holds six
 # Latin-1 numbers (Oniguruma's single-byte table); inside one it does not.
-WORD = r"\p{Alphabetic}\p{M}\p{Nd}\p{Pc}"  # [\w], [[:word:]]
+WORD = as_oniguruma(r"\p{Alphabetic}\p{M}\p{Nd}\p{Pc}")  # [\w], [[:word:]]
 WORD_OUTSIDE = WORD + r"\xb2\xb3\xb9\xbc-\xbe"  # \w
 SPACE = r"\p{White_Space}"  # \s, [[:space:]]
 HEX = "0-9a-fA-F"  # \h, [[:xdigit:]]
 GRAPH = r"[^\p{White_Space}\p{Cc}\p{Cn}\p{Cs}]"
 POSIX = {  # [[:name:]] and \p{Name}
-    "alnum": r"\p{Alphabetic}\p{Nd}",
-    "alpha": r"\p{Alphabetic}",
+    "alnum": as_oniguruma(r"\p{Alphabetic}\p{Nd}"),
+    "alpha": as_oniguruma(r"\p{Alphabetic}"),
     "ascii": r"\x00-\x7f",
     "blank": r"\p{Zs}\t",
     "cntrl": r"\p{Cc}",
-    "digit": r"\p{Nd}",
-    "graph": GRAPH,
-    "lower": r"\p{Lowercase}",
-    "print": GRAPH + r"\p{Zs}",
-    "punct": r"\p{P}\p{S}",
+    "digit": as_oniguruma(r"\p{Nd}"),
+    "graph": as_oniguruma(GRAPH),
+    "lower": as_oniguruma(r"\p{Lowercase}"),
+    "print": as_oniguruma(GRAPH + r"\p{Zs}"),
+    "punct": as_oniguruma(r"\p{P}\p{S}"),
     "space": SPACE,
-    "upper": r"\p{Uppercase}",
+    "upper": as_oniguruma(r"\p{Uppercase}"),
     "xdigit": HEX,
     "word": WORD,
 }
-CLASS_ESCAPES = {"w": WORD, "s": SPACE, "h": HEX, "d": r"\p{Nd}"}  # and their capitals, negated
+CLASS_ESCAPES = {"w": WORD, "s": SPACE, "h": HEX, "d": POSIX["digit"]}  # and their capitals, negated
 SIMPLE_ESCAPES = {"z": r"\z", "A": r"\A", "G": r"\G", "K": r"\K", "X": r"\X"}
 WORD_CHAR = f"[{WORD_OUTSIDE}]"
 BOUNDARY = f"(?:(?<={WORD_CHAR})(?!{WORD_CHAR})|(?<!{WORD_CHAR})(?={WORD_CHAR}))"  # \b, by Oniguruma's \w
@@ -293,9 +324,9 @@ class Translation:
             negated, name = not negated, name[1:]
         key = name.lower().replace("_", "").replace(" ", "")
         posix = WORD_OUTSIDE if key == "word" else POSIX.get(key)  # \p{Word} is \w's set, [[:word:]] [\w]'s
-        if posix is not None:
-            return f"[{'^' if negated else ''}{posix}]"
-        return f"\\{'P' if negated else 'p'}{{{name}}}"
+        if posix is None:
+            posix = property_as_oniguruma(name, key)
+        return f"[{'^' if negated else ''}{posix}]"
 
     def char_class(self) -> str:
         """A character class, after '[': nested classes, && and POSIX brackets as Oniguruma reads them; '|', '~'
@@ -335,6 +366,21 @@ class Translation:
         self.at = match.end()
         body = POSIX[match[2]]
         return f"[^{body}]" if match[1] else f"[{body}]"
+
+
+def property_as_oniguruma(name: str, key: str) -> str:
+    """The class body of \\p{name} (`key`: its name lower-cased, without spaces and underscores) as Oniguruma's
+    Unicode 16 tables hold it: the characters it leaves unassigned belong to Cn, C and Unknown only; U+0295 is Ll."""
+    body = f"\\p{{{name}}}"
+    if key in ("cn", "unassigned", "c", "other", "zzzz", "unknown"):
+        return body + NEWER
+    if key == "any":
+        return body
+    if key in ("ll", "lowercaseletter", "lc", "l&", "casedletter"):
+        return as_oniguruma(body) + r"\u0295"
+    if key in ("lo", "otherletter"):
+        return f"[{body}--[{NEWER}\\u0295]]"
+    return as_oniguruma(body)
 
 
 class Pattern:

@@ -22,6 +22,7 @@ from .pre_tokenizers import PreTokenizer
 # truncating encode is served, from the end it keeps (Tokenizer.encode), so memory stays bounded on hostile lines.
 MAX_INPUT_CHARS = 1_000_000
 MEMO_SIZE = 1 << 15  # words per generation of a word memo
+MEMO_WORD = 256  # characters: longer words are tokenized without the memo (Gemma's whole texts rarely repeat)
 
 
 class Words(Protocol):
@@ -68,7 +69,9 @@ class Stages:
         ids, tokens, offsets, word_ids = [], [], [], []
         for w, word in enumerate(words):
             spans = word.spans
-            for token_id, token, s, e in self.model_tokens[word.text]:
+            text = word.text
+            found = self.model_tokens[text] if len(text) <= MEMO_WORD else self.model.tokenize(text)
+            for token_id, token, s, e in found:
                 ids.append(token_id)
                 tokens.append(token)
                 offsets.append((spans[s][0], spans[e - 1][1]))

@@ -7,7 +7,7 @@ naming the file and the field and listing what is supported.
     pre_tokenizer   pre_tokenizers.py (BertPreTokenizer; ByteLevel, Metaspace, WhitespaceSplit, Split, Digits, ...)
     model           models.py: WordPiece, BPE (bpe.py), Unigram (unigram.py)
     post_processor  templates.py (BertProcessing, RobertaProcessing, TemplateProcessing, ByteLevel, Sequence)
-    decoder         decoders.py (WordPiece, ByteLevel, Metaspace)
+    decoder         decoders.py (WordPiece, ByteLevel, Metaspace; Replace, ByteFallback, Fuse, Strip, Sequence)
 
 A WordPiece file is read only when its stages are exactly BERT's (`wordpiece_settings`: BertNormalizer with
 clean_text, BertPreTokenizer, "##" pieces, BERT's template or another frame templates.py reads, as MPNet's);
@@ -25,7 +25,17 @@ from typing import Any
 from ..checkpoint.json_file import read_object
 from .added_tokens import AddedToken
 from .bpe import BPE
-from .decoders import ByteLevelDecoder, Decoder, MetaspaceDecoder, SpaceDecoder
+from .decoders import (
+    ByteFallbackDecoder,
+    ByteLevelDecoder,
+    Decoder,
+    FuseDecoder,
+    MetaspaceDecoder,
+    ReplaceDecoder,
+    SequenceDecoder,
+    SpaceDecoder,
+    StripDecoder,
+)
 from .encoding import Segment
 from .models import Model, WordLevel
 from .normalizers import (
@@ -57,7 +67,7 @@ SUPPORTED = {  # of BPE and Unigram files; a WordPiece file has BERT's stages
     "model": ("BPE", "Unigram", "WordLevel", "WordPiece"),
     "normalizer": ("Sequence", "NFC", "NFD", "NFKC", "NFKD", "Lowercase", "Strip", "Replace", "Precompiled"),
     "pre_tokenizer": ("Sequence", "ByteLevel", "Metaspace", "WhitespaceSplit", "Split", "Digits"),
-    "decoder": ("ByteLevel", "Metaspace"),
+    "decoder": ("ByteLevel", "Metaspace", "Replace", "ByteFallback", "Fuse", "Strip", "Sequence"),
     "post_processor": ("RobertaProcessing", "TemplateProcessing", "BertProcessing", "ByteLevel", "Sequence"),
 }
 
@@ -346,15 +356,33 @@ class TokenizerJson:
             )
         return out
 
-    def decoder(self) -> Decoder:
-        value = self.spec.get("decoder")
-        if value is None:
-            return SpaceDecoder()
-        kind, spec = self.component("decoder", value, "decoder")
+    def decoder(self, value: Any = None, field: str = "decoder") -> Decoder:
+        """The decoder at `field` (the file's own by default; none: tokens joined by spaces)."""
+        if field == "decoder":
+            value = self.spec.get("decoder")
+            if value is None:
+                return SpaceDecoder()
+        kind, spec = self.component(field, value, "decoder")
         if kind == "Metaspace":
-            replacement, scheme, _ = self.metaspace("decoder", spec)
+            replacement, scheme, _ = self.metaspace(field, spec)
             return MetaspaceDecoder(replacement, scheme)
-        return ByteLevelDecoder()
+        if kind == "Replace":
+            content = spec.get("content")
+            if not isinstance(content, str):
+                raise self.error(f"{field}.content", f"must be a string, not {shown(content, 100)}")
+            return ReplaceDecoder(self.pattern(f"{field}.pattern", spec.get("pattern"))[0], content)
+        if kind == "Strip":
+            content = spec.get("content")
+            if not (isinstance(content, str) and len(content) == 1):
+                raise self.error(f"{field}.content", "must be one character")
+            counts = [self.token_id(f"{field}.{name}", spec.get(name)) for name in ("start", "stop")]  # Rust's usize
+            return StripDecoder(content, counts[0], counts[1])
+        if kind == "Sequence":
+            steps = spec.get("decoders")
+            if not isinstance(steps, list):
+                raise self.error(f"{field}.decoders", "must be a list")
+            return SequenceDecoder([self.decoder(s, f"{field}.decoders[{i}]") for i, s in enumerate(steps)])
+        return {"ByteFallback": ByteFallbackDecoder, "Fuse": FuseDecoder}.get(kind, ByteLevelDecoder)()
 
     # -- the post-processor ------------------------------------------------------------------------------
 
