@@ -98,7 +98,7 @@ def measure(tree: Path, model: str, corpus: list[str], threads: int, repeat: int
         check=True,
     )
     result = json.loads(done.stdout)
-    server = Server(model, env | {"PYTHONPATH": str(tree)}, [])
+    server = Server(model, env | {"PYTHONPATH": str(tree)}, ["--answer-any-model-name"])  # its requests name "m"
     try:
         requests = [post({"input": [text], "model": "m", "encoding_format": "base64"}) for text in corpus]
         asyncio.run(serve_corpus(server.port, requests[:64], 64))  # warm
