@@ -15,7 +15,7 @@ import pytest
 from helpers import TOKENIZER_CONFIGS, fake_hub
 
 import numbert
-from numbert.tokenizer.tokenizer_json import wordpiece_settings
+from numbert.tokenizer.wordpiece_json import wordpiece_settings
 
 TEXTS = [
     "Here is the sentence I want embeddings for.",

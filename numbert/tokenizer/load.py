@@ -26,8 +26,9 @@ from .models import Model, WordPiece
 from .normalizers import BertNormalizer, Normalizer
 from .pre_tokenizers import BertPreTokenizer, PreTokenizer
 from .templates import PostProcessor, Template
-from .tokenizer_json import TokenizerJson, other_frame, read_stages, wordpiece_settings
+from .tokenizer_json import TokenizerJson, read_stages
 from .truncation import check_side
+from .wordpiece_json import other_frame, wordpiece_settings
 
 TOKEN_FIELDS = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 # the files of transformers' Python BPE and SentencePiece tokenizers, which numbert does not read

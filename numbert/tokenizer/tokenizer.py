@@ -257,14 +257,12 @@ class Tokenizer:
                     segment = self._segment(text[cut:], name, cut)
                     first = bisect.bisect_left(segment.offsets, guard, key=lambda span: span[0])
                     if len(segment.ids) - first >= need:
-                        return lagging(segment[first, len(segment.ids)], lag, self._piece_end(text, cut)), False
+                        return lagging(
+                            segment[first, len(segment.ids)], lag, piece_end(self.added_tokens, text, cut)
+                        ), False
                 read = len(text) - cut
             size = max(size * READ_GROWTH, read + 1)  # (past the part just read, which may reach far beyond size)
         return self._segment(text, name), True
-
-    def _piece_end(self, text: str, start: int) -> int:
-        """Where the first added token from `start` on begins (the text's length if none does)."""
-        return next((start + first for first, _, _ in self.added_tokens.find(text[start:])), len(text))
 
     # -- encoding ------------------------------------------------------------------------------------
 
@@ -605,3 +603,8 @@ def kept(segment: Segment, window: tuple[int, int], words_counted: bool) -> Segm
         return part
     first = part.words[0]
     return Segment(part.ids, part.tokens, part.offsets, [w - first for w in part.words])
+
+
+def piece_end(added_tokens: AddedTokens, text: str, start: int) -> int:
+    """Where the first added token from `start` on begins (the text's length if none does)."""
+    return next((start + first for first, _, _ in added_tokens.find(text[start:])), len(text))
