@@ -291,11 +291,7 @@ def update_json(path: Path, values: dict) -> None:
 
 def configured_similarity(model: Bert, known: tuple[str, ...]) -> str:
     """config_sentence_transformers.json's similarity_fn_name, if one of `known`, else the first of them."""
-    path = Path(model.directory or ".") / "config_sentence_transformers.json"
-    try:
-        name = json.loads(path.read_text(encoding="utf-8")).get("similarity_fn_name")
-    except (OSError, ValueError, AttributeError):
-        return known[0]
+    name = model.sentence_config.similarity_fn_name if model.sentence_config is not None else None
     return name if name in known else known[0]
 
 

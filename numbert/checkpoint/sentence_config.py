@@ -122,6 +122,7 @@ class SentenceConfig:
     splade: SpladePooling | None = None  # a SparseEncoder's SpladePooling: the model's vectors are sparse
     max_active_dims: int | None = None  # a SparseEncoder's weights kept per vector (None: all)
     router: Router | None = field(default=None, compare=False, repr=False)  # a Router: its routes
+    similarity_fn_name: str | None = field(default=None, repr=False)  # as config_sentence_transformers.json names it
 
     def prompt(self, prompt: str | None, prompt_name: str | None) -> str:
         """The text to prepend: `prompt` itself, else the named prompt, else the default prompt, else none."""
@@ -203,6 +204,7 @@ def read_sentence_config(
         splade,
         max_active_dims,
         read_router(directory, listed or []),
+        similarity if isinstance(similarity := prompting.get("similarity_fn_name"), str) else None,
     )
 
 

@@ -372,16 +372,7 @@ def serve(receive_end: Connection, send_end: Connection) -> None:
         number, rows = message
         try:
             assert recipe is not None, "a batch came before its recipe"
-            out = pipeline.runner.run(
-                rows,
-                recipe.task,
-                first_only=recipe.first_only,
-                limit=recipe.max_length,
-                stride=recipe.stride,
-                window_batch=window_batch,
-                last_layers=recipe.last_layers,
-            )
-            send_end.send(("ok", number, recipe.sentence_vectors(out)))
+            send_end.send(("ok", number, pipeline.runner.recipe_vectors(rows, recipe, window_batch)))
         except Exception as e:  # noqa: BLE001
             send_end.send(("error", number, picklable(e)))
 

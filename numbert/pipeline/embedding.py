@@ -198,17 +198,7 @@ def run_planned(
 
         def run_one(batch: tuple[list[int], list[Encoding]]) -> tuple[list[int], np.ndarray]:
             positions, encodings = batch
-            rows = [row_of(e) for e in encodings]
-            out = model.runner.run(
-                rows,
-                recipe.task,
-                first_only=recipe.first_only,
-                limit=recipe.max_length,
-                stride=recipe.stride,
-                window_batch=batch_size,
-                last_layers=recipe.last_layers,
-            )
-            return positions, recipe.sentence_vectors(out)
+            return positions, model.runner.recipe_vectors([row_of(e) for e in encodings], recipe, batch_size)
 
         yield from in_order(run_one, planned, side_by_side)
         return

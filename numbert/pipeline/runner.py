@@ -18,6 +18,7 @@ import numpy as np
 from ..model.encoder import Encoder, Output
 from . import planner
 from .planner import Row
+from .recipe import Recipe
 
 log = logging.getLogger(__name__)  # once per model: its outputs are not finite (`checked`)
 
@@ -82,6 +83,20 @@ class Runner:
             output_attentions=output_attentions,
         )
         return self.checked(out)
+
+    def recipe_vectors(self, rows: Sequence[Row], recipe: Recipe, window_batch: int = 32) -> np.ndarray:
+        """A planned batch's sentence vectors by `recipe` (before its `finish`): `run` as the recipe asks it (its
+        task, first positions, length, stride and the last layers it reads). ([rows,] width)"""
+        out = self.run(
+            rows,
+            recipe.task,
+            first_only=recipe.first_only,
+            limit=recipe.max_length,
+            stride=recipe.stride,
+            window_batch=window_batch,
+            last_layers=recipe.last_layers,
+        )
+        return recipe.sentence_vectors(out)
 
     def windows(self, row: Row, size: int, stride: int, batch_size: int = 32) -> Output:
         """One row of any length as windows of `size` tokens sharing `stride`, stitched into one Output (no batch

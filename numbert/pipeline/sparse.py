@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..checkpoint.safetensors_file import read_safetensors
 from ..runtime import blas
 from ..runtime.side_by_side import in_order
 from ..tokenizer import Tokenizer
@@ -130,12 +131,10 @@ def static_vectors(
 @functools.lru_cache(maxsize=4)
 def static_route(folder: Path) -> tuple[np.ndarray, Tokenizer]:
     """A SparseStaticEmbedding folder's table (vocab,) float32 and its tokenizer, read once."""
-    from safetensors.numpy import load_file
-
     file = folder / "model.safetensors"
     try:
-        weight = load_file(str(file)).get("weight")
-    except (OSError, ValueError) as e:
+        weight = read_safetensors(file).get("weight")
+    except OSError as e:
         raise ValueError(f"{file}: cannot read the SparseStaticEmbedding's weights ({e})") from None
     if weight is None or weight.ndim != 1 or not np.isfinite(weight).all():
         raise ValueError(f"{file}: a SparseStaticEmbedding needs one finite 'weight' vector (vocab,)")
