@@ -1,20 +1,26 @@
 """A Qwen3-Embedding-0.6B-shaped model (hidden 1,024, 28 layers, 16 query / 8 key-value heads of 128, intermediate
 3,072; random weights, a vocabulary of 2,048) against transformers' Qwen3Model (sdpa) on the same threads: time per
-text at 8 x 128 tokens (best of 3 after a warm-up), the largest difference; then, in a process of its own, the same
-model saved in bf16 loaded and run on a 512-token text: peak RSS against its float32 weights (docs/performance.md).
+text at 8 x 128 tokens, the largest difference; then, in a process of its own, the same model saved in bf16 loaded
+and run on a 512-token text: peak RSS against its float32 weights (docs/performance.md).
 
-    HF_HUB_OFFLINE=1 python scripts/bench_decoder.py [--threads 1] [--directory /tmp/qwen3-06b-shape]
+    HF_HUB_OFFLINE=1 python scripts/bench_decoder.py [--threads 1] [--rounds 7] [--directory /tmp/qwen3-06b-shape]
+
+Interleaved, as the machine is shared: after a warm-up of each, every round times one forward of each system, the
+two in turn (transformers first in even rounds, numbert first in odd ones), and the figure is the median of the
+rounds' paired ratios numbert / transformers (with their least and largest), beside each system's median time.
+numbert runs as its own processes do (numbert.runtime.blas.configure_own_process, before NumPy loads: OpenBLAS's
+thread timeout, as many row threads as BLAS threads); transformers on torch.set_num_threads(threads).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 VOCAB = 2048
@@ -43,16 +49,19 @@ def make(directory: Path) -> None:
     model.to(torch.bfloat16).save_pretrained(directory / "bf16")
 
 
-def best(run, rounds: int = 3) -> float:
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
+def seconds(run) -> float:
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
 
 
-def speed(directory: Path, threads: int) -> None:
+def spread(values: list[float], digits: int) -> str:
+    """The median (least-largest)."""
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+
+def speed(directory: Path, threads: int, rounds: int) -> None:
+    import numpy as np
     import torch
     import transformers
 
@@ -66,17 +75,25 @@ def speed(directory: Path, threads: int) -> None:
     mask = np.ones_like(ids)
     inputs = dict(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask))
     with torch.no_grad():
-        want = theirs(**inputs).last_hidden_state.numpy()
-        torch_time = best(lambda: theirs(**inputs))
-    got = ours.forward(ids, attention_mask=mask).last_hidden_state
-    numbert_time = best(lambda: ours.forward(ids, attention_mask=mask))
+        want = theirs(**inputs).last_hidden_state.numpy()  # also the warm-up
+        got = ours.forward(ids, attention_mask=mask).last_hidden_state
+        runs = {"transformers": lambda: theirs(**inputs), "numbert": lambda: ours.forward(ids, attention_mask=mask)}
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        for r in range(rounds):
+            for name in sorted(runs, reverse=r % 2 == 0):  # transformers first in even rounds
+                times[name].append(seconds(runs[name]) / len(ids) * 1e3)
+            print(f"round {r}: " + ", ".join(f"{name} {t[-1]:.0f}" for name, t in times.items()), file=sys.stderr)
+    ratios = [ours_ / theirs_ for ours_, theirs_ in zip(times["numbert"], times["transformers"])]
     print(
-        f"threads {threads}: transformers {torch_time / 8 * 1e3:.0f} ms/text, numbert {numbert_time / 8 * 1e3:.0f} "
-        f"ms/text ({numbert_time / torch_time:.2f}x), largest difference {np.abs(got - want).max():.1e}"
+        f"threads {threads}, {rounds} rounds (medians, least-largest): transformers "
+        f"{spread(times['transformers'], 0)} ms/text, numbert {spread(times['numbert'], 0)} ms/text, paired ratio "
+        f"numbert / transformers {spread(ratios, 3)}x; largest difference {np.abs(got - want).max():.1e}"
     )
 
 
 def memory(directory: Path) -> None:
+    import numpy as np
+
     import numbert
 
     model = numbert.load(directory / "bf16")
@@ -92,16 +109,21 @@ def memory(directory: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--directory", type=Path, default=Path("/tmp/qwen3-06b-shape"))
     parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_only:
         memory(args.directory)
         return
+    from numbert.runtime.blas import configure_own_process
+
+    configure_own_process(args.threads)  # before NumPy loads: as numbert's own processes run
     make(args.directory)
-    speed(args.directory, args.threads)
+    speed(args.directory, args.threads, args.rounds)
     command = [sys.executable, __file__, "--directory", str(args.directory), "--memory-only"]
-    subprocess.run(command, check=True, env={"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"})
+    path = os.environ.get("PYTHONPATH", str(ROOT))  # the numbert measured above
+    subprocess.run(command, check=True, env={"PYTHONPATH": path, "HF_HUB_OFFLINE": "1"})
 
 
 if __name__ == "__main__":

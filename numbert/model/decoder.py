@@ -27,13 +27,13 @@ import math
 
 import numpy as np
 
+from ..runtime.blas import products_in_row_threads
 from .config import BertConfig
 from .encoder import Encoder, EncoderLayer, Output
 from .layers import (
     ACTIVATIONS,
     Linear,
     Norm,
-    by_rows,
     exp_shifted,
     gated_feed_forward,
     in_blocks,
@@ -42,7 +42,6 @@ from .layers import (
     row_sums,
 )
 from .packing import Packing
-from .rotary import rotate
 from .scratch import scratch_array
 from .tensors import EMBEDDING_NAMES, FINAL_NORM_NAME, decoder_layer_names
 
@@ -73,6 +72,39 @@ def rms_norm(x: np.ndarray, p: Norm, eps: float, offset: float = 0.0, out: np.nd
 
     in_blocks(normalize, y_rows)
     return y
+
+
+def norm_and_rotate(
+    x: np.ndarray, p: Norm, eps: float, offset: float, rotation: tuple[np.ndarray, np.ndarray] | None
+) -> np.ndarray:
+    """Each head's RMSNorm (`rms_norm`, one head wide), then its rotation (`rotary.rotate`), in place: one pass
+    over the projected queries or keys, in cache-sized blocks of tokens shared among the row threads, instead of
+    a pass of each over the whole array. The same sums as the two in turn. x: (tokens, heads, head) with cos, sin
+    (tokens, head) at each token's position (rotation None: the norm alone). Reference: `reference.rms_norm`,
+    then `reference.rotate`."""
+    tokens, heads, width = x.shape
+    half = width // 2
+    gain = p.weight if offset == 0 else p.weight + f32(offset)
+    rows = x.reshape(tokens, heads * width)
+
+    def work(block: slice) -> None:
+        part = x[block]
+        mean_square = np.einsum("...i,...i->...", part, part) / f32(width)
+        part *= (f32(1) / np.sqrt(mean_square + f32(eps)))[..., None]
+        part *= gain
+        if rotation is None:
+            return
+        cos, sin = (table[block, None, :half] for table in rotation)  # the two halves share their angles
+        first, second = part[..., :half], part[..., half:]
+        second_sin = np.multiply(second, sin)
+        first_sin = np.multiply(first, sin)
+        first *= cos
+        first -= second_sin  # x1 cos - x2 sin
+        second *= cos
+        second += first_sin  # x2 cos + x1 sin
+
+    in_blocks(work, rows)
+    return x
 
 
 def allowed_bias(queries: range, keys: range, causal: bool, window: int | None) -> np.ndarray | None:
@@ -135,25 +167,37 @@ def grouped_attention(
                 bias = cut if bias is None else np.minimum(bias, cut)
             seen = slice(keys.start, keys.stop)
             queries = q_g[:, :, :, start:end]
-            context[:, :, :, start:end] = block_attention(queries, k_g[:, :, :, seen], v_g[:, :, :, seen], scale, bias)
+            block_attention(queries, k_g[:, :, :, seen], v_g[:, :, :, seen], scale, bias, context[:, :, :, start:end])
     return out
 
 
-def block_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, bias: np.ndarray | None) -> np.ndarray:
+def block_attention(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, bias: np.ndarray | None, out: np.ndarray
+) -> np.ndarray:
     """softmax(scale q k^T + bias) v for a block of queries: q (n, kv, group, queries, head) against k, v (n, kv, 1,
-    keys, head). A key/value head's group of query heads is one stack of group x queries rows, so each product is
-    one matrix per key/value head. bias: (queries, keys) or any shape that broadcasts to (n, kv, group, queries,
-    keys). -> (n, kv, group, queries, head)"""
+    keys, head), into `out` (n, kv, group, queries, head). A key/value head's group of query heads is one stack of
+    group x queries rows, so each product is one matrix per sequence and key/value head; those pairs are shared
+    among the row threads, each pair's scores, softmax and context in one go while they are in the cache
+    (`blas.products_in_row_threads`). bias: (queries, keys) or any shape that broadcasts to (n, kv, group, queries,
+    keys)."""
     n, kv, group, queries, head = q.shape
     keys = k.shape[-2]
-    stacked = np.multiply(q, f32(scale), out=scratch_array(n, kv, group, queries, head)).reshape(n, kv, -1, head)
-    scores = np.matmul(stacked, k[:, :, 0].transpose(0, 1, 3, 2), out=scratch_array(n, kv, group * queries, keys))
-    if bias is not None:
-        scores.reshape(n, kv, group, queries, keys)[...] += bias
-    weights = by_rows(exp_shifted, scores)  # softmax = weights / their row sums
-    context = np.matmul(weights, v[:, :, 0])
-    context /= row_sums(weights)
-    return context.reshape(n, kv, group, queries, head)
+    biases = None if bias is None else np.broadcast_to(bias, (n, kv, group, queries, keys))
+
+    def pairs(block: slice) -> None:
+        for pair in range(block.start, min(block.stop, n * kv)):
+            i, h = divmod(pair, kv)
+            stacked = np.multiply(q[i, h], f32(scale), out=np.empty((group, queries, head), f32))
+            scores = np.matmul(stacked.reshape(-1, head), k[i, h, 0].T)  # (group x queries, keys)
+            if biases is not None:
+                scores.reshape(group, queries, keys)[...] += biases[i, h]
+            weights = exp_shifted(scores)  # softmax = weights / their row sums
+            context = np.matmul(weights, v[i, h, 0])
+            context /= row_sums(weights)
+            out[i, h] = context.reshape(group, queries, head)
+
+    products_in_row_threads(pairs, n * kv, 1)
+    return out
 
 
 class DecoderEncoder(Encoder):
@@ -240,10 +284,7 @@ class DecoderEncoder(Encoder):
         q = linear(a, layer.query, scratch_array(tokens, heads * d))
         k, v = (linear(a, p, scratch_array(tokens, kv * d)) for p in (layer.key, layer.value))
         for projected, norm, count in ((q, layer.query_norm, heads), (k, layer.key_norm, kv)):
-            per_head = projected.reshape(tokens, count, d)
-            rms_norm(per_head, norm, eps, offset, out=per_head)
-            if rotation is not None:
-                rotate(per_head, *rotation)
+            norm_and_rotate(projected.reshape(tokens, count, d), norm, eps, offset, rotation)
         context = grouped_attention(
             q, k, v, packing, kv, c.attention_scale, c.causal, window, out=scratch_array(tokens, heads * d)
         )

@@ -47,6 +47,11 @@ def count() -> int:
     return _threads
 
 
+def shares(rows: int, step: int) -> int:
+    """How many threads `each` deals blocks of `step` of `rows` rows out to: 1 (the caller alone) up to `count`."""
+    return max(1, min(_threads if _pool is not None else 1, len(range(0, rows, step)) // MIN_SHARE))
+
+
 def each(work: Callable[[slice], object], rows: int, step: int) -> None:
     """work(slice(start, start + step)) for every block of `step` of `rows` rows. On several threads the
     blocks are dealt out in contiguous shares of at least MIN_SHARE blocks, one a thread, the calling thread
