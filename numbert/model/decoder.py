@@ -24,6 +24,7 @@ Qwen3, GeGLU with tanh GELU for Gemma3), built from numbert.model.layers' blocks
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -35,7 +36,6 @@ from .layers import (
     Linear,
     Norm,
     exp_shifted,
-    gated_feed_forward,
     in_blocks,
     linear,
     result,
@@ -105,6 +105,84 @@ def norm_and_rotate(
 
     in_blocks(work, rows)
     return x
+
+
+def stack_rows(weights: dict[str, np.ndarray], names: list[str]) -> None:
+    """The weights (and biases, if all have one) of products that read the same input, named `names` (less
+    `.weight`), copied once into one matrix, their rows one after the other; each name in `weights` then a view of
+    its rows, so the originals are freed and no second copy is kept. `stacked` finds the matrix again: one GEMM
+    for the several (queries, keys and values; gate and up), as wide GEMMs run nearer BLAS's best speed."""
+    for suffix in (".weight", ".bias"):
+        if suffix == ".bias" and not all(name + suffix in weights for name in names):
+            return
+        parts = [weights[name + suffix] for name in names]
+        rows = np.concatenate(parts)
+        del parts  # (the originals go as their names are rebound below)
+        start = 0
+        for name in names:
+            end = start + len(weights[name + suffix])
+            weights[name + suffix] = rows[start:end]
+            start = end
+
+
+def stacked(parts: tuple[Linear, ...]) -> Linear | None:
+    """One Linear for `parts` whose weights are consecutive rows of one matrix, in order (`stack_rows` made them
+    so at load): its rows are the parts' outputs side by side. None where they are not, or have adapters, or
+    only some a bias."""
+    weights, biases = [p.weight for p in parts], [p.bias for p in parts if p.bias is not None]
+    matrix = weights[0].base
+    if matrix is None or any(p.low_rank is not None for p in parts) or not consecutive(weights, matrix):
+        return None
+    if not biases:
+        return Linear(matrix, None)
+    if len(biases) < len(parts) or not consecutive(biases, biases[0].base):
+        return None
+    return Linear(matrix, biases[0].base)
+
+
+def consecutive(parts: list, whole: np.ndarray | None) -> bool:
+    """Whether `parts` are `whole`'s rows from the first, one after the other, to the last."""
+    if whole is None or not whole.flags.c_contiguous or sum(len(p) for p in parts) != len(whole):
+        return False
+    start, row_bytes = whole.__array_interface__["data"][0], whole[:1].nbytes
+    for part in parts:
+        if part.base is not whole or part.__array_interface__["data"][0] != start:
+            return False
+        start += len(part) * row_bytes
+    return True
+
+
+def products(x: np.ndarray, parts: tuple[Linear, ...]) -> list[np.ndarray]:
+    """`linear(x, p)` for each of `parts`, in scratch memory: one GEMM where they are `stacked`, the outputs then
+    views of its columns. (tokens, in) -> [(tokens, out_p), ...]"""
+    whole = stacked(parts)
+    if whole is None:
+        return [linear(x, p, scratch_array(len(x), len(p.weight))) for p in parts]
+    y = linear(x, whole, scratch_array(len(x), len(whole.weight)))
+    bounds = np.cumsum([0] + [len(p.weight) for p in parts])
+    return [y[:, start:end] for start, end in zip(bounds[:-1], bounds[1:])]
+
+
+def stacked_feed_forward(
+    x: np.ndarray,
+    gate: Linear,
+    up: Linear,
+    down: Linear,
+    activation: Callable[..., np.ndarray],
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """`layers.gated_feed_forward`, the gate and up products as one where they are `stacked` (`products`): the
+    activation and the product in place in the gate's columns, in cache-sized blocks on the row threads, and
+    the down product reading them there. Reference: `reference.feed_forward`'s gated line."""
+    g, u = products(x, (gate, up))
+
+    def gated(rows: slice) -> None:
+        block = g[rows]
+        activation(block, out=block)
+        block *= u[rows]
+
+    in_blocks(gated, g)
+    return linear(g, down, out)
 
 
 def allowed_bias(queries: range, keys: range, causal: bool, window: int | None) -> np.ndarray | None:
@@ -226,6 +304,8 @@ class DecoderEncoder(Encoder):
         """Layer i's weights by their transformers names (tensors.DECODER_LAYER_NAMES); Qwen3 has no norms on the
         sublayers' outputs."""
         names, w = decoder_layer_names(self.config, i), self.weights
+        for fields in (("query", "key", "value"), ("gate", "up")):  # one product each (`stacked`)
+            stack_rows(w, [names[field] for field in fields])
         part = lambda field: Linear(w[names[field] + ".weight"], w.get(names[field] + ".bias"))
         norm = lambda field: Norm(w[names[field] + ".weight"], None) if field in names else None
         return EncoderLayer(
@@ -281,8 +361,7 @@ class DecoderEncoder(Encoder):
         heads, kv, d = c.num_attention_heads, c.key_value_heads, c.head_size
         assert layer.attention_norm is not None and layer.query_norm is not None and layer.key_norm is not None
         a = rms_norm(x, layer.attention_norm, eps, offset, out=scratch_array(tokens, hidden))
-        q = linear(a, layer.query, scratch_array(tokens, heads * d))
-        k, v = (linear(a, p, scratch_array(tokens, kv * d)) for p in (layer.key, layer.value))
+        q, k, v = products(a, (layer.query, layer.key, layer.value))
         for projected, norm, count in ((q, layer.query_norm, heads), (k, layer.key_norm, kv)):
             norm_and_rotate(projected.reshape(tokens, count, d), norm, eps, offset, rotation)
         context = grouped_attention(
@@ -294,7 +373,7 @@ class DecoderEncoder(Encoder):
         h += x
         normed = rms_norm(h, layer.feed_forward_norm, eps, offset, out=scratch_array(tokens, hidden))
         assert layer.gate is not None
-        f = gated_feed_forward(normed, layer.gate, layer.up, layer.down, self.activation, out)
+        f = stacked_feed_forward(normed, layer.gate, layer.up, layer.down, self.activation, out)
         if layer.feed_forward_output_norm is not None:  # Gemma3
             rms_norm(f, layer.feed_forward_output_norm, eps, offset, out=f)
         f += h

@@ -159,7 +159,7 @@ def products_in_row_threads(work: Callable[[slice], object], rows: int, step: in
         row_threads.each(work, rows, step)
         return
     if _controller is None:
-        from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]  # (NumPy is loaded by now)
+        from threadpoolctl import ThreadpoolController  # (here: NumPy is loaded by now)
 
         _controller = ThreadpoolController()
     limits = _controller.limit(limits=1, user_api="blas")
