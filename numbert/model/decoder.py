@@ -55,10 +55,18 @@ def gain_offset(config: BertConfig) -> float:
     return 1.0 if config.member.decoder == "gemma3" else 0.0
 
 
-def rms_norm(x: np.ndarray, p: Norm, eps: float, offset: float = 0.0, out: np.ndarray | None = None) -> np.ndarray:
+def rms_norm(
+    x: np.ndarray,
+    p: Norm,
+    eps: float,
+    offset: float = 0.0,
+    out: np.ndarray | None = None,
+    residual: np.ndarray | None = None,
+) -> np.ndarray:
     """RMSNorm(x) = x / sqrt(mean(x^2) + eps) * (offset + w) over the last axis, in float32 as transformers computes
-    it, into `out` (out=x: in place), else a new array. Reference: `reference.rms_norm`. Faster by einsum's sums
-    of squares and in cache-sized blocks of rows. (..., width) -> (..., width)"""
+    it, into `out` (out=x: in place), else a new array; with a `residual`, x += residual first (x then holds the
+    sum), in the same pass. Reference: `reference.rms_norm`. Faster by einsum's sums of squares and in
+    cache-sized blocks of rows shared among the row threads. (..., width) -> (..., width)"""
     width = x.shape[-1]
     y = result(out, *x.shape)
     x_rows, y_rows = x.reshape(-1, width), y.reshape(-1, width)
@@ -66,6 +74,8 @@ def rms_norm(x: np.ndarray, p: Norm, eps: float, offset: float = 0.0, out: np.nd
 
     def normalize(rows: slice) -> None:
         block = x_rows[rows]
+        if residual is not None:
+            block += residual.reshape(-1, width)[rows]
         mean_square = np.einsum("...i,...i->...", block, block) / f32(width)
         scaled = np.multiply(block, (f32(1) / np.sqrt(mean_square + f32(eps)))[..., None], out=y_rows[rows])
         scaled *= gain
@@ -370,13 +380,14 @@ class DecoderEncoder(Encoder):
         h = linear(context, layer.attention_output, scratch_array(tokens, hidden))
         if layer.attention_output_norm is not None:  # Gemma3
             rms_norm(h, layer.attention_output_norm, eps, offset, out=h)
-        h += x
-        normed = rms_norm(h, layer.feed_forward_norm, eps, offset, out=scratch_array(tokens, hidden))
+        normed = rms_norm(
+            h, layer.feed_forward_norm, eps, offset, out=scratch_array(tokens, hidden), residual=x
+        )  # h += x
         assert layer.gate is not None
         f = stacked_feed_forward(normed, layer.gate, layer.up, layer.down, self.activation, out)
         if layer.feed_forward_output_norm is not None:  # Gemma3
             rms_norm(f, layer.feed_forward_output_norm, eps, offset, out=f)
-        f += h
+        in_blocks(lambda rows: np.add(f[rows], h[rows], out=f[rows]), f)  # f += h, on the row threads
         return f, None
 
     def forward(
