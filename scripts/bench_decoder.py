@@ -6,8 +6,10 @@ and run on a 512-token text: peak RSS against its float32 weights (docs/performa
     HF_HUB_OFFLINE=1 python scripts/bench_decoder.py [--threads 1] [--rounds 7] [--directory /tmp/qwen3-06b-shape]
 
 Interleaved, as the machine is shared: after a warm-up of each, every round times one forward of each system, the
-two in turn (transformers first in even rounds, numbert first in odd ones), and the figure is the median of the
-rounds' paired ratios numbert / transformers (with their least and largest), beside each system's median time.
+systems in turn (transformers last in even rounds, first in odd ones), and the figure is the median of the rounds'
+paired ratios numbert / transformers (with their least and largest), beside each system's median time. numbert is
+timed twice: its forward keeping every hidden state, and keeping the last alone (`last_layers=1`, what `embed`
+runs), which is what transformers' Qwen3Model returns.
 numbert runs as its own processes do (numbert.runtime.blas.configure_own_process, before NumPy loads: OpenBLAS's
 thread timeout, as many row threads as BLAS threads); transformers on torch.set_num_threads(threads).
 """
@@ -77,18 +79,23 @@ def speed(directory: Path, threads: int, rounds: int) -> None:
     with torch.no_grad():
         want = theirs(**inputs).last_hidden_state.numpy()  # also the warm-up
         got = ours.forward(ids, attention_mask=mask).last_hidden_state
-        runs = {"transformers": lambda: theirs(**inputs), "numbert": lambda: ours.forward(ids, attention_mask=mask)}
+        runs = {  # numbert's forward keeps every hidden state; embed keeps the last (Qwen3Model's one output)
+            "transformers": lambda: theirs(**inputs),
+            "numbert": lambda: ours.forward(ids, attention_mask=mask),
+            "numbert last state": lambda: ours.encoder.forward(ids, attention_mask=mask, last_layers=1),
+        }
         times: dict[str, list[float]] = {name: [] for name in runs}
         for r in range(rounds):
-            for name in sorted(runs, reverse=r % 2 == 0):  # transformers first in even rounds
+            for name in sorted(runs, reverse=r % 2 == 1):  # transformers last in even rounds, first in odd ones
                 times[name].append(seconds(runs[name]) / len(ids) * 1e3)
             print(f"round {r}: " + ", ".join(f"{name} {t[-1]:.0f}" for name, t in times.items()), file=sys.stderr)
-    ratios = [ours_ / theirs_ for ours_, theirs_ in zip(times["numbert"], times["transformers"])]
     print(
-        f"threads {threads}, {rounds} rounds (medians, least-largest): transformers "
-        f"{spread(times['transformers'], 0)} ms/text, numbert {spread(times['numbert'], 0)} ms/text, paired ratio "
-        f"numbert / transformers {spread(ratios, 3)}x; largest difference {np.abs(got - want).max():.1e}"
+        f"threads {threads}, {rounds} rounds (medians, least-largest), largest difference "
+        f"{np.abs(got - want).max():.1e}: transformers {spread(times['transformers'], 0)} ms/text"
     )
+    for name in ("numbert", "numbert last state"):
+        ratios = [ours_ / theirs_ for ours_, theirs_ in zip(times[name], times["transformers"])]
+        print(f"  {name} {spread(times[name], 0)} ms/text, paired ratio to transformers {spread(ratios, 3)}x")
 
 
 def memory(directory: Path) -> None:
