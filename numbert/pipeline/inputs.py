@@ -134,7 +134,18 @@ class Inputs:
         return tokenizer.encode_batch(text, text_pair, max_length=cut_at, truncation=truncation).encodings
 
     def window_size(self, max_length: int | None) -> int:
-        """Tokens per window: `max_length`, else a sentence-transformers max_seq_length, else the model's positions."""
+        """Tokens per window: `max_length`, else a sentence-transformers max_seq_length, else the model's positions;
+        a ValueError for a tokenizer that does not frame a text with one special token at each end, as [CLS] text
+        [SEP], <s> text </s> and <bos> text <eos> (each window repeats those two around its part of the text)."""
+        tokenizer = self.parts.tokenizer
+        framing = 2 if tokenizer is None else tokenizer.num_special_tokens(False)
+        if framing != 2:
+            raise ValueError(
+                f"long='window' runs a long text as windows framed as the text is, by one special token at each end; "
+                f"{self.parts.name}'s tokenizer adds {framing} to a text (Qwen3's: <|endoftext|> after it alone): "
+                "use long='truncate' (this model reads up to "
+                f"{tokens_per_input(self.parts.config, self.parts.sentence_config, None):,} tokens)"
+            )
         return tokens_per_input(self.parts.config, self.parts.sentence_config, max_length)
 
     def tokenize(self, texts: Sequence[str], recipe: Recipe, *, special: bool, max_tokens: int) -> list[Encoding]:

@@ -34,6 +34,7 @@ from ..model.config import BertConfig
 from ..model.encoder import Encoder, Output
 from ..model.heads import HeadConfig, Heads
 from ..model.layers import linear
+from ..model.windows import stride_or_default
 from ..tokenizer import Encoding, Tokenizer
 from . import recipe
 from .inputs import Inputs, multi_vector_kind
@@ -110,6 +111,8 @@ class Pipeline:
             raise TypeError(f"{unknown[0]!r} is not an option of a sentence recipe; the options are {choices_list}")
         if choices.get("truncation_side") is None:
             choices["truncation_side"] = "right" if self.tokenizer is None else self.tokenizer.truncation_side
+        if choices.get("long") == "window":
+            self.inputs.window_size(None)  # a tokenizer whose windows numbert cannot frame is refused here
         return recipe.build(self.config, self.sentence_config, self.encoder.pooler is not None, **choices)
 
     @property
@@ -165,7 +168,7 @@ class Pipeline:
         max_length: int | None = None,
         truncation: bool | str = True,
         long: str = "truncate",
-        stride: int = 128,
+        stride: int | None = None,
         output_hidden_states: bool = True,
     ) -> Output:
         """Tokenize `text` (one string or a list; optionally with a second segment) and run the encoder.
@@ -174,8 +177,9 @@ class Pipeline:
         `truncation=False`, in which case a longer input raises a ValueError. A single text may instead run as
         overlapping windows (`long="window"`): windows of max_length tokens (default: the model's positions, or a
         sentence-transformers max_seq_length), [CLS] and [SEP] included, sharing `stride` tokens with their
-        neighbour; each token's hidden states are the average over the windows that contain it, so every token of
-        a long document gets a vector (seq may exceed 512; pooler_output pools the averaged [CLS]).
+        neighbour (default: 128, or half a window that holds no more); each token's hidden states are the average
+        over the windows that contain it, so every token of a long document gets a vector (seq may exceed 512;
+        pooler_output pools the averaged [CLS]).
         An empty list gives an Output with a batch of 0. `output_hidden_states` is accepted as in
         transformers; the hidden states are always in the Output.
         """
@@ -184,6 +188,7 @@ class Pipeline:
         )
         if long == "window":
             size = self.inputs.window_size(max_length)
+            stride = stride_or_default(stride, size - 2)
             return with_tokens(self.runner.windows(row_of(encodings[0]), size, stride), encodings, "")
         if isinstance(text, str):
             (encoding,) = encodings
