@@ -22,6 +22,7 @@ from ..checkpoint.sentence_config import SentenceConfig
 from ..model.config import BertConfig
 from ..tokenizer import Encoding, Tokenizer
 from . import planner
+from .pair_prompt import PairPrompt
 from .planner import Row, row_of, text_list
 from .recipe import Recipe, check_long, tokens_per_input
 
@@ -60,6 +61,7 @@ class InputParts(Protocol):
     sentence_config: SentenceConfig | None
     colbert: ColbertConfig | None
     m3: M3Heads | None
+    pair_prompt: PairPrompt | None
 
     @property
     def config(self) -> BertConfig: ...
@@ -192,13 +194,35 @@ class Inputs:
     ) -> list[Row]:
         """A row per input of a cross-encoder, one text or a (query, document) pair, as numbert.pipeline.reranking
         tokenizes it: within pair_limit tokens, cut by longest_first (on `side`, default the tokenizer's) if
-        `truncate`, else InputTooLong naming the first input too long."""
+        `truncate`, else InputTooLong naming the first input too long. A decoder reranker's pair: `prompt_rows`."""
+        if self.parts.pair_prompt is not None:
+            single = next((i for i, b in enumerate(seconds) if b is None), None)
+            if single is not None:
+                raise ValueError(f"input {single}: {self.parts.name} scores (query, document) pairs, not one text")
+            pairs = [(a, b) for a, b in zip(firsts, seconds) if b is not None]  # each a pair (checked)
+            return self.prompt_rows(pairs, "", self.pair_limit(), truncate=truncate)
         limit, prepare = self.pair_limit(), self.segment
         side = side or self.require_tokenizer().truncation_side
         return [
             row_of(self.bounded(i, prepare(a), None if b is None else prepare(b), limit, truncate=truncate, side=side))
             for i, (a, b) in enumerate(zip(firsts, seconds))
         ]
+
+    def prompt_rows(
+        self, pairs: Sequence[tuple[str, str]], instruction: str, limit: int, *, truncate: bool = True
+    ) -> list[Row]:
+        """A decoder reranker's row of each pair (numbert.pipeline.pair_prompt): its prompt with `instruction`
+        ("": the template's default), cut at the end to `limit` tokens with the template's tail written back, if
+        `truncate`, else InputTooLong naming the first pair too long."""
+        pair_prompt, tokenizer = self.parts.pair_prompt, self.require_tokenizer()
+        assert pair_prompt is not None  # the callers ask a decoder reranker only
+        rows = []
+        for i, pair in enumerate(pairs):
+            row, longer = pair_prompt.row(tokenizer, pair, instruction, limit)
+            if longer and not truncate:
+                raise InputTooLong(i, limit + 1, limit, exact=False)
+            rows.append(row)
+        return rows
 
     def id_rows(self, inputs: Sequence[Sequence[int]], limit: int) -> list[Row]:
         """Token-id inputs used as given ([CLS] and [SEP] included, as tokenize gives them): InvalidTokenId for
