@@ -22,6 +22,7 @@ import numbert
 from numbert.model.yes_no import reranker_prompt
 
 ATOL = 1e-5
+FIXTURES = Path(__file__).parent / "fixtures"
 YES, NO = 55, 57  # the stand-in tokenizer's "yes" and "no" (its "X" and "Z" renamed)
 TEMPLATE = (  # the card's prompt from chat messages, as Qwen3-Reranker's published templates render it
     '{%- set instruction = messages | selectattr("role", "eq", "system") | map(attribute="content") | first -%}\n'
@@ -59,6 +60,19 @@ def save_reranker_tokenizer(directory: Path, template: bool = True) -> None:
     (directory / "tokenizer.json").write_text(json.dumps(spec))
     if template:
         (directory / "chat_template.jinja").write_text(TEMPLATE)
+
+
+def write_qwen3_reranker(directory: Path) -> Path:
+    """A Qwen3-Reranker-like directory without torch: the committed Qwen3 fixture's weights under a Qwen3ForCausalLM
+    config (its word table tied as the unembedding), the tokenizer with "yes" and "no", the chat template."""
+    import shutil
+
+    shutil.copytree(FIXTURES / "decoder" / "qwen3", directory, ignore=shutil.ignore_patterns("expected.npz"))
+    config = json.loads((directory / "config.json").read_text())
+    config |= {"architectures": ["Qwen3ForCausalLM"], "tie_word_embeddings": True, "max_position_embeddings": 1024}
+    (directory / "config.json").write_text(json.dumps(config))
+    save_reranker_tokenizer(directory)
+    return directory
 
 
 def scaled(torch, model):
@@ -144,14 +158,33 @@ def test_only_two_rows_of_an_untied_lm_head_are_read(reranker_dir):
     assert ours.labels == ["LABEL_0"]
 
 
+def test_a_bfloat16_lm_head_is_never_read_whole(torch, reranker_dir, tmp_path):
+    """load_weights leaves lm_head.weight unread (a bfloat16 one would be widened whole, 621 MB for 0.6B's 151,669
+    rows); its "yes" and "no" rows are read alone, widened exactly."""
+    import copy
+
+    from numbert.checkpoint.weights import Checkpoint, read_checkpoint
+
+    _, model = reranker_dir(False)
+    half = copy.deepcopy(model).to(torch.bfloat16)
+    half.save_pretrained(tmp_path)
+    _, raw = read_checkpoint(tmp_path, skip=("lm_head.weight",))
+    assert "lm_head.weight" not in raw and "model.embed_tokens.weight" in raw
+    rows = Checkpoint.find(tmp_path).rows("lm_head.weight", [YES, NO])
+    assert rows is not None and rows.dtype == np.float32
+    np.testing.assert_array_equal(rows, half.lm_head.weight.detach().float()[[YES, NO]].numpy())
+    assert Checkpoint.find(tmp_path).rows("no.such.tensor", [0]) is None
+
+
 def test_truncation_writes_the_template_s_tail_back_as_cross_encoder(st, reranker_dir):
     from sentence_transformers import CrossEncoder as TheirCrossEncoder
 
     directory, _ = reranker_dir(True)
-    theirs, ours = TheirCrossEncoder(str(directory), max_length=80), numbert.load(directory)
-    long_pairs = [(QUERY, DOCUMENTS[3] * 3), (QUERY, DOCUMENTS[0])]
+    theirs, ours = TheirCrossEncoder(str(directory), max_length=400), numbert.load(directory)
+    long_pairs = [(QUERY, DOCUMENTS[3] * 3), (QUERY, "short"), (QUERY, DOCUMENTS[1])]  # ~690, ~385, ~440 tokens
     want = theirs.predict(long_pairs)
-    np.testing.assert_allclose(ours.predict(long_pairs, max_length=80), want, atol=ATOL, rtol=0)
+    np.testing.assert_allclose(ours.predict(long_pairs, max_length=400), want, atol=ATOL, rtol=0)
+    np.testing.assert_allclose(ours.predict(long_pairs, max_length=400, batch_size=1), want, atol=ATOL, rtol=0)
     assert abs(ours.predict(long_pairs)[0] - want[0]) > 1e-4  # the cut changed the score: the test means something
 
 
@@ -222,6 +255,12 @@ def test_edge_cases_and_refusals(reranker_dir, transformers, torch, tmp_path):
     (bare / "tokenizer.json").write_text(json.dumps(spec))
     with pytest.raises(ValueError, match="no 'yes' and no 'no' token"):
         numbert.load(bare).rerank(QUERY, DOCUMENTS)
+
+
+def test_a_reranker_made_without_torch_scores_pairs(tmp_path):
+    model = numbert.load(write_qwen3_reranker(tmp_path / "reranker"))
+    scores = model.predict(PAIRS)
+    assert scores.shape == (len(PAIRS),) and np.isfinite(scores).all() and ((0 < scores) & (scores < 1)).all()
 
 
 def test_without_a_template_the_card_s_prompt(transformers, torch, reranker_dir, tmp_path):

@@ -57,16 +57,20 @@ class ChatTemplate:
     def read(cls, directory: str | Path) -> ChatTemplate | None:
         """The directory's chat template (chat_template.jinja, else tokenizer_config.json's), or None."""
         directory = Path(directory)
-        config_file = directory / "tokenizer_config.json"
-        config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
+        config_file, template_file = directory / "tokenizer_config.json", directory / TEMPLATE_FILE
+        try:
+            config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
+            template = template_file.read_text(encoding="utf-8") if template_file.is_file() else None
+        except (OSError, ValueError) as e:  # unreadable, not UTF-8, not JSON
+            raise ValueError(f"{directory}: its chat template cannot be read: {type(e).__name__}: {e}") from None
         config = config if isinstance(config, dict) else {}
         tokens = {}
         for key, value in config.items():
             value = value.get("content") if isinstance(value, dict) else value
             if key.endswith("_token") and isinstance(value, str):
                 tokens[key] = value
-        if (directory / TEMPLATE_FILE).is_file():
-            return cls((directory / TEMPLATE_FILE).read_text(encoding="utf-8"), str(directory / TEMPLATE_FILE), tokens)
+        if template is not None:
+            return cls(template, str(template_file), tokens)
         source = config.get("chat_template")
         if isinstance(source, list):  # named templates: [{"name", "template"}]
             named = {t.get("name"): t.get("template") for t in source if isinstance(t, dict)}
