@@ -308,6 +308,11 @@ def test_the_server_s_rerank_routes(st, reranker_dir):
         results = cohere.json()["results"]
         assert [r["index"] for r in results] == [r["corpus_id"] for r in theirs[:2]]
         np.testing.assert_allclose([r["relevance_score"] for r in results], [r["score"] for r in theirs[:2]], atol=ATOL)
+        single = httpx.post(server.url + "/predict", json={"inputs": "one text"}, timeout=60)
+        assert single.status_code == 422 and "pairs only" in single.json()["error"]["message"], single.text
+        pairs = httpx.post(server.url + "/predict", json={"inputs": [list(p) for p in PAIRS]}, timeout=60)
+        want = TheirCrossEncoder(str(directory)).predict(PAIRS)
+        np.testing.assert_allclose([answer[0]["score"] for answer in pairs.json()], want, atol=ATOL, rtol=0)
         info = httpx.get(server.url + "/info", timeout=60).json()
         assert "reranker" in info["model_type"]
     finally:

@@ -52,6 +52,14 @@ class InvalidTokenId(ValueError):
         super().__init__(f"token {position} of input {index} is {value}, not an id of the vocabulary [0, {vocab_size})")
 
 
+class NotAPair(ValueError):
+    """Input `index` is one text, where the model (a decoder reranker) scores (query, document) pairs only."""
+
+    def __init__(self, index: int, model: str | None):
+        self.index = index
+        super().__init__(f"input {index} is one text; {model} scores (query, document) pairs only")
+
+
 class InputParts(Protocol):
     """What inputs are read by: the model's tokenizer and the recipes its directory names (a Pipeline's
     attributes, read at each call, so a recipe set later counts)."""
@@ -198,7 +206,7 @@ class Inputs:
         if self.parts.pair_prompt is not None:
             single = next((i for i, b in enumerate(seconds) if b is None), None)
             if single is not None:
-                raise ValueError(f"input {single}: {self.parts.name} scores (query, document) pairs, not one text")
+                raise NotAPair(single, self.parts.name)
             pairs = [(a, b) for a, b in zip(firsts, seconds) if b is not None]  # each a pair (checked)
             return self.prompt_rows(pairs, "", self.pair_limit(), truncate=truncate)
         limit, prepare = self.pair_limit(), self.segment
