@@ -317,3 +317,14 @@ def test_the_server_s_rerank_routes(st, reranker_dir):
         assert "reranker" in info["model_type"]
     finally:
         assert server.stop() == 0, "".join(server.lines)
+
+
+def test_a_bert_cross_encoder_s_prompt_goes_before_the_query(st):
+    """CrossEncoder.predict's prompt on a BERT cross-encoder (no chat template): put before each query."""
+    from sentence_transformers import CrossEncoder as TheirCrossEncoder
+
+    directory = str(FIXTURES / "cross_encoder")
+    theirs, ours = TheirCrossEncoder(directory), numbert.load(directory)
+    want = theirs.predict(PAIRS, prompt="query: ")
+    np.testing.assert_allclose(ours.predict(PAIRS, prompt="query: "), want, atol=ATOL, rtol=0)
+    assert not np.allclose(ours.predict(PAIRS), want, atol=ATOL)

@@ -15,8 +15,6 @@ token ending of two renders with different contents.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from ..model.yes_no import reranker_prompt
@@ -89,9 +87,3 @@ class PairPrompt:
             if keep:
                 ids[len(ids) - keep :] = tail[len(tail) - keep :]
         return Row(np.asarray(ids, np.int32)), longer
-
-    def rows(
-        self, tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]], instruction: str, limit: int
-    ) -> list[tuple[Row, bool]]:
-        """`row` of each pair."""
-        return [self.row(tokenizer, pair, instruction, limit) for pair in pairs]

@@ -16,6 +16,10 @@ for several. A pair longer than the model reads is cut as CrossEncoder's tokeniz
 max_seq_length, else the tokenizer's model_max_length, at most the model's positions; or, numbert's own
 option (long="window"), a long document is scored by its best window. Ties keep the documents' order,
 as CrossEncoder.rank's stable sort does.
+
+A decoder reranker (Qwen3-Reranker: a Qwen3ForCausalLM read through its "yes" and "no" logits, or its
+Qwen3ForSequenceClassification conversion) is such a model with one label: its pair is one chat prompt
+(numbert.pipeline.pair_prompt), `prompt` its instruction, scored on the prompt's last token.
 """
 
 from __future__ import annotations
@@ -110,7 +114,7 @@ def logits(
 
 
 def best_window_logits(
-    model: Pipeline, pairs: Sequence[tuple[str, str]], *, batch_size: int, limit: int, stride: int
+    model: Pipeline, pairs: Sequence[tuple[str, str]], *, batch_size: int, limit: int, stride: int, prompt: str = ""
 ) -> np.ndarray:
     """Each pair's highest logit over the windows of its document: `[CLS] query [SEP] window [SEP]` of `limit`
     tokens, the query whole in each, the document's windows overlapping by `stride` tokens (the tokenizer's
@@ -120,7 +124,7 @@ def best_window_logits(
     windows = []  # (pair index, encoding)
     for i, (query, document) in enumerate(pairs):
         first = tokenizer.encode(
-            prepare(query),
+            prepare(prompt + query),
             prepare(document),
             max_length=limit,
             truncation="only_second",
@@ -192,7 +196,7 @@ def predict(
                 f"long='window' scores a document by its best window, for one label; {model.name} has {labels}"
             )
         stride = limit // 4 if stride is None else stride
-        raw = best_window_logits(model, checked, batch_size=batch_size, limit=limit, stride=stride)
+        raw = best_window_logits(model, checked, batch_size=batch_size, limit=limit, stride=stride, prompt=instruction)
     else:
         raw = logits(model, checked, batch_size=batch_size, limit=limit, prompt=instruction)
     scores = activation(raw)
