@@ -149,11 +149,15 @@ class Pipeline:
         *,
         output_attentions: bool = False,
         first_only: bool = False,
+        last_layers: int | None = None,
     ) -> Output:
         """One forward over rows of different lengths, right-padded to the longest, through `task`'s adapters
         (jina-embeddings-v3; None: none): `Runner.run`. Output arrays (batch, ...); first_only: for a readout that
-        reads each row's first token alone (its `first_only`), the last layer computes that token only."""
-        return self.runner.run(rows, task, output_attentions=output_attentions, first_only=first_only)
+        reads each row's first token alone (its `first_only`), the last layer computes that token only;
+        last_layers: only the last hidden states a readout reads are kept (its `last_layers`; None: every one)."""
+        return self.runner.run(
+            rows, task, output_attentions=output_attentions, first_only=first_only, last_layers=last_layers
+        )
 
     def __call__(
         self,

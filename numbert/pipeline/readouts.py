@@ -82,6 +82,11 @@ class SentenceVectors:
         """Whether it reads each row's first token alone (CLS pooling): see `Recipe.first_only`."""
         return self.recipe.first_only
 
+    @property
+    def last_layers(self) -> int | None:
+        """How many of the last hidden states it reads (None: every one): see `Recipe.last_layers`."""
+        return self.recipe.last_layers
+
     def __call__(self, out: Output) -> list[np.ndarray]:
         vectors = self.recipe.sentence_vectors(out)
         return list(vectors if out.batched else vectors[None])
@@ -94,6 +99,7 @@ class TokenVectors:
     name = "embed_all"
     task = None  # no task adapters
     first_only = False  # reads every token
+    last_layers = 1  # of the last layer alone
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         return per_token(out, out.last_hidden_state)
@@ -107,6 +113,7 @@ class SequenceLogits:
     classifier: SequenceClassifier  # Heads.sequence_classifier
     name = "classify"
     task = None  # no task adapters
+    last_layers = 1  # the last layer (and the pooler output made of it)
 
     @property
     def first_only(self) -> bool:
@@ -131,6 +138,7 @@ class TokenLogits:
     name = "token_classify"
     task = None  # no task adapters
     first_only = False  # reads every token
+    last_layers = 1  # of the last layer alone
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         return per_token(out, classifier_logits(out.last_hidden_state, self.classifier))
@@ -144,6 +152,7 @@ class SpanLogits:
     name = "qa"
     task = None  # no task adapters
     first_only = False  # reads every token
+    last_layers = 1  # of the last layer alone
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         return per_token(out, classifier_logits(out.last_hidden_state, self.qa_outputs))
@@ -160,6 +169,7 @@ class MaskedLMLogits:
     name = "masked_lm"
     task = None  # no task adapters
     first_only = False  # reads every token
+    last_layers = 1  # of the last layer alone
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         c = self.config
@@ -201,6 +211,7 @@ class SparseVectors:
     name = "embed_sparse"
     task = None  # no task adapters
     first_only = False  # reads every token
+    last_layers = 1  # of the last layer alone
 
     def __call__(self, out: Output) -> list[SparseVector]:
         c, by_max = self.config, self.pooling.strategy == "max"
@@ -238,6 +249,7 @@ class MultiVectors:
     name = "embed_multi"
     task = None  # no task adapters
     first_only = False  # reads every token
+    last_layers = 1  # of the last layer alone
 
     def kept(self, out: Output) -> np.ndarray:
         """Which positions of the batch give a vector. (batch, seq) bool"""
@@ -271,6 +283,7 @@ class LexicalWeights:
     name = "embed_sparse"
     task = None  # no task adapters
     first_only = False  # reads every token
+    last_layers = 1  # of the last layer alone
 
     def __call__(self, out: Output) -> list[SparseVector]:
         weights = relu(linear(out.last_hidden_state, self.head))[..., 0]  # ([batch,] seq)
@@ -303,6 +316,7 @@ class M3Vectors:
     name = "embed_m3"
     task = None  # no task adapters
     first_only = False  # reads every token
+    last_layers = 1  # of the last layer alone
 
     class Triple(NamedTuple):
         dense: np.ndarray  # (hidden,)
