@@ -39,6 +39,7 @@ from ..tokenizer import Encoding, Tokenizer
 from . import recipe
 from .inputs import Inputs, multi_vector_kind
 from .loader import load_parts
+from .pair_prompt import PairPrompt
 from .planner import Row, row_of
 from .readouts import (
     LexicalWeights,
@@ -68,6 +69,7 @@ class Pipeline:
         directory: Path | None = None,
         colbert: ColbertConfig | None = None,
         m3: M3Heads | None = None,
+        pair_prompt: PairPrompt | None = None,
     ):
         self.encoder = encoder
         self.tokenizer = tokenizer
@@ -79,6 +81,7 @@ class Pipeline:
         self.colbert = colbert  # a multi-vector (ColBERT) model's recipe: PyLate's or MultiVectorEncoder's
         self.m3 = m3  # BGE-M3's heads (colbert_linear.pt, sparse_linear.pt), else None
         self.is_multi_vector = colbert is not None or m3 is not None  # it gives a vector per token
+        self.pair_prompt = pair_prompt  # a decoder reranker's (Qwen3-Reranker): a pair is one prompt, else None
         self.inputs = Inputs(self)  # text -> rows, reading this pipeline's tokenizer and recipes
         self.runner = Runner(encoder, name)  # rows -> an Output
 
@@ -246,7 +249,10 @@ class Pipeline:
         return TokenVectors()
 
     def sequence_logits(self) -> SequenceLogits:
-        """The sequence classifier's logits per row; a ValueError naming the missing tensors without one."""
+        """The sequence classifier's logits per row; a ValueError naming the missing tensors without one (a causal-LM
+        reranker without its "yes"/"no" tokens: naming them)."""
+        if self.pair_prompt is not None and self.pair_prompt.refusal is not None:
+            raise ValueError(f"{self.name} cannot score pairs: {self.pair_prompt.refusal}")
         return SequenceLogits(self.heads.sequence_classifier)
 
     def sparse_vectors(self, top_k: int | None = None) -> SparseVectors | LexicalWeights:

@@ -107,8 +107,8 @@ class TokenVectors:
 
 @dataclass(frozen=True, eq=False)
 class SequenceLogits:
-    """A sequence classifier's logits per row (a text or a pair), on the pooler output (BERT) or the first
-    token's last hidden state (its relatives). (labels,)"""
+    """A sequence classifier's logits per row (a text or a pair), on the pooler output (BERT), the first
+    token's last hidden state (its relatives) or the last real token's (a decoder's score). (labels,)"""
 
     classifier: SequenceClassifier  # Heads.sequence_classifier
     name = "classify"
@@ -117,8 +117,9 @@ class SequenceLogits:
 
     @property
     def first_only(self) -> bool:
-        """Whether it reads each row's first token alone: yes, but for a head pooling the mean (ModernBERT's)."""
-        return self.classifier.pooling != "mean"
+        """Whether it reads each row's first token alone: yes, but for a head pooling the mean (ModernBERT's) or
+        reading the last token (a decoder's score)."""
+        return self.classifier.pooling == "first"
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         pooled = out.pooler_output if out.batched or out.pooler_output is None else out.pooler_output[None]
