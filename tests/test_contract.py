@@ -45,6 +45,7 @@ from contract_inputs import (
 )
 from hypothesis import event, given
 from hypothesis import strategies as st
+from test_decoder_reranker import write_qwen3_reranker
 
 import numbert
 from numbert.model.config import FAMILY, BertConfig
@@ -203,6 +204,7 @@ def model_dirs(tmp_path_factory, vocab_path) -> dict[str, Path]:
         "torch-pickle": write_torch_pickle(made / "torch-pickle"),
         "mmbert": write_modernbert_with(made / "mmbert", "gemma_bpe", rope_parameters=MMBERT_ROPE, **MMBERT_IDS),
         "qwen-tokenizer": write_modernbert_with(made / "qwen", "qwen_bpe", pad_token_id=900),
+        "qwen3-reranker": write_qwen3_reranker(made / "qwen3-reranker"),
         **{f"family:{p.name}": p for p in sorted((FIXTURES / "family").iterdir()) if p.is_dir()},
         **{f"modern:{p.name}": p for p in sorted((FIXTURES / "modern").iterdir()) if p.is_dir()},
         **{f"decoder:{p.name}": p for p in sorted((FIXTURES / "decoder").iterdir()) if p.is_dir()},
@@ -219,6 +221,7 @@ TEXT_MODELS = (
     "jina-adapters",
     "mmbert",
     "qwen-tokenizer",
+    "qwen3-reranker",
 )
 
 
@@ -270,6 +273,8 @@ options = {  # a keyword argument at its edges
     "max_active_dims": st.one_of(small_ints, hostile_numbers),
     "threshold": st.one_of(st.floats(), hostile_numbers),
     "min_community_size": st.one_of(small_ints, hostile_numbers),
+    "prompt": st.one_of(texts(long=False), not_texts),
+    "prompt_name": st.sampled_from([None, "query", "", 3]),
 }
 
 
@@ -311,8 +316,10 @@ METHODS = {
     "classify": call(batches(), with_="top_k function batch_size"),
     "ner": call(batches(), with_="aggregation stride"),
     "qa": call(texts(), st.one_of(texts(), not_texts), with_="top_k max_answer_len max_seq_len doc_stride"),
-    "predict": call(pairs, with_="batch_size activation_fn max_length long stride"),
-    "rerank": call(st.one_of(texts(), not_texts), batches(long=False), with_="top_k max_length long stride"),
+    "predict": call(pairs, with_="batch_size activation_fn max_length long stride prompt prompt_name"),
+    "rerank": call(
+        st.one_of(texts(), not_texts), batches(long=False), with_="top_k max_length long stride prompt prompt_name"
+    ),
     "token_embedding": call(st.one_of(texts(long=False), st.integers(-5, 2**40), st.lists(st.integers(-2, 9)))),
     "nearest_tokens": call(st.one_of(texts(long=False), st.integers(-5, 2**40), vectors), with_="k"),
     "forward": call(ids),
@@ -519,6 +526,7 @@ MODEL_KINDS = {
     "torch-pickle": "predict",
     "mmbert": "embed",
     "qwen-tokenizer": "embed",
+    "qwen3-reranker": "predict",
 }
 
 

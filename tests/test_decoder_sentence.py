@@ -158,3 +158,24 @@ def test_served_by_name_and_encoded_by_workers(directories):
     arguments = ["encode", "--model", str(made / "qwen3"), "--workers", "2", "--prompt-name", "query"]
     assert cli_main([*arguments, "--output", str(out), *TEXTS]) in (0, None)
     assert_same(np.load(out), references["qwen3"].encode_query(TEXTS))
+
+
+@pytest.mark.parity
+def test_long_texts_window_where_the_template_frames_them_and_are_refused_where_not(directories):
+    """Windows repeat a text's two framing tokens around each part: Gemma's <bos> ... <eos> windows as BERT's [CLS]
+    ... [SEP] (every token's states averaged over its windows); Qwen3's template puts <|endoftext|> after the text
+    alone, so long="window" is refused in one line naming the way out; Matryoshka dimensions cut either."""
+    made, _ = directories
+    long = " ".join(TEXTS * 12)  # over the directories' 128 tokens
+    gemma, qwen = numbert.load(made / "gemma3_text"), numbert.load(made / "qwen3")
+    vectors = gemma.embed([long, TEXTS[0]], long="window")  # the default stride: 63 of a window's 126
+    assert vectors.shape == (2, 64) and np.isfinite(vectors).all()
+    np.testing.assert_array_equal(vectors[1], gemma.embed(TEXTS[0]))
+    out = gemma.windowed(long)
+    assert out.hidden_states.shape[1] == len(gemma.tokenizer.encode(long, max_length=None, truncation=False).ids)
+    with pytest.raises(ValueError, match=r"long='window'.*adds 1 to a text.*use long='truncate'"):
+        qwen.embed([long], long="window")
+    for model in (gemma, qwen):
+        cut = model.embed(TEXTS, dimensions=16)
+        np.testing.assert_allclose(np.linalg.norm(cut, axis=1), 1, atol=1e-6)
+        assert cut.shape == (4, 16)

@@ -394,6 +394,20 @@ def test_long_texts_truncate_or_window(plain_bert, model):
         model.embed(["a"], long="window", stride=300)
 
 
+def test_the_default_stride_fits_a_model_of_128_tokens(model):
+    """The default stride is 128 tokens, at most half a window: a model reading 128 tokens (many sentence-transformers
+    models do) windows its long texts by 63 of its 126 content tokens, as if asked stride=63, instead of refusing
+    the default."""
+    text = " ".join(["bank", "river", "money"] * 100)  # 300 words, over 128 tokens
+    np.testing.assert_array_equal(
+        model.embed(text, long="window", max_length=128), model.embed(text, long="window", max_length=128, stride=63)
+    )
+    assert model.recipe(long="window", max_length=128).stride == 63
+    assert model.recipe(long="window").stride == 128  # 254 content tokens: the default itself
+    out, by_hand = model.windowed(text, max_length=128), model.windowed(text, max_length=128, stride=63)
+    np.testing.assert_array_equal(out.hidden_states, by_hand.hidden_states)
+
+
 def test_bank_example_separates_the_senses(model):
     """examples/bank.py: the vault and robber banks are closer to each other than to the river bank."""
     import importlib.util

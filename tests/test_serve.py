@@ -503,8 +503,9 @@ def test_next_batch_runs_the_oldest_input_with_neighbours_by_length():
         return [i.arrival for i in next_batch(waiting, max_tokens, max_rows)]
 
     waiting = items([10, 50, 12, 11, 9, 49, 3])  # longest first: 50 49 12 11 [10] 9 3; the oldest is 10
-    assert arrivals(waiting, 10_000, 8) == [2, 3, 0, 4]  # 12 11 10 9: (32 + 4 x 12) / 42 tokens, the cheapest
-    assert arrivals(waiting, 40, 8) == [2, 3, 0]  # 4 x 12 > 40 tokens
+    # the encoder runs real tokens only: a forward costs 32 + its real tokens + 2 a distinct length (planner.next_batch)
+    assert arrivals(waiting, 10_000, 8) == [1, 5, 2, 3, 0, 4]  # (32 + 141 + 2 x 6) / 141; the 3 adds 3 + 2 for 3
+    assert arrivals(waiting, 40, 8) == [2, 3, 0]  # 4 x 12 > 40 tokens: 12 11 10, (32 + 33 + 2 x 3) / 33
     assert arrivals(waiting, 10_000, 2) == [3, 0]
     assert arrivals(items([600]), 100, 4) == [0]  # the oldest input always runs
     assert arrivals(items([8] * 40), 10_000, 32) == list(range(32))  # like lengths: a full batch

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +15,9 @@ import numpy as np
 from .tensor_bytes import DTYPES, WIDENED, check_disjoint, check_ndim, is_index, widen
 
 
-def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
-    """Every tensor in a .safetensors file by its stored name, memory-mapped read-only.
+def read_safetensors(path: str | Path, skip: Collection[str] = ()) -> dict[str, np.ndarray]:
+    """Every tensor in a .safetensors file by its stored name, memory-mapped read-only; those named in `skip` left
+    unread (a causal LM's lm_head, of which a reranker reads two rows: `read_rows`).
 
     F32 tensors are views of one np.memmap of the file (no copy); F16 and BF16 are widened to
     float32 copies. Byte ranges are checked against the file size first, so a truncated download
@@ -36,6 +38,8 @@ def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
     tensors = {}
     with open(path, "rb") as stream:
         for name, entry in header.items():
+            if name in skip:
+                continue
             begin, end = ranges[name]
             if entry["dtype"] in WIDENED:  # read into a temporary of its own, not the map: its pages never stay
                 stream.seek(data_start + begin)  # resident beside the float32 copy (a bf16 checkpoint's peak RSS)
@@ -44,6 +48,31 @@ def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
                 data = file[data_start + begin : data_start + end].view(DTYPES[entry["dtype"]])
             tensors[name] = widen(data.reshape(entry["shape"]), entry["dtype"])
     return tensors
+
+
+def read_rows(path: str | Path, name: str, rows: Sequence[int]) -> np.ndarray | None:
+    """Rows of the 2-D tensor `name` of a .safetensors file, float32, reading those rows' bytes alone (a bfloat16
+    lm_head of 151,669 rows is never widened whole); None when the file has no such tensor. (len(rows), columns)"""
+    path = Path(path)
+    header, data_start = _safetensors_header(path)
+    if name not in header:
+        return None
+    entry = header[name]
+    begin, end = _byte_range(path, name, entry)
+    if len(entry["shape"]) != 2:
+        raise ValueError(f"{path}: tensor {name!r} has shape {tuple(entry['shape'])}, expected (rows, columns)")
+    count, columns = entry["shape"]
+    if data_start + end > path.stat().st_size:
+        raise ValueError(f"{path} is truncated: tensor {name!r} lies past the end of the file")
+    dtype = np.dtype(DTYPES[entry["dtype"]])
+    taken = []
+    with open(path, "rb") as stream:
+        for row in rows:
+            if not 0 <= row < count:
+                raise ValueError(f"{path}: row {row} of tensor {name!r} is out of range (it has {count} rows)")
+            stream.seek(data_start + begin + row * columns * dtype.itemsize)
+            taken.append(np.frombuffer(stream.read(columns * dtype.itemsize), dtype))
+    return np.asarray(widen(np.stack(taken), entry["dtype"]), np.float32)
 
 
 def _safetensors_header(path: Path) -> tuple[dict, int]:

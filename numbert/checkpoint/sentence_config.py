@@ -155,6 +155,8 @@ def read_sentence_config(
     for path, kind in modules:
         if kind in TOKEN_MODULES or (kind in ("Dense", "Normalize") and token_level(directory / path)):
             continue  # a multi-vector (ColBERT) model's: numbert.checkpoint.colbert_config reads them
+        if kind == "LogitScore":
+            continue  # a causal-LM reranker's score: numbert.checkpoint.logit_score reads it
         if kind == "Pooling":
             pooling_file = directory / path / "config.json"
             pooling = _pooling_modes(pooling_file)

@@ -20,7 +20,7 @@ import dataclasses
 import hashlib
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +28,7 @@ import numpy as np
 from ..model.config import CONFIG_FILES, BertConfig
 from ..model.tensors import POOLER, POOLER_NAME, bert_name, tensor_shapes
 from . import tf_bundle
-from .shards import read_sharded, read_weight_file, read_weight_map, shard_paths
+from .shards import read_sharded, read_tensor_rows, read_weight_file, read_weight_map, shard_paths
 from .tensor_bytes import read_only
 from .tf_names import read_tf_checkpoint
 
@@ -41,7 +41,9 @@ HEAD_PREFIXES = (
     "qa_outputs.",
     "pre_classifier.",
     "head.",
-)  # head.: ModernBERT's prediction head
+    "score.",
+)  # head.: ModernBERT's prediction head; score.: a decoder's sequence classifier (Qwen3ForSequenceClassification)
+UNEMBEDDING = "lm_head.weight"  # a causal LM's (vocab, hidden) output matrix: never read whole (`Checkpoint.rows`)
 BUFFER_SUFFIXES = ("position_ids", "token_type_ids")  # index buffers some checkpoints save
 SHARD_INDEXES = tuple(f"{name}.index.json" for name in WEIGHT_FILES)  # weight_map -> shards, for large checkpoints
 FORMATS = {  # the file a checkpoint is found by -> its format
@@ -69,7 +71,7 @@ def load_weights(
     (faster with `pip install google-crc32c`); sizes and bounds are always checked. With `check_finite`, a tensor
     holding NaN or infinity is refused too, by name (this reads every page of the file).
     """
-    source, raw = read_checkpoint(path, verify_crc=verify_crc)
+    source, raw = read_checkpoint(path, verify_crc=verify_crc, skip=(UNEMBEDDING,))
     weights = _check_weights(normalise_names(raw, config), config, source, raw_names=list(raw))
     if check_finite:
         for name, tensor in weights.items():
@@ -77,10 +79,13 @@ def load_weights(
     return weights
 
 
-def read_checkpoint(path: str | Path | Checkpoint, *, verify_crc: bool = True) -> tuple[Path, dict[str, np.ndarray]]:
-    """(the file to name in errors, every tensor by its transformers name) of the checkpoint at `path`."""
+def read_checkpoint(
+    path: str | Path | Checkpoint, *, verify_crc: bool = True, skip: Collection[str] = ()
+) -> tuple[Path, dict[str, np.ndarray]]:
+    """(the file to name in errors, every tensor by its transformers name, but those named in `skip`) of the
+    checkpoint at `path`."""
     checkpoint = path if isinstance(path, Checkpoint) else Checkpoint.find(path)
-    return checkpoint.path, checkpoint.read(verify_crc=verify_crc)
+    return checkpoint.path, checkpoint.read(verify_crc=verify_crc, skip=skip)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,13 +140,21 @@ class Checkpoint:
             return self.path.with_name(self.path.name.removesuffix(".index"))
         return self.directory
 
-    def read(self, *, verify_crc: bool = True) -> dict[str, np.ndarray]:
-        """Every tensor, by its transformers name; `verify_crc` is for TensorFlow checkpoints (see load_weights)."""
+    def read(self, *, verify_crc: bool = True, skip: Collection[str] = ()) -> dict[str, np.ndarray]:
+        """Every tensor, by its transformers name, but those named in `skip` (left unread where the format allows);
+        `verify_crc` is for TensorFlow checkpoints (see load_weights)."""
         if self.format == TENSORFLOW:
-            return read_tf_checkpoint(self.location, verify_crc=verify_crc)
+            return {k: v for k, v in read_tf_checkpoint(self.location, verify_crc=verify_crc).items() if k not in skip}
         if self.path.name in SHARD_INDEXES:
-            return read_sharded(self.path)
-        return read_weight_file(self.path)
+            return read_sharded(self.path, skip)
+        return read_weight_file(self.path, skip)
+
+    def rows(self, name: str, rows: Sequence[int]) -> np.ndarray | None:
+        """Rows of the 2-D tensor `name` (by its name in the file), float32, only those rows read from a
+        safetensors checkpoint; None when the checkpoint has no such tensor. (len(rows), columns)"""
+        if self.format == TENSORFLOW:
+            return None
+        return read_tensor_rows(self.path, name, rows)
 
     def fingerprint(self) -> dict[str, str]:
         """{name relative to the directory: SHA-256} of each of its files and of its config file."""

@@ -571,9 +571,9 @@ def add_length_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--stride",
         type=non_negative_int,
-        default=128,
         metavar="N",
-        help="tokens shared by neighbouring windows with --long window (default: 128)",
+        help="tokens shared by neighbouring windows with --long window (default: 128, or half a window that holds "
+        "no more)",
     )
     p.add_argument(
         "--batch-size", type=positive_int, default=32, metavar="N", help="texts per forward pass (default: 32)"

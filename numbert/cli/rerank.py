@@ -3,6 +3,7 @@
     numbert rerank "How many people live in Berlin?" --file passages.txt --model ./ms-marco-MiniLM-L6-v2
     numbert rerank "capital of France" --top-k 3 --json < passages.txt
     numbert rerank "capital of France" --long window --file long-documents.txt
+    numbert rerank "capital of France" --model Qwen/Qwen3-Reranker-0.6B --prompt "Find the capital" < passages.txt
 
 The documents are the lines of --file (or stdin). Each result is a line `score <TAB> index <TAB> document`
 (index: the document's 0-based line), or with --json a JSON object {"corpus_id", "score", "text"}, as
@@ -31,6 +32,7 @@ def rerank(args: argparse.Namespace) -> None:
         return_documents=True,
         long=args.long,
         stride=args.stride,
+        prompt=args.prompt,
     )
     for r in results:
         if args.json:
@@ -43,7 +45,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     """Register `numbert rerank`."""
     p = commands.add_parser(
         "rerank",
-        help="order documents for a query (a cross-encoder: BertForSequenceClassification, one label)",
+        help="order documents for a query (a cross-encoder with one label, or a Qwen3-Reranker)",
         description="Print the documents (the lines of --file or stdin) best first for QUERY, each as "
         "'score <TAB> index <TAB> document' (index: its 0-based line), scored as sentence-transformers' "
         "CrossEncoder.rank scores them.",
@@ -64,6 +66,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         type=non_negative_int,
         metavar="N",
         help="tokens shared by neighbouring windows with --long window (default: a quarter of the model's length)",
+    )
+    p.add_argument(
+        "--prompt",
+        type=utf8_text,
+        metavar="TEXT",
+        help="CrossEncoder.predict's prompt: put before the query, or a decoder reranker's instruction "
+        "(Qwen3-Reranker: its template's system message; default its own)",
     )
     p.add_argument("--batch-size", type=positive_int, default=32, metavar="N", help="pairs per forward pass")
     p.add_argument("--json", action="store_true", help='one JSON object {"corpus_id", "score", "text"} per line')

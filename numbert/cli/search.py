@@ -162,4 +162,4 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_vector_options(p)
     add_dimensions(p)
     add_prompt_options(p)
-    p.set_defaults(run=search, long="truncate", stride=128)
+    p.set_defaults(run=search, long="truncate", stride=None)

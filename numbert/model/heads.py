@@ -44,7 +44,7 @@ import numpy as np
 
 from .config import BertConfig
 from .layers import ACTIVATIONS, Linear, Norm, exp_shifted, layer_norm, linear, matmul_weight, row_sums
-from .pooling import masked_mean
+from .pooling import masked_mean, pool
 
 f32 = np.float32
 
@@ -88,7 +88,8 @@ class SequenceClassifier(NamedTuple):
     activation: str = "tanh"
     norm: Norm | None = None  # ModernBERT: its prediction head's LayerNorm after the activation,
     eps: float = 1e-5  # with its epsilon (norm_eps)
-    pooling: str = "first"  # what the dense layer reads: the first token, or (ModernBERT) "mean" of the tokens
+    pooling: str = "first"  # what the head reads: the first token, (ModernBERT) "mean" of the tokens, or "last"
+    # (a decoder's score, on the last real token's final-normed state, no dense layer: Qwen3's rerankers)
 
 
 # model_type -> the names of its sequence classifier's dense layer, its activation and its output layer
@@ -101,6 +102,7 @@ SEQUENCE_HEADS = {
     "jina_embeddings_v3": ("classifier.dense", "tanh", "classifier.out_proj"),  # as XLM-R's
 }
 MODERNBERT_HEAD = ("head.dense", "head.norm")  # ModernBertPredictionHead, under its masked LM and classifiers
+SCORE = "score.weight"  # a decoder's sequence classifier (Qwen3ForSequenceClassification), (labels, hidden)
 HEAD_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"tanh": np.tanh, **ACTIVATIONS}
 
 
@@ -157,6 +159,8 @@ def sequence_logits(first_token: np.ndarray, pooled: np.ndarray | None, head: Se
     """A sequence classifier's logits. first_token: the last layer's [CLS] (<s>) states, (batch, hidden), or
     for a head pooling "mean" (ModernBERT) the mean of each row's tokens (`sequence_input`); pooled: BERT's pooler
     output (batch, hidden), read when the head has no dense layer of its own. -> (batch, labels)"""
+    if head.dense is None and head.pooling == "last":  # a decoder's score row(s) on the last real token
+        return classifier_logits(first_token, head.out)
     if head.dense is None:
         assert pooled is not None  # Heads.sequence_classifier requires a pooler for BERT's head
         return classifier_logits(pooled, head.out)
@@ -167,10 +171,13 @@ def sequence_logits(first_token: np.ndarray, pooled: np.ndarray | None, head: Se
 
 
 def sequence_input(last_hidden_state: np.ndarray, attention_mask: np.ndarray, head: SequenceClassifier) -> np.ndarray:
-    """What a sequence classifier's dense layer reads: each row's first token, or the mean of its tokens for a head
-    pooling "mean" (ModernBERT's classifier_pooling). (batch, seq, hidden) -> (batch, hidden)"""
+    """What a sequence classifier's dense layer reads: each row's first token, the mean of its tokens for a head
+    pooling "mean" (ModernBERT's classifier_pooling), its last real token for "last" (either padding side).
+    (batch, seq, hidden) -> (batch, hidden)"""
     if head.pooling == "mean":
         return masked_mean(last_hidden_state, attention_mask)
+    if head.pooling == "last":
+        return pool(last_hidden_state, attention_mask, "sep")
     return last_hidden_state[:, 0]
 
 
@@ -384,6 +391,8 @@ class Heads:
             pooling = "mean" if self.head_config.classifier_pooling == "mean" else "first"
             activation, eps = self.head_config.classifier_activation, self.config.layer_norm_eps
             return SequenceClassifier(head, transform, activation, norm, eps, pooling)
+        if self.config.member.decoder is not None:
+            return self._decoder_score()
         if self.config.model_type not in SEQUENCE_HEADS:
             head = self._classifier("ForSequenceClassification", "ForTokenClassification", "ner")
             self._require_pooler("sequence classification")
@@ -393,6 +402,23 @@ class Heads:
         h, architecture = self.config.hidden_size, self._architecture("ForSequenceClassification")
         w = self._take(f"{architecture} classifier", _linear(dense, h, h), f"classify needs a {architecture}")
         return SequenceClassifier(head, Linear(w[dense + ".weight"], w[dense + ".bias"]), activation)
+
+    def _decoder_score(self) -> SequenceClassifier:
+        """A decoder's score (labels, hidden), no bias, on the last real token: Qwen3ForSequenceClassification's
+        score.weight, or the one row the loader made of a Qwen3ForCausalLM reranker's "yes" and "no" rows."""
+        architecture = self._architecture("ForSequenceClassification")
+        rows = len(self.weights[SCORE]) if SCORE in self.weights else 1
+        w = self._take(
+            "sequence classifier (score)",
+            {SCORE: (rows, self.config.hidden_size)},
+            f"predict, rerank and classify need a {architecture}, or a {self._architecture('ForCausalLM')} "
+            f"reranker (Qwen3-Reranker: its 'yes' and 'no' tokens)",
+        )
+        if len(self.labels) != rows:
+            raise ValueError(
+                f"{self.source}: config.json's id2label names {len(self.labels)} labels but the score has {rows} rows"
+            )
+        return SequenceClassifier(Linear(w[SCORE], None), pooling="last")
 
     @functools.cached_property
     def token_classifier(self) -> Linear:
@@ -415,9 +441,10 @@ class Heads:
     @property
     def labels(self) -> list[str]:
         """The classifier's label names: config.json's id2label, else LABEL_0, LABEL_1, ... (transformers' names)."""
-        outputs = [name for name in ("classifier.weight", "classifier.out_proj.weight") if name in self.weights]
+        outputs = [name for name in ("classifier.weight", "classifier.out_proj.weight", SCORE) if name in self.weights]
         rows = len(self.weights[outputs[0]]) if outputs else 2
-        if self.head_config.id2label is None:
+        causal = (self.head_config.architecture or "").endswith("ForCausalLM")  # a reranker: its score, one label
+        if self.head_config.id2label is None or causal:
             return [f"LABEL_{i}" for i in range(rows)]
         return [label for _, label in self.head_config.id2label]
 

@@ -13,6 +13,16 @@ from collections.abc import Iterable
 
 import numpy as np
 
+STRIDE = 128  # tokens neighbouring windows share, unless asked otherwise (`stride_or_default`)
+
+
+def stride_or_default(stride: int | None, size: int) -> int:
+    """`stride`, or for None the default: STRIDE tokens, or half the window where a window of `size` tokens holds no
+    more than STRIDE (a model of 128 tokens shares 63 of the 126 between its [CLS] and [SEP])."""
+    if stride is not None:
+        return stride
+    return STRIDE if STRIDE < size else size // 2
+
 
 def window_spans(n_tokens: int, size: int, stride: int) -> list[tuple[int, int]]:
     """[start, end) spans of windows of `size` tokens over `n_tokens`, neighbours sharing `stride` tokens.

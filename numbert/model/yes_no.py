@@ -66,3 +66,12 @@ def yes_probability(last_hidden_state: np.ndarray, attention_mask: np.ndarray, h
     logits -= logits.max(axis=-1, keepdims=True)
     e = np.exp(logits)
     return (e[:, 1] / e.sum(axis=-1)).astype(np.float32)
+
+
+def score_weight(yes_row: np.ndarray, no_row: np.ndarray | None) -> np.ndarray:
+    """The one-row classifier a causal-LM reranker is: w_yes - w_no, whose product with the last hidden state is
+    logit("yes") - logit("no") (the score sentence-transformers' LogitScore reads; sigmoid of it is P(yes)), or
+    w_yes alone when no "no" token is read (LogitScore's false_token_id null). The seq-cls conversion of
+    Qwen3-Reranker (Qwen3ForSequenceClassification) stores this row as its score.weight. (hidden,) -> (1, hidden)"""
+    row = np.asarray(yes_row, np.float32) if no_row is None else np.asarray(yes_row, np.float32) - no_row
+    return row.astype(np.float32)[None]

@@ -23,7 +23,7 @@ from ..tokenizer.patterns import deadline as pattern_deadline
 from .batcher import Batcher, Readout
 from .bert import Bert, load
 from .embedding import WorkerPool
-from .inputs import InputTooLong, InvalidTokenId, TooManyTokens, multi_vector_kind
+from .inputs import InputTooLong, InvalidTokenId, NotAPair, TooManyTokens, multi_vector_kind
 from .late_interaction import maxsim, similarity_of
 from .m3 import MODES as M3_MODES
 from .m3 import M3Embeddings
@@ -67,6 +67,7 @@ __all__ = [
     "M3Vectors",
     "MaskedLMLogits",
     "MultiVectors",
+    "NotAPair",
     "PatternTimeout",
     "Pipeline",
     "Readout",

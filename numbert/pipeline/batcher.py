@@ -68,14 +68,19 @@ class Readout(Protocol):
     @property
     def first_only(self) -> bool: ...  # whether it reads each row's first token alone ([CLS])
 
+    @property
+    def last_layers(self) -> int | None: ...  # how many of the last hidden states it reads (None: every one)
+
     def __call__(self, out: Output) -> list: ...
 
 
 class Forward(Protocol):
     """One forward over rows (Pipeline.forward_rows): through `task`'s adapters, the last layer for the first
-    tokens alone if `first_only`."""
+    tokens alone if `first_only`, keeping the `last_layers` hidden states alone if given."""
 
-    def __call__(self, rows: list[Row], task: str | None = None, *, first_only: bool = False) -> Output: ...
+    def __call__(
+        self, rows: list[Row], task: str | None = None, *, first_only: bool = False, last_layers: int | None = None
+    ) -> Output: ...
 
 
 @dataclass(eq=False)
@@ -272,7 +277,8 @@ class Batcher:
         try:
             rows = [item.job.rows[item.position] for item in batch]
             with taking_turns:
-                answers = readout(self.forward(rows, readout.task, first_only=readout.first_only))
+                out = self.forward(rows, readout.task, first_only=readout.first_only, last_layers=readout.last_layers)
+                answers = readout(out)
         except Exception as e:  # a bug, not a bad request (those are refused before they queue): answer 500
             log.exception("the forward pass failed on a batch of %d x %d tokens", len(batch), width)
             with self.answering:

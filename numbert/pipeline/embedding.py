@@ -18,6 +18,7 @@ import numpy as np
 
 from ..model import pooling
 from ..model.encoder import Output
+from ..model.windows import stride_or_default
 from ..runtime import blas
 from ..runtime.side_by_side import in_order
 from ..tokenizer import Encoding
@@ -117,7 +118,7 @@ def batches(
     batch_size: int = 32,
     max_length: int | None = None,
     long: str = "truncate",
-    stride: int = 128,
+    stride: int | None = None,
     truncation_side: str | None = None,
     pairs: Sequence[str | None] | None = None,
     first_only: bool = False,
@@ -143,18 +144,19 @@ def batches(
     for positions, encodings in model.inputs.plan(texts, text_pair, shape, batch_size, prepare=lower):
         rows = [row_of(e) for e in encodings]
         out = model.runner.run(
-            rows, first_only=first_only, limit=shape.max_length, stride=stride, window_batch=batch_size
+            rows, first_only=first_only, limit=shape.max_length, stride=shape.stride, window_batch=batch_size
         )
         yield positions, with_tokens(out, encodings, pad)
 
 
 def windowed(
-    model: Pipeline, text: str, *, stride: int = 128, max_length: int | None = None, batch_size: int = 32
+    model: Pipeline, text: str, *, stride: int | None = None, max_length: int | None = None, batch_size: int = 32
 ) -> Output:
     """Run a text of any length as overlapping windows and stitch them into one Output (`Runner.windows`).
 
     Windows of max_length tokens (default: the model's positions, or a sentence-transformers
-    max_seq_length), [CLS] and [SEP] included, share `stride` tokens with their neighbour; each
+    max_seq_length), [CLS] and [SEP] included, share `stride` tokens with their neighbour (default: 128, or half a
+    window that holds no more); each
     token's hidden states are the average over the windows that contain it, so every token of a
     long document gets a vector. seq may exceed 512; pooler_output pools the averaged [CLS].
     """
@@ -163,6 +165,7 @@ def windowed(
     planner.positive("batch_size", batch_size)
     encoding = model.require_tokenizer().encode(text, max_length=None, truncation=False)
     size = model.inputs.window_size(max_length)
+    stride = stride_or_default(stride, size - 2)
     return with_tokens(model.runner.windows(row_of(encoding), size, stride, batch_size), [encoding], "")
 
 
@@ -274,7 +277,7 @@ def word_vectors(
     combine: str | None = None,
     merge: str = "mean",
     long: str = "truncate",
-    stride: int = 128,
+    stride: int | None = None,
 ) -> list[pooling.Word]:
     """The words of `text`, each with its character span and the merged vector of its pieces.
 

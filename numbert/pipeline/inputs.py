@@ -22,6 +22,7 @@ from ..checkpoint.sentence_config import SentenceConfig
 from ..model.config import BertConfig
 from ..tokenizer import Encoding, Tokenizer
 from . import planner
+from .pair_prompt import PairPrompt
 from .planner import Row, row_of, text_list
 from .recipe import Recipe, check_long, tokens_per_input
 
@@ -51,6 +52,14 @@ class InvalidTokenId(ValueError):
         super().__init__(f"token {position} of input {index} is {value}, not an id of the vocabulary [0, {vocab_size})")
 
 
+class NotAPair(ValueError):
+    """Input `index` is one text, where the model (a decoder reranker) scores (query, document) pairs only."""
+
+    def __init__(self, index: int, model: str | None):
+        self.index = index
+        super().__init__(f"input {index} is one text; {model} scores (query, document) pairs only")
+
+
 class InputParts(Protocol):
     """What inputs are read by: the model's tokenizer and the recipes its directory names (a Pipeline's
     attributes, read at each call, so a recipe set later counts)."""
@@ -60,6 +69,7 @@ class InputParts(Protocol):
     sentence_config: SentenceConfig | None
     colbert: ColbertConfig | None
     m3: M3Heads | None
+    pair_prompt: PairPrompt | None
 
     @property
     def config(self) -> BertConfig: ...
@@ -134,7 +144,18 @@ class Inputs:
         return tokenizer.encode_batch(text, text_pair, max_length=cut_at, truncation=truncation).encodings
 
     def window_size(self, max_length: int | None) -> int:
-        """Tokens per window: `max_length`, else a sentence-transformers max_seq_length, else the model's positions."""
+        """Tokens per window: `max_length`, else a sentence-transformers max_seq_length, else the model's positions;
+        a ValueError for a tokenizer that does not frame a text with one special token at each end, as [CLS] text
+        [SEP], <s> text </s> and <bos> text <eos> (each window repeats those two around its part of the text)."""
+        tokenizer = self.parts.tokenizer
+        framing = 2 if tokenizer is None else tokenizer.num_special_tokens(False)
+        if framing != 2:
+            raise ValueError(
+                f"long='window' runs a long text as windows framed as the text is, by one special token at each end; "
+                f"{self.parts.name}'s tokenizer adds {framing} to a text (Qwen3's: <|endoftext|> after it alone): "
+                "use long='truncate' (this model reads up to "
+                f"{tokens_per_input(self.parts.config, self.parts.sentence_config, None):,} tokens)"
+            )
         return tokens_per_input(self.parts.config, self.parts.sentence_config, max_length)
 
     def tokenize(self, texts: Sequence[str], recipe: Recipe, *, special: bool, max_tokens: int) -> list[Encoding]:
@@ -192,13 +213,35 @@ class Inputs:
     ) -> list[Row]:
         """A row per input of a cross-encoder, one text or a (query, document) pair, as numbert.pipeline.reranking
         tokenizes it: within pair_limit tokens, cut by longest_first (on `side`, default the tokenizer's) if
-        `truncate`, else InputTooLong naming the first input too long."""
+        `truncate`, else InputTooLong naming the first input too long. A decoder reranker's pair: `prompt_rows`."""
+        if self.parts.pair_prompt is not None:
+            single = next((i for i, b in enumerate(seconds) if b is None), None)
+            if single is not None:
+                raise NotAPair(single, self.parts.name)
+            pairs = [(a, b) for a, b in zip(firsts, seconds) if b is not None]  # each a pair (checked)
+            return self.prompt_rows(pairs, "", self.pair_limit(), truncate=truncate)
         limit, prepare = self.pair_limit(), self.segment
         side = side or self.require_tokenizer().truncation_side
         return [
             row_of(self.bounded(i, prepare(a), None if b is None else prepare(b), limit, truncate=truncate, side=side))
             for i, (a, b) in enumerate(zip(firsts, seconds))
         ]
+
+    def prompt_rows(
+        self, pairs: Sequence[tuple[str, str]], instruction: str, limit: int, *, truncate: bool = True
+    ) -> list[Row]:
+        """A decoder reranker's row of each pair (numbert.pipeline.pair_prompt): its prompt with `instruction`
+        ("": the template's default), cut at the end to `limit` tokens with the template's tail written back, if
+        `truncate`, else InputTooLong naming the first pair too long."""
+        pair_prompt, tokenizer = self.parts.pair_prompt, self.require_tokenizer()
+        assert pair_prompt is not None  # the callers ask a decoder reranker only
+        rows = []
+        for i, pair in enumerate(pairs):
+            row, longer = pair_prompt.row(tokenizer, pair, instruction, limit)
+            if longer and not truncate:
+                raise InputTooLong(i, limit + 1, limit, exact=False)
+            rows.append(row)
+        return rows
 
     def id_rows(self, inputs: Sequence[Sequence[int]], limit: int) -> list[Row]:
         """Token-id inputs used as given ([CLS] and [SEP] included, as tokenize gives them): InvalidTokenId for

@@ -64,7 +64,7 @@ def embed_multi(
     limit = max((len(r.ids) for r in rows), default=1)
 
     def run(batch: list[int]) -> tuple[list[int], list[np.ndarray]]:
-        return batch, read(model.forward_rows([rows[i] for i in batch]))
+        return batch, read(model.forward_rows([rows[i] for i in batch], last_layers=read.last_layers))
 
     side = blas.batches_at_once() if len(texts) > batch_size else 1  # batches side by side where there are several
     for batch, answers in in_order(run, planner.by_length([len(r.ids) for r in rows], limit, batch_size), side):

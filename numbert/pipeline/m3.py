@@ -74,7 +74,7 @@ def embed_m3(
     multi: list[np.ndarray] = [np.empty((0, 0), np.float32)] * len(texts)
 
     def run(batch: list[int]) -> tuple[list[int], list]:
-        return batch, read(model.forward_rows([planner.row_of(rows[i]) for i in batch]))
+        return batch, read(model.forward_rows([planner.row_of(rows[i]) for i in batch], last_layers=read.last_layers))
 
     side_by_side = (
         blas.batches_at_once() if len(texts) > batch_size else 1

@@ -34,10 +34,12 @@ from ..model.config import BertConfig
 from ..model.encoder import Encoder, Output
 from ..model.heads import HeadConfig, Heads
 from ..model.layers import linear
+from ..model.windows import stride_or_default
 from ..tokenizer import Encoding, Tokenizer
 from . import recipe
 from .inputs import Inputs, multi_vector_kind
 from .loader import load_parts
+from .pair_prompt import PairPrompt
 from .planner import Row, row_of
 from .readouts import (
     LexicalWeights,
@@ -67,6 +69,7 @@ class Pipeline:
         directory: Path | None = None,
         colbert: ColbertConfig | None = None,
         m3: M3Heads | None = None,
+        pair_prompt: PairPrompt | None = None,
     ):
         self.encoder = encoder
         self.tokenizer = tokenizer
@@ -78,6 +81,7 @@ class Pipeline:
         self.colbert = colbert  # a multi-vector (ColBERT) model's recipe: PyLate's or MultiVectorEncoder's
         self.m3 = m3  # BGE-M3's heads (colbert_linear.pt, sparse_linear.pt), else None
         self.is_multi_vector = colbert is not None or m3 is not None  # it gives a vector per token
+        self.pair_prompt = pair_prompt  # a decoder reranker's (Qwen3-Reranker): a pair is one prompt, else None
         self.inputs = Inputs(self)  # text -> rows, reading this pipeline's tokenizer and recipes
         self.runner = Runner(encoder, name)  # rows -> an Output
 
@@ -110,6 +114,8 @@ class Pipeline:
             raise TypeError(f"{unknown[0]!r} is not an option of a sentence recipe; the options are {choices_list}")
         if choices.get("truncation_side") is None:
             choices["truncation_side"] = "right" if self.tokenizer is None else self.tokenizer.truncation_side
+        if choices.get("long") == "window":
+            self.inputs.window_size(None)  # a tokenizer whose windows numbert cannot frame is refused here
         return recipe.build(self.config, self.sentence_config, self.encoder.pooler is not None, **choices)
 
     @property
@@ -146,11 +152,15 @@ class Pipeline:
         *,
         output_attentions: bool = False,
         first_only: bool = False,
+        last_layers: int | None = None,
     ) -> Output:
         """One forward over rows of different lengths, right-padded to the longest, through `task`'s adapters
         (jina-embeddings-v3; None: none): `Runner.run`. Output arrays (batch, ...); first_only: for a readout that
-        reads each row's first token alone (its `first_only`), the last layer computes that token only."""
-        return self.runner.run(rows, task, output_attentions=output_attentions, first_only=first_only)
+        reads each row's first token alone (its `first_only`), the last layer computes that token only;
+        last_layers: only the last hidden states a readout reads are kept (its `last_layers`; None: every one)."""
+        return self.runner.run(
+            rows, task, output_attentions=output_attentions, first_only=first_only, last_layers=last_layers
+        )
 
     def __call__(
         self,
@@ -161,7 +171,7 @@ class Pipeline:
         max_length: int | None = None,
         truncation: bool | str = True,
         long: str = "truncate",
-        stride: int = 128,
+        stride: int | None = None,
         output_hidden_states: bool = True,
     ) -> Output:
         """Tokenize `text` (one string or a list; optionally with a second segment) and run the encoder.
@@ -170,8 +180,9 @@ class Pipeline:
         `truncation=False`, in which case a longer input raises a ValueError. A single text may instead run as
         overlapping windows (`long="window"`): windows of max_length tokens (default: the model's positions, or a
         sentence-transformers max_seq_length), [CLS] and [SEP] included, sharing `stride` tokens with their
-        neighbour; each token's hidden states are the average over the windows that contain it, so every token of
-        a long document gets a vector (seq may exceed 512; pooler_output pools the averaged [CLS]).
+        neighbour (default: 128, or half a window that holds no more); each token's hidden states are the average
+        over the windows that contain it, so every token of a long document gets a vector (seq may exceed 512;
+        pooler_output pools the averaged [CLS]).
         An empty list gives an Output with a batch of 0. `output_hidden_states` is accepted as in
         transformers; the hidden states are always in the Output.
         """
@@ -180,6 +191,7 @@ class Pipeline:
         )
         if long == "window":
             size = self.inputs.window_size(max_length)
+            stride = stride_or_default(stride, size - 2)
             return with_tokens(self.runner.windows(row_of(encodings[0]), size, stride), encodings, "")
         if isinstance(text, str):
             (encoding,) = encodings
@@ -237,7 +249,10 @@ class Pipeline:
         return TokenVectors()
 
     def sequence_logits(self) -> SequenceLogits:
-        """The sequence classifier's logits per row; a ValueError naming the missing tensors without one."""
+        """The sequence classifier's logits per row; a ValueError naming the missing tensors without one (a causal-LM
+        reranker without its "yes"/"no" tokens: naming them)."""
+        if self.pair_prompt is not None and self.pair_prompt.refusal is not None:
+            raise ValueError(f"{self.name} cannot score pairs: {self.pair_prompt.refusal}")
         return SequenceLogits(self.heads.sequence_classifier)
 
     def sparse_vectors(self, top_k: int | None = None) -> SparseVectors | LexicalWeights:

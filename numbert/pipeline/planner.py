@@ -20,6 +20,7 @@ planned rows of each batch, never texts to plan again.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import NamedTuple, Protocol, TypeVar
@@ -32,7 +33,8 @@ from ..tokenizer import Encoding, Tokenizer
 from ..tokenizer.encoding import pad
 
 LOOK_AHEAD = 8  # batches: plan_texts tokenizes this many batches' worth of texts at a time
-FORWARD_OVERHEAD = 32  # a forward's fixed cost, in padded tokens (all-MiniLM-L6-v2 on 2 cores: about 24)
+FORWARD_OVERHEAD = 32  # a forward's fixed cost, in tokens' worth of work (all-MiniLM-L6-v2, one BLAS thread: about 26)
+GROUP_OVERHEAD = 2  # and each group of rows of one length its attention runs as (about 1.7)
 
 
 class Row(NamedTuple):
@@ -217,13 +219,19 @@ W = TypeVar("W", bound=Waiting)
 def next_batch(waiting: Sequence[W], max_tokens: int, max_rows: int) -> list[W]:
     """The oldest waiting row with the neighbours by length that make its forward cheapest per real token.
 
-    The waiting rows are sorted longest first (as `by_length` sorts a corpus) and a batch is a run of
-    them, padded to its first (longest) row: a forward costs FORWARD_OVERHEAD + rows x width. Of the
-    runs holding the oldest row, within max_rows and max_tokens (rows x width), the one with the least
-    cost per real token goes: rows of like length, as many as keep the padding worth it.
+    The encoder works on a batch's real tokens only (numbert.model.packing: no product reads padding, attention runs
+    per group of rows of one length), so a forward costs FORWARD_OVERHEAD + its real tokens + GROUP_OVERHEAD for each
+    distinct length: the more rows share it, the less each pays. The waiting rows are sorted longest first (as
+    `by_length` sorts a corpus) and a batch is a run of them, padded to its first (longest) row; of the runs holding
+    the oldest row, within max_rows and max_tokens (rows x width: the padded arrays' size), the one with the least
+    cost per real token goes.
     """
     order = sorted(waiting, key=lambda item: (-item.length, item.arrival))
     lengths = [item.length for item in order]
+    # new_length[i]: the number of distinct lengths among order[:i] (sorted, so a change of length is a new one)
+    new_length = list(
+        itertools.accumulate((i == 0 or lengths[i] != lengths[i - 1] for i in range(len(order))), initial=0)
+    )
     k = min(range(len(order)), key=lambda i: order[i].arrival)
     best, best_cost = (k, k + 1), float("inf")
     for a in range(max(0, k - max_rows + 1), k + 1):
@@ -232,7 +240,8 @@ def next_batch(waiting: Sequence[W], max_tokens: int, max_rows: int) -> list[W]:
             real += lengths[b - 1]
             if (b - a) * width > max_tokens:
                 break
-            cost = (FORWARD_OVERHEAD + (b - a) * width) / real
+            groups = 1 + new_length[b] - new_length[a + 1]
+            cost = (FORWARD_OVERHEAD + real + GROUP_OVERHEAD * groups) / real
             if cost < best_cost:
                 best, best_cost = (a, b), cost
     return order[best[0] : best[1]]

@@ -82,6 +82,11 @@ class SentenceVectors:
         """Whether it reads each row's first token alone (CLS pooling): see `Recipe.first_only`."""
         return self.recipe.first_only
 
+    @property
+    def last_layers(self) -> int | None:
+        """How many of the last hidden states it reads (None: every one): see `Recipe.last_layers`."""
+        return self.recipe.last_layers
+
     def __call__(self, out: Output) -> list[np.ndarray]:
         vectors = self.recipe.sentence_vectors(out)
         return list(vectors if out.batched else vectors[None])
@@ -94,6 +99,7 @@ class TokenVectors:
     name = "embed_all"
     task = None  # no task adapters
     first_only = False  # reads every token
+    last_layers = 1  # of the last layer alone
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         return per_token(out, out.last_hidden_state)
@@ -101,17 +107,19 @@ class TokenVectors:
 
 @dataclass(frozen=True, eq=False)
 class SequenceLogits:
-    """A sequence classifier's logits per row (a text or a pair), on the pooler output (BERT) or the first
-    token's last hidden state (its relatives). (labels,)"""
+    """A sequence classifier's logits per row (a text or a pair), on the pooler output (BERT), the first
+    token's last hidden state (its relatives) or the last real token's (a decoder's score). (labels,)"""
 
     classifier: SequenceClassifier  # Heads.sequence_classifier
     name = "classify"
     task = None  # no task adapters
+    last_layers = 1  # the last layer (and the pooler output made of it)
 
     @property
     def first_only(self) -> bool:
-        """Whether it reads each row's first token alone: yes, but for a head pooling the mean (ModernBERT's)."""
-        return self.classifier.pooling != "mean"
+        """Whether it reads each row's first token alone: yes, but for a head pooling the mean (ModernBERT's) or
+        reading the last token (a decoder's score)."""
+        return self.classifier.pooling == "first"
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         pooled = out.pooler_output if out.batched or out.pooler_output is None else out.pooler_output[None]
@@ -130,6 +138,7 @@ class TokenLogits:
     name = "token_classify"
     task = None  # no task adapters
     first_only = False  # reads every token
+    last_layers = 1  # of the last layer alone
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         return per_token(out, classifier_logits(out.last_hidden_state, self.classifier))
@@ -143,6 +152,7 @@ class SpanLogits:
     name = "qa"
     task = None  # no task adapters
     first_only = False  # reads every token
+    last_layers = 1  # of the last layer alone
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         return per_token(out, classifier_logits(out.last_hidden_state, self.qa_outputs))
@@ -159,6 +169,7 @@ class MaskedLMLogits:
     name = "masked_lm"
     task = None  # no task adapters
     first_only = False  # reads every token
+    last_layers = 1  # of the last layer alone
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         c = self.config
@@ -200,6 +211,7 @@ class SparseVectors:
     name = "embed_sparse"
     task = None  # no task adapters
     first_only = False  # reads every token
+    last_layers = 1  # of the last layer alone
 
     def __call__(self, out: Output) -> list[SparseVector]:
         c, by_max = self.config, self.pooling.strategy == "max"
@@ -237,6 +249,7 @@ class MultiVectors:
     name = "embed_multi"
     task = None  # no task adapters
     first_only = False  # reads every token
+    last_layers = 1  # of the last layer alone
 
     def kept(self, out: Output) -> np.ndarray:
         """Which positions of the batch give a vector. (batch, seq) bool"""
@@ -270,6 +283,7 @@ class LexicalWeights:
     name = "embed_sparse"
     task = None  # no task adapters
     first_only = False  # reads every token
+    last_layers = 1  # of the last layer alone
 
     def __call__(self, out: Output) -> list[SparseVector]:
         weights = relu(linear(out.last_hidden_state, self.head))[..., 0]  # ([batch,] seq)
@@ -302,6 +316,7 @@ class M3Vectors:
     name = "embed_m3"
     task = None  # no task adapters
     first_only = False  # reads every token
+    last_layers = 1  # of the last layer alone
 
     class Triple(NamedTuple):
         dense: np.ndarray  # (hidden,)

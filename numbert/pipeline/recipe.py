@@ -26,7 +26,7 @@ from ..checkpoint.sentence_config import Dense, SentenceConfig
 from ..model.config import BertConfig
 from ..model.encoder import FIRST_POOLINGS, Output
 from ..model.pooling import POOLINGS, Layers, layer_selection, normalize, sentence_vectors
-from ..model.windows import window_spans
+from ..model.windows import stride_or_default, window_spans
 from ..tokenizer.truncation import check_side
 from . import quantization
 
@@ -172,7 +172,7 @@ def build(
     max_length: int | None = None,
     dimensions: int | None = None,
     long: str = "truncate",
-    stride: int = 128,
+    stride: int | None = None,
     truncation_side: str = "right",
     truncate_dim: int | None = None,
     precision: str = "float32",
@@ -205,6 +205,7 @@ def build(
     max_length = tokens_per_input(config, st, max_length)
     check_long(long)
     check_side(truncation_side)
+    stride = stride_or_default(stride, max_length - 2)  # the content of a window: [CLS] and [SEP] aside
     if long == "window":
         window_spans(0, max_length - 2, stride)  # a bad stride fails now, not at the first long text
     return Recipe(

@@ -80,7 +80,7 @@ def embed_sparse(
     vectors: list[SparseVector] = [SparseVector(np.empty(0, np.int32), np.empty(0, np.float32))] * len(texts)
 
     def run(batch: tuple[list[int], list]) -> tuple[list[int], list[SparseVector]]:
-        return batch[0], read(model.forward_rows([row_of(e) for e in batch[1]]))
+        return batch[0], read(model.forward_rows([row_of(e) for e in batch[1]], last_layers=read.last_layers))
 
     side = blas.batches_at_once() if len(texts) > batch_size else 1  # batches side by side where there are several
     for positions, answers in in_order(run, model.inputs.plan(texts, None, shape, batch_size), side):

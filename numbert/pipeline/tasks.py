@@ -251,7 +251,8 @@ def ner(
         windows += [(i, e) for e in [first, *first.overflowing]]
     found: list[list[Entity]] = [[] for _ in windows]  # each window's entities
     for batch in by_length([len(e) for _, e in windows], limit, _count("batch_size", batch_size)):
-        logits = readout(model.forward_rows([row_of(windows[w][1]) for w in batch]))  # (length, labels) each
+        rows = [row_of(windows[w][1]) for w in batch]
+        logits = readout(model.forward_rows(rows, last_layers=readout.last_layers))  # (length, labels) each
         for w, row_logits in zip(batch, logits):
             i, encoding = windows[w]
             tokens = pre_entities(tokenizer, texts[i], encoding, softmax(row_logits))
@@ -434,7 +435,8 @@ def qa(
     windows = [first, *first.overflowing]
     logits: list[np.ndarray] = []  # (length, 2) start and end logits per window
     for b in range(0, len(windows), _count("batch_size", batch_size)):
-        logits += readout(model.forward_rows([row_of(e) for e in windows[b : b + batch_size]]))
+        rows = [row_of(e) for e in windows[b : b + batch_size]]
+        logits += readout(model.forward_rows(rows, last_layers=readout.last_layers))
     answers, null_score = [], 1.0
     for encoding, span in zip(windows, logits):
         p_start, p_end = answer_probabilities(encoding, span[:, 0], span[:, 1], tokenizer)

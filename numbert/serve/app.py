@@ -505,7 +505,9 @@ def tracing(endpoint: str, model: str):
 
 def log_to_stderr(log_format: str = "text") -> None:
     """The server's own log lines (ready, stopped, and an access line per request) on stderr,
-    beside uvicorn's, as text or as JSON objects (numbert.serve.logs)."""
+    beside uvicorn's, as text or as JSON objects (numbert.serve.logs), written by a thread of their own."""
+    from .logs import written_by_a_thread
+
     log = logging.getLogger("numbert")  # the server's, and its model threads' (numbert.pipeline.batcher)
     if not log.handlers:
         handler = logging.StreamHandler()
@@ -515,7 +517,7 @@ def log_to_stderr(log_format: str = "text") -> None:
             handler.setFormatter(JsonFormatter())
         else:
             handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
-        log.addHandler(handler)
+        log.addHandler(written_by_a_thread(handler))
         log.setLevel(logging.INFO)
 
 

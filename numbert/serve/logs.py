@@ -9,9 +9,12 @@ headers (so never an API key).
 
 from __future__ import annotations
 
+import atexit
 import copy
 import json
 import logging
+import logging.handlers
+import queue
 import time
 import uuid
 from datetime import UTC, datetime
@@ -35,6 +38,24 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         return json.dumps(line, ensure_ascii=False)
+
+
+class HandOff(logging.handlers.QueueHandler):
+    """Hands each record to the writer thread as it is: formatted and written there (`written_by_a_thread`)."""
+
+    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+        return record  # the server's records carry strings and numbers only: safe to format later, in the writer
+
+
+def written_by_a_thread(handler: logging.Handler) -> logging.Handler:
+    """A handler that queues records for `handler`, run by a thread of its own, so that the event loop never
+    formats a line or waits on stderr (a slow reader of the pipe would otherwise hold every request); the lines
+    left are written at exit."""
+    lines: queue.SimpleQueue = queue.SimpleQueue()
+    writer = logging.handlers.QueueListener(lines, handler)
+    writer.start()
+    atexit.register(writer.stop)
+    return HandOff(lines)
 
 
 def uvicorn_log_config() -> dict:

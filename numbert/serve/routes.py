@@ -20,7 +20,17 @@ from typing import Any
 
 import numpy as np
 
-from ..pipeline import CALIBRATED, InputTooLong, InvalidTokenId, PatternTimeout, Readout, Row, TooManyTokens, ranking
+from ..pipeline import (
+    CALIBRATED,
+    InputTooLong,
+    InvalidTokenId,
+    NotAPair,
+    PatternTimeout,
+    Readout,
+    Row,
+    TooManyTokens,
+    ranking,
+)
 from . import protocol
 from .models import Models, ServedModel
 from .protocol import ApiError
@@ -269,6 +279,11 @@ def refused(names: list[str], hint: str, pairs: bool = False) -> Iterator[None]:
             f"'{where}' {says}; this model takes at most {e.limit} ({special}). Shorten it{hint}",
             param=where,
             code="input_too_long",
+        ) from None
+    except NotAPair as e:  # a decoder reranker asked to score one text
+        where = names[e.index]
+        raise ApiError(
+            422, f"'{where}' is one text; this model scores (query, document) pairs only", param=where
         ) from None
     except PatternTimeout as e:  # a tokenizer.json pattern that backtracks catastrophically on an input
         raise ApiError(422, f"this model's tokenizer cannot read the inputs: {e}", code="pattern_timeout") from None

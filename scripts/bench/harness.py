@@ -33,9 +33,9 @@ def log(*args):
 class OtherLoad:
     """CPU cores' worth of work that OTHER processes did while a block ran (Linux; None elsewhere).
 
-    All CPU time the kernel counted as busy (/proc/stat), less this process's own (all its threads and
-    finished children), per second of wall time. Near 0 means the machine was ours; 1.0 means another
-    process held a core all along.
+    All CPU time the kernel counted as busy (/proc/stat), less this process's own (all its threads, its
+    finished children and its live descendants), per second of wall time. Near 0 means the machine was
+    ours; 1.0 means another process held a core all along.
     """
 
     def __enter__(self):
@@ -62,7 +62,27 @@ class OtherLoad:
         own = sum(
             u.ru_utime + u.ru_stime for u in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
         )
-        return busy / os.sysconf("SC_CLK_TCK"), own, time.perf_counter()
+        tick = os.sysconf("SC_CLK_TCK")
+        for pid in descendants(os.getpid()):  # live children (RUSAGE_CHILDREN counts the finished ones)
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            own += (int(stat[11]) + int(stat[12])) / tick  # utime, stime
+        return busy / tick, own, time.perf_counter()
+
+
+def descendants(pid: int) -> list[int]:
+    """The process ids of `pid`'s children, theirs, and so on (Linux's /proc/PID/task/*/children)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+        for child in children:
+            found += [child, *descendants(child)]
+    return found
 
 
 IDLE = 0.15  # cores: other processes using less than this leave the machine to us

@@ -67,7 +67,6 @@ def export_directory(source: Path) -> Path:
     """A directory of the bench's own (never inside an installed package): links to the model's files, its ONNX
     export and the int8 quantization of it, made once. The export needs torch, onnx and onnxscript, the int8 file
     onnxruntime (pip install numbert[bench]). The ONNX Runtime rows run the same files."""
-    from bench_workers import quantized
 
     from bench.harness import CACHE
     from bench.systems import ensure_onnx
@@ -94,7 +93,8 @@ def run(system: str, args, corpus: list[str], reference: Path) -> dict:
     python, why = ensure_venv(venv_dir())
     if python is None:
         return {"skipped": why}
-    from bench_workers import QUIET, model_dir
+    from bench.harness import QUIET_ENV
+    from bench.systems import model_dir
 
     try:
         directory = export_directory(model_dir("minilm"))
@@ -113,7 +113,7 @@ def run(system: str, args, corpus: list[str], reference: Path) -> dict:
             "corpus": str(texts),
             "vectors": str(vectors_path),
         }
-        env = dict(os.environ, **QUIET)
+        env = dict(os.environ, **QUIET_ENV)
         env.pop("PYTHONPATH", None)  # nothing of numbert's environment in fastembed's
         command = [str(python), __file__, json.dumps(request)]
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
@@ -146,7 +146,7 @@ def child(request: dict) -> dict:
     from fastembed.common.model_description import ModelSource, PoolingType
 
     sys.path.insert(0, str(SCRIPTS))
-    from bench_workers import OtherLoad  # stdlib only (and bench.harness, stdlib only)
+    from bench.harness import OtherLoad  # stdlib only
 
     name = f"numbert-bench/{Path(request['model_file']).stem}"
     TextEmbedding.add_custom_model(
@@ -186,3 +186,13 @@ def child(request: dict) -> dict:
 
 if __name__ == "__main__":
     print(json.dumps(child(json.loads(sys.argv[1]))))
+
+
+def quantized(onnx_path: Path) -> Path:
+    """The ONNX model with its weights dynamically quantized to int8 (ONNX Runtime's own tool), made once."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    path = onnx_path.with_name("model-int8.onnx")
+    if not path.is_file() or path.stat().st_mtime < onnx_path.stat().st_mtime:
+        quantize_dynamic(onnx_path, path, weight_type=QuantType.QInt8)
+    return path

