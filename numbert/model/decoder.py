@@ -28,11 +28,13 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..runtime import row_threads
 from ..runtime.blas import products_in_row_threads
 from .config import BertConfig
 from .encoder import Encoder, EncoderLayer, Output
 from .layers import (
     ACTIVATIONS,
+    BLOCK_BYTES,
     Linear,
     Norm,
     exp_shifted,
@@ -284,7 +286,8 @@ def block_attention(
             context /= row_sums(weights)
             out[i, h] = context.reshape(group, queries, head)
 
-    products_in_row_threads(pairs, n * kv, 1)
+    large = group * queries * keys * 4 >= BLOCK_BYTES  # a pair's scores are a cache-sized block or more
+    products_in_row_threads(pairs, n * kv, 1, 1 if large else row_threads.MIN_SHARE)
     return out
 
 

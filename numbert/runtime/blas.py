@@ -148,15 +148,16 @@ def let_go_of_blas() -> None:
 _controller: Any = None  # threadpoolctl's controller, made once (0.01 ms a switch against 0.25 ms for a fresh one)
 
 
-def products_in_row_threads(work: Callable[[slice], object], rows: int, step: int) -> None:
+def products_in_row_threads(work: Callable[[slice], object], rows: int, step: int, least: int) -> None:
     """`row_threads.each` for blocks that are small matrix products of their own (a decoder's attention, one
     sequence and key/value head a block): when the row threads share them, BLAS is held to one thread meanwhile,
     each thread's products on a core of its own (two BLAS threads meeting on every small product cost more than
-    they save); else, the blocks one after the other on the process's BLAS threads. The limit is the process's
+    they save); else, the blocks one after the other on the process's BLAS threads. least: blocks a share at
+    least (`row_threads.each`). The limit is the process's
     (the module's docstring: the controlling thread), given back when the blocks are done."""
     global _controller
-    if row_threads.shares(rows, step) < 2:
-        row_threads.each(work, rows, step)
+    if row_threads.shares(rows, step, least) < 2:
+        row_threads.each(work, rows, step, least)
         return
     if _controller is None:
         from threadpoolctl import ThreadpoolController  # (here: NumPy is loaded by now)
@@ -165,7 +166,7 @@ def products_in_row_threads(work: Callable[[slice], object], rows: int, step: in
     limits = _controller.limit(limits=1, user_api="blas")
     let_go_of_blas()
     try:
-        row_threads.each(work, rows, step)
+        row_threads.each(work, rows, step, least)
     finally:
         limits.restore_original_limits()
         let_go_of_blas()

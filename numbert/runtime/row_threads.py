@@ -47,17 +47,18 @@ def count() -> int:
     return _threads
 
 
-def shares(rows: int, step: int) -> int:
+def shares(rows: int, step: int, least: int = MIN_SHARE) -> int:
     """How many threads `each` deals blocks of `step` of `rows` rows out to: 1 (the caller alone) up to `count`."""
-    return max(1, min(_threads if _pool is not None else 1, len(range(0, rows, step)) // MIN_SHARE))
+    return max(1, min(_threads if _pool is not None else 1, len(range(0, rows, step)) // least))
 
 
-def each(work: Callable[[slice], object], rows: int, step: int) -> None:
+def each(work: Callable[[slice], object], rows: int, step: int, least: int = MIN_SHARE) -> None:
     """work(slice(start, start + step)) for every block of `step` of `rows` rows. On several threads the
-    blocks are dealt out in contiguous shares of at least MIN_SHARE blocks, one a thread, the calling thread
-    taking the first; returns when all are done (raising the first error any raised)."""
+    blocks are dealt out in contiguous shares of at least `least` blocks (MIN_SHARE unless a block is much more
+    work than a cache-sized one), one a thread, the calling thread taking the first; returns when all are done
+    (raising the first error any raised)."""
     starts = range(0, rows, step)
-    pool, shares = _pool, min(_threads, len(starts) // MIN_SHARE)
+    pool, shares = _pool, min(_threads, len(starts) // least)
 
     def run(part: range) -> None:
         for start in part:
