@@ -63,14 +63,25 @@ def test_attention_gives_blas_threads_back():
 
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_stacked_products_keep_no_second_copy(model_type):
-    """Each layer's queries, keys and values (and its gate and up) are views of one matrix, found by `stacked`, and
-    so are the checkpoint's tensors by those names: the originals are not kept beside it."""
-    encoder = numbert.load(FIXTURES / model_type).encoder
+    """Weights in the process's own memory (as a bf16 checkpoint's, widened): each layer's queries, keys and values
+    (and its gate and up) are views of one matrix, found by `stacked`, and so are the tensors by those names, the
+    originals not kept beside it; the same numbers as unstacked within 1e-5, parity's bound (a wider product may sum
+    in another order). Float32 weights mapped from the file stay the file's: a copy would hold them twice, and
+    --workers processes would no longer share their pages."""
+    mapped = numbert.load(FIXTURES / model_type).encoder
+    for layer in mapped.layers:
+        assert decoder.stacked((layer.query, layer.key, layer.value)) is None
+        assert decoder.file_backed(layer.query.weight) and decoder.file_backed(layer.gate.weight)
+    private = {name: np.array(tensor) for name, tensor in mapped.weights.items()}  # copies, as widened ones are
+    encoder = decoder.DecoderEncoder(mapped.config, private)
     for i, layer in enumerate(encoder.layers):
         names = decoder_layer_names(encoder.config, i)
         for fields in (("query", "key", "value"), ("gate", "up")):
             whole = decoder.stacked(tuple(getattr(layer, field) for field in fields))
-            assert whole is not None
+            assert whole is not None and not decoder.file_backed(whole.weight)
             assert len(whole.weight) == sum(len(getattr(layer, field).weight) for field in fields)
             assert all(encoder.weights[names[field] + ".weight"].base is whole.weight for field in fields)
         assert decoder.stacked((layer.key, layer.query, layer.value)) is None  # out of order: not one product
+    ids, mask = padded((9, 5, 7), mapped.config.vocab_size)
+    want = mapped.forward(ids, attention_mask=mask).hidden_states
+    np.testing.assert_allclose(encoder.forward(ids, attention_mask=mask).hidden_states, want, rtol=0, atol=1e-5)

@@ -24,6 +24,7 @@ Qwen3, GeGLU with tanh GELU for Gemma3), built from numbert.model.layers' blocks
 from __future__ import annotations
 
 import math
+import mmap
 from collections.abc import Callable
 
 import numpy as np
@@ -123,7 +124,12 @@ def stack_rows(weights: dict[str, np.ndarray], names: list[str]) -> None:
     """The weights (and biases, if all have one) of products that read the same input, named `names` (less
     `.weight`), copied once into one matrix, their rows one after the other; each name in `weights` then a view of
     its rows, so the originals are freed and no second copy is kept. `stacked` finds the matrix again: one GEMM
-    for the several (queries, keys and values; gate and up), as wide GEMMs run nearer BLAS's best speed."""
+    for the several (queries, keys and values; gate and up), as wide GEMMs run nearer BLAS's best speed. Only
+    weights in the process's own memory (widened from bf16, read from a .bin) are stacked: float32 tensors mapped
+    from the checkpoint's file stay as they are, since a copy would hold them twice (the map's pages and the copy)
+    and `--workers` processes would no longer share them."""
+    if any(file_backed(weights[name + ".weight"]) for name in names):
+        return
     for suffix in (".weight", ".bias"):
         if suffix == ".bias" and not all(name + suffix in weights for name in names):
             return
@@ -135,6 +141,16 @@ def stack_rows(weights: dict[str, np.ndarray], names: list[str]) -> None:
             end = start + len(weights[name + suffix])
             weights[name + suffix] = rows[start:end]
             start = end
+
+
+def file_backed(array: np.ndarray) -> bool:
+    """Whether `array` is a view of a memory-mapped file (np.memmap, numbert's safetensors reader)."""
+    base: object = array
+    while isinstance(base, np.ndarray):
+        if isinstance(base, np.memmap):
+            return True
+        base = base.base
+    return isinstance(base, mmap.mmap)
 
 
 def stacked(parts: tuple[Linear, ...]) -> Linear | None:
