@@ -148,6 +148,18 @@ def let_go_of_blas() -> None:
 _controller: Any = None  # threadpoolctl's controller, made once (0.01 ms a switch against 0.25 ms for a fresh one)
 
 
+def blas_controller() -> Any:
+    """threadpoolctl's controller of the BLAS libraries this process has loaded, made at its first use (NumPy is
+    loaded by then) and kept. Imported here: threadpoolctl sets KMP_DUPLICATE_LIB_OK when it loads, and `import
+    numbert` changes nothing."""
+    global _controller
+    if _controller is None:
+        from threadpoolctl import ThreadpoolController
+
+        _controller = ThreadpoolController()
+    return _controller
+
+
 def products_in_row_threads(work: Callable[[slice], object], rows: int, step: int, least: int) -> None:
     """`row_threads.each` for blocks that are small matrix products of their own (a decoder's attention, one
     sequence and key/value head a block): when the row threads share them, BLAS is held to one thread meanwhile,
@@ -155,15 +167,10 @@ def products_in_row_threads(work: Callable[[slice], object], rows: int, step: in
     they save); else, the blocks one after the other on the process's BLAS threads. least: blocks a share at
     least (`row_threads.each`). The limit is the process's
     (the module's docstring: the controlling thread), given back when the blocks are done."""
-    global _controller
     if row_threads.shares(rows, step, least) < 2:
         row_threads.each(work, rows, step, least)
         return
-    if _controller is None:
-        from threadpoolctl import ThreadpoolController  # (here: NumPy is loaded by now)
-
-        _controller = ThreadpoolController()
-    limits = _controller.limit(limits=1, user_api="blas")
+    limits = blas_controller().limit(limits=1, user_api="blas")
     let_go_of_blas()
     try:
         row_threads.each(work, rows, step, least)

@@ -27,10 +27,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from . import row_threads
-from .blas import let_go_of_blas
+from .blas import blas_controller, let_go_of_blas
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -77,7 +77,6 @@ class Lanes:
         self.pool = ThreadPoolExecutor(n, thread_name_prefix="numbert-lane")
         self.running = 0
         self.alone = False  # the running batch has the process's threads to itself
-        self.controller: Any = None  # threadpoolctl's, made once (0.01 ms a switch against 0.25 ms for a fresh one)
         self.held: OneThreadEach | None = None  # while batches run side by side
 
     def free(self) -> bool:
@@ -93,9 +92,7 @@ class Lanes:
             self.held.release()
             self.held = None
         elif not alone and self.held is None:
-            if self.controller is None:
-                self.controller = blas_controller()
-            self.held = OneThreadEach(self.controller)
+            self.held = OneThreadEach()
         self.alone = alone
         self.running += 1
         self.pool.submit(work)
@@ -115,12 +112,12 @@ class Lanes:
 
 class OneThreadEach:
     """BLAS held to one thread and the element-wise work to one row thread in this process, while batches run
-    side by side; `release` gives the process back what it had. `controller`: threadpoolctl's, if one is kept.
+    side by side; `release` gives the process back what it had (through the process's one kept controller).
     Either may run on any thread: each hands threadpoolctl's control of BLAS back (numbert.runtime.blas's controlling
     thread), so a hold made on a lane's queue thread takes effect after `numbert.threads(n)` on another thread."""
 
-    def __init__(self, controller: Any = None):
-        self.limits = (controller or blas_controller()).limit(limits=1, user_api="blas")
+    def __init__(self) -> None:
+        self.limits = blas_controller().limit(limits=1, user_api="blas")
         let_go_of_blas()
         self.rows = row_threads.count()
         row_threads.use(1)
@@ -129,11 +126,3 @@ class OneThreadEach:
         self.limits.restore_original_limits()
         let_go_of_blas()
         row_threads.use(self.rows)
-
-
-def blas_controller() -> Any:
-    """threadpoolctl's controller of the BLAS libraries this process has loaded. Imported here: threadpoolctl sets
-    KMP_DUPLICATE_LIB_OK when it loads, and `import numbert` changes nothing."""
-    from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
-
-    return ThreadpoolController()
