@@ -18,7 +18,6 @@ import numpy as np
 
 from ..model import pooling
 from ..model.encoder import Output
-from ..model.windows import stride_or_default
 from ..runtime import blas
 from ..runtime.side_by_side import in_order
 from ..tokenizer import Encoding
@@ -165,7 +164,6 @@ def windowed(
     planner.positive("batch_size", batch_size)
     encoding = model.require_tokenizer().encode(text, max_length=None, truncation=False)
     size = model.inputs.window_size(max_length)
-    stride = stride_or_default(stride, size - 2)
     return with_tokens(model.runner.windows(row_of(encoding), size, stride, batch_size), [encoding], "")
 
 

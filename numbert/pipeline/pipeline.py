@@ -34,7 +34,6 @@ from ..model.config import BertConfig
 from ..model.encoder import Encoder, Output
 from ..model.heads import HeadConfig, Heads
 from ..model.layers import linear
-from ..model.windows import stride_or_default
 from ..tokenizer import Encoding, Tokenizer
 from . import recipe
 from .inputs import Inputs, multi_vector_kind
@@ -191,7 +190,6 @@ class Pipeline:
         )
         if long == "window":
             size = self.inputs.window_size(max_length)
-            stride = stride_or_default(stride, size - 2)
             return with_tokens(self.runner.windows(row_of(encodings[0]), size, stride), encodings, "")
         if isinstance(text, str):
             (encoding,) = encodings

@@ -28,7 +28,7 @@ from typing import NamedTuple, Protocol, TypeVar
 import numpy as np
 
 from ..model.encoder import Encoder, Output
-from ..model.windows import average_windows, window_spans
+from ..model.windows import average_windows, stride_or_default, window_spans
 from ..tokenizer import Encoding, Tokenizer
 from ..tokenizer.encoding import pad
 
@@ -91,7 +91,7 @@ def run(
     encoder: Encoder,
     rows: Sequence[Row],
     limit: int | None,
-    stride: int,
+    stride: int | None,
     window_batch: int,
     first_only: bool = False,
     last_layers: int | None = None,
@@ -112,7 +112,7 @@ STITCHED_BYTES = 1 << 30  # the most a long text's stitched hidden states may ho
 
 
 def run_windows(
-    encoder: Encoder, row: Row, size: int, stride: int, batch_size: int, last_layers: int | None = None
+    encoder: Encoder, row: Row, size: int, stride: int | None, batch_size: int, last_layers: int | None = None
 ) -> Output:
     """Run an untruncated single text ([CLS] content [SEP]) as windows of `size` tokens, [CLS] and [SEP]
     included, `batch_size` windows at a time (at most WINDOW_BATCH_TOKENS tokens, one window at least), and stitch
@@ -120,7 +120,7 @@ def run_windows(
     memory then grows with the text by those layers only). A text whose stitched states would pass
     STITCHED_BYTES is refused before anything runs, naming the limit."""
     cls, content, sep = row.ids[0], row.ids[1:-1], row.ids[-1]
-    spans = window_spans(len(content), size - 2, stride)
+    spans = window_spans(len(content), size - 2, stride_or_default(stride, size - 2))
     c = encoder.config
     kept = c.num_hidden_layers + 1 if last_layers is None else min(last_layers, c.num_hidden_layers + 1)
     need = kept * (len(row.ids)) * c.hidden_size * 4

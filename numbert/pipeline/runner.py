@@ -61,16 +61,16 @@ class Runner:
         output_attentions: bool = False,
         first_only: bool = False,
         limit: int | None = None,
-        stride: int = 128,
+        stride: int | None = None,
         window_batch: int = 32,
         last_layers: int | None = None,
     ) -> Output:
         """A planned batch's Output, through `task`'s adapters (jina-embeddings-v3: Encoder.adapted; None: none):
         one forward over rows of different lengths, right-padded to the longest, arrays (batch, ...); or, for a
-        single row over `limit` tokens, its windows of `limit` sharing `stride`, `window_batch` at a time, stitched
-        (an Output without a batch axis). first_only: the last layer for each row's first token alone, for a
-        readout that reads nothing else (not windows); last_layers: only the last hidden states a readout reads
-        are kept (None: every layer's)."""
+        single row over `limit` tokens, its windows of `limit` sharing `stride` (None: the default,
+        `windows.stride_or_default`), `window_batch` at a time, stitched (an Output without a batch axis).
+        first_only: the last layer for each row's first token alone, for a readout that reads nothing else (not
+        windows); last_layers: only the last hidden states a readout reads are kept (None: every layer's)."""
         encoder = self.encoder.adapted(task)
         out = planner.run(
             encoder,
@@ -98,7 +98,7 @@ class Runner:
         )
         return recipe.sentence_vectors(out)
 
-    def windows(self, row: Row, size: int, stride: int, batch_size: int = 32) -> Output:
+    def windows(self, row: Row, size: int, stride: int | None, batch_size: int = 32) -> Output:
         """One row of any length as windows of `size` tokens sharing `stride`, stitched into one Output (no batch
         axis; even a row that fits one window)."""
         planner.positive("batch_size", batch_size)
