@@ -328,3 +328,26 @@ def test_a_bert_cross_encoder_s_prompt_goes_before_the_query(st):
     want = theirs.predict(PAIRS, prompt="query: ")
     np.testing.assert_allclose(ours.predict(PAIRS, prompt="query: "), want, atol=ATOL, rtol=0)
     assert not np.allclose(ours.predict(PAIRS), want, atol=ATOL)
+
+
+def test_a_non_finite_score_row_is_said_once_in_one_line(tmp_path, caplog):
+    """A NaN in the "yes" row the score reads: every score NaN, as for any non-finite weight (the contract), said in
+    one warning line naming the model, with no NumPy warning on the way."""
+    import warnings
+
+    from safetensors.numpy import load_file, save_file
+
+    directory = write_qwen3_reranker(tmp_path / "nan")
+    (weights_file,) = directory.glob("*.safetensors")
+    tensors = load_file(weights_file)
+    table = next(name for name in tensors if name.endswith("embed_tokens.weight"))  # tied: the unembedding
+    tensors[table][YES, 0] = np.nan
+    save_file(tensors, weights_file)
+    model = numbert.load(directory)
+    with warnings.catch_warnings(), caplog.at_level("WARNING", logger="numbert"):
+        warnings.simplefilter("error")
+        scores = model.predict([("q", "d"), ("q2", "d2")])
+        model.predict([("q3", "d3")])
+    assert np.isnan(scores).all()
+    said = [r.getMessage() for r in caplog.records if "sequence classifier" in r.getMessage()]
+    assert len(said) == 1 and "\n" not in said[0] and str(directory) in said[0]

@@ -36,6 +36,7 @@ loads, and the task that needs the head fails naming the tensors it lacks.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -47,6 +48,7 @@ from .layers import ACTIVATIONS, Linear, Norm, exp_shifted, layer_norm, linear, 
 from .pooling import masked_mean, pool
 
 f32 = np.float32
+log = logging.getLogger(__name__)  # once per head: its weights are not finite (`Heads.sequence_classifier`)
 
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 
@@ -141,8 +143,9 @@ def softmax(x: np.ndarray) -> np.ndarray:
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
-    """1 / (1 + exp(-x)), elementwise, float32; as exp(-log(1 + exp(-x))), which cannot overflow."""
-    return np.exp(-np.logaddexp(f32(0), -np.asarray(x, dtype=f32)))
+    """1 / (1 + exp(-x)), elementwise, float32; as exp(-log(1 + exp(-x))), which cannot overflow (NaN stays NaN)."""
+    with np.errstate(invalid="ignore"):
+        return np.exp(-np.logaddexp(f32(0), -np.asarray(x, dtype=f32)))
 
 
 def classifier_logits(x: np.ndarray, head: Linear) -> np.ndarray:
@@ -377,6 +380,21 @@ class Heads:
 
     @functools.cached_property
     def sequence_classifier(self) -> SequenceClassifier:
+        """The sequence classifier (`built_sequence_classifier`), after one warning line if its output layer holds
+        NaN or infinity: every score would be NaN (the encoder's own states are checked at each forward; a head's
+        few numbers are checked once, here)."""
+        head = self.built_sequence_classifier()
+        out = head.out
+        finite = np.isfinite(out.weight).all() and (out.bias is None or np.isfinite(out.bias).all())
+        if not finite:
+            log.warning(
+                "numbert: model %r's sequence classifier holds NaN or infinite weights: every score will be NaN; "
+                "load it with check_finite=True to name the tensor",
+                self.source,
+            )
+        return head
+
+    def built_sequence_classifier(self) -> SequenceClassifier:
         """The classifier of BertForSequenceClassification checkpoints, (labels, hidden) on the pooler output;
         a family member's (RobertaForSequenceClassification, ...) with its own dense layer on the first token;
         ModernBERT's on its prediction head over [CLS] or the tokens' mean."""
