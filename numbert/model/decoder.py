@@ -277,6 +277,42 @@ def grouped_attention(
     return out
 
 
+def last_query_attention(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    packing: Packing,
+    key_value_heads: int,
+    scale: float,
+    window: int | None,
+    *,
+    out: np.ndarray,
+) -> np.ndarray:
+    """`grouped_attention` for each row's last real token alone, against the keys of its row it sees: those before
+    it (none after it is real), within `window` of it if a window; causal or not, the same keys.
+
+    q, out: (rows, heads x head), the last tokens' queries in `packing.lasts` order; k, v: (tokens, key_value_heads
+    x head), packed. Reference: `reference.grouped_attention`'s last query of each sequence."""
+    head = k.shape[-1] // key_value_heads
+    group = q.shape[-1] // k.shape[-1]  # query heads per key/value head
+    done = 0
+    for g in packing.groups:
+        n, length, part = len(g.rows), g.length, g.tokens
+        q_g, context = (  # (n, kv, group, 1, head): views
+            a[done : done + n].reshape(n, 1, key_value_heads, group, head).transpose(0, 2, 3, 1, 4) for a in (q, out)
+        )
+        k_g, v_g = (a[part].reshape(n, length, key_value_heads, 1, head).transpose(0, 2, 3, 1, 4) for a in (k, v))
+        bias = None if g.mask_bias is None else g.mask_bias[:, :, None]  # (n, 1, 1, 1, length)
+        if window is not None:  # keys more than `window` before the row's last token hidden
+            last = np.full(n, length - 1) if g.mask_bias is None else packing.last_columns[g.rows]
+            before = np.arange(length)[None, :] < (last - window)[:, None]  # (n, length)
+            cut = np.where(before, np.finfo(f32).min, f32(0)).astype(f32)[:, None, None, None, :]
+            bias = cut if bias is None else np.minimum(bias, cut)
+        block_attention(q_g, k_g, v_g, scale, bias, context)
+        done += n
+    return out
+
+
 def block_attention(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, bias: np.ndarray | None, out: np.ndarray
 ) -> np.ndarray:
@@ -376,26 +412,23 @@ class DecoderEncoder(Encoder):
         score_bias: np.ndarray | None = None,
         rotation: tuple[np.ndarray, np.ndarray] | None = None,
         window: int | None = None,
-        firsts_only: bool = False,
+        one_token: str | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """A decoder layer on the packed tokens: h = x + [norm](attention(norm(x))), then h + [norm](FFN(norm(h)))
-        ([norm]: Gemma3's output norms). No probabilities (output_probs is refused by `forward`). firsts_only: the
-        whole layer, its rows' first positions kept (`Encoder.encoder_layer`'s contract).
-        Reference: `reference.decoder_layer`."""
-        if firsts_only:
+        ([norm]: Gemma3's output norms). No probabilities (output_probs is refused by `forward`). one_token
+        (`Encoder.encoder_layer`'s contract): "last", each row's last real token alone after the keys and values
+        (`decoder_attention`), -> (rows, hidden) in `packing.lasts` order; "first", the whole layer, each row's first
+        token kept. Reference: `reference.decoder_layer`."""
+        if one_token == "first":
             f, _ = self.encoder_layer(x, packing, layer, rotation=rotation, window=window)
             return f[packing.firsts], None
-        c, eps, offset = self.config, self.config.layer_norm_eps, self.offset
+        eps, offset = self.config.layer_norm_eps, self.offset
+        assert layer.attention_norm is not None
+        a = rms_norm(x, layer.attention_norm, eps, offset, out=scratch_array(*x.shape))
+        context = self.decoder_attention(a, packing, layer, rotation, window, last_only=one_token == "last")
+        if one_token == "last":
+            x = x[packing.lasts]  # the residual of the rows computed
         tokens, hidden = x.shape
-        heads, kv, d = c.num_attention_heads, c.key_value_heads, c.head_size
-        assert layer.attention_norm is not None and layer.query_norm is not None and layer.key_norm is not None
-        a = rms_norm(x, layer.attention_norm, eps, offset, out=scratch_array(tokens, hidden))
-        q, k, v = products(a, (layer.query, layer.key, layer.value))
-        for projected, norm, count in ((q, layer.query_norm, heads), (k, layer.key_norm, kv)):
-            norm_and_rotate(projected.reshape(tokens, count, d), norm, eps, offset, rotation)
-        context = grouped_attention(
-            q, k, v, packing, kv, c.attention_scale, c.causal, window, out=scratch_array(tokens, heads * d)
-        )
         h = linear(context, layer.attention_output, scratch_array(tokens, hidden))
         if layer.attention_output_norm is not None:  # Gemma3
             rms_norm(h, layer.attention_output_norm, eps, offset, out=h)
@@ -409,6 +442,38 @@ class DecoderEncoder(Encoder):
         in_blocks(lambda rows: np.add(f[rows], h[rows], out=f[rows]), f)  # f += h, on the row threads
         return f, None
 
+    def decoder_attention(
+        self,
+        a: np.ndarray,
+        packing: Packing,
+        layer: EncoderLayer,
+        rotation: tuple[np.ndarray, np.ndarray] | None,
+        window: int | None,
+        last_only: bool = False,
+    ) -> np.ndarray:
+        """Grouped-query attention's context before the output product: the queries, keys and values of the
+        normalised tokens a, each query and key head normalised and rotated, attention per group of sequences. With
+        `last_only`, the queries of each row's last real token alone (a last layer read at that token): keys and
+        values from every token, the query product, norm, rotation and attention for those rows only.
+        (tokens, hidden) -> (tokens, or rows in `packing.lasts` order, heads x head)"""
+        c, eps, offset = self.config, self.config.layer_norm_eps, self.offset
+        tokens, heads, kv, d = len(a), c.num_attention_heads, c.key_value_heads, c.head_size
+        assert layer.query_norm is not None and layer.key_norm is not None
+        if last_only:
+            lasts = packing.lasts
+            k, v = products(a, (layer.key, layer.value))
+            q = linear(a[lasts], layer.query)  # (rows, heads x head)
+            q_rotation = None if rotation is None else (rotation[0][lasts], rotation[1][lasts])
+        else:
+            q, k, v = products(a, (layer.query, layer.key, layer.value))
+            q_rotation = rotation
+        norm_and_rotate(k.reshape(tokens, kv, d), layer.key_norm, eps, offset, rotation)
+        norm_and_rotate(q.reshape(len(q), heads, d), layer.query_norm, eps, offset, q_rotation)
+        if last_only:
+            return last_query_attention(q, k, v, packing, kv, c.attention_scale, window, out=np.empty_like(q))
+        context = scratch_array(tokens, heads * d)
+        return grouped_attention(q, k, v, packing, kv, c.attention_scale, c.causal, window, out=context)
+
     def forward(
         self,
         input_ids,
@@ -417,7 +482,7 @@ class DecoderEncoder(Encoder):
         *,
         output_attentions: bool = False,
         every_position: bool = False,
-        first_only: bool = False,
+        one_token: str | None = None,
         last_layers: int | None = None,
     ) -> Output:
         """`Encoder.forward`, the last hidden state through the final RMSNorm (zeros stay zeros). The attention
@@ -429,7 +494,7 @@ class DecoderEncoder(Encoder):
             token_type_ids,
             attention_mask,
             every_position=every_position,
-            first_only=first_only,
+            one_token=one_token,
             last_layers=last_layers,
         )
         last = output.hidden_states[-1]
