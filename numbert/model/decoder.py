@@ -318,28 +318,36 @@ def block_attention(
 ) -> np.ndarray:
     """softmax(scale q k^T + bias) v for a block of queries: q (n, kv, group, queries, head) against k, v (n, kv, 1,
     keys, head), into `out` (n, kv, group, queries, head). A key/value head's group of query heads is one stack of
-    group x queries rows, so each product is one matrix per sequence and key/value head; those pairs are shared
-    among the row threads, each pair's scores, softmax and context in one go while they are in the cache
+    group x queries rows, so each product is one matrix per sequence and key/value head. The work goes by units:
+    one key/value head over a few sequences, as many as make a cache-sized block of scores (BLOCK_BYTES), whose
+    products are one stacked matmul each (NumPy's loop over the sequences, not Python's); the units are shared
+    among the row threads, each unit's scores, softmax and context in one go while they are in the cache
     (`blas.products_in_row_threads`). bias: (queries, keys) or any shape that broadcasts to (n, kv, group, queries,
     keys)."""
     n, kv, group, queries, head = q.shape
     keys = k.shape[-2]
     biases = None if bias is None else np.broadcast_to(bias, (n, kv, group, queries, keys))
+    pair_bytes = group * queries * keys * 4  # one sequence and key/value head's scores
+    per = max(1, min(n, BLOCK_BYTES // pair_bytes))  # sequences a unit
+    chunks = -(-n // per)
 
-    def pairs(block: slice) -> None:
-        for pair in range(block.start, min(block.stop, n * kv)):
-            i, h = divmod(pair, kv)
-            stacked = np.multiply(q[i, h], f32(scale), out=np.empty((group, queries, head), f32))
-            scores = np.matmul(stacked.reshape(-1, head), k[i, h, 0].T)  # (group x queries, keys)
+    def units(block: slice) -> None:
+        for unit in range(block.start, min(block.stop, kv * chunks)):
+            h, chunk = divmod(unit, chunks)
+            rows = slice(chunk * per, min(n, (chunk + 1) * per))
+            m = rows.stop - rows.start
+            stacked = np.multiply(q[rows, h], f32(scale), out=np.empty((m, group, queries, head), f32))
+            keys_t = k[rows, h, 0].transpose(0, 2, 1)  # (m, head, keys)
+            scores = np.matmul(stacked.reshape(m, group * queries, head), keys_t)  # (m, group x queries, keys)
             if biases is not None:
-                scores.reshape(group, queries, keys)[...] += biases[i, h]
+                scores.reshape(m, group, queries, keys)[...] += biases[rows, h]
             weights = exp_shifted(scores)  # softmax = weights / their row sums
-            context = np.matmul(weights, v[i, h, 0])
+            context = np.matmul(weights, v[rows, h, 0])
             context /= row_sums(weights)
-            out[i, h] = context.reshape(group, queries, head)
+            out[rows, h] = context.reshape(m, group, queries, head)
 
-    large = group * queries * keys * 4 >= BLOCK_BYTES  # a pair's scores are a cache-sized block or more
-    products_in_row_threads(pairs, n * kv, 1, 1 if large else row_threads.MIN_SHARE)
+    large = per * pair_bytes * 2 >= BLOCK_BYTES  # a unit's scores are half a cache-sized block or more
+    products_in_row_threads(units, kv * chunks, 1, 1 if large else row_threads.MIN_SHARE)
     return out
 
 
