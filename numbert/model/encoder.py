@@ -534,9 +534,9 @@ class Encoder:
                 )
                 if self.final_norm is not None and last:  # ModernBERT: its last state, normalised
                     layer_norm(x, self.final_norm, c.layer_norm_eps, out=x)
-                if state is not None and not one_token:
+                if state is not None and one_token is None:
                     packing.unpack(x, out=state)
-                elif state is not None:
+                elif state is not None and one_token is not None:
                     state[packing.first_rows, 0] = x if last else x[packing.positions(one_token)]
 
     def empty_output(self, output_attentions: bool = False) -> Output:
