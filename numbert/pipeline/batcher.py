@@ -294,14 +294,17 @@ class Batcher:
         start = time.time_ns()
         long = lane and gives_way(batch)
         taking_turns = turns.giving_way(functools.partial(self.give_way, time.monotonic())) if long else nullcontext()
+        answers: list = []  # one per row (none if the batch failed)
         try:
             rows = [item.job.rows[item.position] for item in batch]
-            answers = None
-            if away and not long and self.elsewhere is not None:
-                answers = self.elsewhere.answers(rows, readout)
-            if answers is None:
+            away_answers = self.elsewhere.answers(rows, readout) if away and not long and self.elsewhere else None
+            if away_answers is not None:
+                answers = away_answers
+            else:
                 with taking_turns:
-                    out = self.forward(rows, readout.task, first_only=readout.first_only, last_layers=readout.last_layers)
+                    out = self.forward(
+                        rows, readout.task, first_only=readout.first_only, last_layers=readout.last_layers
+                    )
                     answers = readout(out)
         except Exception as e:  # a bug, not a bad request (those are refused before they queue): answer 500
             log.exception("the forward pass failed on a batch of %d x %d tokens", len(batch), width)
@@ -319,7 +322,7 @@ class Batcher:
             record_forward(batch, start, end, len(batch) * width)
             for r, item in enumerate(batch):
                 job = item.job
-                if job.failed:  # its other rows still run, and are dropped here
+                if job.failed:  # its other rows still run, and are dropped here (every row of a failed batch)
                     continue
                 job.answers[item.position] = answers[r]
                 job.remaining -= 1

@@ -17,12 +17,14 @@ then the readout), with the same threads, so the answers are the same bits. What
 a batch alone (it runs with every thread of the process: a lone request is as fast as it was), a long batch (it
 takes turns at the points of its forward, numbert.pipeline.batcher), a readout whose pickle is over MOST_PICKLED
 bytes (a masked-LM head: /embed_sparse) or that does not pickle, and every batch while no lane process is ready
-(the first seconds after the first side-by-side batch, or after one died).
+(the first second or so after the server is ready, or after one died).
 
-The processes start once the server's own warm-up is done (Batcher.start), in the background. A lane process that dies (killed, out of memory) fails the batch it held (the Batcher answers its
-requests with a 500) and a new one is started in its place, in the background; one that cannot load the model is
-said in one log line, and its lane's batches run in the server's process from then on. A process ends when the
-server closes its pipe: on `close`, or when the server itself has gone (its pipe's end of file).
+The processes start in the background once the server's own warm-up is done (Batcher.start). A lane process that
+dies (killed, out of memory) fails the batch it held (the Batcher answers its requests with a 500) and a new one
+is started in its place, in the background; one that cannot load the model is said in one log line, and its
+lane's batches run in the server's process from then on. A process ends when the server closes its pipe: on
+`close`, or when the server itself has gone (its pipe's end of file); it ignores SIGINT and SIGTERM, which
+stop the server gracefully (its accepted requests are still answered, by the lane processes too).
 """
 
 from __future__ import annotations
@@ -228,7 +230,9 @@ def serve(receive_end: Connection, send_end: Connection, model: str) -> None:
             readouts[key] = pickle.loads(pickled)
         readout = readouts[key]
         try:
-            out = pipeline.forward_rows(rows, readout.task, first_only=readout.first_only, last_layers=readout.last_layers)
+            out = pipeline.forward_rows(
+                rows, readout.task, first_only=readout.first_only, last_layers=readout.last_layers
+            )
             send_end.send(("ok", readout(out)))
         except Exception as e:  # noqa: BLE001 (the server answers the batch's requests with a 500)
             send_end.send(("error", picklable(e)))

@@ -1,0 +1,88 @@
+"""numbert.serve.lanes: a served model's side-by-side batches in lane processes of their own. They answer the bits
+a lane of the server's process answers (one BLAS thread), a readout too heavy to send stays in the server, a lane
+process that dies fails its batch alone and is replaced, and closing ends them all. Two processes of MiniLM, started
+once for the module (about a second)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import numbert
+from numbert.pipeline import Row
+from numbert.serve import lanes as lanes_module
+from numbert.serve.lanes import LaneDied, LaneProcesses
+
+
+def ready(lanes: LaneProcesses, n: int, timeout: float = 60) -> None:
+    """Wait until `n` lane processes are idle and ready."""
+    deadline = time.monotonic() + timeout
+    while lanes.idle.qsize() < n:
+        assert time.monotonic() < deadline, "the lane processes did not load the model"
+        time.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def lanes(minilm_dir):
+    processes = LaneProcesses(str(minilm_dir), 2)
+    processes.open()
+    ready(processes, 2)
+    yield processes
+    processes.close()
+
+
+def rows_of(model, texts: list[str]) -> list[Row]:
+    return [Row(np.asarray(model.tokenizer.encode(t).ids, np.int32)) for t in texts]
+
+
+def test_a_lane_process_answers_the_bits_of_a_lane_here(lanes, minilm):
+    rows = rows_of(minilm, ["a lane process answers", "the same bits as a lane of the server", "ok"])
+    embedding = minilm.sentence_vectors(minilm.recipe())
+    with numbert.threads(1):  # a side-by-side lane's BLAS
+        want = embedding(minilm.forward_rows(rows, first_only=embedding.first_only, last_layers=embedding.last_layers))
+        tokens = minilm.token_vectors()
+        want_tokens = tokens(minilm.forward_rows(rows, last_layers=tokens.last_layers))
+    for _ in range(2):  # the readout's pickle is sent once, then named
+        got = lanes.answers(rows, embedding)
+        assert got is not None and all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+    got_tokens = lanes.answers(rows, tokens)
+    assert got_tokens is not None and all(np.array_equal(g, w) for g, w in zip(got_tokens, want_tokens, strict=True))
+
+
+def test_a_readout_too_heavy_to_send_runs_in_the_server(lanes, minilm, monkeypatch):
+    monkeypatch.setattr(lanes_module, "MOST_PICKLED", 10)
+    readout = minilm.sentence_vectors(minilm.recipe(normalize=False))  # a readout the processes have not seen
+    assert lanes.answers(rows_of(minilm, ["heavy"]), readout) is None
+
+
+def test_a_lane_process_that_dies_fails_its_batch_and_is_replaced(lanes, minilm, caplog):
+    rows = rows_of(minilm, ["a lane process killed"])
+    embedding = minilm.sentence_vectors(minilm.recipe())
+    victims = list(lanes.processes)
+    for process in victims:
+        process.process.kill()
+        process.process.wait()
+    with pytest.raises(LaneDied, match=r"died \(killed by SIGKILL\)"):
+        lanes.answers(rows, embedding)
+    assert "a new lane process starts" in caplog.text
+    for _ in range(2):  # the other killed one, idle, fails its batch too (or a new one answers)
+        try:
+            lanes.answers(rows, embedding)
+        except LaneDied:
+            break
+    ready(lanes, 2)  # both replaced
+    assert not set(victims) & set(lanes.processes)
+    assert lanes.answers(rows, embedding) is not None
+
+
+def test_no_process_ready_leaves_the_batch_here_and_close_ends_them(minilm_dir, minilm):
+    processes = LaneProcesses(str(minilm_dir), 1)
+    rows = rows_of(minilm, ["not yet"])
+    assert processes.answers(rows, minilm.sentence_vectors(minilm.recipe())) is None  # not opened: none ready
+    processes.open()
+    ready(processes, 1)
+    started = list(processes.processes)
+    processes.close()
+    assert all(p.process.poll() is not None for p in started) and not processes.processes
