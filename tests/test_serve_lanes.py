@@ -41,7 +41,7 @@ def test_a_lane_process_answers_the_bits_of_a_lane_here(lanes, minilm):
     rows = rows_of(minilm, ["a lane process answers", "the same bits as a lane of the server", "ok"])
     embedding = minilm.sentence_vectors(minilm.recipe())
     with numbert.threads(1):  # a side-by-side lane's BLAS
-        want = embedding(minilm.forward_rows(rows, first_only=embedding.first_only, last_layers=embedding.last_layers))
+        want = embedding(minilm.forward_rows(rows, one_token=embedding.one_token, last_layers=embedding.last_layers))
         tokens = minilm.token_vectors()
         want_tokens = tokens(minilm.forward_rows(rows, last_layers=tokens.last_layers))
     for _ in range(2):  # the readout's pickle is sent once, then named

@@ -66,7 +66,7 @@ class Readout(Protocol):
     def task(self) -> str | None: ...  # the task adapters the rows run through (jina-embeddings-v3), or None
 
     @property
-    def first_only(self) -> bool: ...  # whether it reads each row's first token alone ([CLS])
+    def one_token(self) -> str | None: ...  # the one token a row it reads ("first", "last"), or None
 
     @property
     def last_layers(self) -> int | None: ...  # how many of the last hidden states it reads (None: every one)
@@ -86,11 +86,11 @@ class Elsewhere(Protocol):
 
 
 class Forward(Protocol):
-    """One forward over rows (Pipeline.forward_rows): through `task`'s adapters, the last layer for the first
-    tokens alone if `first_only`, keeping the `last_layers` hidden states alone if given."""
+    """One forward over rows (Pipeline.forward_rows): through `task`'s adapters, the last layer for one token a
+    row if `one_token` ("first", "last"), keeping the `last_layers` hidden states alone if given."""
 
     def __call__(
-        self, rows: list[Row], task: str | None = None, *, first_only: bool = False, last_layers: int | None = None
+        self, rows: list[Row], task: str | None = None, *, one_token: str | None = None, last_layers: int | None = None
     ) -> Output: ...
 
 
@@ -302,9 +302,7 @@ class Batcher:
                 answers = away_answers
             else:
                 with taking_turns:
-                    out = self.forward(
-                        rows, readout.task, first_only=readout.first_only, last_layers=readout.last_layers
-                    )
+                    out = self.forward(rows, readout.task, one_token=readout.one_token, last_layers=readout.last_layers)
                     answers = readout(out)
         except Exception as e:  # a bug, not a bad request (those are refused before they queue): answer 500
             log.exception("the forward pass failed on a batch of %d x %d tokens", len(batch), width)

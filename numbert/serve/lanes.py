@@ -12,7 +12,7 @@ thread and one row thread, as a side-by-side lane does, and answers with the rea
     answers = away.answers(rows, readout)               # in a lane process; None: run it here
     away.close()                                        # after the queue's last batch
 
-The process runs what the lane would (Pipeline.forward_rows with the readout's task, first_only and last_layers,
+The process runs what the lane would (Pipeline.forward_rows with the readout's task, one_token and last_layers,
 then the readout), with the same threads, so the answers are the same bits. What stays in the server's own lanes:
 a batch alone (it runs with every thread of the process: a lone request is as fast as it was), a long batch (it
 takes turns at the points of its forward, numbert.pipeline.batcher), a readout whose pickle is over MOST_PICKLED
@@ -231,7 +231,7 @@ def serve(receive_end: Connection, send_end: Connection, model: str) -> None:
         readout = readouts[key]
         try:
             out = pipeline.forward_rows(
-                rows, readout.task, first_only=readout.first_only, last_layers=readout.last_layers
+                rows, readout.task, one_token=readout.one_token, last_layers=readout.last_layers
             )
             send_end.send(("ok", readout(out)))
         except Exception as e:  # noqa: BLE001 (the server answers the batch's requests with a 500)
