@@ -193,7 +193,7 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
         "--no-lane-processes",
         action="store_true",
         help="run the batches in the server's own process, not two side by side in lane processes of their own "
-        "(saves their memory, ~100 MiB each; the forwards then share the server's Python lock)",
+        "(saves their memory, ~50 MiB each for a small model; the forwards then share the server's Python lock)",
     )
     p.add_argument(
         "--served-model-name",
