@@ -5,6 +5,7 @@ once for the module (about a second)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import numpy as np
@@ -86,3 +87,40 @@ def test_no_process_ready_leaves_the_batch_here_and_close_ends_them(minilm_dir, 
     started = list(processes.processes)
     processes.close()
     assert all(p.process.poll() is not None for p in started) and not processes.processes
+
+
+def test_the_queue_sends_side_by_side_batches_elsewhere_and_runs_a_lone_one_itself(minilm):
+    """numbert.pipeline.batcher with an Elsewhere: the batches that start while another runs or waits go there (a
+    None answer runs them on the lane); a batch alone runs on the lane with the process's threads."""
+    from numbert.pipeline import Batcher
+    from numbert.serve.metrics import Metrics
+
+    rows = rows_of(minilm, ["one", "two words", "three words here"])
+    first, second = minilm.sentence_vectors(minilm.recipe()), minilm.token_vectors()  # never in one batch
+    sent: list = []
+
+    class Away:
+        def open(self) -> None:
+            pass
+
+        def answers(self, rows, readout):
+            sent.append((len(rows), readout))
+            return None if readout is second else [np.zeros(1)] * len(rows)  # the second runs on its lane
+
+        def close(self) -> None:
+            sent.append("closed")
+
+    async def serve():
+        batcher = Batcher(minilm.forward_rows, 16384, 32, Metrics(), lanes=2, elsewhere=Away())
+        futures = [batcher.submit(rows, first), batcher.submit(rows[:1], second)]  # queued before the thread starts
+        batcher.start(lambda: None)
+        got = await asyncio.gather(*futures)
+        lone = await batcher.submit(rows[:2], first)  # nothing else in hand: alone, on its lane
+        await asyncio.to_thread(batcher.stop)
+        return got, lone
+
+    (away, here), lone = asyncio.run(serve())
+    assert sent == [(3, first), (1, second), "closed"] or sent == [(1, second), (3, first), "closed"]
+    assert [a.tolist() for a in away] == [[0.0]] * 3
+    assert here[0].shape == (len(rows[0].ids), 384)
+    assert lone[0].shape == (384,)
