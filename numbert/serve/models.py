@@ -44,6 +44,7 @@ from ..pipeline import (
     load,
 )
 from ..runtime.blas import batches_at_once
+from .lanes import LaneProcesses
 from .metrics import Metrics
 from .protocol import ApiError, ModelNotFound, clipped
 from .settings import Settings
@@ -106,12 +107,14 @@ class ServedModel:
             log.error("%s", self.load_error)
             return
         assert self.pipeline is not None
+        n = lanes(settings)
         batcher = Batcher(
             self.pipeline.forward_rows,
             settings.max_batch_tokens,
             settings.max_batch_size,
             metrics,
-            lanes=lanes(settings),
+            lanes=n,
+            elsewhere=LaneProcesses(self.path, n) if n > 1 and settings.lane_processes else None,
         )
         batcher.start(self.pipeline.warm_up)
         self.batcher = batcher
