@@ -124,3 +124,49 @@ def test_the_queue_sends_side_by_side_batches_elsewhere_and_runs_a_lone_one_itse
     assert [a.tolist() for a in away] == [[0.0]] * 3
     assert here[0].shape == (len(rows[0].ids), 384)
     assert lone[0].shape == (384,)
+
+
+def save_as_bf16(source, directory):
+    """A copy of the model directory `source` whose safetensors weights are bf16 (each float32's upper 16 bits), as
+    Qwen3-Embedding ships: numbert widens them to float32 in the process's own memory."""
+    import json
+    import shutil
+
+    shutil.copytree(source, directory)
+    path = directory / "model.safetensors"
+    data = path.read_bytes()
+    size = int.from_bytes(data[:8], "little")
+    header, body = json.loads(data[8 : 8 + size]), data[8 + size :]
+    out_header, chunks, offset = {}, [], 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = entry["data_offsets"]
+        halves = (np.frombuffer(body[start:end], "<f4").view("<u4") >> 16).astype("<u2").tobytes()
+        out_header[name] = {"dtype": "BF16", "shape": entry["shape"], "data_offsets": [offset, offset + len(halves)]}
+        chunks.append(halves)
+        offset += len(halves)
+    encoded = json.dumps(out_header).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    path.write_bytes(len(encoded).to_bytes(8, "little") + encoded + b"".join(chunks))
+
+
+def test_a_model_in_the_process_s_own_memory_keeps_its_batches_at_home(monkeypatch, tmp_path):
+    """Lane processes map a safetensors checkpoint's float32 pages, shared; a model the process holds in its own
+    memory (a bf16 checkpoint widened) would be held again by each: over MOST_OWN_BYTES, none starts."""
+    from numbert.pipeline import own_bytes
+    from numbert.serve.models import ServedModel
+    from numbert.serve.settings import Settings
+    from numbert.testing import fixture
+
+    monkeypatch.setattr("numbert.serve.models.MOST_OWN_BYTES", 0)
+    save_as_bf16(fixture("cross_encoder"), tmp_path / "bf16")
+    settings = Settings(model=str(fixture("cross_encoder")))
+    mapped, widened = ServedModel("m", str(fixture("cross_encoder"))), ServedModel("w", str(tmp_path / "bf16"))
+    for served in (mapped, widened):
+        served.open(settings)
+    assert own_bytes(mapped.opened().encoder.weights) == 0  # every tensor a view of the file's map
+    weights = widened.opened().encoder.weights
+    assert own_bytes(weights) == sum(w.nbytes for w in weights.values()) > 0
+    assert mapped.lanes_away(settings) and not widened.lanes_away(settings)
+    assert not mapped.lanes_away(Settings(model=str(fixture("cross_encoder")), lane_processes=False))

@@ -24,7 +24,6 @@ Qwen3, GeGLU with tanh GELU for Gemma3), built from numbert.model.layers' blocks
 from __future__ import annotations
 
 import math
-import mmap
 from collections.abc import Callable
 
 import numpy as np
@@ -46,7 +45,7 @@ from .layers import (
 )
 from .packing import Packing
 from .scratch import scratch_array
-from .tensors import EMBEDDING_NAMES, FINAL_NORM_NAME, decoder_layer_names
+from .tensors import EMBEDDING_NAMES, FINAL_NORM_NAME, decoder_layer_names, file_backed
 
 f32 = np.float32
 SCORE_BYTES = 32 << 20  # bytes of one block of queries' scores (a long text's attention runs a block at a time)
@@ -141,16 +140,6 @@ def stack_rows(weights: dict[str, np.ndarray], names: list[str]) -> None:
             end = start + len(weights[name + suffix])
             weights[name + suffix] = rows[start:end]
             start = end
-
-
-def file_backed(array: np.ndarray) -> bool:
-    """Whether `array` is a view of a memory-mapped file (np.memmap, numbert's safetensors reader)."""
-    base: object = array
-    while isinstance(base, np.ndarray):
-        if isinstance(base, np.memmap):
-            return True
-        base = base.base
-    return isinstance(base, mmap.mmap)
 
 
 def stacked(parts: tuple[Linear, ...]) -> Linear | None:

@@ -18,6 +18,7 @@ what they use from here, never from the modules behind it.
 """
 
 from ..model.pooling import COMBINES, POOLINGS, STRATEGIES
+from ..model.tensors import own_bytes
 from ..tokenizer.patterns import PatternTimeout
 from ..tokenizer.patterns import deadline as pattern_deadline
 from .batcher import Batcher, Readout
@@ -85,6 +86,7 @@ __all__ = [
     "load",
     "maxsim",
     "multi_vector_kind",
+    "own_bytes",
     "pattern_deadline",
     "positive",
     "prune",

@@ -16,8 +16,10 @@ The process runs what the lane would (Pipeline.forward_rows with the readout's t
 then the readout), with the same threads, so the answers are the same bits. What stays in the server's own lanes:
 a batch alone (it runs with every thread of the process: a lone request is as fast as it was), a long batch (it
 takes turns at the points of its forward, numbert.pipeline.batcher), a readout whose pickle is over MOST_PICKLED
-bytes (a masked-LM head: /embed_sparse) or that does not pickle, and every batch while no lane process is ready
-(the first second or so after the server is ready, or after one died).
+bytes (a masked-LM head: /embed_sparse) or that does not pickle, every batch while no lane process is ready
+(the first second or so after the server is ready, or after one died), and every batch of a model whose weights are
+in the process's own memory over MOST_OWN_BYTES (a bf16 checkpoint widened: each lane process would hold it again;
+`ServedModel.lanes_away`).
 
 The processes start in the background once the server's own warm-up is done (Batcher.start). A lane process that
 dies (killed, out of memory) fails the batch it held (the Batcher answers its requests with a 500) and a new one
@@ -45,6 +47,7 @@ from ..runtime.blas import configure_own_process, process_environment
 
 log = logging.getLogger("numbert.serve")
 
+MOST_OWN_BYTES = 64 << 20  # a model whose weights hold more of the process's own memory keeps its batches at home
 MOST_PICKLED = 4 << 20  # bytes: a readout heavier than this stays in the server (a masked-LM head is ~47 MB)
 CLOSE_WITHIN = 10.0  # seconds a lane process has to end after its pipe is closed, before it is killed
 

@@ -42,9 +42,10 @@ from ..pipeline import (
     activation_of,
     label_scores,
     load,
+    own_bytes,
 )
 from ..runtime.blas import batches_at_once
-from .lanes import LaneProcesses
+from .lanes import MOST_OWN_BYTES, LaneProcesses
 from .metrics import Metrics
 from .protocol import ApiError, ModelNotFound, clipped
 from .settings import Settings
@@ -114,7 +115,7 @@ class ServedModel:
             settings.max_batch_size,
             metrics,
             lanes=n,
-            elsewhere=LaneProcesses(self.path, n) if n > 1 and settings.lane_processes else None,
+            elsewhere=LaneProcesses(self.path, n) if n > 1 and self.lanes_away(settings) else None,
         )
         batcher.start(self.pipeline.warm_up)
         self.batcher = batcher
@@ -124,6 +125,13 @@ class ServedModel:
             self.recipe.dim,
             self.recipe.max_length,
         )
+
+    def lanes_away(self, settings: Settings) -> bool:
+        """Whether its side-by-side batches run in lane processes (serve.lanes): asked for, and the weights mapped
+        from the checkpoint's file, shared by every process; a model the process holds in its own memory (a bf16
+        checkpoint widened to float32: 2.4 GB for Qwen3-Embedding-0.6B) would be held again by each lane process."""
+        assert self.pipeline is not None
+        return settings.lane_processes and own_bytes(self.pipeline.encoder.weights) <= MOST_OWN_BYTES
 
     @property
     def loaded(self) -> bool:
