@@ -154,7 +154,7 @@ def save_as_bf16(source, directory):
 def test_a_model_in_the_process_s_own_memory_keeps_its_batches_at_home(monkeypatch, tmp_path):
     """Lane processes map a safetensors checkpoint's float32 pages, shared; a model the process holds in its own
     memory (a bf16 checkpoint widened) would be held again by each: over MOST_OWN_BYTES, none starts."""
-    from numbert.pipeline import own_bytes
+    from numbert.pipeline import own_weight_bytes
     from numbert.serve.models import ServedModel
     from numbert.serve.settings import Settings
     from numbert.testing import fixture
@@ -165,8 +165,8 @@ def test_a_model_in_the_process_s_own_memory_keeps_its_batches_at_home(monkeypat
     mapped, widened = ServedModel("m", str(fixture("cross_encoder"))), ServedModel("w", str(tmp_path / "bf16"))
     for served in (mapped, widened):
         served.open(settings)
-    assert own_bytes(mapped.opened().encoder.weights) == 0  # every tensor a view of the file's map
+    assert own_weight_bytes(mapped.opened()) == 0  # every tensor a view of the file's map
     weights = widened.opened().encoder.weights
-    assert own_bytes(weights) == sum(w.nbytes for w in weights.values()) > 0
+    assert own_weight_bytes(widened.opened()) == sum(w.nbytes for w in weights.values()) > 0
     assert mapped.lanes_away(settings) and not widened.lanes_away(settings)
     assert not mapped.lanes_away(Settings(model=str(fixture("cross_encoder")), lane_processes=False))

@@ -18,7 +18,6 @@ what they use from here, never from the modules behind it.
 """
 
 from ..model.pooling import COMBINES, POOLINGS, STRATEGIES
-from ..model.tensors import own_bytes
 from ..tokenizer.patterns import PatternTimeout
 from ..tokenizer.patterns import deadline as pattern_deadline
 from .batcher import Batcher, Readout
@@ -28,7 +27,7 @@ from .inputs import InputTooLong, InvalidTokenId, NotAPair, TooManyTokens, multi
 from .late_interaction import maxsim, similarity_of
 from .m3 import MODES as M3_MODES
 from .m3 import M3Embeddings
-from .pipeline import Pipeline
+from .pipeline import Pipeline, own_weight_bytes
 from .planner import Row, positive
 from .quantization import CALIBRATED, DTYPES, PRECISIONS, quantize, width
 from .readouts import (
@@ -86,7 +85,7 @@ __all__ = [
     "load",
     "maxsim",
     "multi_vector_kind",
-    "own_bytes",
+    "own_weight_bytes",
     "pattern_deadline",
     "positive",
     "prune",

@@ -34,6 +34,7 @@ from ..model.config import BertConfig
 from ..model.encoder import Encoder, Output
 from ..model.heads import HeadConfig, Heads
 from ..model.layers import linear
+from ..model.tensors import own_bytes
 from ..tokenizer import Encoding, Tokenizer
 from . import recipe
 from .inputs import Inputs, multi_vector_kind
@@ -338,3 +339,9 @@ def with_tokens(out: Output, encodings: Sequence[Encoding], pad_token: str) -> O
         out.tokens = list(encodings[0].tokens)
     out.encodings = list(encodings)
     return out
+
+
+def own_weight_bytes(pipeline: Pipeline) -> int:
+    """The bytes of the pipeline's encoder weights in the process's own memory, not mapped from the checkpoint's file
+    (`tensors.own_bytes`): what each process loading the model holds for itself."""
+    return own_bytes(pipeline.encoder.weights)

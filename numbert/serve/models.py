@@ -42,7 +42,7 @@ from ..pipeline import (
     activation_of,
     label_scores,
     load,
-    own_bytes,
+    own_weight_bytes,
 )
 from ..runtime.blas import batches_at_once
 from .lanes import MOST_OWN_BYTES, LaneProcesses
@@ -131,7 +131,7 @@ class ServedModel:
         from the checkpoint's file, shared by every process; a model the process holds in its own memory (a bf16
         checkpoint widened to float32: 2.4 GB for Qwen3-Embedding-0.6B) would be held again by each lane process."""
         assert self.pipeline is not None
-        return settings.lane_processes and own_bytes(self.pipeline.encoder.weights) <= MOST_OWN_BYTES
+        return settings.lane_processes and own_weight_bytes(self.pipeline) <= MOST_OWN_BYTES
 
     @property
     def loaded(self) -> bool:
