@@ -7,9 +7,12 @@ and run on a 512-token text: peak RSS against its float32 weights (docs/performa
 
 Interleaved, as the machine is shared: after a warm-up of each, every round times one forward of each system, the
 systems in turn (transformers last in even rounds, first in odd ones), and the figure is the median of the rounds'
-paired ratios numbert / transformers (with their least and largest), beside each system's median time. numbert is
-timed twice: its forward keeping every hidden state, and keeping the last alone (`last_layers=1`, what `embed`
-runs), which is what transformers' Qwen3Model returns.
+paired ratios numbert / transformers (with their least and largest), beside each system's median time. Each run
+starts after a pause of PAUSE seconds, so that neither system's threads still spin from the other's run (torch's
+OpenMP threads spin for milliseconds after a call, and slow a NumPy product started at once by a quarter).
+numbert is timed three times: its forward keeping every hidden state; keeping the last alone (`last_layers=1`), what
+transformers' Qwen3Model returns; and what `embed` runs for a last-token model (Qwen3-Embedding), the last layer
+for each row's last token alone (`one_token="last"`), whose vector sentence-transformers reads from Qwen3Model's.
 numbert runs as its own processes do (numbert.runtime.blas.configure_own_process, before NumPy loads: OpenBLAS's
 thread timeout, as many row threads as BLAS threads); transformers on torch.set_num_threads(threads).
 """
@@ -26,6 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VOCAB = 2048
+PAUSE = 0.2  # seconds before each timed run
 
 
 def make(directory: Path) -> None:
@@ -83,17 +87,21 @@ def speed(directory: Path, threads: int, rounds: int) -> None:
             "transformers": lambda: theirs(**inputs),
             "numbert": lambda: ours.forward(ids, attention_mask=mask),
             "numbert last state": lambda: ours.encoder.forward(ids, attention_mask=mask, last_layers=1),
+            "numbert embed": lambda: ours.encoder.forward(ids, attention_mask=mask, last_layers=1, one_token="last"),
         }
         times: dict[str, list[float]] = {name: [] for name in runs}
         for r in range(rounds):
             for name in sorted(runs, reverse=r % 2 == 1):  # transformers last in even rounds, first in odd ones
+                time.sleep(PAUSE)
                 times[name].append(seconds(runs[name]) / len(ids) * 1e3)
             print(f"round {r}: " + ", ".join(f"{name} {t[-1]:.0f}" for name, t in times.items()), file=sys.stderr)
     print(
         f"threads {threads}, {rounds} rounds (medians, least-largest), largest difference "
         f"{np.abs(got - want).max():.1e}: transformers {spread(times['transformers'], 0)} ms/text"
     )
-    for name in ("numbert", "numbert last state"):
+    last = ours.encoder.forward(ids, attention_mask=mask, last_layers=1, one_token="last").hidden_states[-1, :, 0]
+    print(f"  embed's last tokens within {np.abs(last - want[:, -1]).max():.1e} of transformers' last positions")
+    for name in ("numbert", "numbert last state", "numbert embed"):
         ratios = [ours_ / theirs_ for ours_, theirs_ in zip(times[name], times["transformers"])]
         print(f"  {name} {spread(times[name], 0)} ms/text, paired ratio to transformers {spread(ratios, 3)}x")
 

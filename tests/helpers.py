@@ -183,10 +183,11 @@ def bounded(seconds: int, memory: float) -> Iterator[None]:
 class ServerProcess:
     """`python -m numbert serve` on 127.0.0.1 and a free port; its log lines are kept as they come."""
 
-    def __init__(self, model_dir: Path, *options: str, timeout: float = 120):
+    def __init__(self, model_dir: Path, *options: str, timeout: float = 120, lane_processes: bool = False):
         self.model_name = model_name(model_dir)  # its directory's name or model card's, never a path
         env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
         command = [sys.executable, "-m", "numbert", "serve", "--model", str(model_dir), "--port", "0", *options]
+        command += [] if lane_processes else ["--no-lane-processes"]  # they start in tests/test_serve.py's server
         self.proc = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
         self.lines: list[str] = []
         self.port = None

@@ -170,12 +170,35 @@ def test_fast_equals_reference(model_type, side):
     assert max(largest_differences(found, hidden_states.astype(np.float32), mask)) <= 1e-5
 
 
-def test_first_only_keeps_the_first_positions():
+def test_one_token_first_keeps_the_first_positions():
     model = numbert.load(FIXTURES / "qwen3")
     ids, mask = batch("right")
     whole = model.forward(ids, attention_mask=mask).hidden_states
-    first = model.forward(ids, attention_mask=mask, first_only=True).hidden_states
+    first = model.forward(ids, attention_mask=mask, one_token="first").hidden_states
     assert np.abs(first - whole[:, :, :1]).max() <= 1e-6
+
+
+@pytest.mark.parametrize("side", SIDES)
+@pytest.mark.parametrize("model_type", list(MODELS))
+def test_one_token_last_computes_the_last_real_tokens_alone(model_type, side):
+    """one_token="last" (last-token pooling, a reranker's score): the last layer's query, attention (Gemma3's
+    sliding window shorter than the rows), output and feed-forward for each row's last real token alone, equal to
+    the whole forward's states there and to the reference's; the layers below bit for bit the whole forward's."""
+    model = numbert.load(FIXTURES / model_type)
+    ids, mask = batch(side)
+    whole = model.forward(ids, attention_mask=mask)
+    last = model.forward(ids, attention_mask=mask, one_token="last")
+    rows, columns = np.arange(len(ids)), mask.shape[1] - 1 - np.argmax(mask[:, ::-1] != 0, axis=1)
+    states = whole.hidden_states[:, rows, columns]  # (layers + 1, rows, hidden)
+    assert last.hidden_states.shape == (len(states), len(ids), 1, states.shape[-1])
+    np.testing.assert_array_equal(last.hidden_states[:-1, :, 0], states[:-1])
+    scale = max(1.0, float(np.abs(states[-1]).max()))
+    assert np.abs(last.hidden_states[-1, :, 0] - states[-1]).max() <= 1e-6 * scale
+    plain, _, _ = reference.forward(model.encoder, ids, np.zeros_like(ids), mask)
+    assert np.abs(last.hidden_states[-1, :, 0] - plain[-1, rows, columns]).max() <= 1e-5 * scale
+    np.testing.assert_allclose(last.sentence_vector("sep", -1), whole.sentence_vector("sep", -1), atol=1e-6 * scale)
+    one = model.forward(ids[0][mask[0] > 0], one_token="last")  # one input, no batch axis
+    np.testing.assert_allclose(one.hidden_states[-1, 0], states[-1, 0], atol=1e-6 * scale)
 
 
 # --- configs ---------------------------------------------------------------------------------------------------

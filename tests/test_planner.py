@@ -26,7 +26,7 @@ class Watched:
 
     read: Callable[[Output], list]
     task = None  # no task adapters
-    first_only = False  # every token read
+    one_token = None  # every token read
     last_layers = None  # every layer kept
 
     def __call__(self, out: Output) -> list:
@@ -175,11 +175,11 @@ def test_two_lanes_run_batches_side_by_side_and_a_lone_batch_alone(model):
     meet = threading.Barrier(2, timeout=60)
     seen: list[tuple[int, int, int]] = []  # (rows, BLAS threads, row threads) of each forward
 
-    def forward(rows, task=None, *, first_only=False, last_layers=None):
+    def forward(rows, task=None, *, one_token=None, last_layers=None):
         seen.append((len(rows), blas_threads(), row_threads.count()))
         if len(seen) <= 2:
             meet.wait()  # the first two batches run at once, or this times out
-        return model.forward_rows(rows, task, first_only=first_only, last_layers=last_layers)
+        return model.forward_rows(rows, task, one_token=one_token, last_layers=last_layers)
 
     texts = [f"sentence number {i} " + "word " * (i % 13) for i in range(70)]
     rows = [row_of(model.tokenizer.encode(text)) for text in texts]

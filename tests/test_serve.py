@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import signal
 import socket
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -22,6 +24,7 @@ from helpers import ServerProcess, served_model
 import numbert
 from numbert.pipeline.batcher import Item
 from numbert.pipeline.planner import next_batch
+from numbert.runtime.blas import process_threads
 
 WORDS = [
     "the",
@@ -68,7 +71,9 @@ def model(minilm_dir):
 
 @pytest.fixture(scope="module")
 def server(minilm_dir):
-    s = ServerProcess(minilm_dir, "--max-concurrent-requests", "64", "--max-client-batch-size", "64")
+    s = ServerProcess(
+        minilm_dir, "--max-concurrent-requests", "64", "--max-client-batch-size", "64", lane_processes=True
+    )
     yield s
     if s.proc.poll() is None:
         assert s.stop() == 0, "".join(s.lines)
@@ -215,6 +220,26 @@ def test_64_concurrent_clients_get_every_answer_right(server, model):
 
     asyncio.run(main())
     assert check_answers(results, want) == 64 * 20
+
+
+def children(pid: int) -> list[str]:
+    """The command lines of a process's children (Linux's /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append((stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except (OSError, ValueError, IndexError):  # a process that ended meanwhile
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the server's children in /proc")
+def test_a_server_of_one_model_runs_two_lane_processes(server):
+    """Its side-by-side batches run in lane processes (numbert.serve.lanes), the children of the server: one a
+    lane, as many as its batches side by side (two on two cores), none if it runs one at a time."""
+    lanes = process_threads(dict(os.environ))
+    assert sum("numbert.serve.lanes" in line for line in children(server.proc.pid)) == (lanes if lanes > 1 else 0)
 
 
 def test_overload_answers_429_then_recovers(server, model):

@@ -41,7 +41,7 @@ def test_side_by_side_gives_the_bits_of_one_blas_thread(minilm, side_by_side, mo
     with threadpool_limits(1, user_api="blas"):
         side_by_side(1)
         one = minilm.embed(TEXTS, batch_size=8, progress=False)
-        cls = minilm.embed(TEXTS, batch_size=8, progress=False, pooling="cls")  # the first_only forward too
+        cls = minilm.embed(TEXTS, batch_size=8, progress=False, pooling="cls")  # the one_token="first" forward too
     side_by_side(2)
     monkeypatch.setattr(minilm.runner, "run", recorded)
     rows = row_threads.count()

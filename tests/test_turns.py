@@ -66,7 +66,7 @@ def batcher_with_a_long_forward(model, lanes: int, give_way_after: float, order:
     short_done = threading.Event()
     long_started = threading.Event()
 
-    def forward(rows, task=None, *, first_only=False, last_layers=None):
+    def forward(rows, task=None, *, one_token=None, last_layers=None):
         if len(rows[0].ids) > TURN_TOKENS:
             order.append(("long starts", threading.get_ident()))
             long_started.set()
@@ -74,12 +74,12 @@ def batcher_with_a_long_forward(model, lanes: int, give_way_after: float, order:
             while not short_done.is_set() and time.monotonic() < deadline:
                 turns.point()  # between two steps of the long forward
                 time.sleep(0.002)
-            out = model.forward_rows(rows, task, first_only=first_only, last_layers=last_layers)
+            out = model.forward_rows(rows, task, one_token=one_token, last_layers=last_layers)
             order.append(("long ends", threading.get_ident()))
             return out
         order.append(("short", threading.get_ident()))
         short_done.set()
-        return model.forward_rows(rows, task, first_only=first_only, last_layers=last_layers)
+        return model.forward_rows(rows, task, one_token=one_token, last_layers=last_layers)
 
     b = Batcher(forward, 16384, 256, Counters(), lanes=lanes, give_way_after=give_way_after)
     return b, long_started, short_done

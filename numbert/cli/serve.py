@@ -127,6 +127,7 @@ def serve(args: argparse.Namespace) -> None:
         recipe={name: value for name, value in recipe.items() if value is not None},
         auto_truncate=args.auto_truncate,
         answer_any_model_name=args.answer_any_model_name,
+        lane_processes=not args.no_lane_processes,
         request_timeout=args.request_timeout,
         api_keys=api_keys(args),
         protect_health=args.protect_health,
@@ -187,6 +188,12 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="server processes sharing the port and the memory-mapped weights, each with its share "
         "of the cores as BLAS threads (default: 1)",
+    )
+    p.add_argument(
+        "--no-lane-processes",
+        action="store_true",
+        help="run the batches in the server's own process, not two side by side in lane processes of their own "
+        "(saves their memory, ~50 MiB each for a small model; the forwards then share the server's Python lock)",
     )
     p.add_argument(
         "--served-model-name",

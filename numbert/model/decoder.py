@@ -24,7 +24,6 @@ Qwen3, GeGLU with tanh GELU for Gemma3), built from numbert.model.layers' blocks
 from __future__ import annotations
 
 import math
-import mmap
 from collections.abc import Callable
 
 import numpy as np
@@ -46,7 +45,7 @@ from .layers import (
 )
 from .packing import Packing
 from .scratch import scratch_array
-from .tensors import EMBEDDING_NAMES, FINAL_NORM_NAME, decoder_layer_names
+from .tensors import EMBEDDING_NAMES, FINAL_NORM_NAME, decoder_layer_names, file_backed
 
 f32 = np.float32
 SCORE_BYTES = 32 << 20  # bytes of one block of queries' scores (a long text's attention runs a block at a time)
@@ -141,16 +140,6 @@ def stack_rows(weights: dict[str, np.ndarray], names: list[str]) -> None:
             end = start + len(weights[name + suffix])
             weights[name + suffix] = rows[start:end]
             start = end
-
-
-def file_backed(array: np.ndarray) -> bool:
-    """Whether `array` is a view of a memory-mapped file (np.memmap, numbert's safetensors reader)."""
-    base: object = array
-    while isinstance(base, np.ndarray):
-        if isinstance(base, np.memmap):
-            return True
-        base = base.base
-    return isinstance(base, mmap.mmap)
 
 
 def stacked(parts: tuple[Linear, ...]) -> Linear | None:
@@ -277,33 +266,77 @@ def grouped_attention(
     return out
 
 
+def last_query_attention(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    packing: Packing,
+    key_value_heads: int,
+    scale: float,
+    window: int | None,
+    *,
+    out: np.ndarray,
+) -> np.ndarray:
+    """`grouped_attention` for each row's last real token alone, against the keys of its row it sees: those before
+    it (none after it is real), within `window` of it if a window; causal or not, the same keys.
+
+    q, out: (rows, heads x head), the last tokens' queries in `packing.lasts` order; k, v: (tokens, key_value_heads
+    x head), packed. Reference: `reference.grouped_attention`'s last query of each sequence."""
+    head = k.shape[-1] // key_value_heads
+    group = q.shape[-1] // k.shape[-1]  # query heads per key/value head
+    done = 0
+    for g in packing.groups:
+        n, length, part = len(g.rows), g.length, g.tokens
+        q_g, context = (  # (n, kv, group, 1, head): views
+            a[done : done + n].reshape(n, 1, key_value_heads, group, head).transpose(0, 2, 3, 1, 4) for a in (q, out)
+        )
+        k_g, v_g = (a[part].reshape(n, length, key_value_heads, 1, head).transpose(0, 2, 3, 1, 4) for a in (k, v))
+        bias = None if g.mask_bias is None else g.mask_bias[:, :, None]  # (n, 1, 1, 1, length)
+        if window is not None:  # keys more than `window` before the row's last token hidden
+            last = np.full(n, length - 1) if g.mask_bias is None else packing.last_columns[g.rows]
+            before = np.arange(length)[None, :] < (last - window)[:, None]  # (n, length)
+            cut = np.where(before, np.finfo(f32).min, f32(0)).astype(f32)[:, None, None, None, :]
+            bias = cut if bias is None else np.minimum(bias, cut)
+        block_attention(q_g, k_g, v_g, scale, bias, context)
+        done += n
+    return out
+
+
 def block_attention(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, bias: np.ndarray | None, out: np.ndarray
 ) -> np.ndarray:
     """softmax(scale q k^T + bias) v for a block of queries: q (n, kv, group, queries, head) against k, v (n, kv, 1,
     keys, head), into `out` (n, kv, group, queries, head). A key/value head's group of query heads is one stack of
-    group x queries rows, so each product is one matrix per sequence and key/value head; those pairs are shared
-    among the row threads, each pair's scores, softmax and context in one go while they are in the cache
+    group x queries rows, so each product is one matrix per sequence and key/value head. The work goes by units:
+    one key/value head over a few sequences, as many as make a cache-sized block of scores (BLOCK_BYTES), whose
+    products are one stacked matmul each (NumPy's loop over the sequences, not Python's); the units are shared
+    among the row threads, each unit's scores, softmax and context in one go while they are in the cache
     (`blas.products_in_row_threads`). bias: (queries, keys) or any shape that broadcasts to (n, kv, group, queries,
     keys)."""
     n, kv, group, queries, head = q.shape
     keys = k.shape[-2]
     biases = None if bias is None else np.broadcast_to(bias, (n, kv, group, queries, keys))
+    pair_bytes = group * queries * keys * 4  # one sequence and key/value head's scores
+    per = max(1, min(n, BLOCK_BYTES // pair_bytes))  # sequences a unit
+    chunks = -(-n // per)
 
-    def pairs(block: slice) -> None:
-        for pair in range(block.start, min(block.stop, n * kv)):
-            i, h = divmod(pair, kv)
-            stacked = np.multiply(q[i, h], f32(scale), out=np.empty((group, queries, head), f32))
-            scores = np.matmul(stacked.reshape(-1, head), k[i, h, 0].T)  # (group x queries, keys)
+    def units(block: slice) -> None:
+        for unit in range(block.start, min(block.stop, kv * chunks)):
+            h, chunk = divmod(unit, chunks)
+            rows = slice(chunk * per, min(n, (chunk + 1) * per))
+            m = rows.stop - rows.start
+            stacked = np.multiply(q[rows, h], f32(scale), out=np.empty((m, group, queries, head), f32))
+            keys_t = k[rows, h, 0].transpose(0, 2, 1)  # (m, head, keys)
+            scores = np.matmul(stacked.reshape(m, group * queries, head), keys_t)  # (m, group x queries, keys)
             if biases is not None:
-                scores.reshape(group, queries, keys)[...] += biases[i, h]
+                scores.reshape(m, group, queries, keys)[...] += biases[rows, h]
             weights = exp_shifted(scores)  # softmax = weights / their row sums
-            context = np.matmul(weights, v[i, h, 0])
+            context = np.matmul(weights, v[rows, h, 0])
             context /= row_sums(weights)
-            out[i, h] = context.reshape(group, queries, head)
+            out[rows, h] = context.reshape(m, group, queries, head)
 
-    large = group * queries * keys * 4 >= BLOCK_BYTES  # a pair's scores are a cache-sized block or more
-    products_in_row_threads(pairs, n * kv, 1, 1 if large else row_threads.MIN_SHARE)
+    large = per * pair_bytes * 2 >= BLOCK_BYTES  # a unit's scores are half a cache-sized block or more
+    products_in_row_threads(units, kv * chunks, 1, 1 if large else row_threads.MIN_SHARE)
     return out
 
 
@@ -376,26 +409,23 @@ class DecoderEncoder(Encoder):
         score_bias: np.ndarray | None = None,
         rotation: tuple[np.ndarray, np.ndarray] | None = None,
         window: int | None = None,
-        firsts_only: bool = False,
+        one_token: str | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """A decoder layer on the packed tokens: h = x + [norm](attention(norm(x))), then h + [norm](FFN(norm(h)))
-        ([norm]: Gemma3's output norms). No probabilities (output_probs is refused by `forward`). firsts_only: the
-        whole layer, its rows' first positions kept (`Encoder.encoder_layer`'s contract).
-        Reference: `reference.decoder_layer`."""
-        if firsts_only:
+        ([norm]: Gemma3's output norms). No probabilities (output_probs is refused by `forward`). one_token
+        (`Encoder.encoder_layer`'s contract): "last", each row's last real token alone after the keys and values
+        (`decoder_attention`), -> (rows, hidden) in `packing.lasts` order; "first", the whole layer, each row's first
+        token kept. Reference: `reference.decoder_layer`."""
+        if one_token == "first":
             f, _ = self.encoder_layer(x, packing, layer, rotation=rotation, window=window)
             return f[packing.firsts], None
-        c, eps, offset = self.config, self.config.layer_norm_eps, self.offset
+        eps, offset = self.config.layer_norm_eps, self.offset
+        assert layer.attention_norm is not None
+        a = rms_norm(x, layer.attention_norm, eps, offset, out=scratch_array(*x.shape))
+        context = self.decoder_attention(a, packing, layer, rotation, window, last_only=one_token == "last")
+        if one_token == "last":
+            x = x[packing.lasts]  # the residual of the rows computed
         tokens, hidden = x.shape
-        heads, kv, d = c.num_attention_heads, c.key_value_heads, c.head_size
-        assert layer.attention_norm is not None and layer.query_norm is not None and layer.key_norm is not None
-        a = rms_norm(x, layer.attention_norm, eps, offset, out=scratch_array(tokens, hidden))
-        q, k, v = products(a, (layer.query, layer.key, layer.value))
-        for projected, norm, count in ((q, layer.query_norm, heads), (k, layer.key_norm, kv)):
-            norm_and_rotate(projected.reshape(tokens, count, d), norm, eps, offset, rotation)
-        context = grouped_attention(
-            q, k, v, packing, kv, c.attention_scale, c.causal, window, out=scratch_array(tokens, heads * d)
-        )
         h = linear(context, layer.attention_output, scratch_array(tokens, hidden))
         if layer.attention_output_norm is not None:  # Gemma3
             rms_norm(h, layer.attention_output_norm, eps, offset, out=h)
@@ -409,6 +439,38 @@ class DecoderEncoder(Encoder):
         in_blocks(lambda rows: np.add(f[rows], h[rows], out=f[rows]), f)  # f += h, on the row threads
         return f, None
 
+    def decoder_attention(
+        self,
+        a: np.ndarray,
+        packing: Packing,
+        layer: EncoderLayer,
+        rotation: tuple[np.ndarray, np.ndarray] | None,
+        window: int | None,
+        last_only: bool = False,
+    ) -> np.ndarray:
+        """Grouped-query attention's context before the output product: the queries, keys and values of the
+        normalised tokens a, each query and key head normalised and rotated, attention per group of sequences. With
+        `last_only`, the queries of each row's last real token alone (a last layer read at that token): keys and
+        values from every token, the query product, norm, rotation and attention for those rows only.
+        (tokens, hidden) -> (tokens, or rows in `packing.lasts` order, heads x head)"""
+        c, eps, offset = self.config, self.config.layer_norm_eps, self.offset
+        tokens, heads, kv, d = len(a), c.num_attention_heads, c.key_value_heads, c.head_size
+        assert layer.query_norm is not None and layer.key_norm is not None
+        if last_only:
+            lasts = packing.lasts
+            k, v = products(a, (layer.key, layer.value))
+            q = linear(a[lasts], layer.query)  # (rows, heads x head)
+            q_rotation = None if rotation is None else (rotation[0][lasts], rotation[1][lasts])
+        else:
+            q, k, v = products(a, (layer.query, layer.key, layer.value))
+            q_rotation = rotation
+        norm_and_rotate(k.reshape(tokens, kv, d), layer.key_norm, eps, offset, rotation)
+        norm_and_rotate(q.reshape(len(q), heads, d), layer.query_norm, eps, offset, q_rotation)
+        if last_only:
+            return last_query_attention(q, k, v, packing, kv, c.attention_scale, window, out=np.empty_like(q))
+        context = scratch_array(tokens, heads * d)
+        return grouped_attention(q, k, v, packing, kv, c.attention_scale, c.causal, window, out=context)
+
     def forward(
         self,
         input_ids,
@@ -417,7 +479,7 @@ class DecoderEncoder(Encoder):
         *,
         output_attentions: bool = False,
         every_position: bool = False,
-        first_only: bool = False,
+        one_token: str | None = None,
         last_layers: int | None = None,
     ) -> Output:
         """`Encoder.forward`, the last hidden state through the final RMSNorm (zeros stay zeros). The attention
@@ -429,7 +491,7 @@ class DecoderEncoder(Encoder):
             token_type_ids,
             attention_mask,
             every_position=every_position,
-            first_only=first_only,
+            one_token=one_token,
             last_layers=last_layers,
         )
         last = output.hidden_states[-1]

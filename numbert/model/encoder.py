@@ -11,9 +11,10 @@ scores (docs/family.md). The modern family adds five: rotary positions instead o
 feed-forward, pre-norm layers with a final norm (ModernBERT), sliding-window layers (ModernBERT), and task
 adapters chosen per call (jina-embeddings-v3, `Encoder.adapted`); long sequences' attention runs a block of
 queries at a time (numbert/model/attention_blocks.py).
-A reader of each row's first token alone ([CLS]: classifiers, rerank, CLS pooling) asks for `first_only`: the last
-layer then computes that token's query, attention output, feed-forward and norms only (`encoder_layer`'s
-firsts_only); a reader of the last layers alone asks for `last_layers`, and the others are not kept.
+A reader of one token a row asks for `one_token`: "first" for its first ([CLS]: classifiers, rerank, CLS pooling),
+"last" for its last real one (a decoder's last-token pooling and score). The last layer then computes that token's
+query, attention output, feed-forward and norms only (`encoder_layer`'s one_token); a reader of the last layers
+alone asks for `last_layers`, and the others are not kept.
 Token ids in, an `Output` out: text is numbert/pipeline/bert.py's business.
 """
 
@@ -53,7 +54,9 @@ from .tensors import (
     ROTARY_LAYER_NAMES,
 )
 
-FIRST_POOLINGS = {"cls", "pooler"}  # the sentence vectors that read each row's first position alone
+# The sentence vectors that read one token a row, by the token (Encoder.forward's one_token): the first, the last real
+ONE_TOKEN_POOLINGS = {"first": {"cls", "pooler"}, "last": {"sep"}}
+ONE_TOKENS = tuple(ONE_TOKEN_POOLINGS)
 
 
 class EncoderLayer(NamedTuple):
@@ -85,9 +88,9 @@ class Output:
         checkpoint has no pooler (one saved from BertForMaskedLM, say).
     attentions: (layers, [batch,] heads, seq, seq), the softmax probabilities (zeros where the query or
         key is right padding), or None.
-    first_only: True when the forward ran for the first tokens alone (`Encoder.forward`'s first_only): then
-        hidden_states is (layers + 1, [batch,] 1, hidden), each layer's first position ([CLS]), and only the
-        "cls" and "pooler" sentence vectors can be read from it.
+    one_token: "first" or "last" when the forward ran for one token a row (`Encoder.forward`'s one_token): then
+        hidden_states is (layers + 1, [batch,] 1, hidden), each layer's first position ([CLS]) or last real one,
+        and only the sentence vectors of that token can be read from it ("cls" and "pooler", or "sep").
     """
 
     input_ids: np.ndarray
@@ -98,7 +101,7 @@ class Output:
     attentions: np.ndarray | None = None
     tokens: list | None = None  # list[str], or one list per batch row (padding shows as [PAD])
     encodings: list | None = None  # the tokenizer's Encoding per input (offsets, word ids)
-    first_only: bool = False  # hidden_states hold each row's first position only (Encoder.forward's first_only)
+    one_token: str | None = None  # hidden_states hold each row's first or last token only (Encoder.forward's)
 
     def __repr__(self) -> str:
         """The shapes, not the numbers (an Output holds every layer's hidden states), and the first tokens."""
@@ -122,6 +125,12 @@ class Output:
         """([batch,] seq, hidden)"""
         return self.hidden_states[-1]
 
+    @property
+    def states_mask(self) -> np.ndarray:
+        """The attention mask of the positions hidden_states hold: the mask, or ones for one token a row (one_token).
+        ([batch,] seq or 1)"""
+        return np.ones_like(self.attention_mask[..., :1]) if self.one_token else self.attention_mask
+
     # --- recipes: thin wrappers over numbert.model.pooling, where each recipe is defined ------------------
 
     def token_vectors(self, layers: Layers = "sum_last_four", combine: str | None = None) -> np.ndarray:
@@ -131,8 +140,8 @@ class Output:
         "concat_last_four", "sum_all"), a layer index, or a list of indices combined by
         `combine` ("sum", "mean" or "concat").
         """
-        if self.first_only:
-            raise ValueError("this Output holds the first tokens only (first_only): run the forward without it")
+        if self.one_token:
+            raise ValueError(f"this Output holds one token a row (one_token={self.one_token!r}): run it without")
         return token_vectors(self.hidden_states, layers, combine, self.attention_mask)
 
     def word_vectors(
@@ -158,13 +167,12 @@ class Output:
         "mean_sqrt_len", "weighted_mean") of the token vectors of `layers`; padding never counts.
         The default, the mean of the second-to-last layer, is bert-as-service's. ([batch,] dim)
         """
-        hidden, mask, pooled = self.hidden_states, self.attention_mask, self.pooler_output
-        if self.first_only and not set([pooling] if isinstance(pooling, str) else pooling) <= FIRST_POOLINGS:
+        hidden, mask, pooled = self.hidden_states, self.states_mask, self.pooler_output
+        asked = set([pooling] if isinstance(pooling, str) else pooling)
+        if self.one_token and not asked <= ONE_TOKEN_POOLINGS[self.one_token]:
             raise ValueError(
-                f"this Output holds the first tokens only (first_only): it cannot be pooled by {pooling!r}"
+                f"this Output holds one token a row (one_token={self.one_token!r}): it cannot be pooled by {pooling!r}"
             )
-        if self.first_only:
-            mask = mask[..., :1]
         if not self.batched:  # one input: add the batch axis and take it away again
             hidden, mask, pooled = hidden[:, None], mask[None], None if pooled is None else pooled[None]
         vectors = sentence_vectors(hidden, mask, pooling, layers, combine, pooled)
@@ -340,7 +348,7 @@ class Encoder:
         score_bias: np.ndarray | None = None,
         rotation: tuple[np.ndarray, np.ndarray] | None = None,
         window: int | None = None,
-        firsts_only: bool = False,
+        one_token: str | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """One transformer layer on a batch's real tokens, packed (numbert/model/packing.py): multi-head
         self-attention, then the position-wise feed-forward network, each in a residual connection with a LayerNorm.
@@ -348,30 +356,34 @@ class Encoder:
         The norm's place is the config's: after each sublayer (BERT: norm(x + attention(x)), then
         norm(h + feed_forward(h))), or before it (pre-norm, ModernBERT: x + attention(norm(x)), then
         h + feed_forward(norm(h)); layer 0's attention reads x itself).
-        The rows read: every token, x (tokens, hidden) -> (tokens, hidden); or, with `firsts_only`, the first token of
-        each row alone ([CLS], for a last layer whose other positions nobody reads): keys and values from every token,
-        the query, attention output, feed-forward and norms of the first tokens only, -> (rows, hidden) in
-        `packing.firsts` order, equal to the whole layer's first positions within rounding.
+        The rows read: every token, x (tokens, hidden) -> (tokens, hidden); or, with `one_token`, one token of each
+        row alone, for a last layer whose other positions nobody reads, -> (rows, hidden) in `packing.firsts` order:
+        "first" ([CLS]): keys and values from every token, the query, attention output, feed-forward and norms of the
+        first tokens only, equal to the whole layer's first positions within rounding; "last": the whole layer, each
+        row's last real token kept (`packing.lasts`).
         Written into `out` and `probs_out` (zeros) if given, else new arrays; the attention probabilities
         (batch, heads, seq, seq) if output_probs, else None. score_bias: (heads, seq, seq) added to the attention
         scores (MPNet's `position_bias`), or None. rotation: the modern family's cos and sin at each token
         (`rotations`), rotating queries and keys; window: a sliding-window layer's reach (ModernBERT), or None.
         Reference: `reference.encoder_layer` and `reference.pre_norm_layer`, on the padded batch."""
+        if one_token == "last":
+            whole, _ = self.encoder_layer(x, packing, layer, score_bias=score_bias, rotation=rotation, window=window)
+            return whole[packing.lasts], None
         eps, pre_norm = self.config.layer_norm_eps, self.config.member.pre_norm
         tokens, hidden = x.shape
 
         def temporary() -> np.ndarray | None:
             """A (tokens, hidden) temporary of the layer's scratch; for the first tokens alone, None: a new array."""
-            return None if firsts_only else scratch_array(tokens, hidden)
+            return None if one_token else scratch_array(tokens, hidden)
 
         a = x  # what attention reads: the normalised input in a pre-norm layer (but layer 0), else x
         if pre_norm and layer.attention_norm is not None:
             a = layer_norm(x, layer.attention_norm, eps, out=scratch_array(tokens, hidden))
         context, probs = self.attention(
-            a, packing, layer, output_probs, probs_out, score_bias, rotation, window, firsts_only
+            a, packing, layer, output_probs, probs_out, score_bias, rotation, window, one_token
         )  # (rows, hidden): rows = tokens, or the batch's rows for the first tokens alone
         h = linear(context, layer.attention_output, temporary())
-        h += x[packing.firsts] if firsts_only else x
+        h += x[packing.firsts] if one_token else x
         if pre_norm:  # then h + feed_forward(norm(h))
             f = self.feed_forward(layer_norm(h, layer.feed_forward_norm, eps, out=temporary()), layer, out)
             f += h
@@ -380,7 +392,7 @@ class Encoder:
         layer_norm(h, layer.attention_norm, eps, out=h)  # norm(x + attention(x)), then norm(h + feed_forward(h))
         f = self.feed_forward(h, layer, temporary())
         f += h
-        return layer_norm(f, layer.feed_forward_norm, eps, out=f if firsts_only else out), probs
+        return layer_norm(f, layer.feed_forward_norm, eps, out=f if one_token else out), probs
 
     def attention(
         self,
@@ -392,22 +404,22 @@ class Encoder:
         score_bias: np.ndarray | None,
         rotation: tuple[np.ndarray, np.ndarray] | None,
         window: int | None,
-        firsts_only: bool = False,
+        one_token: str | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Multi-head self-attention's context before W_O: the K and V products on every token, the Q product on
-        every token (or, `firsts_only`, on each row's first token alone), the modern family's rotation of queries
+        every token (or, `one_token`, on each row's first token alone), the modern family's rotation of queries
         and keys, attention per group. -> (tokens or rows, hidden), the probabilities or None"""
         heads = self.config.num_attention_heads
         tokens, hidden = x.shape
         firsts = packing.firsts
         k, v = (linear(x, p, scratch_array(tokens, hidden)) for p in (layer.key, layer.value))
-        q = linear(x[firsts], layer.query) if firsts_only else linear(x, layer.query, scratch_array(tokens, hidden))
+        q = linear(x[firsts], layer.query) if one_token else linear(x, layer.query, scratch_array(tokens, hidden))
         if rotation is not None:
             cos, sin = rotation
             rotate(k.reshape(tokens, heads, hidden // heads), cos, sin)
-            q_cos, q_sin = (cos[firsts], sin[firsts]) if firsts_only else (cos, sin)
+            q_cos, q_sin = (cos[firsts], sin[firsts]) if one_token else (cos, sin)
             rotate(q.reshape(len(q), heads, hidden // heads), q_cos, q_sin)
-        if firsts_only:
+        if one_token:
             context = first_query_attention(q, k, v, packing, heads, score_bias, out=np.empty_like(q), window=window)
             return context, None
         context = scratch_array(tokens, hidden)
@@ -434,7 +446,7 @@ class Encoder:
         *,
         output_attentions: bool = False,
         every_position: bool = False,
-        first_only: bool = False,
+        one_token: str | None = None,
         last_layers: int | None = None,
     ) -> Output:
         """Run the encoder on token ids of shape (seq,) or (batch, seq).
@@ -443,40 +455,46 @@ class Encoder:
         The padding of a right-padded batch holds zeros in hidden_states and attentions; with every_position, the
         positions the mask hides get hidden states too, as in transformers: they attend to the others, which never
         attend to them (ColBERT's query expansion reads them).
-        first_only: for a reader of each row's first token alone ([CLS]: a sequence classifier, next-sentence
-        prediction, CLS pooling): the last layer computes that token only (`encoder_layer`'s firsts_only), and the
-        Output holds every layer's first position alone, hidden_states (layers + 1, [batch,] 1, hidden), its
-        `first_only` set; equal to the whole forward's [:, :, :1] within rounding. Not with output_attentions.
+        one_token: for a reader of one token a row, "first" ([CLS]: a sequence classifier, next-sentence
+        prediction, CLS pooling) or "last" (its last real token: a decoder's last-token pooling or score): the last
+        layer computes that token only (`encoder_layer`'s one_token), and the Output holds every layer's state at
+        that token alone, hidden_states (layers + 1, [batch,] 1, hidden), its `one_token` set; equal to the whole
+        forward's states there within rounding. Not with output_attentions; "last" has no pooler output.
         last_layers: keep only the last hidden states a reader reads, hidden_states (last_layers, [batch,] seq,
         hidden), the same numbers as the whole forward's [-last_layers:] (None: every layer's).
         Reference: `reference.forward`; faster by running the layers on the real tokens only (Packing),
         by writing into hidden_states and attentions, and by reusing each layer's temporaries (Scratch).
         """
         ids, types, mask, single = self._check_inputs(input_ids, token_type_ids, attention_mask)
-        if first_only and output_attentions:
-            raise ValueError("first_only computes the last layer's first tokens only: it has no attentions to give")
+        if one_token not in (None, *ONE_TOKENS):
+            raise ValueError(f"one_token must be one of {ONE_TOKENS} or None, got {one_token!r}")
+        if one_token and output_attentions:
+            raise ValueError("one_token computes one token a row in the last layer: it has no attentions to give")
         c, n = self.config, len(self.layers)
         batch, seq = ids.shape
         kept = n + 1 if last_layers is None else max(1, min(int(last_layers), n + 1))  # the hidden states kept
-        hidden_states = np.zeros((kept, batch, 1 if first_only else seq, c.hidden_size), np.float32)
+        hidden_states = np.zeros((kept, batch, 1 if one_token else seq, c.hidden_size), np.float32)
         attentions = np.zeros((n, batch, c.num_attention_heads, seq, seq), np.float32) if output_attentions else None
         packing = Packing(mask, every_position)  # the layers run on the real tokens only (or on every position)
         keeps_embedded = kept == n + 1  # the embedding output is hidden_states[0]
-        into_states = keeps_embedded and not first_only
+        into_states = keeps_embedded and not one_token
         embedded = hidden_states[0] if into_states else np.zeros((batch, seq, c.hidden_size), np.float32)
         self.embeddings(ids, types, out=embedded)  # (batch, seq, hidden)
         x = packing.pack(embedded)  # (tokens, hidden): the real tokens
         if not every_position:
             embedded[mask == 0] = 0  # padding holds zeros in every layer
-        if keeps_embedded and first_only:
+        if keeps_embedded and one_token == "first":
             hidden_states[0] = embedded[:, :1]
-        self.through_layers(x, packing, hidden_states, attentions, first_only)
+        elif keeps_embedded and one_token:
+            hidden_states[0][packing.first_rows, 0] = x[packing.positions(one_token)]
+        self.through_layers(x, packing, hidden_states, attentions, one_token)
         if single:
             hidden_states = hidden_states[:, 0]
             attentions = None if attentions is None else attentions[:, 0]
             ids, types, mask = ids[0], types[0], mask[0]
-        output = Output(ids, types, mask, hidden_states, self.pooler_output(hidden_states[-1]), attentions)
-        output.first_only = first_only
+        pooled = None if one_token == "last" else self.pooler_output(hidden_states[-1])  # the pooler reads [CLS]
+        output = Output(ids, types, mask, hidden_states, pooled, attentions)
+        output.one_token = one_token
         return output
 
     def through_layers(
@@ -485,12 +503,12 @@ class Encoder:
         packing: Packing,
         hidden_states: np.ndarray,
         attentions: np.ndarray | None,
-        first_only: bool,
+        one_token: str | None,
     ) -> None:
         """The embedded tokens x (tokens, hidden) through every layer, each layer's output written into its place
         in hidden_states (kept layers, batch, seq, hidden) if it is kept there (the last ones are), its attention
-        probabilities into attentions (layers, batch, heads, seq, seq) if given; with first_only, the last layer
-        for each row's first token alone and hidden_states (kept layers, batch, 1, hidden)."""
+        probabilities into attentions (layers, batch, heads, seq, seq) if given; with one_token, the last layer
+        for each row's first or last real token alone and hidden_states (kept layers, batch, 1, hidden)."""
         c, n = self.config, len(self.layers)
         skipped = n + 1 - len(hidden_states)  # hidden state j is kept as hidden_states[j - skipped]
         seq = packing.shape[1]
@@ -500,9 +518,9 @@ class Encoder:
         for i, layer in enumerate(self.layers):
             last = i == n - 1
             state = hidden_states[i + 1 - skipped] if i + 1 >= skipped else None  # (batch, seq or 1, hidden)
-            direct = packing.whole and not first_only  # no padding: a kept layer's output is written straight in
+            direct = packing.whole and not one_token  # no padding: a kept layer's output is written straight in
             with scratch:
-                x, _ = self.encoder_layer(  # (tokens, hidden); first_only's last: (rows, hidden)
+                x, _ = self.encoder_layer(  # (tokens, hidden); one_token's last: (rows, hidden)
                     x,
                     packing,
                     layer,
@@ -512,14 +530,14 @@ class Encoder:
                     score_bias=score_bias,
                     rotation=None if (rope := c.layer_rope(i)) is None else rotations[rope],
                     window=c.window if c.layer_type(i) == "sliding_attention" else None,
-                    firsts_only=first_only and last,
+                    one_token=one_token if last else None,
                 )
                 if self.final_norm is not None and last:  # ModernBERT: its last state, normalised
                     layer_norm(x, self.final_norm, c.layer_norm_eps, out=x)
-                if state is not None and not first_only:
+                if state is not None and one_token is None:
                     packing.unpack(x, out=state)
-                elif state is not None:
-                    state[packing.first_rows, 0] = x if last else x[packing.firsts]
+                elif state is not None and one_token is not None:
+                    state[packing.first_rows, 0] = x if last else x[packing.positions(one_token)]
 
     def empty_output(self, output_attentions: bool = False) -> Output:
         """The Output of a batch of no inputs: arrays with a batch (and seq) of 0."""

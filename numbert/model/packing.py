@@ -50,6 +50,8 @@ class Packing:
         batch, seq = attention_mask.shape
         self.shape = (batch, seq)
         lengths = attention_mask.astype(bool).sum(axis=1)
+        # each row's last position the mask keeps (0 for a row it hides whole)
+        self.last_columns = seq - 1 - np.argmax(attention_mask[:, ::-1] != 0, axis=1) if seq else lengths
         positions = np.arange(seq)
         right_padded = np.array_equal(attention_mask != 0, positions < lengths[:, None])
         if right_padded and not every_position:  # pack the real tokens
@@ -87,6 +89,19 @@ class Packing:
         """Where each row's first token lies in the packed arrays, group after group. (rows,) int"""
         starts = [g.start + np.arange(len(g.rows)) * g.length for g in self.groups]
         return np.concatenate(starts) if starts else np.empty(0, np.int64)
+
+    @property
+    def lasts(self) -> np.ndarray:
+        """Where each row's last real token lies in the packed arrays, in `firsts`' order. (rows,) int"""
+        ends = [g.start + np.arange(1, len(g.rows) + 1) * g.length - 1 for g in self.groups if g.mask_bias is None]
+        if ends or not self.groups:
+            return np.concatenate(ends) if ends else np.empty(0, np.int64)
+        (g,) = self.groups  # padding elsewhere: every position packed, the row's last one the mask keeps
+        return g.rows * g.length + self.last_columns
+
+    def positions(self, one_token: str) -> np.ndarray:
+        """`firsts` or `lasts`, by the token a reader reads: "first" or "last". (rows,) int"""
+        return self.firsts if one_token == "first" else self.lasts
 
     @property
     def first_rows(self) -> np.ndarray:

@@ -8,7 +8,10 @@ encoder reads them all.
 
 from __future__ import annotations
 
+import mmap
 import re
+
+import numpy as np
 
 from .config import BertConfig
 
@@ -341,3 +344,20 @@ def decoder_tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
                 shapes[f"{name}.bias"] = widths[field][:1]
     shapes[f"{FINAL_NORM_NAME}.weight"] = (h,)
     return shapes
+
+
+def file_backed(array: np.ndarray) -> bool:
+    """Whether `array` is a view of a memory-mapped file (np.memmap, numbert's safetensors reader)."""
+    base: object = array
+    while isinstance(base, np.ndarray):
+        if isinstance(base, np.memmap):
+            return True
+        base = base.base
+    return isinstance(base, mmap.mmap)
+
+
+def own_bytes(weights: dict[str, np.ndarray]) -> int:
+    """The bytes of `weights` held in the process's own memory (widened from bf16, read from a .bin or a TF bundle,
+    stacked), not views of the checkpoint's mapped file: what every process loading the model holds for itself,
+    where mapped pages are one copy in the page cache, shared."""
+    return sum(w.nbytes for w in weights.values() if not file_backed(w))

@@ -27,7 +27,7 @@ from .inputs import InputTooLong, InvalidTokenId, NotAPair, TooManyTokens, multi
 from .late_interaction import maxsim, similarity_of
 from .m3 import MODES as M3_MODES
 from .m3 import M3Embeddings
-from .pipeline import Pipeline
+from .pipeline import Pipeline, own_weight_bytes
 from .planner import Row, positive
 from .quantization import CALIBRATED, DTYPES, PRECISIONS, quantize, width
 from .readouts import (
@@ -85,6 +85,7 @@ __all__ = [
     "load",
     "maxsim",
     "multi_vector_kind",
+    "own_weight_bytes",
     "pattern_deadline",
     "positive",
     "prune",

@@ -66,7 +66,7 @@ class Readout(Protocol):
     def task(self) -> str | None: ...  # the task adapters the rows run through (jina-embeddings-v3), or None
 
     @property
-    def first_only(self) -> bool: ...  # whether it reads each row's first token alone ([CLS])
+    def one_token(self) -> str | None: ...  # the one token a row it reads ("first", "last"), or None
 
     @property
     def last_layers(self) -> int | None: ...  # how many of the last hidden states it reads (None: every one)
@@ -74,12 +74,23 @@ class Readout(Protocol):
     def __call__(self, out: Output) -> list: ...
 
 
+class Elsewhere(Protocol):
+    """Forwards run outside this process (numbert.serve.lanes: a lane process for each lane, off this process's
+    Python lock): a side-by-side batch's answers, the same bits as a lane's, or None to run it on the lane."""
+
+    def open(self) -> None: ...  # start, once the model thread's warm-up is done (in the background)
+
+    def answers(self, rows: list[Row], readout: Readout) -> list | None: ...
+
+    def close(self) -> None: ...
+
+
 class Forward(Protocol):
-    """One forward over rows (Pipeline.forward_rows): through `task`'s adapters, the last layer for the first
-    tokens alone if `first_only`, keeping the `last_layers` hidden states alone if given."""
+    """One forward over rows (Pipeline.forward_rows): through `task`'s adapters, the last layer for one token a
+    row if `one_token` ("first", "last"), keeping the `last_layers` hidden states alone if given."""
 
     def __call__(
-        self, rows: list[Row], task: str | None = None, *, first_only: bool = False, last_layers: int | None = None
+        self, rows: list[Row], task: str | None = None, *, one_token: str | None = None, last_layers: int | None = None
     ) -> Output: ...
 
 
@@ -168,12 +179,14 @@ class Batcher:
         metrics: Counters,
         lanes: int = 1,
         give_way_after: float = GIVE_WAY_AFTER,
+        elsewhere: Elsewhere | None = None,
     ):
         self.forward = forward  # rows, task -> one forward's Output (Pipeline.forward_rows)
         self.max_batch_tokens, self.max_batch_size = max_batch_tokens, max_batch_size
         self.metrics = metrics
         self.lanes = lanes
         self.give_way_after = give_way_after
+        self.elsewhere = elsewhere  # where side-by-side batches may run instead of on their lanes (None: nowhere)
         self.inbox: queue.SimpleQueue[Job | Done | Taken | None] = queue.SimpleQueue()  # None: stop
         self.turn = Turn()
         self.answering = threading.Lock()  # lanes hand answers to the same request one at a time
@@ -202,6 +215,8 @@ class Batcher:
 
     def run(self, warm_up: Callable[[], None]) -> None:
         warm_up()
+        if self.elsewhere is not None:
+            self.elsewhere.open()
         lanes = Lanes(self.lanes)
         waiting: list[Item] = []
         arrivals = itertools.count()
@@ -234,12 +249,16 @@ class Batcher:
                     batch = next_batch(same_task, self.max_batch_tokens, self.max_batch_size)
                     taken = {id(item) for item in batch}
                     waiting = [item for item in waiting if id(item) not in taken]
-                    lanes.start(functools.partial(self.run_batch, batch, oldest.job.readout), waiting=bool(waiting))
+                    away = not lanes.alone_if(waiting=bool(waiting))  # side by side: may run elsewhere
+                    work = functools.partial(self.run_batch, batch, oldest.job.readout, away=away)
+                    lanes.start(work, waiting=bool(waiting))
                     long_running += gives_way(batch)
                 if waiting and not lanes.free() and long_running:  # short rows wait for a long batch's next point
                     waiting = self.offer_turn(waiting)
         finally:
             lanes.close()
+            if self.elsewhere is not None:
+                self.elsewhere.close()
 
     def offer_turn(self, waiting: list[Item]) -> list[Item]:
         """Offer the oldest short rows as a turn (with the neighbours by length that make it cheapest, within
@@ -264,21 +283,27 @@ class Batcher:
             self.inbox.put(TAKEN)  # the model thread offers the next
             self.run_batch(*taken, lane=False)
 
-    def run_batch(self, batch: list[Item], readout: Readout, lane: bool = True) -> None:
+    def run_batch(self, batch: list[Item], readout: Readout, lane: bool = True, away: bool = False) -> None:
         """A lane's work (or, not `lane`, a turn's at a point of it): one forward over the batch, right-padded to its
         longest row, then each row's answer to its request. A lane's long forward (more than GIVE_WAY_TOKENS padded
-        tokens) gives way at its points (`give_way`).
+        tokens) gives way at its points (`give_way`); a short one running side by side (`away`) runs `elsewhere` if
+        it takes it.
         The model thread hears that the lane is free as soon as the forward is done, before the answers go out, so
         that a request sent on an answer finds it free (and a lone one runs alone)."""
         width = max(item.length for item in batch)
         start = time.time_ns()
         long = lane and gives_way(batch)
         taking_turns = turns.giving_way(functools.partial(self.give_way, time.monotonic())) if long else nullcontext()
+        answers: list = []  # one per row (none if the batch failed)
         try:
             rows = [item.job.rows[item.position] for item in batch]
-            with taking_turns:
-                out = self.forward(rows, readout.task, first_only=readout.first_only, last_layers=readout.last_layers)
-                answers = readout(out)
+            away_answers = self.elsewhere.answers(rows, readout) if away and not long and self.elsewhere else None
+            if away_answers is not None:
+                answers = away_answers
+            else:
+                with taking_turns:
+                    out = self.forward(rows, readout.task, one_token=readout.one_token, last_layers=readout.last_layers)
+                    answers = readout(out)
         except Exception as e:  # a bug, not a bad request (those are refused before they queue): answer 500
             log.exception("the forward pass failed on a batch of %d x %d tokens", len(batch), width)
             with self.answering:
@@ -295,7 +320,7 @@ class Batcher:
             record_forward(batch, start, end, len(batch) * width)
             for r, item in enumerate(batch):
                 job = item.job
-                if job.failed:  # its other rows still run, and are dropped here
+                if job.failed:  # its other rows still run, and are dropped here (every row of a failed batch)
                     continue
                 job.answers[item.position] = answers[r]
                 job.remaining -= 1

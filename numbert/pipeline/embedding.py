@@ -120,7 +120,7 @@ def batches(
     stride: int | None = None,
     truncation_side: str | None = None,
     pairs: Sequence[str | None] | None = None,
-    first_only: bool = False,
+    one_token: str | None = None,
 ) -> Iterator[tuple[list[int], Output]]:
     """Run many texts, yielding (positions in `texts`, Output) batch by batch, longest texts first.
 
@@ -131,8 +131,8 @@ def batches(
     model's positions) are cut (long="truncate"; only the tokens kept are tokenized; at their start with
     truncation_side="left", default the tokenizer's), or, with long="window", run alone as windows, their Output
     then having no batch axis. A sentence-transformers model with do_lower_case sees lowercased text, as in
-    sentence-transformers. `pairs` is an older name of `text_pair`. first_only: each Output's last layer for the
-    rows' first tokens alone, for a reader of [CLS] (`Encoder.forward`).
+    sentence-transformers. `pairs` is an older name of `text_pair`. one_token: each Output's last layer for
+    one token a row, "first" for a reader of [CLS], "last" for a reader of the last real token (`Encoder.forward`).
     """
     text_pair = alias(text_pair, pairs, "text_pair", "pairs")
     shape = model.recipe(  # lengths, lowercasing
@@ -143,7 +143,7 @@ def batches(
     for positions, encodings in model.inputs.plan(texts, text_pair, shape, batch_size, prepare=lower):
         rows = [row_of(e) for e in encodings]
         out = model.runner.run(
-            rows, first_only=first_only, limit=shape.max_length, stride=shape.stride, window_batch=batch_size
+            rows, one_token=one_token, limit=shape.max_length, stride=shape.stride, window_batch=batch_size
         )
         yield positions, with_tokens(out, encodings, pad)
 

@@ -34,6 +34,7 @@ from ..model.config import BertConfig
 from ..model.encoder import Encoder, Output
 from ..model.heads import HeadConfig, Heads
 from ..model.layers import linear
+from ..model.tensors import own_bytes
 from ..tokenizer import Encoding, Tokenizer
 from . import recipe
 from .inputs import Inputs, multi_vector_kind
@@ -131,7 +132,7 @@ class Pipeline:
         attention_mask=None,
         *,
         output_attentions: bool = False,
-        first_only: bool = False,
+        one_token: str | None = None,
         every_position: bool = False,
     ) -> Output:
         """Run the encoder on token ids of shape (seq,) or (batch, seq): `Runner.forward`."""
@@ -140,7 +141,7 @@ class Pipeline:
             token_type_ids,
             attention_mask,
             output_attentions=output_attentions,
-            first_only=first_only,
+            one_token=one_token,
             every_position=every_position,
         )
 
@@ -150,15 +151,15 @@ class Pipeline:
         task: str | None = None,
         *,
         output_attentions: bool = False,
-        first_only: bool = False,
+        one_token: str | None = None,
         last_layers: int | None = None,
     ) -> Output:
         """One forward over rows of different lengths, right-padded to the longest, through `task`'s adapters
-        (jina-embeddings-v3; None: none): `Runner.run`. Output arrays (batch, ...); first_only: for a readout that
-        reads each row's first token alone (its `first_only`), the last layer computes that token only;
+        (jina-embeddings-v3; None: none): `Runner.run`. Output arrays (batch, ...); one_token: for a readout that
+        reads one token a row (its `one_token`: "first", "last"), the last layer computes that token only;
         last_layers: only the last hidden states a readout reads are kept (its `last_layers`; None: every one)."""
         return self.runner.run(
-            rows, task, output_attentions=output_attentions, first_only=first_only, last_layers=last_layers
+            rows, task, output_attentions=output_attentions, one_token=one_token, last_layers=last_layers
         )
 
     def __call__(
@@ -338,3 +339,9 @@ def with_tokens(out: Output, encodings: Sequence[Encoding], pad_token: str) -> O
         out.tokens = list(encodings[0].tokens)
     out.encodings = list(encodings)
     return out
+
+
+def own_weight_bytes(pipeline: Pipeline) -> int:
+    """The bytes of the pipeline's encoder weights in the process's own memory, not mapped from the checkpoint's file
+    (`tensors.own_bytes`): what each process loading the model holds for itself."""
+    return own_bytes(pipeline.encoder.weights)

@@ -61,11 +61,11 @@ def forward(
     rows: Sequence[Row],
     *,
     output_attentions: bool = False,
-    first_only: bool = False,
+    one_token: str | None = None,
     last_layers: int | None = None,
 ) -> Output:
     """One forward over rows of different lengths, right-padded to the longest. Output arrays (batch, ...);
-    first_only: each row's first token alone in the last layer, for a readout that reads nothing else;
+    one_token: each row's first or last real token alone in the last layer, for a readout that reads nothing else;
     last_layers: only the last hidden states kept, for a readout that reads those alone (`Encoder.forward`).
 
     A row whose tokens past `attended` are read by none (ColBERT's query expansion) has them masked out of the
@@ -82,7 +82,7 @@ def forward(
         mask,
         output_attentions=output_attentions,
         every_position=expanded,
-        first_only=first_only,
+        one_token=one_token,
         last_layers=last_layers,
     )
 
@@ -93,18 +93,18 @@ def run(
     limit: int | None,
     stride: int | None,
     window_batch: int,
-    first_only: bool = False,
+    one_token: str | None = None,
     last_layers: int | None = None,
     *,
     output_attentions: bool = False,
 ) -> Output:
-    """A planned batch's Output: one forward (its last layer for the first tokens alone if `first_only`), or for a
+    """A planned batch's Output: one forward (its last layer for one token a row if `one_token`), or for a
     single row over `limit` tokens (None: no limit) its windows, stitched (an Output without a batch axis, as
     `run_windows` gives, every position computed: each token's states are averaged over the windows holding it;
     the `last_layers` hidden states alone, if given: a forward keeps only those)."""
     if limit is not None and len(rows) == 1 and len(rows[0].ids) > limit:
         return run_windows(encoder, rows[0], limit, stride, window_batch, last_layers)
-    return forward(encoder, rows, output_attentions=output_attentions, first_only=first_only, last_layers=last_layers)
+    return forward(encoder, rows, output_attentions=output_attentions, one_token=one_token, last_layers=last_layers)
 
 
 WINDOW_BATCH_TOKENS = 8_192  # the tokens of the windows one forward runs at most (one window at least)

@@ -21,9 +21,9 @@ answers cut to the row's own length, padding dropped). The server's queue groups
 one forward serves one task; the text tasks of numbert.pipeline.tasks (classify, ner, qa, fill_mask) read the
 same logits and turn them into labels, entities, answers and words.
 
-A readout that reads each row's first token alone ([CLS]: a classifier's logits, CLS pooling) says so
-(`first_only`), and the forward then computes its last layer for those tokens only (`Encoder.forward`): the same
-answers within rounding, for about 1/layers less work.
+A readout that reads one token a row says which (`one_token`): the first ([CLS]: a classifier's logits, CLS pooling)
+or the last real one (a decoder's last-token pooling and score); the forward then computes its last layer for those
+tokens only (`Encoder.forward`): the same answers within rounding, for about 1/layers less work.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import numpy as np
 
 from ..checkpoint.sentence_config import SpladePooling
 from ..model.config import BertConfig
-from ..model.encoder import Output
+from ..model.encoder import ONE_TOKENS, Output
 from ..model.heads import (
     MaskedLM,
     SequenceClassifier,
@@ -78,9 +78,9 @@ class SentenceVectors:
         return self.recipe.task
 
     @property
-    def first_only(self) -> bool:
-        """Whether it reads each row's first token alone (CLS pooling): see `Recipe.first_only`."""
-        return self.recipe.first_only
+    def one_token(self) -> str | None:
+        """The one token a row it reads, if it reads one ("first": CLS pooling; "last"): `Recipe.one_token`."""
+        return self.recipe.one_token
 
     @property
     def last_layers(self) -> int | None:
@@ -98,7 +98,7 @@ class TokenVectors:
 
     name = "embed_all"
     task = None  # no task adapters
-    first_only = False  # reads every token
+    one_token = None  # reads every token
     last_layers = 1  # of the last layer alone
 
     def __call__(self, out: Output) -> list[np.ndarray]:
@@ -116,14 +116,14 @@ class SequenceLogits:
     last_layers = 1  # the last layer (and the pooler output made of it)
 
     @property
-    def first_only(self) -> bool:
-        """Whether it reads each row's first token alone: yes, but for a head pooling the mean (ModernBERT's) or
-        reading the last token (a decoder's score)."""
-        return self.classifier.pooling == "first"
+    def one_token(self) -> str | None:
+        """The one token a row it reads: the first, or the last (a decoder's score); None for a head pooling the
+        mean (ModernBERT's)."""
+        return self.classifier.pooling if self.classifier.pooling in ONE_TOKENS else None
 
     def __call__(self, out: Output) -> list[np.ndarray]:
         pooled = out.pooler_output if out.batched or out.pooler_output is None else out.pooler_output[None]
-        last, mask = out.last_hidden_state, out.attention_mask
+        last, mask = out.last_hidden_state, out.states_mask
         first = sequence_input(
             last if out.batched else last[None], mask if out.batched else mask[None], self.classifier
         )
@@ -137,7 +137,7 @@ class TokenLogits:
     classifier: Linear  # Heads.token_classifier: (labels, hidden)
     name = "token_classify"
     task = None  # no task adapters
-    first_only = False  # reads every token
+    one_token = None  # reads every token
     last_layers = 1  # of the last layer alone
 
     def __call__(self, out: Output) -> list[np.ndarray]:
@@ -151,7 +151,7 @@ class SpanLogits:
     qa_outputs: Linear  # Heads.question_answering: (2, hidden)
     name = "qa"
     task = None  # no task adapters
-    first_only = False  # reads every token
+    one_token = None  # reads every token
     last_layers = 1  # of the last layer alone
 
     def __call__(self, out: Output) -> list[np.ndarray]:
@@ -168,7 +168,7 @@ class MaskedLMLogits:
     config: BertConfig  # its LayerNorm epsilon
     name = "masked_lm"
     task = None  # no task adapters
-    first_only = False  # reads every token
+    one_token = None  # reads every token
     last_layers = 1  # of the last layer alone
 
     def __call__(self, out: Output) -> list[np.ndarray]:
@@ -210,7 +210,7 @@ class SparseVectors:
     top_k: int | None = None  # the weights each vector keeps (`prune`); None: every non-zero one
     name = "embed_sparse"
     task = None  # no task adapters
-    first_only = False  # reads every token
+    one_token = None  # reads every token
     last_layers = 1  # of the last layer alone
 
     def __call__(self, out: Output) -> list[SparseVector]:
@@ -248,7 +248,7 @@ class MultiVectors:
     first: int = 0  # positions dropped at the start of each row
     name = "embed_multi"
     task = None  # no task adapters
-    first_only = False  # reads every token
+    one_token = None  # reads every token
     last_layers = 1  # of the last layer alone
 
     def kept(self, out: Output) -> np.ndarray:
@@ -282,7 +282,7 @@ class LexicalWeights:
     top_k: int | None = None  # the weights each vector keeps (the largest; ties: the lower ids); None: all
     name = "embed_sparse"
     task = None  # no task adapters
-    first_only = False  # reads every token
+    one_token = None  # reads every token
     last_layers = 1  # of the last layer alone
 
     def __call__(self, out: Output) -> list[SparseVector]:
@@ -315,7 +315,7 @@ class M3Vectors:
     multi: MultiVectors
     name = "embed_m3"
     task = None  # no task adapters
-    first_only = False  # reads every token
+    one_token = None  # reads every token
     last_layers = 1  # of the last layer alone
 
     class Triple(NamedTuple):

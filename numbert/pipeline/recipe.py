@@ -24,7 +24,7 @@ import numpy as np
 
 from ..checkpoint.sentence_config import Dense, SentenceConfig
 from ..model.config import BertConfig
-from ..model.encoder import FIRST_POOLINGS, Output
+from ..model.encoder import ONE_TOKEN_POOLINGS, Output
 from ..model.pooling import POOLINGS, Layers, layer_selection, normalize, sentence_vectors
 from ..model.windows import stride_or_default, window_spans
 from ..tokenizer.truncation import check_side
@@ -79,10 +79,10 @@ class Recipe:
         return quantization.width(self.width if self.dimensions is None else self.dimensions, self.precision)
 
     @property
-    def first_only(self) -> bool:
-        """Whether its vectors read each row's first token alone ("cls", "pooler"): the forward's last layer can
-        compute that token only (`Encoder.forward`'s first_only)."""
-        return set(self.pooling) <= FIRST_POOLINGS
+    def one_token(self) -> str | None:
+        """The one token a row its vectors read, "first" ("cls", "pooler") or "last" ("sep": the last real one), else
+        None: the forward's last layer can compute that token only (`Encoder.forward`'s one_token)."""
+        return next((token for token, poolings in ONE_TOKEN_POOLINGS.items() if set(self.pooling) <= poolings), None)
 
     @property
     def last_layers(self) -> int | None:

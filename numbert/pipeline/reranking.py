@@ -105,7 +105,7 @@ def logits(
 
     def scored(batch: tuple[list[int], list[Row]]) -> tuple[list[int], np.ndarray]:
         positions, rows = batch
-        out = model.forward_rows(rows, first_only=readout.first_only, last_layers=readout.last_layers)
+        out = model.forward_rows(rows, one_token=readout.one_token, last_layers=readout.last_layers)
         return positions, np.stack(readout(out))
 
     side = blas.batches_at_once() if len(pairs) > batch_size else 1
@@ -136,7 +136,7 @@ def best_window_logits(
     best = np.full((len(pairs), 1), -np.inf, np.float32)
     for batch in planner.by_length([len(e) for _, e in windows], limit, batch_size):
         rows = [row_of(windows[w][1]) for w in batch]
-        out = model.forward_rows(rows, first_only=readout.first_only, last_layers=readout.last_layers)
+        out = model.forward_rows(rows, one_token=readout.one_token, last_layers=readout.last_layers)
         for w, row_logits in zip(batch, readout(out)):
             i = windows[w][0]
             best[i] = np.maximum(best[i], row_logits)

@@ -38,18 +38,18 @@ class Runner:
         attention_mask=None,
         *,
         output_attentions: bool = False,
-        first_only: bool = False,
+        one_token: str | None = None,
         every_position: bool = False,
     ) -> Output:
-        """The encoder on token-id arrays of shape (seq,) or (batch, seq): `Encoder.forward` (first_only: the last
-        layer for each row's first token alone, for a reader of [CLS]; every_position: the positions the mask hides
-        get hidden states too, as in transformers, for numbert.transformers)."""
+        """The encoder on token-id arrays of shape (seq,) or (batch, seq): `Encoder.forward` (one_token: the last
+        layer for each row's first or last real token alone, for a reader of that token; every_position: the
+        positions the mask hides get hidden states too, as in transformers, for numbert.transformers)."""
         return self.encoder.forward(
             input_ids,
             token_type_ids,
             attention_mask,
             output_attentions=output_attentions,
-            first_only=first_only,
+            one_token=one_token,
             every_position=every_position,
         )
 
@@ -59,7 +59,7 @@ class Runner:
         task: str | None = None,
         *,
         output_attentions: bool = False,
-        first_only: bool = False,
+        one_token: str | None = None,
         limit: int | None = None,
         stride: int | None = None,
         window_batch: int = 32,
@@ -69,7 +69,7 @@ class Runner:
         one forward over rows of different lengths, right-padded to the longest, arrays (batch, ...); or, for a
         single row over `limit` tokens, its windows of `limit` sharing `stride` (None: the default,
         `windows.stride_or_default`), `window_batch` at a time, stitched (an Output without a batch axis).
-        first_only: the last layer for each row's first token alone, for a readout that reads nothing else (not
+        one_token: the last layer for each row's first or last token alone, for a readout that reads nothing else (not
         windows); last_layers: only the last hidden states a readout reads are kept (None: every layer's)."""
         encoder = self.encoder.adapted(task)
         out = planner.run(
@@ -78,7 +78,7 @@ class Runner:
             limit,
             stride,
             window_batch,
-            first_only,
+            one_token,
             last_layers,
             output_attentions=output_attentions,
         )
@@ -90,7 +90,7 @@ class Runner:
         out = self.run(
             rows,
             recipe.task,
-            first_only=recipe.first_only,
+            one_token=recipe.one_token,
             limit=recipe.max_length,
             stride=recipe.stride,
             window_batch=window_batch,

@@ -133,7 +133,7 @@ def is_next(model: Pipeline, a: str, b: str) -> float:
     """The probability that `b` follows `a`, by BERT's next-sentence head (class 0 of cls.seq_relationship)."""
     head = model.heads.next_sentence
     encoding = _encode_whole(model, "is_next", a, b)
-    out = model.forward(np.array(encoding.ids), np.array(encoding.type_ids), first_only=True)  # reads [CLS] alone
+    out = model.forward(np.array(encoding.ids), np.array(encoding.type_ids), one_token="first")  # reads [CLS] alone
     assert out.pooler_output is not None  # the head requires a pooler
     return float(softmax(classifier_logits(out.pooler_output, head))[0])
 
@@ -170,7 +170,7 @@ def classify(
     if text_pair is not None:  # a None in a list of pairs: that text has none
         pairs = [text_pair] if isinstance(text_pair, str) else text_list(text_pair, none_ok=True, name="text_pair")
     results: list = [None] * len(texts)
-    for positions, out in batches(model, texts, pairs, batch_size=batch_size, first_only=readout.first_only):
+    for positions, out in batches(model, texts, pairs, batch_size=batch_size, one_token=readout.one_token):
         scores = scored(np.array(readout(out)))  # (batch, labels)
         for i, row in zip(positions, scores):
             ranked = sorted(

@@ -83,11 +83,16 @@ class Lanes:
         """Whether a batch may start now."""
         return self.running < self.n and not self.alone
 
+    def alone_if(self, waiting: bool) -> bool:
+        """Whether a batch started now would run alone: nothing runs and nothing else is `waiting`, or one lane is
+        all there is."""
+        return self.n == 1 or (self.running == 0 and not waiting)
+
     def start(self, work: Callable[[], object], waiting: bool) -> None:
         """work() on a free lane: alone if nothing runs and nothing else is `waiting` (or one lane is all there
         is), else side by side with one BLAS thread."""
         assert self.free()
-        alone = self.n == 1 or (self.running == 0 and not waiting)
+        alone = self.alone_if(waiting)
         if alone and self.held is not None:
             self.held.release()
             self.held = None

@@ -8,11 +8,13 @@ Every route that works on inputs is a row of numbert.serve.routes' table, answer
 within body_timeout (408), admission once it is whole (429 with Retry-After beyond
 max_concurrent_requests), parsing, the model picked (404 for one not served, 503 until it is loaded),
 tokenizing, the model's queue, and the answer rendered within request_timeout (504), or the error in
-OpenAI's shape. API keys (`auth`) and CORS are middleware around the routes. Parsing, tokenizing and
-rendering run in threads whatever the body's size (`Server.in_thread`), each model's tokenizing in threads of its own,
-so the event loop never stalls and one model's slow tokenizer holds no other model's requests; a tokenizer.json
-pattern matches with the GIL released and within its time bound (a 422 past it), and the model never runs on the
-event loop. An unexpected error is a 500 and the server keeps serving.
+OpenAI's shape. API keys (`auth`) and CORS are middleware around the routes. Parsing and tokenizing run in threads
+whatever the body's size (`Server.in_thread`), each model's tokenizing in threads of its own, and so does rendering
+but for a model's answer of at most ON_THE_LOOP numbers to a body of at most ON_THE_LOOP bytes (a few sentence
+vectors: rendered on the event loop in less time than the hop to a thread takes), so the event loop never stalls
+and one model's slow tokenizer holds no other model's requests; a tokenizer.json pattern matches with the GIL
+released and within its time bound (a 422 past it), and the model never runs on the event loop. An unexpected
+error is a 500 and the server keeps serving.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ SETTINGS_VARIABLE = "NUMBERT_SERVE_SETTINGS"  # how `--workers N` hands the sett
 METRICS_VARIABLE = "NUMBERT_SERVE_METRICS"  # ... and the directory where the workers publish their counters
 PUBLISH_EVERY = 1.0  # seconds: how stale another worker's counters can be in /metrics
 NOT_TRACED = contextlib.nullcontext()
+ON_THE_LOOP = 4096  # numbers of a model's answer, and bytes of its body, small enough to render on the event loop
 INFO_AFTER = [r.path for r in ROUTES].index("/predict") + 1  # GET /info's place among the routes (and in /openapi.json)
 
 
@@ -159,6 +162,7 @@ class Server:
         rows are dropped before they run."""
         start = time.perf_counter_ns()
         body = await self.read_body(http)
+        small = len(body) <= ON_THE_LOOP
         with self.phase("tokenize"):
             work = await self.prepared(http, route, body)
             del body
@@ -172,7 +176,10 @@ class Server:
             if rows:
                 answers = await self.queue(http, batcher, rows, readout)
         with self.phase("render"):
-            answer = await self.in_thread(http, rendered, route, self.settings, work, answers)
+            if small and route.readout is not None and sum(map(numbers, answers)) <= ON_THE_LOOP:
+                answer = rendered(route, self.settings, work, answers)
+            else:
+                answer = await self.in_thread(http, rendered, route, self.settings, work, answers)
         return answer, len(rows), tokens
 
     async def prepared(self, http: Request, route: Endpoint, body: bytes) -> Work:
@@ -339,6 +346,15 @@ def parsed_rows(route: Endpoint, settings: Settings, models: Models, name: str |
 def rendered(route: Endpoint, settings: Settings, work: Work, answers: list) -> bytes:
     """A route's render step, once its answers are known to be finite (`finite_answers`)."""
     return route.render(settings, work, finite_answers(answers, work.served.name))
+
+
+def numbers(answer: Any) -> int:
+    """How many numbers an answer (an array, or a tuple of arrays: a SparseVector) holds."""
+    if isinstance(answer, np.ndarray):
+        return answer.size
+    if isinstance(answer, tuple):
+        return sum(numbers(part) for part in answer)
+    return 1
 
 
 def within_deadline(deadline: float, work: Callable, *args):

@@ -42,8 +42,10 @@ from ..pipeline import (
     activation_of,
     label_scores,
     load,
+    own_weight_bytes,
 )
 from ..runtime.blas import batches_at_once
+from .lanes import MOST_OWN_BYTES, LaneProcesses
 from .metrics import Metrics
 from .protocol import ApiError, ModelNotFound, clipped
 from .settings import Settings
@@ -106,12 +108,14 @@ class ServedModel:
             log.error("%s", self.load_error)
             return
         assert self.pipeline is not None
+        n = lanes(settings)
         batcher = Batcher(
             self.pipeline.forward_rows,
             settings.max_batch_tokens,
             settings.max_batch_size,
             metrics,
-            lanes=lanes(settings),
+            lanes=n,
+            elsewhere=LaneProcesses(self.path, n) if n > 1 and self.lanes_away(settings) else None,
         )
         batcher.start(self.pipeline.warm_up)
         self.batcher = batcher
@@ -121,6 +125,13 @@ class ServedModel:
             self.recipe.dim,
             self.recipe.max_length,
         )
+
+    def lanes_away(self, settings: Settings) -> bool:
+        """Whether its side-by-side batches run in lane processes (serve.lanes): asked for, and the weights mapped
+        from the checkpoint's file, shared by every process; a model the process holds in its own memory (a bf16
+        checkpoint widened to float32: 2.4 GB for Qwen3-Embedding-0.6B) would be held again by each lane process."""
+        assert self.pipeline is not None
+        return settings.lane_processes and own_weight_bytes(self.pipeline) <= MOST_OWN_BYTES
 
     @property
     def loaded(self) -> bool:

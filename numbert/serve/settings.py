@@ -58,6 +58,7 @@ class Settings:
     log_format: str = "text"  # "json": one JSON object a log line, an access line per request (serve.logs)
     otlp_endpoint: str | None = None  # an OTLP/HTTP collector receiving the requests' spans (serve.tracing)
     blas_threads: int | None = None  # set in a worker process `numbert serve --workers N` started
+    lane_processes: bool = True  # side-by-side batches run in processes of their own (serve.lanes)
 
     @property
     def name(self) -> str:

@@ -1,11 +1,11 @@
 #!/usr/bin/env python
-"""The forward against its GEMM bound, the last layer for the first tokens (first_only), and a fused QKV product.
+"""The forward against its GEMM bound, the last layer for the first tokens (one_token="first"), and a fused QKV product.
 
-    python scripts/bench_first_only.py                    # bert-base (random, seed 0) and MiniLM at 8x128
-    python scripts/bench_first_only.py --rounds 15 --shape 32x128
+    python scripts/bench_one_token.py                    # bert-base (random, seed 0) and MiniLM at 8x128
+    python scripts/bench_one_token.py --rounds 15 --shape 32x128
 
 In one process, interleaved rounds (a pause before each call so idle BLAS threads sleep): the whole forward, the
-forward with first_only=True (the last layer's query, attention output, feed-forward and norms for each row's [CLS]
+forward with one_token="first" (the last layer's query, attention output, feed-forward and norms for each row's [CLS]
 alone), and each one's GEMM bound: its matrix products alone, np.matmul into preallocated outputs on numbert's own
 weights, in the forward's order. Then the Q, K and V products of one layer as three products against one product
 with the three weights side by side (a fused (hidden, 3 hidden) weight), the question being whether fusing pays.
@@ -30,7 +30,7 @@ from bench.harness import blas_info, cpu_name, markdown  # noqa: E402
 import numbert  # noqa: E402
 
 
-def products(model, batch: int, seq: int, first_only: bool) -> list:
+def products(model, batch: int, seq: int, first: bool) -> list:
     """The forward's matrix products as (a, b, out) triples: numbert's weights, random activations."""
     c = model.config
     rng = np.random.default_rng(0)
@@ -45,7 +45,7 @@ def products(model, batch: int, seq: int, first_only: bool) -> list:
     x, up = rand(tokens, c.hidden_size), rand(tokens, c.intermediate_size)
     names = model.encoder.layers
     for i, layer in enumerate(names):
-        last = first_only and i == len(names) - 1
+        last = first and i == len(names) - 1
         rows = batch if last else tokens  # the last layer's query side: one row per sequence
         product(x[:rows], layer.query.weight.T)
         product(x, layer.key.weight.T)
@@ -77,7 +77,7 @@ def measure(model, name: str, batch: int, seq: int, rounds: int, gap: float) -> 
     rng = np.random.default_rng(1)
     ids = rng.integers(1000, min(20000, model.config.vocab_size), (batch, seq))
     whole = model.forward(ids).hidden_states[-1][:, 0]
-    first = model.forward(ids, first_only=True).hidden_states[-1][:, 0]
+    first = model.forward(ids, one_token="first").hidden_states[-1][:, 0]
     difference = float(np.abs(whole - first).max())
     calls = {False: products(model, batch, seq, False), True: products(model, batch, seq, True)}
     layer = model.encoder.layers[0]
@@ -86,11 +86,11 @@ def measure(model, name: str, batch: int, seq: int, rounds: int, gap: float) -> 
     three = [w.weight.T for w in (layer.query, layer.key, layer.value)]
     outs = [np.empty((len(x), w.shape[1]), np.float32) for w in three]
     fused_out = np.empty((len(x), fused_w.shape[1]), np.float32)
-    runs: dict[str, list[float]] = {k: [] for k in ("forward", "first_only", "bound", "bound first", "qkv", "fused")}
+    runs: dict[str, list[float]] = {k: [] for k in ("forward", "first", "bound", "bound first", "qkv", "fused")}
     for _ in range(rounds):
         for key, f in (
             ("forward", lambda: model.forward(ids)),
-            ("first_only", lambda: model.forward(ids, first_only=True)),
+            ("first", lambda: model.forward(ids, one_token="first")),
             ("bound", lambda: bound(calls[False])),
             ("bound first", lambda: bound(calls[True])),
             ("qkv", lambda: [np.matmul(x, w, out=o) for w, o in zip(three, outs)]),
@@ -103,9 +103,9 @@ def measure(model, name: str, batch: int, seq: int, rounds: int, gap: float) -> 
     return [
         [name, f"{batch}x{seq}", "whole forward", f"{med['forward']:.1f} ({spread['forward']})", f"{med['bound']:.1f}",
          f"{100 * med['bound'] / med['forward']:.0f} %", ""],
-        [name, f"{batch}x{seq}", "first_only", f"{med['first_only']:.1f} ({spread['first_only']})",
-         f"{med['bound first']:.1f}", f"{100 * med['bound first'] / med['first_only']:.0f} %",
-         f"{med['first_only'] / med['forward']:.2f}x the time; [CLS] within {difference:.1e}"],
+        [name, f"{batch}x{seq}", "first", f"{med['first']:.1f} ({spread['first']})",
+         f"{med['bound first']:.1f}", f"{100 * med['bound first'] / med['first']:.0f} %",
+         f"{med['first'] / med['forward']:.2f}x the time; [CLS] within {difference:.1e}"],
         [name, f"{batch}x{seq}", "Q, K, V: 3 products / 1 fused", f"{med['qkv']:.2f} / {med['fused']:.2f}", "", "",
          f"fused {med['fused'] / med['qkv']:.2f}x the time"],
     ]  # fmt: skip

@@ -1,6 +1,7 @@
-"""A last layer for the first tokens alone (Encoder.forward's first_only): each row's [CLS] as the whole forward
-computes it, within rounding, for BERT, its relatives and the modern family; and the readouts that read [CLS] alone
-(a cross-encoder's scores, a classifier's logits, CLS pooling) give the whole forward's answers."""
+"""A last layer for one token a row (Encoder.forward's one_token): each row's [CLS] ("first") or last real token
+("last") as the whole forward computes it, within rounding, for BERT, its relatives and the modern family (the
+decoders': tests/test_decoder_family.py); and the readouts that read one token alone (a cross-encoder's scores, a
+classifier's logits, CLS and last-token pooling) give the whole forward's answers."""
 
 from __future__ import annotations
 
@@ -21,11 +22,11 @@ TOLERANCE = 1e-6
 
 
 def assert_first_positions_equal(encoder: Encoder, ids, types, mask, scale: float = 1.0) -> None:
-    """first_only's every layer equals the whole forward's first positions (and the pooler its pooler) within
+    """one_token="first"'s every layer equals the whole forward's first positions (and the pooler its pooler) within
     TOLERANCE x scale; the reference's plain maths too."""
     whole = encoder.forward(ids, types, mask)
-    first = encoder.forward(ids, types, mask, first_only=True)
-    assert first.first_only and first.hidden_states.shape == (
+    first = encoder.forward(ids, types, mask, one_token="first")
+    assert first.one_token == "first" and first.hidden_states.shape == (
         *whole.hidden_states.shape[:2],
         1,
         whole.hidden_states.shape[-1],
@@ -54,7 +55,7 @@ def test_bert_with_rows_of_many_lengths_and_padding_on_the_left():
     encoder = random_encoder()
     assert_first_positions_equal(encoder, ids[:3], types[:3], mask[:3])
     whole = encoder.forward(ids, types, mask)
-    first = encoder.forward(ids, types, mask, first_only=True)
+    first = encoder.forward(ids, types, mask, one_token="first")
     assert np.abs(first.hidden_states[-1, :, 0] - whole.hidden_states[-1, :, 0]).max() <= TOLERANCE
 
 
@@ -74,15 +75,15 @@ def test_the_modern_family(model_type, monkeypatch):
     assert_first_positions_equal(encoder, ids, types, mask, scale=max(1.0, float(last)))
 
 
-def test_first_only_refuses_what_it_has_not_computed():
+def test_one_token_refuses_what_it_has_not_computed():
     encoder = random_encoder()
     ids, types, mask = random_inputs(9, padded=True)
     with pytest.raises(ValueError, match="attentions"):
-        encoder.forward(ids, types, mask, first_only=True, output_attentions=True)
-    out = encoder.forward(ids, types, mask, first_only=True)
-    with pytest.raises(ValueError, match="first tokens only"):
+        encoder.forward(ids, types, mask, one_token="first", output_attentions=True)
+    out = encoder.forward(ids, types, mask, one_token="first")
+    with pytest.raises(ValueError, match="one token a row"):
         out.token_vectors("last")
-    with pytest.raises(ValueError, match="first tokens only"):
+    with pytest.raises(ValueError, match="one token a row"):
         out.sentence_vector("mean", layers=-1)
     whole = encoder.forward(ids, types, mask)
     for pooling, layers in (("cls", -1), (["cls", "pooler"], "sum_all")):
@@ -91,25 +92,66 @@ def test_first_only_refuses_what_it_has_not_computed():
         )
 
 
-# --- the readouts that read [CLS] alone, through the pipeline ------------------------------------------------
+def last_columns(mask: np.ndarray) -> np.ndarray:
+    """Each row's last position the mask keeps."""
+    return mask.shape[1] - 1 - np.argmax(mask[:, ::-1] != 0, axis=1)
 
 
-def test_which_readouts_read_the_first_tokens_alone(minilm):
-    assert minilm.sentence_vectors(minilm.recipe(pooling="cls")).first_only
-    assert minilm.sentence_vectors(minilm.recipe(pooling=["cls", "pooler"])).first_only
-    assert not minilm.sentence_vectors(minilm.recipe()).first_only  # its mean pooling
-    assert not minilm.sentence_vectors(minilm.recipe(pooling=["cls", "mean"])).first_only
-    assert not minilm.token_vectors().first_only
+@pytest.mark.parametrize("tokens, padded", [(1, False), (9, True), (40, True)])
+def test_bert_s_last_tokens(tokens, padded):
+    """one_token="last": every layer's state at each row's last real token ([SEP]), the whole forward's within
+    rounding (BERT's last layer runs whole, then keeps those rows); no pooler output, which reads [CLS]."""
+    encoder = random_encoder()
+    ids, types, mask = random_inputs(tokens, padded)
+    whole = encoder.forward(ids, types, mask)
+    last = encoder.forward(ids, types, mask, one_token="last")
+    rows, columns = np.arange(len(ids)), last_columns(mask)
+    assert last.one_token == "last" and last.pooler_output is None
+    assert last.hidden_states.shape == (*whole.hidden_states.shape[:2], 1, whole.hidden_states.shape[-1])
+    np.testing.assert_array_equal(last.hidden_states[:-1, :, 0], whole.hidden_states[:-1, rows, columns])
+    assert np.abs(last.hidden_states[-1, :, 0] - whole.hidden_states[-1, rows, columns]).max() <= TOLERANCE
+    np.testing.assert_allclose(
+        last.sentence_vector("sep", layers=-1), whole.sentence_vector("sep", layers=-1), atol=TOLERANCE
+    )
+    with pytest.raises(ValueError, match="one token a row"):
+        last.sentence_vector("cls", layers=-1)
+    with pytest.raises(ValueError, match="one_token must be one of"):
+        encoder.forward(ids, types, mask, one_token="middle")
+
+
+def test_last_tokens_with_padding_on_the_left():
+    """A left-padded row packs every position as one masked group: its last real token is the row's last position."""
+    ids, types, mask = random_inputs(30, padded=False, seed=4)
+    ids, types = np.repeat(ids, 3, axis=0), np.repeat(types, 3, axis=0)
+    mask = np.ones_like(ids)
+    mask[1, 20:], mask[2, :3] = 0, 0
+    encoder = random_encoder()
+    whole = encoder.forward(ids, types, mask).hidden_states[-1]
+    last = encoder.forward(ids, types, mask, one_token="last").hidden_states[-1, :, 0]
+    assert np.abs(last - whole[np.arange(3), last_columns(mask)]).max() <= TOLERANCE
+
+
+# --- the readouts that read one token alone, through the pipeline --------------------------------------------
+
+
+def test_which_readouts_read_one_token_alone(minilm):
+    assert minilm.sentence_vectors(minilm.recipe(pooling="cls")).one_token == "first"
+    assert minilm.sentence_vectors(minilm.recipe(pooling=["cls", "pooler"])).one_token == "first"
+    assert minilm.sentence_vectors(minilm.recipe()).one_token is None  # its mean pooling
+    assert minilm.sentence_vectors(minilm.recipe(pooling=["cls", "mean"])).one_token is None
+    assert minilm.sentence_vectors(minilm.recipe(pooling="sep")).one_token == "last"
+    assert minilm.sentence_vectors(minilm.recipe(pooling=["sep", "cls"])).one_token is None
+    assert minilm.token_vectors().one_token is None
 
 
 def test_a_cross_encoder_s_scores_equal_the_whole_forward_s():
     model = numbert.load(Path(__file__).parent / "fixtures" / "cross_encoder")
     readout = model.sequence_logits()
-    assert readout.first_only
+    assert readout.one_token == "first"
     pairs = [("what is bert", "a language model"), ("numbers", "numpy arrays of float32 " * 5), ("a", "b")]
     rows = model.pair_rows([a for a, _ in pairs], [b for _, b in pairs], truncate=True)
     whole = np.stack(readout(model.forward_rows(rows)))
-    first = np.stack(readout(model.forward_rows(rows, first_only=True)))
+    first = np.stack(readout(model.forward_rows(rows, one_token="first")))
     assert np.abs(first - whole).max() <= TOLERANCE * max(1.0, float(np.abs(whole).max()))
     np.testing.assert_allclose(model.predict(pairs, activation_fn="identity"), whole[:, 0], atol=TOLERANCE, rtol=0)
 
@@ -119,12 +161,12 @@ def test_cls_pooling_matches_sentence_transformers_and_the_whole_forward(tmp_pat
     d = write_st_dir(tmp_path, minilm_dir, {"pooling_mode_cls_token": True}, normalize=True, max_seq_length=64)
     model = numbert.load(d)
     recipe = model.recipe()
-    assert recipe.first_only
+    assert recipe.one_token == "first"
     texts = SENTENCES[::2]
     got = model.embed(texts, batch_size=4)
     whole = np.empty_like(got)
     for positions, out in model.batches(texts, batch_size=4, max_length=64):
-        assert not out.first_only
+        assert out.one_token is None
         whole[positions] = recipe.sentence_vectors(out)
     assert np.abs(got - recipe.finish(whole)).max() <= TOLERANCE
     want = SentenceTransformer(str(d), device="cpu").encode(texts)
@@ -135,17 +177,17 @@ def test_cls_pooling_matches_sentence_transformers_and_the_whole_forward(tmp_pat
 @pytest.mark.parametrize("padded", [False, True])
 def test_a_forward_keeping_its_last_layers_keeps_their_numbers(kind, padded):
     """Encoder.forward's last_layers: hidden_states holds the last ones alone, bit for bit the whole forward's (and
-    with first_only, its first positions'); the pooler reads the same last layer."""
+    with one_token, its first or last positions'); the pooler reads the same last layer."""
     if kind == "bert":
         encoder, (ids, types, mask) = random_encoder(), random_inputs(40, padded)
     else:
         encoder = modern_encoder(kind)
         ids, types, mask = batch(kind) if padded else (a[:1] for a in batch(kind, lengths=[12]))
     layers = len(encoder.layers) + 1
-    for first_only in (False, True):
-        whole = encoder.forward(ids, types, mask, first_only=first_only)
+    for one_token in (None, "first", "last"):
+        whole = encoder.forward(ids, types, mask, one_token=one_token)
         for last in (1, 2, layers, layers + 5):
-            kept = encoder.forward(ids, types, mask, first_only=first_only, last_layers=last)
+            kept = encoder.forward(ids, types, mask, one_token=one_token, last_layers=last)
             np.testing.assert_array_equal(kept.hidden_states, whole.hidden_states[-last:])
             if whole.pooler_output is not None:
                 np.testing.assert_array_equal(kept.pooler_output, whole.pooler_output)
