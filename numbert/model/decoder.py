@@ -35,9 +35,10 @@ from .encoder import Encoder, EncoderLayer, Output
 from .layers import (
     ACTIVATIONS,
     BLOCK_BYTES,
+    EXP,
+    EXP_PER_E,
     Linear,
     Norm,
-    exp_shifted,
     in_blocks,
     linear,
     result,
@@ -91,29 +92,42 @@ def norm_and_rotate(
 ) -> np.ndarray:
     """Each head's RMSNorm (`rms_norm`, one head wide), then its rotation (`rotary.rotate`), in place: one pass
     over the projected queries or keys, in cache-sized blocks of tokens shared among the row threads, instead of
-    a pass of each over the whole array. The same sums as the two in turn. x: (tokens, heads, head) with cos, sin
-    (tokens, head) at each token's position (rotation None: the norm alone). Reference: `reference.rms_norm`,
-    then `reference.rotate`."""
+    a pass of each over the whole array. x: (tokens, heads, head) with cos, sin (tokens, head) at each token's
+    position (rotation None: the norm alone). Reference: `reference.rms_norm`, then `reference.rotate`.
+
+    The gain goes into the rotation's tables, once a call: with x's halves (x1, x2), gains (g1, g2) and r each head's
+    1 / rms, the rotated norm is r (x g c + swap(x) t), t = (-g2 sin, g1 sin), swap(x) = (x2, x1). Every product then
+    runs on whole rows of a block (the tables copied across its heads) rather than on half-heads: NumPy's loops over
+    64 numbers at a time cost more than the work in them (docs/performance.md). The same maths as the norm and
+    the rotation in turn, within float32 rounding."""
     tokens, heads, width = x.shape
     half = width // 2
     gain = p.weight if offset == 0 else p.weight + f32(offset)
     rows = x.reshape(tokens, heads * width)
+    if rotation is not None:
+        cos, sin = rotation  # (tokens, head), the two halves sharing their angles
+        times_cos = cos * gain  # (tokens, head): g1 cos | g2 cos
+        times_sin = np.empty_like(sin)  # -g2 sin | g1 sin: rotate_half's signs and gains
+        np.multiply(sin[:, :half], -gain[half:], out=times_sin[:, :half])
+        np.multiply(sin[:, half:], gain[:half], out=times_sin[:, half:])
 
     def work(block: slice) -> None:
-        part = x[block]
+        part = x[block]  # (b, heads, head)
         mean_square = np.einsum("...i,...i->...", part, part) / f32(width)
-        part *= (f32(1) / np.sqrt(mean_square + f32(eps)))[..., None]
-        part *= gain
+        scale = (f32(1) / np.sqrt(mean_square + f32(eps)))[..., None]  # (b, heads, 1)
         if rotation is None:
+            part *= scale
+            part *= gain
             return
-        cos, sin = (table[block, None, :half] for table in rotation)  # the two halves share their angles
-        first, second = part[..., :half], part[..., half:]
-        second_sin = np.multiply(second, sin)
-        first_sin = np.multiply(first, sin)
-        first *= cos
-        first -= second_sin  # x1 cos - x2 sin
-        second *= cos
-        second += first_sin  # x2 cos + x1 sin
+        swapped = np.empty_like(part)  # (x2, x1)
+        swapped[..., :half], swapped[..., half:] = part[..., half:], part[..., :half]
+        table = np.empty_like(part)
+        table[...] = times_sin[block, None]
+        swapped *= table
+        table[...] = times_cos[block, None]
+        part *= table
+        part += swapped
+        part *= scale
 
     in_blocks(work, rows)
     return x
@@ -202,10 +216,9 @@ def stacked_feed_forward(
     return linear(g, down, out)
 
 
-def allowed_bias(queries: range, keys: range, causal: bool, window: int | None) -> np.ndarray | None:
-    """The additive mask of a block of queries against a range of keys (positions in the sequence): 0 where the
-    key is seen, float32's minimum where it is not (after the query, if causal; beyond `window` of it, if a
-    window). -> (queries, keys) float32, or None where every key is seen."""
+def seen_keys(queries: range, keys: range, causal: bool, window: int | None) -> np.ndarray | None:
+    """Which keys a block of queries sees (positions in the sequence): none after the query, if causal; none beyond
+    `window` of it, if a window. -> (queries, keys) float32, 1 seen, 0 hidden; or None where every key is seen."""
     if not causal and window is None:
         return None
     distance = np.arange(keys.start, keys.stop)[None, :] - np.arange(queries.start, queries.stop)[:, None]
@@ -214,7 +227,12 @@ def allowed_bias(queries: range, keys: range, causal: bool, window: int | None) 
         seen &= distance <= 0
     if window is not None:
         seen &= np.abs(distance) <= window
-    return np.where(seen, f32(0), np.finfo(f32).min).astype(f32)
+    return seen.astype(f32)
+
+
+def hiding_bias(seen: np.ndarray) -> np.ndarray:
+    """The additive mask of `seen_keys`: 0 where a key is seen, float32's minimum where it is hidden."""
+    return np.where(seen != 0, f32(0), np.finfo(f32).min).astype(f32)
 
 
 def key_range(start: int, end: int, length: int, causal: bool, window: int | None) -> range:
@@ -256,13 +274,14 @@ def grouped_attention(
         for start in range(0, length, block):
             end = min(length, start + block)
             keys = key_range(start, end, length, causal, window)
-            bias = allowed_bias(range(start, end), keys, causal, window)
+            seen, bias = seen_keys(range(start, end), keys, causal, window), None
             if padding is not None:  # hidden either way: the minimum of the two masks, never their sum (-inf)
                 cut = padding[..., keys.start : keys.stop]
-                bias = cut if bias is None else np.minimum(bias, cut)
-            seen = slice(keys.start, keys.stop)
-            queries = q_g[:, :, :, start:end]
-            block_attention(queries, k_g[:, :, :, seen], v_g[:, :, :, seen], scale, bias, context[:, :, :, start:end])
+                bias = cut if seen is None else np.minimum(hiding_bias(seen), cut)
+                seen = None
+            seen_part, queries = slice(keys.start, keys.stop), slice(start, end)
+            k_part, v_part = k_g[:, :, :, seen_part], v_g[:, :, :, seen_part]
+            block_attention(q_g[:, :, :, queries], k_part, v_part, scale, bias, context[:, :, :, queries], seen)
     return out
 
 
@@ -303,7 +322,13 @@ def last_query_attention(
 
 
 def block_attention(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, bias: np.ndarray | None, out: np.ndarray
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    scale: float,
+    bias: np.ndarray | None,
+    out: np.ndarray,
+    seen: np.ndarray | None = None,
 ) -> np.ndarray:
     """softmax(scale q k^T + bias) v for a block of queries: q (n, kv, group, queries, head) against k, v (n, kv, 1,
     keys, head), into `out` (n, kv, group, queries, head). A key/value head's group of query heads is one stack of
@@ -312,25 +337,27 @@ def block_attention(
     products are one stacked matmul each (NumPy's loop over the sequences, not Python's); the units are shared
     among the row threads, each unit's scores, softmax and context in one go while they are in the cache
     (`blas.products_in_row_threads`). bias: (queries, keys) or any shape that broadcasts to (n, kv, group, queries,
-    keys)."""
+    keys); or instead `seen` (`seen_keys`), the keys each query sees as 1 and 0 (`softmax_numerators`)."""
     n, kv, group, queries, head = q.shape
     keys = k.shape[-2]
-    biases = None if bias is None else np.broadcast_to(bias, (n, kv, group, queries, keys))
+    biases, seens = (None if a is None else np.broadcast_to(a, (n, kv, group, queries, keys)) for a in (bias, seen))
     pair_bytes = group * queries * keys * 4  # one sequence and key/value head's scores
     per = max(1, min(n, BLOCK_BYTES // pair_bytes))  # sequences a unit
     chunks = -(-n // per)
+    base_scale = f32(scale * EXP_PER_E)  # scores in the base of EXP (`layers.EXP`)
 
     def units(block: slice) -> None:
         for unit in range(block.start, min(block.stop, kv * chunks)):
             h, chunk = divmod(unit, chunks)
             rows = slice(chunk * per, min(n, (chunk + 1) * per))
             m = rows.stop - rows.start
-            stacked = np.multiply(q[rows, h], f32(scale), out=np.empty((m, group, queries, head), f32))
+            stacked = np.multiply(q[rows, h], base_scale, out=np.empty((m, group, queries, head), f32))
             keys_t = k[rows, h, 0].transpose(0, 2, 1)  # (m, head, keys)
             scores = np.matmul(stacked.reshape(m, group * queries, head), keys_t)  # (m, group x queries, keys)
-            if biases is not None:
-                scores.reshape(m, group, queries, keys)[...] += biases[rows, h]
-            weights = exp_shifted(scores)  # softmax = weights / their row sums
+            as_pairs = scores.reshape(m, group, queries, keys)
+            weights = softmax_numerators(
+                scores, as_pairs, None if biases is None else biases[rows, h], None if seens is None else seens[rows, h]
+            )  # softmax = weights / their row sums
             context = np.matmul(weights, v[rows, h, 0])
             context /= row_sums(weights)
             out[rows, h] = context.reshape(m, group, queries, head)
@@ -338,6 +365,28 @@ def block_attention(
     large = per * pair_bytes * 2 >= BLOCK_BYTES  # a unit's scores are half a cache-sized block or more
     products_in_row_threads(units, kv * chunks, 1, 1 if large else row_threads.MIN_SHARE)
     return out
+
+
+def softmax_numerators(
+    scores: np.ndarray, as_pairs: np.ndarray, bias: np.ndarray | None, seen: np.ndarray | None
+) -> np.ndarray:
+    """EXP(scores + bias - shift) in place, the shift any number a row shares (`layers.exp_shifted`): softmax is
+    this over its row sums. Where every score lies within +-64 EXP neither overflows nor underflows, so no shift
+    is needed, and the hidden keys of `seen` (1 seen, 0 hidden) are zeroed after the EXP: the causal mask as one
+    product instead of a bias, a row maximum and a shift (a row always sees one key at least: itself). Else (and
+    with a `bias`) the bias is added and each row shifted by its maximum. scores (m, group x queries, keys), seen
+    as as_pairs (m, group, queries, keys) is. Reference: `reference.softmax` with `reference.causal_mask`."""
+    if bias is None and -64 <= scores.min() and scores.max() <= 64:  # (false for NaN)
+        EXP(scores, out=scores)
+        if seen is not None:
+            as_pairs *= seen
+        return scores
+    if seen is not None:
+        bias = hiding_bias(seen)
+    if bias is not None:
+        as_pairs += bias
+    scores -= np.fmax.reduce(scores, axis=-1, keepdims=True)  # fmax: the faster row maximum
+    return EXP(scores, out=scores)
 
 
 class DecoderEncoder(Encoder):
