@@ -97,9 +97,8 @@ def norm_and_rotate(
 
     The gain goes into the rotation's tables, once a call: with x's halves (x1, x2), gains (g1, g2) and r each head's
     1 / rms, the rotated norm is r (x g c + swap(x) t), t = (-g2 sin, g1 sin), swap(x) = (x2, x1). Every product then
-    runs on whole rows of a block (the tables copied across its heads) rather than on half-heads: NumPy's loops over
-    64 numbers at a time cost more than the work in them (docs/performance.md). The same maths as the norm and
-    the rotation in turn, within float32 rounding."""
+    runs on whole heads rather than half-heads: NumPy's loops over 64 numbers at a time cost more than the work in
+    them (docs/performance.md). The same maths as the norm and the rotation in turn, within float32 rounding."""
     tokens, heads, width = x.shape
     half = width // 2
     gain = p.weight if offset == 0 else p.weight + f32(offset)
@@ -121,15 +120,15 @@ def norm_and_rotate(
             return
         swapped = np.empty_like(part)  # (x2, x1)
         swapped[..., :half], swapped[..., half:] = part[..., half:], part[..., :half]
-        table = np.empty_like(part)
-        table[...] = times_sin[block, None]
-        swapped *= table
-        table[...] = times_cos[block, None]
-        part *= table
+        swapped *= times_sin[block, None]
+        part *= times_cos[block, None]
         part += swapped
         part *= scale
 
-    in_blocks(work, rows)
+    # blocks twice the usual size: half as many hand-overs of Python's lock between the row threads (each pass is
+    # short), a block and its one temporary still within the cache
+    step = max(1, 2 * BLOCK_BYTES // rows[:1].nbytes)
+    row_threads.each(work, len(rows), step, least=row_threads.MIN_SHARE // 2)
     return x
 
 
@@ -279,8 +278,8 @@ def grouped_attention(
                 cut = padding[..., keys.start : keys.stop]
                 bias = cut if seen is None else np.minimum(hiding_bias(seen), cut)
                 seen = None
-            seen_part, queries = slice(keys.start, keys.stop), slice(start, end)
-            k_part, v_part = k_g[:, :, :, seen_part], v_g[:, :, :, seen_part]
+            key_part, queries = slice(keys.start, keys.stop), slice(start, end)
+            k_part, v_part = k_g[:, :, :, key_part], v_g[:, :, :, key_part]
             block_attention(q_g[:, :, :, queries], k_part, v_part, scale, bias, context[:, :, :, queries], seen)
     return out
 
