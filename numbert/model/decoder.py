@@ -39,7 +39,6 @@ from .layers import (
     EXP_PER_E,
     Linear,
     Norm,
-    in_blocks,
     linear,
     result,
     row_sums,
@@ -56,6 +55,13 @@ MIN_QUERIES = 32  # queries per block at least: fewer make the products too thin
 def gain_offset(config: BertConfig) -> float:
     """What RMSNorm adds to its stored weight to get its gain: 1 for Gemma3 (x (1 + w)), 0 for Qwen3 (x w)."""
     return 1.0 if config.member.decoder == "gemma3" else 0.0
+
+
+def in_large_blocks(work: Callable[[slice], object], rows: np.ndarray) -> None:
+    """`layers.in_blocks` with blocks twice the size, for passes that make one temporary of a block at most: half
+    as many hand-overs of Python's lock between the row threads, whose NumPy calls on a block are each short."""
+    step = max(1, 2 * BLOCK_BYTES // max(1, rows[:1].nbytes))
+    row_threads.each(work, len(rows), step, least=row_threads.MIN_SHARE // 2)
 
 
 def rms_norm(
@@ -83,7 +89,7 @@ def rms_norm(
         scaled = np.multiply(block, (f32(1) / np.sqrt(mean_square + f32(eps)))[..., None], out=y_rows[rows])
         scaled *= gain
 
-    in_blocks(normalize, y_rows)
+    in_large_blocks(normalize, y_rows)
     return y
 
 
@@ -125,10 +131,7 @@ def norm_and_rotate(
         part += swapped
         part *= scale
 
-    # blocks twice the usual size: half as many hand-overs of Python's lock between the row threads (each pass is
-    # short), a block and its one temporary still within the cache
-    step = max(1, 2 * BLOCK_BYTES // rows[:1].nbytes)
-    row_threads.each(work, len(rows), step, least=row_threads.MIN_SHARE // 2)
+    in_large_blocks(work, rows)
     return x
 
 
@@ -211,7 +214,7 @@ def stacked_feed_forward(
         activation(block, out=block)
         block *= u[rows]
 
-    in_blocks(gated, g)
+    in_large_blocks(gated, g)
     return linear(g, down, out)
 
 
@@ -484,7 +487,7 @@ class DecoderEncoder(Encoder):
         f = stacked_feed_forward(normed, layer.gate, layer.up, layer.down, self.activation, out)
         if layer.feed_forward_output_norm is not None:  # Gemma3
             rms_norm(f, layer.feed_forward_output_norm, eps, offset, out=f)
-        in_blocks(lambda rows: np.add(f[rows], h[rows], out=f[rows]), f)  # f += h, on the row threads
+        in_large_blocks(lambda rows: np.add(f[rows], h[rows], out=f[rows]), f)  # f += h, on the row threads
         return f, None
 
     def decoder_attention(
