@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from numbert.runtime.blas import THREAD_TIMEOUT
+
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = dict(hidden_size=768, num_attention_heads=12, intermediate_size=1152, vocab_size=50368, local_attention=128)
 IDS = dict(pad_token_id=50283, bos_token_id=50281, eos_token_id=50282, cls_token_id=50281, sep_token_id=50282)
@@ -85,7 +87,7 @@ def measure(system: str, directory: Path, length: int, calls: int, threads: int)
     env = dict(
         os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads)
     )
-    env.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # as numbert's own processes set it
+    env.setdefault("OPENBLAS_THREAD_TIMEOUT", THREAD_TIMEOUT)  # as numbert's own processes set it
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     command = [sys.executable, "-c", RUN, system, str(directory), str(length), str(calls), str(threads)]
     done = subprocess.run(command, capture_output=True, text=True, env=env)

@@ -21,7 +21,7 @@ import numbert
 from numbert.engines import workers
 from numbert.engines.workers import Pool, WorkerDied, describe
 from numbert.pipeline.planner import Row, row_of, run
-from numbert.runtime.blas import THREAD_VARIABLES
+from numbert.runtime.blas import THREAD_TIMEOUT, THREAD_VARIABLES
 
 
 def corpus(n: int) -> list[str]:
@@ -94,7 +94,8 @@ def test_workers_run_one_blas_thread_and_the_caller_keeps_its_own(minilm_dir, mo
             with open(f"/proc/{worker.pid}/environ", "rb") as f:
                 environ = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
             assert all(environ[name.encode()] == b"1" for name in THREAD_VARIABLES)
-            assert environ[b"OPENBLAS_THREAD_TIMEOUT"] == os.environ.get("OPENBLAS_THREAD_TIMEOUT", "4").encode()
+            timeout = os.environ.get("OPENBLAS_THREAD_TIMEOUT", THREAD_TIMEOUT)
+            assert environ[b"OPENBLAS_THREAD_TIMEOUT"] == timeout.encode()
         memory = pool.memory()
     assert {name: os.environ.get(name) for name in THREAD_VARIABLES} == before
     assert len(memory) == 2 and all(0 < m["pss"] <= m["rss"] for m in memory)

@@ -20,6 +20,7 @@ the real tokens (tests/test_reference.py).
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -84,13 +85,13 @@ class Packing:
         """True if the packed array is the padded batch in its own order (no padding): pack can be a view."""
         return self.tokens == self.shape[0] * self.shape[1] and len(self.groups) == 1
 
-    @property
+    @cached_property
     def firsts(self) -> np.ndarray:
         """Where each row's first token lies in the packed arrays, group after group. (rows,) int"""
         starts = [g.start + np.arange(len(g.rows)) * g.length for g in self.groups]
         return np.concatenate(starts) if starts else np.empty(0, np.int64)
 
-    @property
+    @cached_property
     def lasts(self) -> np.ndarray:
         """Where each row's last real token lies in the packed arrays, in `firsts`' order. (rows,) int"""
         ends = [g.start + np.arange(1, len(g.rows) + 1) * g.length - 1 for g in self.groups if g.mask_bias is None]
@@ -103,7 +104,7 @@ class Packing:
         """`firsts` or `lasts`, by the token a reader reads: "first" or "last". (rows,) int"""
         return self.firsts if one_token == "first" else self.lasts
 
-    @property
+    @cached_property
     def first_rows(self) -> np.ndarray:
         """The batch row of each of `firsts`. (rows,) int"""
         return np.concatenate([g.rows for g in self.groups]) if self.groups else np.empty(0, np.int64)

@@ -2,15 +2,15 @@
 
 OpenBLAS reads its environment once, when NumPy loads it. numbert's own processes (the `numbert`
 command, the server it runs, the worker processes it starts) set it before NumPy loads: idle BLAS
-threads go to sleep at once instead of spinning (OPENBLAS_THREAD_TIMEOUT, unless the environment sets
-it), and a worker gets its thread count. The thread count is never chosen by the machine's load: on
-some BLAS kernels one thread and two sum in another order, and a command's vectors must not change
+threads go to sleep after a fraction of a millisecond instead of a tenth of a second (OPENBLAS_THREAD_TIMEOUT,
+unless the environment sets it), and a worker gets its thread count. The thread count is never chosen by the
+machine's load: on some BLAS kernels one thread and two sum in another order, and a command's vectors must not change
 their last bits with what else runs; on a loaded machine set OPENBLAS_NUM_THREADS=1 (docs/usage.md's
 Threads section and docs/performance.md have the figures). numbert's processes also share the element-wise
 phases among as many row threads (numbert.runtime.row_threads) as they have BLAS threads, which pays only while idle
 BLAS threads sleep. In a user's Python process numbert sets nothing unless asked: `numbert.threads(n)` limits
 the BLAS threads through threadpoolctl (a dependency of numbert's);
-`numbert.runtime.row_threads.use(n)` shares the element-wise work (with OPENBLAS_THREAD_TIMEOUT=4 set before NumPy
+`numbert.runtime.row_threads.use(n)` shares the element-wise work (with OPENBLAS_THREAD_TIMEOUT=20 set before NumPy
 loads). This module imports no third-party module, so it can run before NumPy loads.
 
 Batches side by side: a corpus's planned batches run n at once, each on a Python thread of its own with one BLAS
@@ -44,7 +44,11 @@ THREAD_VARIABLES = (  # a thread count for every BLAS (and OpenMP) NumPy may be 
     "NUMEXPR_NUM_THREADS",
 )
 _side_by_side: int | None = None  # planned batches of a corpus run at once (`side_by_side`); None: not asked
-THREAD_TIMEOUT = "4"  # idle OpenBLAS threads sleep after 2^4 cycles (OpenBLAS's least; its default 2^28 is ~0.1 s)
+# Idle OpenBLAS threads spin 2^20 cycles (about 0.4 ms) before they sleep: long enough to span the gaps between a
+# forward's products, so that a lone short forward does not wake a sleeping thread for every product (on a virtual
+# machine's idle core a wake-up took ~1 ms of a 6.5 ms forward in all, docs/performance.md); short enough that
+# they sleep between requests and soon leave the row threads their core. OpenBLAS's default, 2^28, is ~0.1 s.
+THREAD_TIMEOUT = "20"
 
 
 def process_environment(environ: Mapping[str, str], threads: int | None = None) -> dict[str, str]:
