@@ -356,10 +356,9 @@ def block_attention(
             stacked = np.multiply(q[rows, h], base_scale, out=np.empty((m, group, queries, head), f32))
             keys_t = k[rows, h, 0].transpose(0, 2, 1)  # (m, head, keys)
             scores = np.matmul(stacked.reshape(m, group * queries, head), keys_t)  # (m, group x queries, keys)
-            as_pairs = scores.reshape(m, group, queries, keys)
-            weights = softmax_numerators(
-                scores, as_pairs, None if biases is None else biases[rows, h], None if seens is None else seens[rows, h]
-            )  # softmax = weights / their row sums
+            part_bias, part_seen = (None if a is None else a[rows, h] for a in (biases, seens))
+            softmax_numerators(scores.reshape(m, group, queries, keys), part_bias, part_seen)
+            weights = scores  # softmax = weights / their row sums
             context = np.matmul(weights, v[rows, h, 0])
             context /= row_sums(weights)
             out[rows, h] = context.reshape(m, group, queries, head)
@@ -369,24 +368,22 @@ def block_attention(
     return out
 
 
-def softmax_numerators(
-    scores: np.ndarray, as_pairs: np.ndarray, bias: np.ndarray | None, seen: np.ndarray | None
-) -> np.ndarray:
+def softmax_numerators(scores: np.ndarray, bias: np.ndarray | None, seen: np.ndarray | None) -> np.ndarray:
     """EXP(scores + bias - shift) in place, the shift any number a row shares (`layers.exp_shifted`): softmax is
     this over its row sums. Where every score lies within +-64 EXP neither overflows nor underflows, so no shift
     is needed, and the hidden keys of `seen` (1 seen, 0 hidden) are zeroed after the EXP: the causal mask as one
     product instead of a bias, a row maximum and a shift (a row always sees one key at least: itself). Else (and
-    with a `bias`) the bias is added and each row shifted by its maximum. scores (m, group x queries, keys), seen
-    as as_pairs (m, group, queries, keys) is. Reference: `reference.softmax` with `reference.causal_mask`."""
+    with a `bias`) the bias is added and each row shifted by its maximum. scores (..., queries, keys), bias and seen
+    any shape that broadcasts to it. Reference: `reference.softmax` with `reference.causal_mask`."""
     if bias is None and -64 <= scores.min() and scores.max() <= 64:  # (false for NaN)
         EXP(scores, out=scores)
         if seen is not None:
-            as_pairs *= seen
+            scores *= seen
         return scores
     if seen is not None:
         bias = hiding_bias(seen)
     if bias is not None:
-        as_pairs += bias
+        scores += bias
     scores -= np.fmax.reduce(scores, axis=-1, keepdims=True)  # fmax: the faster row maximum
     return EXP(scores, out=scores)
 

@@ -45,9 +45,9 @@ THREAD_VARIABLES = (  # a thread count for every BLAS (and OpenMP) NumPy may be 
 )
 _side_by_side: int | None = None  # planned batches of a corpus run at once (`side_by_side`); None: not asked
 # Idle OpenBLAS threads spin 2^20 cycles (about 0.4 ms) before they sleep: long enough to span the gaps between a
-# forward's products, so that a lone short forward does not wake a sleeping thread for every product (on a virtual
-# machine's idle core a wake-up took ~1 ms of a 6.5 ms forward in all, docs/performance.md); short enough that
-# they sleep between requests and soon leave the row threads their core. OpenBLAS's default, 2^28, is ~0.1 s.
+# forward's products, so that a lone short forward does not wake a sleeping thread (on an idle core) for every
+# product (docs/performance.md, "Serve, round five"); short enough that they sleep between requests and soon leave
+# the row threads their core. OpenBLAS's default, 2^28, is ~0.1 s.
 THREAD_TIMEOUT = "20"
 
 
