@@ -16,6 +16,7 @@ import pytest
 import numbert
 from numbert.model import decoder, reference
 from numbert.model.config import BertConfig
+from numbert.model.layers import Norm
 
 FIXTURES = Path(__file__).parent / "fixtures" / "decoder"
 ATOL = 1e-5
@@ -168,6 +169,45 @@ def test_fast_equals_reference(model_type, side):
     assert pooled is None
     found = model.forward(ids, attention_mask=mask).hidden_states
     assert max(largest_differences(found, hidden_states.astype(np.float32), mask)) <= 1e-5
+
+
+def test_softmax_numerators_hide_keys_by_a_product_or_by_a_bias():
+    """Scores within +-64: the hidden keys zeroed after the exp, no shift; scores beyond (here every one moved by
+    100, which softmax does not see but float32 rounds): the hiding bias and each row's maximum. The same softmax,
+    hidden keys exactly 0; a NaN score is not hidden away."""
+    scores = np.random.default_rng(0).uniform(-8, 8, (2, 3, 5, 5)).astype(np.float32)
+    seen = decoder.seen_keys(range(5), range(5), causal=True, window=None)
+    near = decoder.softmax_numerators(scores.copy(), None, seen)
+    far = decoder.softmax_numerators(scores + np.float32(100), None, seen)
+    for weights in (near, far):
+        assert np.all(weights[..., seen == 0] == 0) and np.all(weights[..., seen == 1] > 0)
+    np.testing.assert_allclose(near / near.sum(-1, keepdims=True), far / far.sum(-1, keepdims=True), atol=1e-6)
+    broken = scores.copy()
+    broken[0, 0, 2, 1] = np.nan
+    assert np.isnan(decoder.softmax_numerators(broken, None, seen)[0, 0, 2]).any()
+
+
+@pytest.mark.parametrize("side", SIDES)
+def test_scores_beyond_the_shift_free_range_take_the_shifted_path(monkeypatch, side):
+    """Queries' norm gains 40 times larger push Qwen3's causal scores past +-64: attention then adds the hiding bias
+    and shifts each row by its maximum; the fast encoder still equals the reference."""
+    model = numbert.load(FIXTURES / "qwen3")
+    louder = lambda layer: layer._replace(query_norm=Norm(layer.query_norm.weight * np.float32(40), None))
+    model.encoder.layers = [louder(layer) for layer in model.encoder.layers]  # (the reference reads them too)
+    shifted = []
+    hiding_bias = decoder.hiding_bias
+
+    def counted(seen: np.ndarray) -> np.ndarray:
+        shifted.append(seen)
+        return hiding_bias(seen)
+
+    monkeypatch.setattr(decoder, "hiding_bias", counted)
+    ids, mask = batch(side)
+    found = model.forward(ids, attention_mask=mask).hidden_states
+    assert shifted
+    plain, _, _ = reference.forward(model.encoder, ids, np.zeros_like(ids), mask)
+    scale = max(1.0, float(np.abs(plain).max()))
+    assert max(largest_differences(found, plain.astype(np.float32), mask)) <= 1e-5 * scale
 
 
 def test_one_token_first_keeps_the_first_positions():
