@@ -216,14 +216,18 @@ def rotation_table(rope: Rope, head_size: int, seq: int, max_positions: int) -> 
 def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     """x * cos + rotate_half(x) * sin over the last axis, in place; rotate_half(x) = (-x2, x1) for x's halves
     (x1, x2). x: (..., seq, heads, head_size) with cos, sin (seq, head_size), or any shapes that broadcast
-    as those. Reference: `reference.rotate`, the same sums."""
+    as those. Reference: `reference.rotate`, the same sums (x2 (-sin) added is x2 sin subtracted, bit for bit).
+
+    Faster on whole heads: rotate_half(x) sin is swap(x) t, with swap(x) = (x2, x1) and t = (-sin, sin) for the
+    table's halves, so the products run over whole heads, not half-heads (NumPy's loops over half a head at a
+    time cost more than their work: docs/performance.md)."""
     half = x.shape[-1] // 2
-    c, s = cos[..., None, :half], sin[..., None, :half]  # the two halves share their angles
-    x1, x2 = x[..., :half], x[..., half:]
-    x2_sin = np.multiply(x2, s, out=scratch_array(*x2.shape))
-    x1_sin = np.multiply(x1, s, out=scratch_array(*x1.shape))
-    x1 *= c
-    x1 -= x2_sin  # x1 cos - x2 sin
-    x2 *= c
-    x2 += x1_sin  # x2 cos + x1 sin
+    signed = np.empty_like(sin)  # (-sin, sin): rotate_half's signs (the two halves share their angles)
+    np.negative(sin[..., :half], out=signed[..., :half])
+    signed[..., half:] = sin[..., half:]
+    swapped = scratch_array(*x.shape)  # (x2, x1)
+    swapped[..., :half], swapped[..., half:] = x[..., half:], x[..., :half]
+    swapped *= signed[..., None, :]
+    x *= cos[..., None, :]
+    x += swapped  # (x1 cos - x2 sin, x2 cos + x1 sin)
     return x
