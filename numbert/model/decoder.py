@@ -44,6 +44,7 @@ from .layers import (
     row_sums,
 )
 from .packing import Packing
+from .rotary import rotate_on_tables
 from .scratch import scratch_array
 from .tensors import EMBEDDING_NAMES, FINAL_NORM_NAME, decoder_layer_names, file_backed
 
@@ -102,9 +103,8 @@ def norm_and_rotate(
     position (rotation None: the norm alone). Reference: `reference.rms_norm`, then `reference.rotate`.
 
     The gain goes into the rotation's tables, once a call: with x's halves (x1, x2), gains (g1, g2) and r each head's
-    1 / rms, the rotated norm is r (x g c + swap(x) t), t = (-g2 sin, g1 sin), swap(x) = (x2, x1). Every product then
-    runs on whole heads rather than half-heads: NumPy's loops over 64 numbers at a time cost more than the work in
-    them (docs/performance.md). The same maths as the norm and the rotation in turn, within float32 rounding."""
+    1 / rms, the rotated norm is r (x g c + swap(x) t), t = (-g2 sin, g1 sin), swap(x) = (x2, x1), on whole heads
+    (`rotary.rotate_on_tables`). The same maths as the norm and the rotation in turn, within float32 rounding."""
     tokens, heads, width = x.shape
     half = width // 2
     gain = p.weight if offset == 0 else p.weight + f32(offset)
@@ -119,17 +119,13 @@ def norm_and_rotate(
     def work(block: slice) -> None:
         part = x[block]  # (b, heads, head)
         mean_square = np.einsum("...i,...i->...", part, part) / f32(width)
-        scale = (f32(1) / np.sqrt(mean_square + f32(eps)))[..., None]  # (b, heads, 1)
+        inverse_rms = (f32(1) / np.sqrt(mean_square + f32(eps)))[..., None]  # (b, heads, 1)
         if rotation is None:
-            part *= scale
+            part *= inverse_rms
             part *= gain
             return
-        swapped = np.empty_like(part)  # (x2, x1)
-        swapped[..., :half], swapped[..., half:] = part[..., half:], part[..., :half]
-        swapped *= times_sin[block, None]
-        part *= times_cos[block, None]
-        part += swapped
-        part *= scale
+        rotate_on_tables(part, times_cos[block, None], times_sin[block, None], np.empty_like(part))
+        part *= inverse_rms
 
     in_large_blocks(work, rows)
     return x
@@ -357,8 +353,8 @@ def block_attention(
             keys_t = k[rows, h, 0].transpose(0, 2, 1)  # (m, head, keys)
             scores = np.matmul(stacked.reshape(m, group * queries, head), keys_t)  # (m, group x queries, keys)
             part_bias, part_seen = (None if a is None else a[rows, h] for a in (biases, seens))
-            softmax_numerators(scores.reshape(m, group, queries, keys), part_bias, part_seen)
-            weights = scores  # softmax = weights / their row sums
+            pairs = softmax_numerators(scores.reshape(m, group, queries, keys), part_bias, part_seen)
+            weights = pairs.reshape(scores.shape)  # softmax = weights / their row sums
             context = np.matmul(weights, v[rows, h, 0])
             context /= row_sums(weights)
             out[rows, h] = context.reshape(m, group, queries, head)

@@ -217,17 +217,22 @@ def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     """x * cos + rotate_half(x) * sin over the last axis, in place; rotate_half(x) = (-x2, x1) for x's halves
     (x1, x2). x: (..., seq, heads, head_size) with cos, sin (seq, head_size), or any shapes that broadcast
     as those. Reference: `reference.rotate`, the same sums (x2 (-sin) added is x2 sin subtracted, bit for bit).
-
-    Faster on whole heads: rotate_half(x) sin is swap(x) t, with swap(x) = (x2, x1) and t = (-sin, sin) for the
-    table's halves, so the products run over whole heads, not half-heads (NumPy's loops over half a head at a
-    time cost more than their work: docs/performance.md)."""
+    Faster on whole heads (`rotate_on_tables`)."""
     half = x.shape[-1] // 2
     signed = np.empty_like(sin)  # (-sin, sin): rotate_half's signs (the two halves share their angles)
     np.negative(sin[..., :half], out=signed[..., :half])
     signed[..., half:] = sin[..., half:]
-    swapped = scratch_array(*x.shape)  # (x2, x1)
+    return rotate_on_tables(x, cos[..., None, :], signed[..., None, :], scratch_array(*x.shape))
+
+
+def rotate_on_tables(x: np.ndarray, cos: np.ndarray, signed_sin: np.ndarray, swapped: np.ndarray) -> np.ndarray:
+    """x cos + swap(x) signed_sin in place, swap(x) = (x2, x1) written into `swapped` (x's shape): rotate_half(x) sin
+    as swap(x) (-sin, sin), so that every product runs over whole heads, not half-heads (NumPy's loops over half a
+    head at a time cost more than their work: docs/performance.md). The tables broadcast to x and may carry more
+    factors than the angles' (a norm's gain: decoder.norm_and_rotate)."""
+    half = x.shape[-1] // 2
     swapped[..., :half], swapped[..., half:] = x[..., half:], x[..., :half]
-    swapped *= signed[..., None, :]
-    x *= cos[..., None, :]
+    swapped *= signed_sin
+    x *= cos
     x += swapped  # (x1 cos - x2 sin, x2 cos + x1 sin)
     return x
