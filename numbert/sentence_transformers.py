@@ -446,16 +446,20 @@ class Door:
         return model
 
     @classmethod
-    def opened(cls, model_name_or_path, device, cache_folder, revision):
-        """The model of a directory or hub id, on the CPU (another device is refused)."""
+    def opened(cls, model_name_or_path, device, cache_folder, revision, check_finite: bool = False):
+        """The model of a directory or hub id, on the CPU (another device is refused); check_finite: its weights'
+        NaN or infinite values refused, naming the tensor (`numbert.load`'s)."""
         check_device(device)
-        return cls.from_pretrained(model_name_or_path, revision=revision, cache_dir=cache_folder)
+        return cls.from_pretrained(
+            model_name_or_path, revision=revision, cache_dir=cache_folder, check_finite=check_finite
+        )
 
 
 class SentenceTransformer(Door, StBert):
     """SentenceTransformer(model_name_or_path, ...): numbert.load(model_name_or_path) as sentence-transformers loads
     it: `prompts` (name -> text) added to the model's own, `default_prompt_name` and `truncate_dim` applied to every
-    encode. Other sentence-transformers arguments (trust_remote_code, model_kwargs, ...) change nothing here."""
+    encode. check_finite=True refuses a checkpoint's NaN or infinite weights, naming the tensor (numbert.load's). Other
+    sentence-transformers arguments (trust_remote_code, model_kwargs, ...) change nothing here."""
 
     implementation = StBert
 
@@ -468,9 +472,10 @@ class SentenceTransformer(Door, StBert):
         cache_folder: str | os.PathLike | None = None,
         revision: str | None = None,
         truncate_dim: int | None = None,
+        check_finite: bool = False,
         **unused,
     ) -> SentenceTransformer:
-        model = cls.opened(model_name_or_path, device, cache_folder, revision)
+        model = cls.opened(model_name_or_path, device, cache_folder, revision, check_finite)
         if prompts is not None or default_prompt_name is not None:
             model.set_prompts(prompts or {}, default_prompt_name)
         if truncate_dim is not None:
@@ -486,8 +491,10 @@ class CrossEncoder(Door, StBert):
     implementation = StBert
     model_type = "CrossEncoder"
 
-    def __new__(cls, model_name_or_path, device=None, cache_folder=None, revision=None, **unused) -> CrossEncoder:
-        return cls.opened(model_name_or_path, device, cache_folder, revision)
+    def __new__(
+        cls, model_name_or_path, device=None, cache_folder=None, revision=None, check_finite=False, **unused
+    ) -> CrossEncoder:
+        return cls.opened(model_name_or_path, device, cache_folder, revision, check_finite)
 
 
 class SparseEncoder(Door, StSparse):
@@ -497,9 +504,16 @@ class SparseEncoder(Door, StSparse):
     implementation = StSparse
 
     def __new__(
-        cls, model_name_or_path, device=None, cache_folder=None, revision=None, max_active_dims=None, **unused
+        cls,
+        model_name_or_path,
+        device=None,
+        cache_folder=None,
+        revision=None,
+        max_active_dims=None,
+        check_finite=False,
+        **unused,
     ) -> SparseEncoder:
-        model = cls.opened(model_name_or_path, device, cache_folder, revision)
+        model = cls.opened(model_name_or_path, device, cache_folder, revision, check_finite)
         model.sparse_vectors()  # checked now: a ValueError naming the masked-LM head's missing tensors
         if max_active_dims is not None:
             if isinstance(max_active_dims, bool) or not isinstance(max_active_dims, int) or max_active_dims < 1:
@@ -514,7 +528,9 @@ class MultiVectorEncoder(Door, StMulti):
 
     implementation = StMulti
 
-    def __new__(cls, model_name_or_path, device=None, cache_folder=None, revision=None, **unused) -> MultiVectorEncoder:
-        model = cls.opened(model_name_or_path, device, cache_folder, revision)
+    def __new__(
+        cls, model_name_or_path, device=None, cache_folder=None, revision=None, check_finite=False, **unused
+    ) -> MultiVectorEncoder:
+        model = cls.opened(model_name_or_path, device, cache_folder, revision, check_finite)
         multi_vector_kind(model)  # checked now: a ValueError saying the model has no ColBERT recipe
         return model

@@ -473,5 +473,8 @@ def test_load_check_finite_names_the_tensor(tmp_path, minilm_dir, caplog):
     save_file(weights, str(directory / "model.safetensors"))
     with pytest.raises(ValueError, match=r"tensor 'encoder.layer.3.attention.self.key.bias' holds NaN .* index \(7,\)"):
         numbert.load(directory, check_finite=True)
+    for door in (numbert.SentenceTransformer, numbert.CrossEncoder):  # the sentence-transformers doors say it too
+        with pytest.raises(ValueError, match=r"tensor 'encoder.layer.3.attention.self.key.bias' holds NaN"):
+            door(str(directory), check_finite=True)
     assert np.isnan(numbert.load(directory).embed("hello")).all()  # unchecked, the NaN reaches every output
     assert "computed NaN or infinite hidden states" in caplog.text  # and it is said
